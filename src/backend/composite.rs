@@ -1,0 +1,270 @@
+//! The mount table: one logical path space over several tiers.
+//!
+//! A path belongs to the mount with the longest prefix that contains it on a
+//! segment boundary (`/memories` never owns `/memories-old/x`). Each tier is
+//! built knowing its own mount prefix and answers in full logical paths, so the
+//! table only routes: nothing is rewritten on the way in or out.
+//!
+//! Listing a directory shows the mount points below it as directories, and a
+//! search from `/` (or any ancestor of mounts) spans every mount below it as
+//! one path-ordered stream under one budget: the owning tier is searched in the
+//! key ranges between its child mounts, and each child mount is searched in its
+//! place. A mount that fails during a search is reported in the summary
+//! instead of vanishing from the results.
+
+use super::{Backend, Entry, Precondition, Scope, UpdateFn, WriteOutcome};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::search::rules::{self, Skip};
+use crate::search::sorted::subtree_range;
+use crate::search::{SearchPart, SearchRun};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// One entry of the mount table.
+pub struct Mount {
+    /// Where the tier is mounted.
+    pub prefix: VfsPath,
+    /// The tier (built with the same prefix).
+    pub backend: Arc<dyn Backend>,
+    /// `state`, `store` or `filesystem`, for logs and errors.
+    pub tier: &'static str,
+}
+
+/// Routes every call to the tier that owns its path.
+pub struct CompositeBackend {
+    /// Sorted by path order, so child mounts come out in path order.
+    mounts: Vec<Mount>,
+}
+
+impl CompositeBackend {
+    /// Builds the table; two mounts on one prefix are an error.
+    pub fn new(mut mounts: Vec<Mount>) -> Result<CompositeBackend> {
+        mounts.sort_by_key(|m| m.prefix.order_key());
+        if let Some(w) = mounts.windows(2).find(|w| w[0].prefix == w[1].prefix) {
+            return Err(Error::InvalidArgument(format!(
+                "two mounts at {}",
+                w[0].prefix
+            )));
+        }
+        Ok(CompositeBackend { mounts })
+    }
+
+    /// The mounts, in path order.
+    pub fn mounts(&self) -> &[Mount] {
+        &self.mounts
+    }
+
+    /// The mount owning `path`: the longest prefix containing it.
+    fn owner(&self, path: &VfsPath) -> Option<&Mount> {
+        self.mounts
+            .iter()
+            .filter(|m| path.is_within(&m.prefix))
+            .max_by_key(|m| m.prefix.as_str().len())
+    }
+
+    fn route(&self, path: &VfsPath) -> Result<&dyn Backend> {
+        match self.owner(path) {
+            Some(m) => Ok(m.backend.as_ref()),
+            None => Err(Error::NotFound(path.to_string())),
+        }
+    }
+
+    /// Mounts strictly below `dir` whose nearest enclosing mount is `owner`
+    /// (deeper ones are handled when their parent mount is searched).
+    fn child_mounts<'a>(&'a self, dir: &VfsPath, owner: Option<&'a Mount>) -> Vec<&'a Mount> {
+        self.mounts
+            .iter()
+            .filter(|m| m.prefix != *dir && m.prefix.is_within(dir))
+            .filter(|m| {
+                let parent = m.prefix.parent();
+                let nearest = self.owner(&parent).map(|o| &o.prefix);
+                nearest == owner.map(|o| &o.prefix)
+            })
+            .collect()
+    }
+
+    /// True when `dir` is a mount point or lies above one.
+    fn holds_mounts(&self, dir: &VfsPath) -> bool {
+        self.mounts.iter().any(|m| m.prefix.is_within(dir))
+    }
+
+    /// Searches `part` with `owner` around the child mounts, in path order.
+    fn search_part(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        let owner = self.owner(&part.top);
+        let children = self.child_mounts(&part.top, owner);
+        let mut lo = part.lo.clone();
+        let mut started_owner = false;
+        for child in children {
+            let (child_lo, child_hi) = subtree_range(&child.prefix);
+            let child_key = child.prefix.order_key();
+            if child_hi <= part.lo || child_key >= part.hi {
+                continue;
+            }
+            if let Some(owner) = owner {
+                let gap = SearchPart {
+                    top: part.top.clone(),
+                    lo: lo.clone(),
+                    hi: child_key.clone(),
+                };
+                self.search_owner(scope, run, owner, &gap, &mut started_owner)?;
+            }
+            if run.should_stop() {
+                return Ok(());
+            }
+            if !self.mount_hidden(run, &child.prefix) {
+                let inner = SearchPart {
+                    top: child.prefix.clone(),
+                    lo: child_lo,
+                    hi: child_hi.clone(),
+                };
+                if let Err(err) = self.search_part(scope, run, &inner) {
+                    run.problem(child.prefix.as_str(), err);
+                }
+            }
+            lo = child_hi;
+        }
+        match owner {
+            Some(owner) => {
+                let rest = SearchPart {
+                    top: part.top.clone(),
+                    lo,
+                    hi: part.hi.clone(),
+                };
+                self.search_owner(scope, run, owner, &rest, &mut started_owner)
+            }
+            None if self.holds_mounts(&part.top) => Ok(()),
+            None => Err(Error::NotFound(part.top.to_string())),
+        }
+    }
+
+    /// Searches one gap of the owner. The first call decides whether the
+    /// search can start (a missing root is an error); later gaps of a tier
+    /// that lost its directory are soft problems.
+    fn search_owner(
+        &self,
+        scope: &Scope,
+        run: &SearchRun,
+        owner: &Mount,
+        gap: &SearchPart,
+        started: &mut bool,
+    ) -> Result<()> {
+        if gap.lo >= gap.hi || run.should_stop() {
+            return Ok(());
+        }
+        let first = !*started;
+        *started = true;
+        match owner.backend.search(scope, run, gap) {
+            Ok(()) => Ok(()),
+            // An ancestor of mounts need not exist in its owning tier.
+            Err(Error::NotFound(_)) if self.holds_mounts(&gap.top) && gap.top != owner.prefix => {
+                Ok(())
+            }
+            Err(err) if first => Err(err),
+            Err(err) => {
+                run.problem(gap.top.as_str(), err);
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies the hidden/ignore rules to the directories between the search
+    /// root and a mount point, counting a skip like a walk would.
+    fn mount_hidden(&self, run: &SearchRun, mount: &VfsPath) -> bool {
+        let spec = run.spec();
+        let Some(rel) = mount.relative_to(&spec.root) else {
+            return false;
+        };
+        for name in rel.split('/').filter(|s| !s.is_empty()) {
+            match rules::skip_name(name, spec.include_hidden, spec.include_ignored) {
+                Some(Skip::Hidden) => run.skipped_hidden(),
+                Some(Skip::Ignored) => run.skipped_ignored(),
+                None => continue,
+            }
+            return true;
+        }
+        false
+    }
+}
+
+impl Backend for CompositeBackend {
+    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let mut entries = match self.route(dir).and_then(|b| b.list(scope, dir)) {
+            Ok(entries) => entries,
+            Err(Error::NotFound(_)) if self.holds_mounts(dir) => Vec::new(),
+            Err(err) => return Err(err),
+        };
+        for mount in &self.mounts {
+            let Some(rel) = mount.prefix.relative_to(dir) else {
+                continue;
+            };
+            if rel.is_empty() {
+                continue;
+            }
+            let child = dir.join(rel.split('/').next().unwrap_or(rel))?;
+            entries.retain(|e| e.path != child);
+            entries.push(Entry::directory(child, SystemTime::UNIX_EPOCH));
+        }
+        entries.sort_by_key(|e| e.path.order_key());
+        entries.dedup_by(|a, b| a.path == b.path);
+        Ok(entries)
+    }
+
+    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        match self.route(path).and_then(|b| b.stat(scope, path)) {
+            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
+                Ok(Entry::directory(path.clone(), SystemTime::UNIX_EPOCH))
+            }
+            other => other,
+        }
+    }
+
+    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        match self.route(path).and_then(|b| b.read(scope, path)) {
+            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
+                Err(Error::IsDirectory(path.to_string()))
+            }
+            other => other,
+        }
+    }
+
+    fn write(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        data: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mounts(path) {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        self.route(path)?.write(scope, path, data, pre)
+    }
+
+    fn update(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        f: &mut UpdateFn<'_>,
+    ) -> Result<WriteOutcome> {
+        self.route(path)?.update(scope, path, if_version, f)
+    }
+
+    fn delete(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64> {
+        if self.mounts.iter().any(|m| m.prefix == *path) && !recursive {
+            return Err(Error::IsDirectory(format!("{path} is a mount point")));
+        }
+        self.route(path)?.delete(scope, path, if_version, recursive)
+    }
+
+    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        self.search_part(scope, run, part)
+    }
+}

@@ -1,0 +1,185 @@
+//! The backend protocol: the contract every tier (State, Store, Filesystem) and
+//! the mount table (Composite) implement.
+//!
+//! The trait is synchronous on purpose: every tier either finishes at once
+//! (State) or blocks on disk (Store, Filesystem). The gRPC layer calls it through
+//! `spawn_blocking`, so blocking I/O never runs on the runtime's worker threads.
+//!
+//! Invariants callers rely on:
+//! - every path handed in passed [`VfsPath::parse`] and the caller's grant check;
+//! - every path handed back is a logical path, never a host path;
+//! - [`Backend::update`] is an atomic read-modify-write: no lost update when
+//!   many clients edit one file at once;
+//! - versions only grow: every change of a path gives it a new, larger version.
+
+pub mod composite;
+pub mod state;
+
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::search::{SearchPart, SearchRun};
+use std::time::SystemTime;
+
+/// Whose data a call sees: the State tier is scoped by session, the Store tier
+/// by namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    /// The `x-agentvfs-session` of the request (`default` when absent).
+    pub session: String,
+    /// The principal's Store namespace (`default` when not configured).
+    pub namespace: String,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            session: "default".into(),
+            namespace: "default".into(),
+        }
+    }
+}
+
+/// What kind of entry a path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    /// A regular file.
+    File,
+    /// A directory (explicit on disk, implied by file paths in memory).
+    Directory,
+    /// A symbolic link (Filesystem tier only; shown, never followed outside).
+    Symlink {
+        /// True when the link resolves, inside the root, to a directory.
+        to_directory: bool,
+    },
+}
+
+/// Metadata of one entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Logical path.
+    pub path: VfsPath,
+    /// File, directory or link.
+    pub kind: EntryKind,
+    /// Size in bytes (0 for directories).
+    pub size: u64,
+    /// Last change.
+    pub modified: SystemTime,
+    /// Creation (the tier's best knowledge; modification time when unknown).
+    pub created: SystemTime,
+    /// Generation: grows on every change of this path; 0 for directories.
+    pub version: u64,
+}
+
+impl Entry {
+    /// True for directories (not for links to directories).
+    pub fn is_directory(&self) -> bool {
+        self.kind == EntryKind::Directory
+    }
+
+    /// A directory entry with no meaningful times (implied directories).
+    pub fn directory(path: VfsPath, time: SystemTime) -> Entry {
+        Entry {
+            path,
+            kind: EntryKind::Directory,
+            size: 0,
+            modified: time,
+            created: time,
+            version: 0,
+        }
+    }
+}
+
+/// The condition a write must meet, from `create_only` and `if_version`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Precondition {
+    /// Fail with [`Error::AlreadyExists`] when the file exists.
+    pub create_only: bool,
+    /// When set, the current version must equal it (0: must not exist), else
+    /// [`Error::VersionMismatch`].
+    pub if_version: Option<u64>,
+}
+
+impl Precondition {
+    /// Checks the condition against the current version (`None`: no file).
+    pub fn check(&self, path: &VfsPath, current: Option<u64>) -> Result<()> {
+        if self.create_only && current.is_some() {
+            return Err(Error::AlreadyExists(path.to_string()));
+        }
+        if let Some(expected) = self.if_version {
+            let actual = current.unwrap_or(0);
+            if expected != actual {
+                return Err(Error::VersionMismatch {
+                    path: path.to_string(),
+                    expected,
+                    actual,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// Logical path written.
+    pub path: VfsPath,
+    /// Bytes in the file now.
+    pub bytes_written: u64,
+    /// The file's new version.
+    pub version: u64,
+    /// True when the file did not exist before.
+    pub created: bool,
+}
+
+/// A transformation of a file's content for [`Backend::update`]: given the
+/// current bytes, return the new bytes (or an error to change nothing).
+pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
+
+/// The backend protocol (seed 000), structured.
+pub trait Backend: Send + Sync {
+    /// Lists one directory level, sorted by path (segment order).
+    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>>;
+
+    /// Metadata of one path.
+    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry>;
+
+    /// The whole content of a file and its metadata.
+    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)>;
+
+    /// Creates or replaces a file (creating parent directories as needed).
+    fn write(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        data: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome>;
+
+    /// Atomically replaces a file's content with `f(current)`, checking
+    /// `if_version` against the version `f` saw. The file must exist.
+    fn update(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        f: &mut UpdateFn<'_>,
+    ) -> Result<WriteOutcome>;
+
+    /// Deletes a file, or a directory tree when `recursive`; returns the number
+    /// of files removed.
+    fn delete(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64>;
+
+    /// Runs the Grep or Glob of `run` over `part` (a subtree at or below the
+    /// search root, cut to a key range), feeding entries to `run` in path
+    /// order. Result paths are matched relative to `run.spec().root`.
+    /// Per-file failures are soft (reported through the run); an `Err` means
+    /// the search could not start (`part.top` missing, ...).
+    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()>;
+}

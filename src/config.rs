@@ -1,0 +1,394 @@
+//! Configuration: TOML (`agentvfs serve --config FILE`) or the embedded
+//! default, validated before the server listens.
+//!
+//! Every problem is reported with the file, the line and what is wrong, e.g.
+//! `agentvfs.toml:12: mount prefix "workspace/": path must be absolute`. See
+//! `agentvfs.example.toml` for every key.
+
+use crate::access::{Grant, Principal};
+use crate::auth::parse_ops;
+use crate::backend::state::StateLimits;
+use crate::path::VfsPath;
+use crate::server::check_scope_name;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use toml::Spanned;
+
+/// The configuration used when no `--config` is given.
+pub const DEFAULT_CONFIG: &str = include_str!("default.toml");
+/// Default largest file: 64 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+/// Default bytes of all State sessions together: 1 GiB.
+pub const DEFAULT_STATE_MAX_TOTAL_BYTES: u64 = 1 << 30;
+/// Default idle time before a State session is dropped: one hour.
+pub const DEFAULT_STATE_IDLE_TTL_SECONDS: u64 = 3600;
+
+/// A configuration problem, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file (or `<embedded default>`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{}: {}", self.file, line, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Which tier serves a mount, with its settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TierConfig {
+    /// In memory, per session.
+    State,
+    /// RocksDB in `path`.
+    Store {
+        /// Data directory.
+        path: PathBuf,
+        /// fsync every write.
+        sync: bool,
+    },
+    /// A real directory.
+    Filesystem {
+        /// The directory exposed.
+        root: PathBuf,
+    },
+}
+
+/// One mount.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountConfig {
+    /// Logical prefix.
+    pub prefix: VfsPath,
+    /// The tier serving it.
+    pub tier: TierConfig,
+}
+
+/// The Tools service's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// Logical project root of the tools.
+    pub root: VfsPath,
+}
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Largest file.
+    pub max_file_bytes: u64,
+    /// State tier bounds.
+    pub state: StateLimits,
+    /// Tools settings.
+    pub tools: ToolsConfig,
+    /// Mount table.
+    pub mounts: Vec<MountConfig>,
+    /// `(token, principal)` pairs; empty: no authentication.
+    pub principals: Vec<(String, Principal)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    listen: Option<Spanned<String>>,
+    max_file_bytes: Option<Spanned<u64>>,
+    state: Option<RawState>,
+    tools: Option<RawTools>,
+    #[serde(default, rename = "mount")]
+    mounts: Vec<Spanned<RawMount>>,
+    #[serde(default, rename = "principal")]
+    principals: Vec<Spanned<RawPrincipal>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawState {
+    max_total_bytes: Option<u64>,
+    idle_ttl_seconds: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTools {
+    root: Option<Spanned<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMount {
+    prefix: Spanned<String>,
+    tier: Spanned<String>,
+    root: Option<Spanned<String>>,
+    path: Option<Spanned<String>>,
+    sync: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrincipal {
+    name: Spanned<String>,
+    token: Spanned<String>,
+    namespace: Option<Spanned<String>>,
+    #[serde(default)]
+    grants: Vec<Spanned<RawGrant>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGrant {
+    prefix: Spanned<String>,
+    ops: Vec<Spanned<String>>,
+}
+
+/// Parses and validates configuration text read from `file`.
+pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
+    let at = |offset: usize, message: String| ConfigError {
+        file: file.to_owned(),
+        line: Some(source[..offset.min(source.len())].matches('\n').count() + 1),
+        message,
+    };
+    let raw: RawConfig = toml::from_str(source).map_err(|e| match e.span() {
+        Some(span) => at(span.start, e.message().to_owned()),
+        None => ConfigError {
+            file: file.to_owned(),
+            line: None,
+            message: e.message().to_owned(),
+        },
+    })?;
+
+    let listen = match &raw.listen {
+        None => SocketAddr::from(([127, 0, 0, 1], 50051)),
+        Some(l) => l.get_ref().parse().map_err(|_| {
+            at(
+                l.span().start,
+                format!(
+                    "listen {:?} is not an address like 127.0.0.1:50051",
+                    l.get_ref()
+                ),
+            )
+        })?,
+    };
+    let max_file_bytes = match &raw.max_file_bytes {
+        None => DEFAULT_MAX_FILE_BYTES,
+        Some(m) if *m.get_ref() == 0 || *m.get_ref() > (1 << 40) => {
+            return Err(at(
+                m.span().start,
+                "max_file_bytes must be between 1 and 2^40".into(),
+            ));
+        }
+        Some(m) => *m.get_ref(),
+    };
+    let state = StateLimits {
+        max_total_bytes: raw
+            .state
+            .as_ref()
+            .and_then(|s| s.max_total_bytes)
+            .unwrap_or(DEFAULT_STATE_MAX_TOTAL_BYTES),
+        max_file_bytes,
+        idle_ttl: Duration::from_secs(
+            raw.state
+                .as_ref()
+                .and_then(|s| s.idle_ttl_seconds)
+                .unwrap_or(DEFAULT_STATE_IDLE_TTL_SECONDS),
+        ),
+    };
+    let tools = ToolsConfig {
+        root: match raw.tools.as_ref().and_then(|t| t.root.as_ref()) {
+            None => VfsPath::root(),
+            Some(r) => VfsPath::parse(r.get_ref())
+                .map_err(|e| at(r.span().start, format!("tools root: {e}")))?,
+        },
+    };
+
+    let mut mounts = Vec::new();
+    let mut prefixes = HashSet::new();
+    for m in &raw.mounts {
+        let span = m.span().start;
+        let m = m.get_ref();
+        let prefix = VfsPath::parse(m.prefix.get_ref())
+            .map_err(|e| at(m.prefix.span().start, format!("mount prefix: {e}")))?;
+        if !prefixes.insert(prefix.clone()) {
+            return Err(at(m.prefix.span().start, format!("two mounts at {prefix}")));
+        }
+        let needs = |field: &Option<Spanned<String>>, name: &str, tier: &str| {
+            field
+                .as_ref()
+                .map(|f| PathBuf::from(f.get_ref()))
+                .ok_or_else(|| {
+                    at(
+                        span,
+                        format!("mount {prefix}: tier \"{tier}\" needs `{name}`"),
+                    )
+                })
+        };
+        let unexpected = |field: &Option<Spanned<String>>, name: &str, tier: &str| match field {
+            Some(f) => Err(at(
+                f.span().start,
+                format!("mount {prefix}: tier \"{tier}\" takes no `{name}`"),
+            )),
+            None => Ok(()),
+        };
+        let tier = match m.tier.get_ref().as_str() {
+            "state" => {
+                unexpected(&m.root, "root", "state")?;
+                unexpected(&m.path, "path", "state")?;
+                TierConfig::State
+            }
+            "store" => {
+                unexpected(&m.root, "root", "store")?;
+                TierConfig::Store {
+                    path: needs(&m.path, "path", "store")?,
+                    sync: m.sync.unwrap_or(false),
+                }
+            }
+            "filesystem" => {
+                unexpected(&m.path, "path", "filesystem")?;
+                TierConfig::Filesystem {
+                    root: needs(&m.root, "root", "filesystem")?,
+                }
+            }
+            other => {
+                return Err(at(
+                    m.tier.span().start,
+                    format!(
+                        "unknown tier {other:?}; expected \"state\", \"store\" or \"filesystem\""
+                    ),
+                ));
+            }
+        };
+        mounts.push(MountConfig { prefix, tier });
+    }
+    if mounts.is_empty() {
+        return Err(ConfigError {
+            file: file.into(),
+            line: None,
+            message: "no [[mount]] configured".into(),
+        });
+    }
+
+    let mut principals = Vec::new();
+    let mut tokens = HashSet::new();
+    for p in &raw.principals {
+        let p = p.get_ref();
+        let token = p.token.get_ref();
+        if token.len() < 8 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(at(
+                p.token.span().start,
+                "token must be at least 8 characters without spaces".into(),
+            ));
+        }
+        if !tokens.insert(token.clone()) {
+            return Err(at(
+                p.token.span().start,
+                "two principals share one token".into(),
+            ));
+        }
+        let namespace = match &p.namespace {
+            None => "default".to_owned(),
+            Some(ns) => {
+                check_scope_name("namespace", ns.get_ref())
+                    .map_err(|e| at(ns.span().start, e.to_string()))?;
+                ns.get_ref().clone()
+            }
+        };
+        let mut grants = Vec::new();
+        for g in &p.grants {
+            let g = g.get_ref();
+            let prefix = VfsPath::parse(g.prefix.get_ref())
+                .map_err(|e| at(g.prefix.span().start, format!("grant prefix: {e}")))?;
+            let ops = parse_ops(g.ops.iter().map(|o| o.get_ref().as_str())).map_err(|e| {
+                let start = g
+                    .ops
+                    .first()
+                    .map_or(g.prefix.span().start, |o| o.span().start);
+                at(start, e.to_string())
+            })?;
+            grants.push(Grant { prefix, ops });
+        }
+        principals.push((
+            token.clone(),
+            Principal {
+                name: p.name.get_ref().clone(),
+                namespace,
+                grants,
+            },
+        ));
+    }
+    Ok(Config {
+        listen,
+        max_file_bytes,
+        state,
+        tools,
+        mounts,
+        principals,
+    })
+}
+
+/// The embedded default configuration.
+pub fn embedded_default() -> Config {
+    parse("<embedded default>", DEFAULT_CONFIG)
+        .expect("the embedded default configuration is valid (tested)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_listens_on_loopback_without_principals() {
+        let c = embedded_default();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:50051");
+        let prefixes: Vec<_> = c.mounts.iter().map(|m| m.prefix.to_string()).collect();
+        assert_eq!(prefixes, ["/"]);
+        assert!(c.principals.is_empty());
+    }
+
+    #[test]
+    fn example_file_is_valid() {
+        let c = parse(
+            "agentvfs.example.toml",
+            include_str!("../agentvfs.example.toml"),
+        )
+        .unwrap();
+        assert_eq!(c.principals.len(), 2);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_problem() {
+        let src = "listen = \"127.0.0.1:1\"\n[[mount]]\nprefix = \"/\"\ntier = \"cloud\"\n";
+        let err = parse("x.toml", src).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "x.toml:4: unknown tier \"cloud\"; expected \"state\", \"store\" or \"filesystem\""
+        );
+        let err = parse("x.toml", "[[mount]]\nprefix = \"rel/\"\ntier = \"state\"\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+        let err = parse("x.toml", "bogus = 1\n").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("x.toml:1: unknown field `bogus`"),
+            "{err}"
+        );
+        let bad_op = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n[[principal]]\nname=\"a\"\ntoken=\"12345678\"\ngrants=[{prefix=\"/\", ops=[\"read\"]}]\n";
+        assert!(
+            parse("x.toml", bad_op)
+                .unwrap_err()
+                .to_string()
+                .contains("x.toml:7: unknown operation \"read\"")
+        );
+    }
+}

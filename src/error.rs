@@ -1,0 +1,250 @@
+//! The domain error of agentvfs and its one mapping to gRPC.
+//!
+//! Every layer returns [`Error`]; the gRPC adapters turn it into a `tonic::Status`
+//! only through `From<Error> for Status` below, and the Tools layer turns it into
+//! an envelope error through [`Error::code`]. Both therefore agree on the code a
+//! client sees. Payloads carry logical paths only, never host paths.
+
+use std::collections::HashMap;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// `google.rpc.ErrorInfo.domain` of every error this server returns.
+pub const ERROR_DOMAIN: &str = "agentvfs";
+
+/// Shorthand used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in a request, by kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A logical path broke the rules of [`crate::path`].
+    #[error("invalid path {path:?}: {reason}")]
+    InvalidPath {
+        /// The path as the caller gave it.
+        path: String,
+        /// Which rule it broke.
+        reason: String,
+    },
+    /// Any other argument is unusable (bad regex, out-of-range limit, ...).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The path does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The caller holds no grant for this operation on this path, or the OS
+    /// refused access.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
+    /// No token, or a token the server does not know.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// A create-only write found the file already there.
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// A conditional write found another version than the one it expected.
+    #[error("version conflict on {path}: expected version {expected}, found {actual}")]
+    VersionMismatch {
+        /// Logical path of the file.
+        path: String,
+        /// The `if_version` the caller sent.
+        expected: u64,
+        /// The version the file has (0: it does not exist).
+        actual: u64,
+    },
+    /// A file operation named a directory.
+    #[error("is a directory: {0}")]
+    IsDirectory(String),
+    /// A directory operation named a file (or a path below a file).
+    #[error("not a directory: {0}")]
+    NotDirectory(String),
+    /// Text was asked of a binary file.
+    #[error("binary file: {0}")]
+    Binary(String),
+    /// A file, message or quota limit would be exceeded.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// A search budget ran out before it found anything.
+    #[error("timeout: {0}")]
+    Timeout(String),
+    /// A fault of the server or its storage; logged when mapped.
+    #[error("internal error: {0}")]
+    Internal(String),
+    /// Adds detail to another error (which edit of a MultiEdit failed, ...)
+    /// while keeping its kind.
+    #[error("{context}: {source}")]
+    Context {
+        /// What was being done.
+        context: String,
+        /// Key/value pairs for `ErrorInfo.metadata`.
+        metadata: Vec<(String, String)>,
+        /// The underlying error, whose kind decides the code.
+        source: Box<Error>,
+    },
+}
+
+impl Error {
+    /// Builds an [`Error::InvalidPath`].
+    pub fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
+        Error::InvalidPath {
+            path: path.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// Wraps an I/O error met on `path` (a logical path), keeping its kind:
+    /// not found, permission denied, ... instead of a bare internal error.
+    pub fn io(path: &str, err: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        match err.kind() {
+            K::NotFound => Error::NotFound(path.to_owned()),
+            K::PermissionDenied => {
+                Error::PermissionDenied(format!("the operating system denied access to {path}"))
+            }
+            K::AlreadyExists => Error::AlreadyExists(path.to_owned()),
+            K::IsADirectory => Error::IsDirectory(path.to_owned()),
+            K::NotADirectory => Error::NotDirectory(path.to_owned()),
+            K::StorageFull | K::QuotaExceeded | K::FileTooLarge => {
+                Error::TooLarge(format!("{path}: {err}"))
+            }
+            _ => Error::Internal(format!("{path}: {err}")),
+        }
+    }
+
+    /// Adds context and `ErrorInfo` metadata while keeping the error's kind.
+    pub fn with_context(
+        self,
+        context: impl Into<String>,
+        metadata: impl IntoIterator<Item = (&'static str, String)>,
+    ) -> Self {
+        Error::Context {
+            context: context.into(),
+            metadata: metadata
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+            source: Box::new(self),
+        }
+    }
+
+    /// The error without any [`Error::Context`] wrapping: the kind that decides codes.
+    pub fn kind(&self) -> &Error {
+        match self {
+            Error::Context { source, .. } => source.kind(),
+            other => other,
+        }
+    }
+
+    /// The envelope code: `google.rpc.ErrorInfo.reason` and the Tools
+    /// envelope's `error.code`, so both always agree.
+    pub fn code(&self) -> &'static str {
+        match self.kind() {
+            Error::InvalidPath { .. }
+            | Error::InvalidArgument(_)
+            | Error::NotDirectory(_)
+            | Error::TooLarge(_) => "INVALID_PARAM",
+            Error::NotFound(_) => "NOT_FOUND",
+            Error::PermissionDenied(_) | Error::Unauthenticated(_) => "ACCESS_DENIED",
+            Error::AlreadyExists(_) | Error::VersionMismatch { .. } => "CONFLICT",
+            Error::IsDirectory(_) => "IS_DIRECTORY",
+            Error::Binary(_) => "BINARY_FILE",
+            Error::Timeout(_) => "TIMEOUT",
+            Error::Internal(_) | Error::Context { .. } => "INTERNAL_ERROR",
+        }
+    }
+
+    /// The gRPC status code of this error (DESIGN.md's table).
+    pub fn grpc_code(&self) -> Code {
+        match self.kind() {
+            Error::InvalidPath { .. } | Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::NotFound(_) => Code::NotFound,
+            Error::PermissionDenied(_) => Code::PermissionDenied,
+            Error::Unauthenticated(_) => Code::Unauthenticated,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
+            Error::VersionMismatch { .. } => Code::Aborted,
+            Error::IsDirectory(_) | Error::NotDirectory(_) | Error::Binary(_) => {
+                Code::FailedPrecondition
+            }
+            Error::TooLarge(_) => Code::ResourceExhausted,
+            Error::Timeout(_) => Code::DeadlineExceeded,
+            Error::Internal(_) | Error::Context { .. } => Code::Internal,
+        }
+    }
+
+    /// `ErrorInfo.metadata`: every context's pairs plus what the kind knows.
+    fn metadata(&self) -> HashMap<String, String> {
+        let mut out = HashMap::new();
+        let mut err = self;
+        while let Error::Context {
+            metadata, source, ..
+        } = err
+        {
+            out.extend(metadata.iter().cloned());
+            err = source;
+        }
+        match err {
+            Error::InvalidPath { path, .. }
+            | Error::NotFound(path)
+            | Error::AlreadyExists(path)
+            | Error::IsDirectory(path)
+            | Error::NotDirectory(path)
+            | Error::Binary(path) => {
+                out.insert("path".into(), path.clone());
+            }
+            Error::VersionMismatch {
+                path,
+                expected,
+                actual,
+            } => {
+                out.insert("path".into(), path.clone());
+                out.insert("expected_version".into(), expected.to_string());
+                out.insert("actual_version".into(), actual.to_string());
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+impl From<Error> for Status {
+    fn from(err: Error) -> Status {
+        let code = err.grpc_code();
+        if code == Code::Internal {
+            tracing::error!(cause = %err, "internal error");
+        }
+        let details = ErrorDetails::with_error_info(err.code(), ERROR_DOMAIN, err.metadata());
+        Status::with_error_details(code, err.to_string(), details)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_carries_envelope_code_as_error_info_reason() {
+        let status: Status = Error::VersionMismatch {
+            path: "/a".into(),
+            expected: 1,
+            actual: 2,
+        }
+        .into();
+        assert_eq!(status.code(), Code::Aborted);
+        let info = status.get_details_error_info().expect("ErrorInfo attached");
+        assert_eq!(info.reason, "CONFLICT");
+        assert_eq!(info.metadata["actual_version"], "2");
+    }
+
+    #[test]
+    fn context_keeps_the_kind_and_adds_metadata() {
+        let err = Error::NotFound("/x".into()).with_context("edit 2", [("edit_index", "2".into())]);
+        assert_eq!(err.code(), "NOT_FOUND");
+        let status: Status = err.into();
+        assert_eq!(status.code(), Code::NotFound);
+        assert!(status.message().starts_with("edit 2: "));
+        assert_eq!(
+            status.get_details_error_info().unwrap().metadata["edit_index"],
+            "2"
+        );
+    }
+}

@@ -1,0 +1,42 @@
+//! agentvfs: a gRPC file system that AI agents can share safely.
+//!
+//! One logical path space joins three tiers behind a mount table: a
+//! per-session scratch area in memory (State), a persistent area on RocksDB
+//! (Store) and sandboxed real directories (Filesystem). Every call is checked
+//! against the caller's grants; Grep and Glob stream results in path order
+//! under visited-count and time budgets.
+//!
+//! # Layout
+//!
+//! - [`path`]: logical path validation, the one place it happens;
+//! - [`error`]: the domain error and its one mapping to gRPC statuses;
+//! - [`access`], [`auth`]: principals, grants, tokens and handles (seed 002);
+//! - [`backend`]: the backend protocol and its tiers, [`backend::composite`]
+//!   being the mount table;
+//! - [`search`]: the one Grep/Glob engine every tier feeds;
+//! - [`text`], [`format`]: line windows, edits, cat -n numbering (seed 000);
+//! - [`server`]: tonic services, interceptor, health, reflection;
+//! - [`config`], [`startup`]: configuration and turning it into a server;
+//! - [`pb`]: the generated protobuf code.
+//!
+//! A request flows: interceptor (authenticates, attaches the caller) → service
+//! (parses the path, checks the grant) → one `Backend` call on a blocking
+//! thread → back through `From<Error> for Status`.
+
+#![deny(missing_docs)]
+
+pub mod access;
+pub mod auth;
+pub mod backend;
+pub mod config;
+pub mod error;
+pub mod format;
+pub mod path;
+pub mod pb;
+pub mod search;
+pub mod server;
+pub mod startup;
+pub mod text;
+
+pub use error::{Error, Result};
+pub use path::VfsPath;

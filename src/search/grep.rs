@@ -1,0 +1,179 @@
+//! Grep's content matching, on ripgrep's own crates.
+//!
+//! A [`FileSearcher`] is made once per thread and reused for every file: a new
+//! `Searcher` per file (64 KiB buffer each) cost 12–29% (PERFORMANCE.md).
+//! Binary files are detected the way ripgrep does for files it walks (quit at
+//! the first NUL byte) and skipped as a whole, counted in the summary.
+
+use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
+use crate::path::VfsPath;
+use grep_matcher::Matcher;
+use grep_regex::RegexMatcher;
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use std::io;
+use std::time::SystemTime;
+
+/// A reusable per-thread searcher for one Grep run.
+pub struct FileSearcher<'r> {
+    run: &'r SearchRun,
+    grep: &'r GrepOptions,
+    searcher: Searcher,
+}
+
+impl<'r> FileSearcher<'r> {
+    /// A searcher for `run`; `None` when the run is a Glob.
+    pub fn new(run: &'r SearchRun) -> Option<FileSearcher<'r>> {
+        let SearchKind::Grep(grep) = &run.spec().kind else {
+            return None;
+        };
+        let searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .before_context(grep.before_context)
+            .after_context(grep.after_context)
+            .build();
+        Some(FileSearcher {
+            run,
+            grep,
+            searcher,
+        })
+    }
+
+    /// True when the file at `rel` (relative to the search root) passes the
+    /// glob filter and size limit; counts it as skipped when too large.
+    pub fn wants(&self, rel: &str, size: u64) -> bool {
+        if self
+            .grep
+            .file_filter
+            .as_ref()
+            .is_some_and(|f| !f.accepts(rel))
+        {
+            return false;
+        }
+        if size > self.grep.max_file_bytes {
+            self.run.skipped_too_large();
+            return false;
+        }
+        true
+    }
+
+    /// Searches an in-memory file and returns its hits (`None`: no match, or
+    /// binary, counted).
+    pub fn search_slice(
+        &mut self,
+        path: &VfsPath,
+        modified: SystemTime,
+        data: &[u8],
+    ) -> Option<FileHits> {
+        let mut sink = Collect::new(&self.grep.matcher, self.grep.max_count_per_file, self.run);
+        let outcome = self
+            .searcher
+            .search_slice(&self.grep.matcher, data, &mut sink);
+        self.finish(path, modified, sink, outcome)
+    }
+
+    /// Searches a file read from `reader` (the Filesystem tier).
+    pub fn search_reader(
+        &mut self,
+        path: &VfsPath,
+        modified: SystemTime,
+        reader: impl io::Read,
+    ) -> Option<FileHits> {
+        let mut sink = Collect::new(&self.grep.matcher, self.grep.max_count_per_file, self.run);
+        let outcome = self
+            .searcher
+            .search_reader(&self.grep.matcher, reader, &mut sink);
+        self.finish(path, modified, sink, outcome)
+    }
+
+    fn finish(
+        &self,
+        path: &VfsPath,
+        modified: SystemTime,
+        sink: Collect<'_>,
+        outcome: io::Result<()>,
+    ) -> Option<FileHits> {
+        if let Err(err) = outcome {
+            self.run
+                .problem(path.as_str(), crate::error::Error::io(path.as_str(), err));
+            return None;
+        }
+        if sink.binary {
+            self.run.skipped_binary();
+            return None;
+        }
+        self.run.searched_file();
+        if sink.lines.is_empty() {
+            return None;
+        }
+        Some(FileHits {
+            path: path.clone(),
+            modified,
+            lines: sink.lines,
+        })
+    }
+}
+
+/// Collects one file's lines; stops at the per-file limit, at binary data,
+/// and when the run must stop.
+struct Collect<'a> {
+    matcher: &'a RegexMatcher,
+    max_count: u64,
+    run: &'a SearchRun,
+    matches: u64,
+    binary: bool,
+    lines: Vec<LineHit>,
+}
+
+impl<'a> Collect<'a> {
+    fn new(matcher: &'a RegexMatcher, max_count: u64, run: &'a SearchRun) -> Self {
+        Collect {
+            matcher,
+            max_count,
+            run,
+            matches: 0,
+            binary: false,
+            lines: Vec::new(),
+        }
+    }
+}
+
+fn trim_terminator(bytes: &[u8]) -> &[u8] {
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    bytes.strip_suffix(b"\r").unwrap_or(bytes)
+}
+
+impl Sink for Collect<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        let line = trim_terminator(m.bytes());
+        let matched = match self.matcher.find(line) {
+            Ok(Some(range)) => String::from_utf8_lossy(&line[range]).into_owned(),
+            _ => String::new(),
+        };
+        self.lines.push(LineHit {
+            line_number: m.line_number().unwrap_or(0),
+            line: String::from_utf8_lossy(line).into_owned(),
+            matched,
+            is_context: false,
+        });
+        self.matches += 1;
+        Ok(self.matches < self.max_count && !self.run.should_stop())
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        self.lines.push(LineHit {
+            line_number: c.line_number().unwrap_or(0),
+            line: String::from_utf8_lossy(trim_terminator(c.bytes())).into_owned(),
+            matched: String::new(),
+            is_context: true,
+        });
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}

@@ -1,0 +1,333 @@
+//! One execution of a search: budgets, counters, and the output stream.
+//!
+//! A `SearchRun` is shared (`&SearchRun`, `Sync`) by every thread of a search.
+//! Counters are atomics; the output is a bounded channel, so a slow client
+//! blocks the producer instead of growing server memory.
+//!
+//! Batching: results are sent many per message, because each gRPC message costs
+//! far more than one match (PERFORMANCE.md: ~200 ns per match end to end). A
+//! batch is flushed at [`MAX_BATCH_ITEMS`] or [`MAX_BATCH_BYTES`] (clients reject
+//! messages over 4 MiB by default), after [`MAX_BATCH_AGE`], or at once when the
+//! channel is empty: then the consumer is waiting and the first results arrive
+//! in milliseconds rather than after a timer.
+
+use super::{AbortReason, FileHits, Hit, SearchSpec, Summary};
+use crate::backend::Entry;
+use crate::error::{Error, Result};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// Messages in flight between a search and its gRPC stream; with h2's own
+/// buffers on top this bounds a search's output memory to a few batches.
+pub const EVENT_CHANNEL_CAPACITY: usize = 4;
+/// Most results in one batch.
+pub const MAX_BATCH_ITEMS: usize = 2048;
+/// Most payload bytes in one batch, far below gRPC's default 4 MiB cap.
+pub const MAX_BATCH_BYTES: usize = 256 << 10;
+/// Longest a result waits in a partial batch while the consumer is busy.
+pub const MAX_BATCH_AGE: Duration = Duration::from_millis(20);
+
+/// What a search sends to its consumer.
+#[derive(Debug)]
+pub enum SearchEvent {
+    /// Results, in path order.
+    Batch(Vec<Hit>),
+    /// The last event of a search that ran.
+    Summary(Summary),
+    /// The last event of a search that could not run (or found nothing before
+    /// its budget ran out).
+    Failed(Error),
+}
+
+#[derive(Default)]
+struct Counters {
+    visited: AtomicU64,
+    matched: AtomicU64,
+    matched_files: AtomicU64,
+    files_searched: AtomicU64,
+    skipped_ignored: AtomicU64,
+    skipped_hidden: AtomicU64,
+    skipped_binary: AtomicU64,
+    skipped_too_large: AtomicU64,
+}
+
+struct Pending {
+    hits: Vec<Hit>,
+    items: usize,
+    bytes: usize,
+    since: Instant,
+}
+
+/// One running search; see the module doc.
+pub struct SearchRun {
+    spec: SearchSpec,
+    started: Instant,
+    counters: Counters,
+    /// 0 while running, else `AbortReason as u8 + 1`; the first reason wins.
+    stop: AtomicU8,
+    problems: Mutex<Vec<(String, Error)>>,
+    pending: Mutex<Pending>,
+    tx: mpsc::Sender<SearchEvent>,
+}
+
+impl SearchRun {
+    /// Starts a run whose events go to `tx`.
+    pub fn new(spec: SearchSpec, tx: mpsc::Sender<SearchEvent>) -> SearchRun {
+        let now = Instant::now();
+        SearchRun {
+            spec,
+            started: now,
+            counters: Counters::default(),
+            stop: AtomicU8::new(0),
+            problems: Mutex::new(Vec::new()),
+            pending: Mutex::new(Pending {
+                hits: Vec::new(),
+                items: 0,
+                bytes: 0,
+                since: now,
+            }),
+            tx,
+        }
+    }
+
+    /// The request this run executes.
+    pub fn spec(&self) -> &SearchSpec {
+        &self.spec
+    }
+
+    /// Records why the search stops; later reasons are ignored.
+    pub fn abort(&self, reason: AbortReason) {
+        let _first_wins = self
+            .stop
+            .compare_exchange(0, reason as u8 + 1, Relaxed, Relaxed);
+    }
+
+    /// The reason the search stopped, if it did.
+    pub fn aborted(&self) -> Option<AbortReason> {
+        match self.stop.load(Relaxed) {
+            0 => None,
+            1 => Some(AbortReason::Limit),
+            2 => Some(AbortReason::CountLimit),
+            3 => Some(AbortReason::TimeLimit),
+            _ => Some(AbortReason::Cancelled),
+        }
+    }
+
+    /// True when the search must stop: a budget ran out or the client left.
+    /// Cheap enough to call on every entry (an atomic load, a clock read).
+    pub fn should_stop(&self) -> bool {
+        if self.stop.load(Relaxed) != 0 {
+            return true;
+        }
+        if self.tx.is_closed() {
+            self.abort(AbortReason::Cancelled);
+        } else if self.started.elapsed() >= self.spec.max_duration {
+            self.abort(AbortReason::TimeLimit);
+        } else {
+            return false;
+        }
+        true
+    }
+
+    /// Counts one visited entry; false (and the search stops) when the
+    /// visited budget is spent or another budget ran out.
+    pub fn visit(&self) -> bool {
+        if self.should_stop() {
+            return false;
+        }
+        let visited = self.counters.visited.fetch_add(1, Relaxed) + 1;
+        if visited > self.spec.max_visited {
+            self.counters.visited.fetch_sub(1, Relaxed);
+            self.abort(AbortReason::CountLimit);
+            return false;
+        }
+        true
+    }
+
+    /// Counts an entry left out by ignore rules.
+    pub fn skipped_ignored(&self) {
+        self.counters.skipped_ignored.fetch_add(1, Relaxed);
+    }
+
+    /// Counts an entry left out for being hidden.
+    pub fn skipped_hidden(&self) {
+        self.counters.skipped_hidden.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a file left out as binary.
+    pub fn skipped_binary(&self) {
+        self.counters.skipped_binary.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a file left out as too large.
+    pub fn skipped_too_large(&self) {
+        self.counters.skipped_too_large.fetch_add(1, Relaxed);
+    }
+
+    /// Counts a file whose content was searched.
+    pub fn searched_file(&self) {
+        self.counters.files_searched.fetch_add(1, Relaxed);
+    }
+
+    /// Records a soft error (an unreadable file, a failing mount); the search
+    /// goes on and the summary lists it.
+    pub fn problem(&self, path: impl Into<String>, err: Error) {
+        let mut problems = self.problems.lock().unwrap_or_else(|p| p.into_inner());
+        problems.push((path.into(), err));
+    }
+
+    /// Emits a path found by Glob. Call in path order.
+    pub fn emit_entry(&self, entry: Entry) {
+        if self.take_results(1) == 0 {
+            return;
+        }
+        let bytes = entry.path.as_str().len() + 32;
+        self.push(Hit::Entry(entry), 1, bytes);
+    }
+
+    /// Emits one file's Grep output. Call in path order. Lines beyond
+    /// `max_results` are cut (with the context that follows them).
+    pub fn emit_file(&self, mut hits: FileHits) {
+        let matching = hits.lines.iter().filter(|l| !l.is_context).count() as u64;
+        if matching == 0 {
+            return;
+        }
+        let granted = self.take_results(matching);
+        if granted == 0 {
+            return;
+        }
+        if granted < matching {
+            let mut seen = 0;
+            let cut = hits
+                .lines
+                .iter()
+                .position(|l| {
+                    seen += u64::from(!l.is_context);
+                    seen > granted
+                })
+                .unwrap_or(hits.lines.len());
+            hits.lines.truncate(cut);
+            while hits.lines.last().is_some_and(|l| l.is_context) {
+                hits.lines.pop();
+            }
+        }
+        self.counters.matched_files.fetch_add(1, Relaxed);
+        let bytes = hits
+            .lines
+            .iter()
+            .map(|l| l.line.len() + l.matched.len() + hits.path.as_str().len() + 16)
+            .sum();
+        let items = hits.lines.len();
+        self.push(Hit::File(hits), items, bytes);
+    }
+
+    /// Reserves up to `wanted` results under `max_results`; on reaching the
+    /// limit the search stops with [`AbortReason::Limit`].
+    fn take_results(&self, wanted: u64) -> u64 {
+        let max = self.spec.max_results;
+        let mut granted = 0;
+        // The closure always returns Some, so fetch_update cannot fail.
+        let _always_ok = self
+            .counters
+            .matched
+            .fetch_update(Relaxed, Relaxed, |have| {
+                granted = wanted.min(max.saturating_sub(have));
+                Some(have + granted)
+            });
+        if self.counters.matched.load(Relaxed) >= max {
+            self.abort(AbortReason::Limit);
+        }
+        granted
+    }
+
+    fn push(&self, hit: Hit, items: usize, bytes: usize) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.hits.is_empty() {
+            pending.since = Instant::now();
+        }
+        pending.hits.push(hit);
+        pending.items += items;
+        pending.bytes += bytes;
+        let consumer_waiting = self.tx.capacity() == self.tx.max_capacity();
+        if consumer_waiting
+            || pending.items >= MAX_BATCH_ITEMS
+            || pending.bytes >= MAX_BATCH_BYTES
+            || pending.since.elapsed() >= MAX_BATCH_AGE
+        {
+            self.flush(&mut pending);
+        }
+    }
+
+    fn flush(&self, pending: &mut Pending) {
+        if pending.hits.is_empty() {
+            return;
+        }
+        let hits = std::mem::take(&mut pending.hits);
+        pending.items = 0;
+        pending.bytes = 0;
+        if self.tx.blocking_send(SearchEvent::Batch(hits)).is_err() {
+            self.abort(AbortReason::Cancelled);
+        }
+    }
+
+    /// Ends the run: flushes the last batch and sends the summary, or the
+    /// error that kept the search from producing anything.
+    pub fn finish(self, outcome: Result<()>) {
+        let event = match outcome {
+            Err(err) => SearchEvent::Failed(err),
+            Ok(()) => {
+                let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                self.flush(&mut pending);
+                drop(pending);
+                let summary = self.summary();
+                tracing::info!(
+                    visited = summary.visited,
+                    matched = summary.matched,
+                    elapsed_ms = summary.elapsed.as_millis() as u64,
+                    aborted = summary.aborted.map_or("none", AbortReason::as_str),
+                    "search finished"
+                );
+                match summary.aborted {
+                    Some(reason @ (AbortReason::TimeLimit | AbortReason::CountLimit))
+                        if summary.matched == 0 =>
+                    {
+                        SearchEvent::Failed(Error::Timeout(format!(
+                            "search stopped ({}) after visiting {} entries in {} ms without a \
+                             result; narrow the path or pattern, or raise max_visited / \
+                             max_duration_ms",
+                            reason.as_str(),
+                            summary.visited,
+                            summary.elapsed.as_millis()
+                        )))
+                    }
+                    _ => SearchEvent::Summary(summary),
+                }
+            }
+        };
+        if self.tx.blocking_send(event).is_err() {
+            tracing::debug!("search client left before the summary");
+        }
+    }
+
+    /// The counters so far.
+    fn summary(&self) -> Summary {
+        let c = &self.counters;
+        let problems =
+            std::mem::take(&mut *self.problems.lock().unwrap_or_else(|p| p.into_inner()));
+        Summary {
+            visited: c.visited.load(Relaxed),
+            matched: c.matched.load(Relaxed),
+            matched_files: c.matched_files.load(Relaxed),
+            files_searched: c.files_searched.load(Relaxed),
+            skipped_ignored: c.skipped_ignored.load(Relaxed),
+            skipped_hidden: c.skipped_hidden.load(Relaxed),
+            skipped_binary: c.skipped_binary.load(Relaxed),
+            skipped_too_large: c.skipped_too_large.load(Relaxed),
+            elapsed: self.started.elapsed(),
+            aborted: self.aborted(),
+            problems,
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The search walk for tiers whose files live in one ordered key space (State
+//! in a `BTreeMap`, Store in RocksDB).
+//!
+//! Keys are [`VfsPath::order_key`]s, so key order is path order and a subtree is
+//! one key range. Directories are implied by file paths: the walk notices each
+//! directory when it meets its first file, applies the hidden/ignore rules to
+//! it, and prunes a skipped directory with one seek past its range instead of
+//! reading what lies below it. Cost is therefore O(results walked), never a scan
+//! of the whole namespace.
+
+use super::rules::{self, Skip};
+use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
+use crate::backend::Entry;
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+
+/// A tier's ordered file set, as the walk needs it.
+pub trait SortedFiles {
+    /// File contents, borrowed or owned.
+    type Data: AsRef<[u8]>;
+
+    /// The first file whose order key is `>= from`, if any.
+    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>>;
+
+    /// The content of a file returned by `seek`.
+    fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
+}
+
+/// The key range `[start, end)` holding everything strictly below `dir`.
+pub fn subtree_range(dir: &VfsPath) -> (Vec<u8>, Vec<u8>) {
+    let mut start = dir.order_key();
+    if !dir.is_root() {
+        start.push(0);
+    }
+    let mut end = start.clone();
+    if let Some(last) = end.last_mut() {
+        *last = 1;
+    }
+    (start, end)
+}
+
+/// Walks every file of `part` in path order and feeds the run. The caller has
+/// checked that `part.top` is a directory.
+pub fn walk<S: SortedFiles>(run: &SearchRun, files: &mut S, part: &SearchPart) -> Result<()> {
+    let root = &run.spec().root;
+    let (start, end) = subtree_range(&part.top);
+    let mut cursor = start.max(part.lo.clone());
+    let end = end.min(part.hi.clone());
+    let mut searcher = FileSearcher::new(run);
+    // Directories (relative to root) entered so far, outermost first.
+    let mut dirs: Vec<String> = Vec::new();
+    while !run.should_stop() {
+        let entry = match files.seek(&cursor) {
+            None => break,
+            Some(Err(err)) => return Err(err),
+            Some(Ok(entry)) => entry,
+        };
+        let key = entry.path.order_key();
+        if key.as_slice() >= end.as_slice() {
+            break;
+        }
+        let Some(rel) = entry.path.relative_to(root).map(str::to_owned) else {
+            break;
+        };
+        let mut parts: Vec<&str> = rel.split('/').collect();
+        let name = parts.pop().unwrap_or_default();
+        let common = dirs.iter().zip(&parts).take_while(|(a, b)| a == b).count();
+        dirs.truncate(common);
+        let mut pruned = None;
+        for (depth, dir) in parts.iter().enumerate().skip(common) {
+            if !run.visit() {
+                return Ok(());
+            }
+            if count_skip(run, dir) {
+                pruned = Some(depth);
+                break;
+            }
+            dirs.push((*dir).to_owned());
+        }
+        if let Some(depth) = pruned {
+            let dir = root.join_relative(&parts[..=depth].join("/"))?;
+            cursor = subtree_range(&dir).1;
+            continue;
+        }
+        cursor = key;
+        cursor.push(0);
+        if !run.visit() || count_skip(run, name) {
+            continue;
+        }
+        visit_file(run, files, searcher.as_mut(), &rel, entry)?;
+    }
+    Ok(())
+}
+
+/// Searches a single file given as the search root (Grep on a file path).
+pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) -> Result<()> {
+    let SearchKind::Grep(_) = run.spec().kind else {
+        return Err(Error::NotDirectory(entry.path.to_string()));
+    };
+    if run.visit() {
+        let name = entry.path.name().to_owned();
+        visit_file(run, files, FileSearcher::new(run).as_mut(), &name, entry)?;
+    }
+    Ok(())
+}
+
+fn visit_file<S: SortedFiles>(
+    run: &SearchRun,
+    files: &mut S,
+    searcher: Option<&mut FileSearcher<'_>>,
+    rel: &str,
+    entry: Entry,
+) -> Result<()> {
+    match &run.spec().kind {
+        SearchKind::Glob(glob) => {
+            if glob.matcher.is_match(rel) {
+                run.emit_entry(entry);
+            }
+        }
+        SearchKind::Grep(_) => {
+            // `FileSearcher::new` is Some for every Grep run.
+            let Some(searcher) = searcher else {
+                return Ok(());
+            };
+            if searcher.wants(rel, entry.size) {
+                match files.load(&entry) {
+                    Ok(data) => {
+                        let modified = entry.modified;
+                        if let Some(hits) =
+                            searcher.search_slice(&entry.path, modified, data.as_ref())
+                        {
+                            run.emit_file(hits);
+                        }
+                    }
+                    Err(err) => run.problem(entry.path.as_str(), err),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies the default hidden/ignore rules to one name, counting a skip.
+fn count_skip(run: &SearchRun, name: &str) -> bool {
+    let spec = run.spec();
+    match rules::skip_name(name, spec.include_hidden, spec.include_ignored) {
+        Some(Skip::Hidden) => run.skipped_hidden(),
+        Some(Skip::Ignored) => run.skipped_ignored(),
+        None => return false,
+    }
+    true
+}

@@ -1,0 +1,262 @@
+//! A validated search request: patterns compiled once, defaults applied.
+
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use globset::{GlobBuilder, GlobMatcher};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use std::time::Duration;
+
+/// Seed 003's visited-entries budget, the default of every search.
+pub const DEFAULT_MAX_VISITED: u64 = 20_000;
+/// Seed 003's time budget in milliseconds, the default of every search.
+pub const DEFAULT_MAX_DURATION_MS: u64 = 2_000;
+/// Files larger than this are skipped (and counted) by Grep: searching a
+/// multi-gigabyte log would blow every budget for little use to an agent.
+pub const DEFAULT_MAX_GREP_FILE_BYTES: u64 = 64 << 20;
+
+/// What to look for.
+#[derive(Debug)]
+pub enum SearchKind {
+    /// Paths matching a glob.
+    Glob(GlobOptions),
+    /// Lines matching a regex.
+    Grep(GrepOptions),
+}
+
+/// Glob search, seed 003 §5.4.
+#[derive(Debug)]
+pub struct GlobOptions {
+    /// Pattern relative to the root; `*`/`?` never cross `/`.
+    pub matcher: GlobMatcher,
+}
+
+/// Grep search.
+#[derive(Debug)]
+pub struct GrepOptions {
+    /// The compiled regex (line terminator set, which enables grep-searcher's
+    /// fast whole-buffer path).
+    pub matcher: RegexMatcher,
+    /// Only files passing this filter are searched.
+    pub file_filter: Option<FileFilter>,
+    /// Context lines before each match.
+    pub before_context: usize,
+    /// Context lines after each match.
+    pub after_context: usize,
+    /// At most this many matching lines per file.
+    pub max_count_per_file: u64,
+    /// Larger files are skipped and counted.
+    pub max_file_bytes: u64,
+}
+
+/// A glob restricting which files Grep searches. Like ripgrep's `-g`, a glob
+/// without `/` matches the file name at any depth; one with `/` matches the
+/// path relative to the search root.
+#[derive(Debug)]
+pub struct FileFilter {
+    matcher: GlobMatcher,
+    whole_path: bool,
+}
+
+impl FileFilter {
+    /// Compiles the filter; an empty glob means no filter.
+    pub fn new(glob: &str) -> Result<Option<FileFilter>> {
+        if glob.is_empty() {
+            return Ok(None);
+        }
+        let whole_path = glob.contains('/');
+        let matcher = compile_glob(glob.strip_prefix("./").unwrap_or(glob), "glob")?;
+        Ok(Some(FileFilter {
+            matcher,
+            whole_path,
+        }))
+    }
+
+    /// True when the file at `rel` (relative to the search root) is searched.
+    pub fn accepts(&self, rel: &str) -> bool {
+        if self.whole_path {
+            self.matcher.is_match(rel)
+        } else {
+            self.matcher.is_match(rel.rsplit('/').next().unwrap_or(rel))
+        }
+    }
+}
+
+/// Everything a search needs, validated.
+#[derive(Debug)]
+pub struct SearchSpec {
+    /// Where the search starts (a directory, or a file for Grep).
+    pub root: VfsPath,
+    /// Glob or Grep.
+    pub kind: SearchKind,
+    /// Also walk entries whose name starts with `.`.
+    pub include_hidden: bool,
+    /// Also walk what ignore rules (default list, .gitignore) leave out.
+    pub include_ignored: bool,
+    /// Stop after this many results.
+    pub max_results: u64,
+    /// Stop after visiting this many entries.
+    pub max_visited: u64,
+    /// Stop after this long.
+    pub max_duration: Duration,
+}
+
+/// The budgets and switches shared by Grep and Glob requests; 0 means default.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Budgets {
+    /// 0: unlimited.
+    pub max_results: u64,
+    /// 0: [`DEFAULT_MAX_VISITED`].
+    pub max_visited: u64,
+    /// 0: [`DEFAULT_MAX_DURATION_MS`].
+    pub max_duration_ms: u64,
+    /// See [`SearchSpec::include_hidden`].
+    pub include_hidden: bool,
+    /// See [`SearchSpec::include_ignored`].
+    pub include_ignored: bool,
+}
+
+impl SearchSpec {
+    fn new(root: VfsPath, kind: SearchKind, b: Budgets) -> SearchSpec {
+        let or = |v: u64, d: u64| if v == 0 { d } else { v };
+        SearchSpec {
+            root,
+            kind,
+            include_hidden: b.include_hidden,
+            include_ignored: b.include_ignored,
+            max_results: or(b.max_results, u64::MAX),
+            max_visited: or(b.max_visited, DEFAULT_MAX_VISITED),
+            max_duration: Duration::from_millis(or(b.max_duration_ms, DEFAULT_MAX_DURATION_MS)),
+        }
+    }
+
+    /// A Glob search; the pattern is relative to `root`.
+    pub fn glob(root: VfsPath, pattern: &str, budgets: Budgets) -> Result<SearchSpec> {
+        if pattern.is_empty() {
+            return Err(Error::InvalidArgument(
+                "Missing required parameter 'pattern'.".into(),
+            ));
+        }
+        if pattern.starts_with('/') {
+            return Err(Error::InvalidArgument(format!(
+                "glob pattern {pattern:?} must be relative to the search path"
+            )));
+        }
+        let matcher = compile_glob(normalize_pattern(pattern), "pattern")?;
+        Ok(SearchSpec::new(
+            root,
+            SearchKind::Glob(GlobOptions { matcher }),
+            budgets,
+        ))
+    }
+
+    /// A Grep search.
+    pub fn grep(root: VfsPath, request: GrepRequest<'_>, budgets: Budgets) -> Result<SearchSpec> {
+        if request.pattern.is_empty() {
+            return Err(Error::InvalidArgument("pattern must not be empty".into()));
+        }
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(request.case_insensitive)
+            .fixed_strings(request.literal)
+            .line_terminator(Some(b'\n'))
+            .build(request.pattern)
+            .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
+        let options = GrepOptions {
+            matcher,
+            file_filter: FileFilter::new(request.glob)?,
+            before_context: request.before_context as usize,
+            after_context: request.after_context as usize,
+            max_count_per_file: if request.max_count_per_file == 0 {
+                u64::MAX
+            } else {
+                request.max_count_per_file
+            },
+            max_file_bytes: DEFAULT_MAX_GREP_FILE_BYTES,
+        };
+        Ok(SearchSpec::new(root, SearchKind::Grep(options), budgets))
+    }
+}
+
+/// The content part of a Grep request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GrepRequest<'a> {
+    /// Regex (or fixed string with `literal`).
+    pub pattern: &'a str,
+    /// File filter glob (empty: every file).
+    pub glob: &'a str,
+    /// Treat the pattern as a fixed string.
+    pub literal: bool,
+    /// Ignore case.
+    pub case_insensitive: bool,
+    /// Context lines before.
+    pub before_context: u32,
+    /// Context lines after.
+    pub after_context: u32,
+    /// 0: no per-file limit.
+    pub max_count_per_file: u64,
+}
+
+/// Seed 003's `pattern_normalized`: POSIX separators, no leading `./`.
+pub fn normalize_pattern(pattern: &str) -> &str {
+    let mut p = pattern;
+    while let Some(rest) = p.strip_prefix("./") {
+        p = rest;
+    }
+    p
+}
+
+/// Compiles a glob where `*` and `?` never match `/` (seed 003 §5.4).
+fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .backslash_escape(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| Error::InvalidArgument(format!("invalid {what} {pattern:?}: {}", e.kind())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn glob_matches(pattern: &str, path: &str) -> bool {
+        compile_glob(pattern, "pattern").unwrap().is_match(path)
+    }
+
+    #[test]
+    fn star_and_question_never_cross_slash() {
+        assert!(glob_matches("*.rs", "main.rs"));
+        assert!(!glob_matches("*.rs", "src/main.rs"));
+        assert!(!glob_matches("src?main.rs", "src/main.rs"));
+        assert!(glob_matches("**/*.rs", "src/a/main.rs"));
+    }
+
+    #[test]
+    fn double_star_prefix_matches_zero_levels() {
+        assert!(glob_matches("**/foo", "foo"));
+        assert!(glob_matches("**/foo", "a/b/foo"));
+        assert!(glob_matches("src/{a,b}.rs", "src/b.rs"));
+    }
+
+    #[test]
+    fn file_filter_matches_name_without_slash_and_path_with_it() {
+        let by_name = FileFilter::new("*.rs").unwrap().unwrap();
+        assert!(by_name.accepts("deep/dir/x.rs"));
+        let by_path = FileFilter::new("src/*.rs").unwrap().unwrap();
+        assert!(by_path.accepts("src/x.rs"));
+        assert!(!by_path.accepts("lib/src/x.rs"));
+    }
+
+    #[test]
+    fn bad_regex_is_invalid_param_naming_the_problem() {
+        let req = GrepRequest {
+            pattern: "a(",
+            ..Default::default()
+        };
+        let err = SearchSpec::grep(VfsPath::root(), req, Budgets::default()).unwrap_err();
+        assert!(
+            err.to_string().starts_with("Invalid regex pattern: "),
+            "{err}"
+        );
+        assert_eq!(err.code(), "INVALID_PARAM");
+    }
+}

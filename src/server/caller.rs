@@ -1,0 +1,96 @@
+//! Who is calling: the interceptor that turns request metadata into a
+//! [`Caller`] every handler reads.
+//!
+//! - `authorization: Bearer <token>` names the principal (see [`Auth`]);
+//! - `x-agentvfs-session` scopes the State tier (default `default`);
+//! - `x-agentvfs-namespace` may narrow the Store namespace for a principal
+//!   configured without one.
+//!
+//! Header values are validated like names ([`check_scope_name`]) so they can
+//! never smuggle a path or a control character into storage keys. Tokens are
+//! never logged.
+
+use crate::access::Principal;
+use crate::auth::Auth;
+use crate::backend::Scope;
+use crate::error::{Error, Result};
+use std::sync::Arc;
+use tonic::{Request, Status};
+
+/// Metadata key of the session.
+pub const SESSION_HEADER: &str = "x-agentvfs-session";
+/// Metadata key of the namespace.
+pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
+/// Longest session or namespace name.
+pub const MAX_SCOPE_NAME: usize = 128;
+
+/// The authenticated caller of one request.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// Its rights.
+    pub principal: Arc<Principal>,
+    /// Whose data it sees.
+    pub scope: Scope,
+}
+
+/// Validates a session or namespace name: 1–128 of letters, digits and `-_.@+:~`.
+pub fn check_scope_name(kind: &str, name: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.@+:~".contains(c);
+    if name.is_empty() || name.len() > MAX_SCOPE_NAME || !name.chars().all(ok_char) {
+        return Err(Error::InvalidArgument(format!(
+            "invalid {kind} name {name:?}: use 1-{MAX_SCOPE_NAME} letters, digits or -_.@+:~"
+        )));
+    }
+    Ok(())
+}
+
+fn header<'a, T>(req: &'a Request<T>, key: &str) -> Result<Option<&'a str>> {
+    match req.metadata().get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| Error::InvalidArgument(format!("metadata {key} is not printable ASCII"))),
+    }
+}
+
+/// Builds the [`Caller`] of a request, or the status that rejects it.
+pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
+    let token = match header(req, "authorization")? {
+        None => None,
+        Some(value) => Some(value.strip_prefix("Bearer ").ok_or_else(|| {
+            Error::Unauthenticated("authorization metadata must be 'Bearer <token>'".into())
+        })?),
+    };
+    let principal = auth.authenticate(token)?;
+    let session = header(req, SESSION_HEADER)?.unwrap_or("default");
+    check_scope_name("session", session)?;
+    let namespace = match header(req, NAMESPACE_HEADER)? {
+        Some(ns) if principal.namespace == "default" => ns,
+        _ => principal.namespace.as_str(),
+    };
+    check_scope_name("namespace", namespace)?;
+    let scope = Scope {
+        session: session.to_owned(),
+        namespace: namespace.to_owned(),
+    };
+    Ok(Caller { principal, scope })
+}
+
+/// The tonic interceptor: attaches the [`Caller`] or rejects the request.
+pub fn interceptor(
+    auth: Arc<Auth>,
+) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
+    move |mut req: Request<()>| {
+        let caller = identify(&auth, &req)?;
+        req.extensions_mut().insert(caller);
+        Ok(req)
+    }
+}
+
+/// The [`Caller`] the interceptor attached.
+pub fn caller<T>(req: &Request<T>) -> Result<Caller> {
+    req.extensions().get::<Caller>().cloned().ok_or_else(|| {
+        Error::Internal("request reached a service without passing the interceptor".into())
+    })
+}

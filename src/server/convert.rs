@@ -1,0 +1,94 @@
+//! Domain types to protobuf messages (one place, so every RPC agrees).
+
+use crate::backend::{Entry, EntryKind, WriteOutcome};
+use crate::pb;
+use crate::search::{AbortReason, Hit, Summary};
+
+/// `Entry` → `FileInfo`.
+pub fn file_info(e: &Entry) -> pb::FileInfo {
+    pb::FileInfo {
+        path: e.path.to_string(),
+        is_directory: e.kind == EntryKind::Directory,
+        size: e.size,
+        modified_time: Some(e.modified.into()),
+        created_time: Some(e.created.into()),
+        version: e.version,
+        is_symlink: matches!(e.kind, EntryKind::Symlink { .. }),
+    }
+}
+
+/// The proto enum of an abort reason.
+pub fn aborted_reason(reason: Option<AbortReason>) -> pb::AbortedReason {
+    match reason {
+        None => pb::AbortedReason::Unspecified,
+        Some(AbortReason::Limit) => pb::AbortedReason::Limit,
+        Some(AbortReason::CountLimit) => pb::AbortedReason::CountLimit,
+        Some(AbortReason::TimeLimit) => pb::AbortedReason::TimeLimit,
+        Some(AbortReason::Cancelled) => pb::AbortedReason::Cancelled,
+    }
+}
+
+/// `Summary` → `SearchSummary`.
+pub fn summary(s: Summary) -> pb::SearchSummary {
+    pb::SearchSummary {
+        visited: s.visited,
+        matched: s.matched,
+        files_searched: s.files_searched,
+        skipped_ignored: s.skipped_ignored,
+        skipped_hidden: s.skipped_hidden,
+        skipped_binary: s.skipped_binary,
+        skipped_too_large: s.skipped_too_large,
+        elapsed_ms: s.elapsed.as_millis() as u64,
+        aborted_reason: aborted_reason(s.aborted) as i32,
+        matched_files: s.matched_files,
+        problems: s
+            .problems
+            .into_iter()
+            .map(|(path, err)| pb::SearchProblem {
+                path,
+                code: err.code().into(),
+                message: err.to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// A batch of Grep hits as one message.
+pub fn grep_batch(hits: Vec<Hit>) -> pb::GrepBatch {
+    let mut matches = Vec::new();
+    for hit in hits {
+        if let Hit::File(file) = hit {
+            let path = file.path.to_string();
+            matches.extend(file.lines.into_iter().map(|l| pb::GrepMatch {
+                path: path.clone(),
+                line_number: l.line_number,
+                line: l.line,
+                r#match: l.matched,
+                is_context: l.is_context,
+            }));
+        }
+    }
+    pb::GrepBatch { matches }
+}
+
+/// A batch of Glob hits as one message.
+pub fn glob_batch(hits: Vec<Hit>) -> pb::GlobBatch {
+    let entries = hits
+        .iter()
+        .filter_map(|h| match h {
+            Hit::Entry(e) => Some(file_info(e)),
+            Hit::File(_) => None,
+        })
+        .collect();
+    pb::GlobBatch { entries }
+}
+
+/// What a Write or WriteBytes did.
+pub fn write_response(o: WriteOutcome) -> pb::WriteResponse {
+    pb::WriteResponse {
+        path: o.path.to_string(),
+        bytes_written: o.bytes_written,
+        version: o.version,
+        created: o.created,
+    }
+}

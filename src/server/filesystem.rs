@@ -1,0 +1,407 @@
+//! The `agentvfs.v1.Filesystem` service: a thin adapter from gRPC to the
+//! [`Backend`].
+//!
+//! Every RPC does, in order: take the [`Caller`] attached by the interceptor,
+//! parse the path, check the grant (seed 002 order: path, grant, arguments,
+//! existence), make one backend call on a blocking thread, convert the result.
+//! Errors leave only through `From<Error> for Status`.
+
+use super::caller::{Caller, caller};
+use super::convert;
+use super::search_stream::{blocking, start};
+use crate::access::Op;
+use crate::backend::{Backend, Precondition};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::pb;
+use crate::pb::filesystem_server::Filesystem;
+use crate::search::{Budgets, GrepRequest, SearchEvent, SearchSpec};
+use crate::text::{self, EditSpec};
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+/// Bytes per ReadBytes message: large enough to amortise per-message cost,
+/// far below the 4 MiB default a client accepts.
+pub const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// A boxed server stream.
+pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
+
+/// Serves the backend protocol over gRPC.
+pub struct FilesystemService {
+    backend: Arc<dyn Backend>,
+    max_file_bytes: u64,
+}
+
+impl FilesystemService {
+    /// A service over `backend` refusing files over `max_file_bytes`.
+    pub fn new(backend: Arc<dyn Backend>, max_file_bytes: u64) -> Self {
+        FilesystemService {
+            backend,
+            max_file_bytes,
+        }
+    }
+
+    fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
+        check_len(path, len, self.max_file_bytes)
+    }
+}
+
+/// Parses a path and checks one grant on it.
+fn authorize(caller: &Caller, raw: &str, op: Op) -> Result<VfsPath> {
+    let path = VfsPath::parse(raw)?;
+    caller.principal.check(&path, op)?;
+    Ok(path)
+}
+
+fn search_root(raw: &str) -> Result<VfsPath> {
+    VfsPath::parse(if raw.is_empty() { "/" } else { raw })
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+#[tonic::async_trait]
+impl Filesystem for FilesystemService {
+    async fn list_info(&self, req: Request<pb::ListInfoRequest>) -> Reply<pb::ListInfoResponse> {
+        let caller = caller(&req)?;
+        let dir = VfsPath::parse(&req.into_inner().path)?;
+        let visible = caller.principal.granted_within(&dir, Op::List);
+        if visible.is_empty() {
+            caller.principal.check(&dir, Op::List)?;
+        }
+        let backend = self.backend.clone();
+        let entries = blocking(move || {
+            let mut entries = backend.list(&caller.scope, &dir)?;
+            if visible != [dir] {
+                // Partly visible: keep what leads to or lies in a granted prefix.
+                entries.retain(|e| {
+                    visible
+                        .iter()
+                        .any(|p| p.is_within(&e.path) || e.path.is_within(p))
+                });
+            }
+            Ok(entries)
+        })
+        .await?;
+        Ok(Response::new(pb::ListInfoResponse {
+            entries: entries.iter().map(convert::file_info).collect(),
+        }))
+    }
+
+    async fn stat(&self, req: Request<pb::StatRequest>) -> Reply<pb::StatResponse> {
+        let caller = caller(&req)?;
+        let path = authorize(&caller, &req.into_inner().path, Op::File)?;
+        let backend = self.backend.clone();
+        let entry = blocking(move || backend.stat(&caller.scope, &path)).await?;
+        Ok(Response::new(pb::StatResponse {
+            info: Some(convert::file_info(&entry)),
+        }))
+    }
+
+    async fn read(&self, req: Request<pb::ReadRequest>) -> Reply<pb::ReadResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::ReadFile)?;
+        let backend = self.backend.clone();
+        let out = blocking(move || {
+            let (data, entry) = backend.read(&caller.scope, &path)?;
+            let decoded = text::decode(path.as_str(), &data)?;
+            let window = text::read_window(
+                path.as_str(),
+                &decoded.text,
+                req.offset,
+                req.limit,
+                req.numbered,
+            )?;
+            Ok(pb::ReadResponse {
+                content: window.content,
+                total_lines: window.total_lines,
+                version: entry.version,
+                path: path.to_string(),
+                lines_returned: window.lines_returned,
+                lossy: decoded.lossy,
+                size: entry.size,
+                modified_time: Some(entry.modified.into()),
+            })
+        })
+        .await?;
+        Ok(Response::new(out))
+    }
+
+    type ReadBytesStream = ResponseStream<pb::ReadBytesResponse>;
+
+    async fn read_bytes(&self, req: Request<pb::ReadBytesRequest>) -> Reply<Self::ReadBytesStream> {
+        let caller = caller(&req)?;
+        let path = authorize(&caller, &req.into_inner().path, Op::ReadBinary)?;
+        let backend = self.backend.clone();
+        let (data, entry) = blocking(move || backend.read(&caller.scope, &path)).await?;
+        let mut info = Some(convert::file_info(&entry));
+        let chunks: Vec<Vec<u8>> = if data.is_empty() {
+            vec![Vec::new()]
+        } else {
+            data.chunks(READ_CHUNK_BYTES).map(<[u8]>::to_vec).collect()
+        };
+        let stream = tokio_stream::iter(chunks.into_iter().map(move |data| {
+            Ok(pb::ReadBytesResponse {
+                data,
+                info: info.take(),
+            })
+        }));
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::Write)?;
+        self.check_size(&path, req.content.len())?;
+        let pre = Precondition {
+            create_only: req.create_only,
+            if_version: req.if_version,
+        };
+        let backend = self.backend.clone();
+        let out =
+            blocking(move || backend.write(&caller.scope, &path, req.content.into_bytes(), pre))
+                .await?;
+        Ok(Response::new(convert::write_response(out)))
+    }
+
+    async fn write_bytes(
+        &self,
+        req: Request<Streaming<pb::WriteBytesRequest>>,
+    ) -> Reply<pb::WriteBytesResponse> {
+        use pb::write_bytes_request::Kind;
+        let caller = caller(&req)?;
+        let mut stream = req.into_inner();
+        let header = match stream.message().await? {
+            Some(pb::WriteBytesRequest {
+                kind: Some(Kind::Header(h)),
+            }) => h,
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "the first WriteBytes message must be a header".into(),
+                )
+                .into());
+            }
+        };
+        let path = authorize(&caller, &header.path, Op::Write)?;
+        let mut data = Vec::new();
+        while let Some(msg) = stream.message().await? {
+            match msg.kind {
+                Some(Kind::Data(chunk)) => {
+                    self.check_size(&path, data.len() + chunk.len())?;
+                    data.extend_from_slice(&chunk);
+                }
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "only the first WriteBytes message may be a header".into(),
+                    )
+                    .into());
+                }
+            }
+        }
+        let pre = Precondition {
+            create_only: header.create_only,
+            if_version: header.if_version,
+        };
+        let backend = self.backend.clone();
+        let o = blocking(move || backend.write(&caller.scope, &path, data, pre)).await?;
+        Ok(Response::new(pb::WriteBytesResponse {
+            path: o.path.to_string(),
+            bytes_written: o.bytes_written,
+            version: o.version,
+            created: o.created,
+        }))
+    }
+
+    async fn edit(&self, req: Request<pb::EditRequest>) -> Reply<pb::EditResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::Write)?;
+        caller.principal.check(&path, Op::ReadFile)?;
+        if req.old_string.is_empty() {
+            return Err(Error::InvalidArgument("old_string must not be empty".into()).into());
+        }
+        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
+        let (outcome, replacements) = blocking(move || {
+            let mut made = 0;
+            let edit = EditSpec {
+                old: &req.old_string,
+                new: &req.new_string,
+                replace_all: req.replace_all,
+            };
+            let outcome = backend.update(&caller.scope, &path, req.if_version, &mut |data| {
+                let (new, n) = text::apply_edit(text::decode_strict(path.as_str(), data)?, &edit)?;
+                made = n;
+                check_len(&path, new.len(), max)?;
+                Ok(new.into_bytes())
+            })?;
+            Ok((outcome, made))
+        })
+        .await?;
+        Ok(Response::new(pb::EditResponse {
+            path: outcome.path.to_string(),
+            replacements_made: replacements,
+            version: outcome.version,
+        }))
+    }
+
+    async fn multi_edit(&self, req: Request<pb::MultiEditRequest>) -> Reply<pb::MultiEditResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::Write)?;
+        caller.principal.check(&path, Op::ReadFile)?;
+        if req.edits.is_empty() {
+            return Err(
+                Error::InvalidArgument("edits must contain at least one edit".into()).into(),
+            );
+        }
+        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
+        let (outcome, replacements) = blocking(move || {
+            let edits: Vec<EditSpec<'_>> = req
+                .edits
+                .iter()
+                .map(|e| EditSpec {
+                    old: &e.old_string,
+                    new: &e.new_string,
+                    replace_all: e.replace_all,
+                })
+                .collect();
+            let mut made = 0;
+            let outcome = backend.update(&caller.scope, &path, req.if_version, &mut |data| {
+                let (new, n) =
+                    text::apply_edits(text::decode_strict(path.as_str(), data)?, &edits)?;
+                made = n;
+                check_len(&path, new.len(), max)?;
+                Ok(new.into_bytes())
+            })?;
+            Ok((outcome, made))
+        })
+        .await?;
+        Ok(Response::new(pb::MultiEditResponse {
+            path: outcome.path.to_string(),
+            replacements_made: replacements,
+            version: outcome.version,
+        }))
+    }
+
+    async fn delete(&self, req: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::Delete)?;
+        let backend = self.backend.clone();
+        let shown = path.to_string();
+        let files_deleted =
+            blocking(move || backend.delete(&caller.scope, &path, req.if_version, req.recursive))
+                .await?;
+        Ok(Response::new(pb::DeleteResponse {
+            path: shown,
+            files_deleted,
+        }))
+    }
+
+    async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = authorize(&caller, &req.path, Op::ReadRe)?;
+        regex::Regex::new(&req.pattern)
+            .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
+        let backend = self.backend.clone();
+        let matches = blocking(move || {
+            let (data, _) = backend.read(&caller.scope, &path)?;
+            let decoded = text::decode(path.as_str(), &data)?;
+            text::regex_windows(&decoded.text, &req.pattern, req.overlap.unwrap_or(0))
+        })
+        .await?;
+        Ok(Response::new(pb::ReadReResponse { matches }))
+    }
+
+    type GrepStream = ResponseStream<pb::GrepResponse>;
+
+    async fn grep(&self, req: Request<pb::GrepRequest>) -> Reply<Self::GrepStream> {
+        use pb::grep_response::Result as Item;
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let root = search_root(&req.path)?;
+        let grep = GrepRequest {
+            pattern: &req.pattern,
+            glob: &req.glob,
+            literal: req.literal,
+            case_insensitive: req.case_insensitive,
+            before_context: req.before_context,
+            after_context: req.after_context,
+            max_count_per_file: req.max_count_per_file,
+        };
+        let budgets = Budgets {
+            max_results: req.max_results,
+            max_visited: req.max_visited,
+            max_duration_ms: req.max_duration_ms,
+            include_hidden: req.include_hidden,
+            include_ignored: req.include_ignored,
+        };
+        let spec = SearchSpec::grep(root, grep, budgets)?;
+        let events = start(
+            self.backend.clone(),
+            &caller.principal,
+            Op::ReadRe,
+            caller.scope,
+            spec,
+        )?;
+        let stream = events.map(|event| match event {
+            SearchEvent::Batch(hits) => Ok(pb::GrepResponse {
+                result: Some(Item::Batch(convert::grep_batch(hits))),
+            }),
+            SearchEvent::Summary(s) => Ok(pb::GrepResponse {
+                result: Some(Item::Summary(convert::summary(s))),
+            }),
+            SearchEvent::Failed(err) => Err(Status::from(err)),
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+
+    type GlobStream = ResponseStream<pb::GlobResponse>;
+
+    async fn glob(&self, req: Request<pb::GlobRequest>) -> Reply<Self::GlobStream> {
+        use pb::glob_response::Result as Item;
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let root = search_root(&req.path)?;
+        let budgets = Budgets {
+            max_results: req.max_results,
+            max_visited: req.max_visited,
+            max_duration_ms: req.max_duration_ms,
+            include_hidden: req.include_hidden,
+            include_ignored: req.include_ignored,
+        };
+        let spec = SearchSpec::glob(root, &req.pattern, budgets)?;
+        let events = start(
+            self.backend.clone(),
+            &caller.principal,
+            Op::List,
+            caller.scope,
+            spec,
+        )?;
+        let stream = events.map(|event| match event {
+            SearchEvent::Batch(hits) => Ok(pb::GlobResponse {
+                result: Some(Item::Batch(convert::glob_batch(hits))),
+            }),
+            SearchEvent::Summary(s) => Ok(pb::GlobResponse {
+                result: Some(Item::Summary(convert::summary(s))),
+            }),
+            SearchEvent::Failed(err) => Err(Status::from(err)),
+        });
+        Ok(Response::new(Box::pin(stream)))
+    }
+}
+
+/// Refuses content over the file size limit (RESOURCE_EXHAUSTED).
+fn check_len(path: &VfsPath, len: usize, max: u64) -> Result<()> {
+    if len as u64 > max {
+        return Err(Error::TooLarge(format!(
+            "{path}: {len} bytes exceeds the file size limit of {max} bytes"
+        )));
+    }
+    Ok(())
+}

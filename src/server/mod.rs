@@ -1,0 +1,83 @@
+//! The gRPC server: services, interceptor, health, reflection, shutdown.
+//!
+//! [`serve`] takes a bound listener and a shutdown future (as mini-redis does),
+//! so `main` stays thin and tests can start a server on port 0.
+
+mod caller;
+mod convert;
+mod filesystem;
+mod search_stream;
+
+pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, check_scope_name, identify};
+pub use filesystem::FilesystemService;
+pub use search_stream::{blocking, start as start_search};
+
+use crate::auth::Auth;
+use crate::backend::Backend;
+use crate::pb;
+use std::future::Future;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::interceptor::InterceptedService;
+
+/// Room for protobuf framing on top of the largest file a message may carry.
+const MESSAGE_OVERHEAD_BYTES: usize = 1 << 20;
+
+/// Everything the services share.
+#[derive(Clone)]
+pub struct App {
+    /// The mount table (or a single tier).
+    pub backend: Arc<dyn Backend>,
+    /// Tokens and handles.
+    pub auth: Arc<Auth>,
+    /// Largest file accepted by writes.
+    pub max_file_bytes: u64,
+}
+
+/// Serves every agentvfs service on `listener` until `shutdown` resolves.
+pub async fn serve(
+    listener: TcpListener,
+    app: App,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    // Both reflection versions, so every grpcurl version works. The
+    // google.rpc types let grpcurl decode ErrorInfo details.
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
+    };
+    let reflection_v1 = reflection().build_v1().expect("embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection().build_v1alpha().expect("embedded descriptor sets are valid");
+
+    // A message may carry a whole file (Write, Read), numbered Read output
+    // roughly doubles it.
+    let max_message = (app.max_file_bytes as usize)
+        .saturating_mul(2)
+        .saturating_add(MESSAGE_OVERHEAD_BYTES);
+    let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
+        app.backend.clone(),
+        app.max_file_bytes,
+    ))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
+    health
+        .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
+        .await;
+    health
+        .set_service_status("", tonic_health::ServingStatus::Serving)
+        .await;
+
+    let intercept = caller::interceptor(app.auth.clone());
+    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(InterceptedService::new(filesystem, intercept))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+}

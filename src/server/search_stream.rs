@@ -1,0 +1,53 @@
+//! Runs a search on a blocking thread and exposes its events as a stream.
+
+use crate::access::{Op, Principal};
+use crate::backend::{Backend, Scope};
+use crate::error::{Error, Result};
+use crate::search::{EVENT_CHANNEL_CAPACITY, SearchEvent, SearchPart, SearchRun, SearchSpec};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Starts `spec` over every part of its root the principal may use `op` on,
+/// in path order, under one budget. Fails at once when nothing is visible.
+pub fn start(
+    backend: Arc<dyn Backend>,
+    principal: &Principal,
+    op: Op,
+    scope: Scope,
+    spec: SearchSpec,
+) -> Result<ReceiverStream<SearchEvent>> {
+    let tops = principal.granted_within(&spec.root, op);
+    if tops.is_empty() {
+        principal.check(&spec.root, op)?;
+    }
+    let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    tokio::task::spawn_blocking(move || {
+        let run = SearchRun::new(spec, tx);
+        let mut outcome = Ok(());
+        for (i, top) in tops.into_iter().enumerate() {
+            if run.should_stop() {
+                break;
+            }
+            match backend.search(&scope, &run, &SearchPart::whole(top.clone())) {
+                Ok(()) => {}
+                Err(err) if i == 0 => {
+                    outcome = Err(err);
+                    break;
+                }
+                Err(err) => run.problem(top.as_str(), err),
+            }
+        }
+        run.finish(outcome);
+    });
+    Ok(ReceiverStream::new(rx))
+}
+
+/// Runs blocking backend work off the async runtime's worker threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("blocking task failed: {e}")))?
+}

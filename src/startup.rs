@@ -1,0 +1,55 @@
+//! Turns a validated [`Config`] into a running server's [`App`]: opens every
+//! tier, builds the mount table and the authenticator, and refuses unsafe
+//! listeners.
+
+use crate::auth::Auth;
+use crate::backend::Backend;
+use crate::backend::composite::{CompositeBackend, Mount};
+use crate::backend::state::StateBackend;
+use crate::config::{Config, TierConfig};
+use crate::server::App;
+use std::sync::Arc;
+
+/// Opens the tiers of `config`. Errors name the mount that failed.
+pub fn build_app(config: &Config) -> Result<App, String> {
+    let mut mounts = Vec::new();
+    for m in &config.mounts {
+        let (backend, tier): (Arc<dyn Backend>, &'static str) = match &m.tier {
+            TierConfig::State => (
+                Arc::new(StateBackend::new(m.prefix.clone(), config.state)),
+                "state",
+            ),
+            TierConfig::Store { .. } | TierConfig::Filesystem { .. } => {
+                return Err(format!(
+                    "mount {}: this tier is not available yet",
+                    m.prefix
+                ));
+            }
+        };
+        mounts.push(Mount {
+            prefix: m.prefix.clone(),
+            backend,
+            tier,
+        });
+    }
+    let backend = CompositeBackend::new(mounts).map_err(|e| e.to_string())?;
+    Ok(App {
+        backend: Arc::new(backend),
+        auth: Arc::new(Auth::new(config.principals.clone())),
+        max_file_bytes: config.max_file_bytes,
+    })
+}
+
+/// Refuses to serve a non-loopback address without authentication unless
+/// explicitly allowed: an open server on a network would give anyone every
+/// right.
+pub fn check_listener(config: &Config, allow_unauthenticated: bool) -> Result<(), String> {
+    if config.principals.is_empty() && !config.listen.ip().is_loopback() && !allow_unauthenticated {
+        return Err(format!(
+            "refusing to listen on {} with no [[principal]] configured: anyone could read and write \
+             everything. Configure principals, listen on loopback, or pass --allow-unauthenticated",
+            config.listen
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,12 @@
+//! Integration tests: each starts the real `agentvfs` binary on an ephemeral
+//! loopback port and talks gRPC to it.
+//!
+//! Modules by topic:
+//! - `server`: health, reflection, startup and shutdown;
+//! - `files`: every Filesystem RPC on the State tier, and every error kind;
+//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation.
+
+mod files;
+mod search;
+mod server;
+mod util;

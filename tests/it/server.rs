@@ -1,0 +1,117 @@
+//! Health, reflection, startup and shutdown of the real binary.
+
+use crate::util::Server;
+use std::process::Command;
+use tokio_stream::StreamExt;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+use tonic_reflection::pb::v1::ServerReflectionRequest;
+use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+/// The health service reports SERVING for the server and for Filesystem.
+#[tokio::test]
+async fn health_reports_serving() {
+    let server = Server::start();
+    let mut health = HealthClient::new(server.channel().await);
+    for service in ["", "agentvfs.v1.Filesystem"] {
+        let resp = health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            resp.into_inner().status(),
+            ServingStatus::Serving,
+            "{service:?}"
+        );
+    }
+}
+
+/// Reflection v1 lists the agentvfs services, so grpcurl needs no proto files.
+#[tokio::test]
+async fn reflection_lists_services() {
+    let server = Server::start();
+    let mut client = ServerReflectionClient::new(server.channel().await);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut stream = client
+        .server_reflection_info(tokio_stream::once(request))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = stream.next().await.unwrap().unwrap();
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection answer");
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for expected in [
+        "agentvfs.v1.Filesystem",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(
+            names.contains(&expected.to_string()),
+            "{expected} missing from {names:?}"
+        );
+    }
+}
+
+/// SIGTERM shuts the server down cleanly with exit status 0.
+#[tokio::test]
+async fn sigterm_shuts_down_cleanly() {
+    let mut server = Server::start();
+    let pid = server.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert!(
+        server
+            .wait_for_log("shutting down", std::time::Duration::from_secs(10))
+            .await
+    );
+    let status = server.wait();
+    assert!(status.success(), "exit status {status:?}");
+}
+
+/// An invalid configuration stops the server before it listens, naming the
+/// file, the line and the problem.
+#[test]
+fn invalid_config_is_refused_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(&path, "[[mount]]\nprefix = \"/\"\ntier = \"floppy\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bad.toml:3: unknown tier \"floppy\""),
+        "{stderr}"
+    );
+}
+
+/// Binding a non-loopback address without principals is refused unless
+/// --allow-unauthenticated is given.
+#[test]
+fn open_listener_without_principals_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["serve", "--listen", "0.0.0.0:0"])
+        .current_dir(tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-unauthenticated"));
+}

@@ -1,0 +1,205 @@
+//! Starting the real `agentvfs` binary on an ephemeral loopback port, and
+//! small helpers to talk to it.
+
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+use tonic_types::StatusExt;
+
+/// A running server process, killed on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    /// Everything the server wrote to stderr so far.
+    pub logs: Arc<Mutex<String>>,
+    /// The server's working directory (holds relative data paths); removed
+    /// when the server is dropped.
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// The embedded default configuration, listening on port 0.
+    pub fn start() -> Server {
+        Server::start_with(None, &[])
+    }
+
+    /// A server with `config` (TOML, `listen` forced to port 0 unless given)
+    /// and extra `serve` arguments.
+    pub fn start_with(config: Option<&str>, args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Server::start_in(dir, config, args)
+    }
+
+    /// Like [`Server::start_with`] in an existing working directory.
+    pub fn start_in(dir: tempfile::TempDir, config: Option<&str>, args: &[&str]) -> Server {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+        cmd.arg("serve").current_dir(dir.path());
+        if let Some(config) = config {
+            let path = dir.path().join("agentvfs.toml");
+            std::fs::write(&path, config).expect("write config");
+            cmd.arg("--config").arg(&path);
+        }
+        if !args.contains(&"--listen") && !config.is_some_and(|c| c.contains("listen")) {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(args).env("RUST_LOG", "agentvfs=debug");
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn agentvfs");
+        let logs = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut logs = sink.lock().unwrap();
+                logs.push_str(&line);
+                logs.push('\n');
+            }
+        });
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read stdout");
+        let Some(addr) = line.trim().strip_prefix("agentvfs listening on ") else {
+            let _ = child.wait();
+            panic!(
+                "server did not start: {line:?}; stderr: {}",
+                logs.lock().unwrap()
+            );
+        };
+        let url = format!("http://{addr}");
+        Server {
+            child,
+            url,
+            logs,
+            _dir: dir,
+        }
+    }
+
+    /// A connected Filesystem client.
+    pub async fn fs(&self) -> FilesystemClient<Channel> {
+        FilesystemClient::new(self.channel().await).max_decoding_message_size(256 << 20)
+    }
+
+    /// A connected channel.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.url.clone())
+            .unwrap()
+            .connect()
+            .await
+            .expect("connect")
+    }
+
+    /// Waits until the server's log contains `needle`.
+    pub async fn wait_for_log(&self, needle: &str, timeout: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if self.logs.lock().unwrap().contains(needle) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        false
+    }
+
+    /// Kills the process (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for the process to exit on its own.
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().expect("wait for agentvfs")
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A request carrying a session header (and a token when given).
+pub fn with_session<T>(msg: T, session: &str) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("x-agentvfs-session", session.parse().unwrap());
+    req
+}
+
+/// Asserts a status has `code` and an ErrorInfo whose reason is `reason`.
+#[track_caller]
+pub fn assert_error(status: &Status, code: Code, reason: &str) {
+    assert_eq!(status.code(), code, "unexpected status: {status:?}");
+    let info = status
+        .get_details_error_info()
+        .unwrap_or_else(|| panic!("no ErrorInfo in {status:?}"));
+    assert_eq!(info.reason, reason, "unexpected reason in {status:?}");
+    assert_eq!(info.domain, "agentvfs");
+}
+
+/// Writes a text file.
+pub async fn write(
+    fs: &mut FilesystemClient<Channel>,
+    path: &str,
+    content: &str,
+) -> pb::WriteResponse {
+    fs.write(pb::WriteRequest {
+        path: path.into(),
+        content: content.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|s| panic!("write {path}: {s:?}"))
+    .into_inner()
+}
+
+/// Everything a Grep stream sends: the matches and the final summary.
+pub async fn grep_all(
+    fs: &mut FilesystemClient<Channel>,
+    req: pb::GrepRequest,
+) -> Result<(Vec<pb::GrepMatch>, pb::SearchSummary), Status> {
+    let mut stream = fs.grep(req).await?.into_inner();
+    let mut matches = Vec::new();
+    while let Some(msg) = stream.message().await? {
+        match msg.result.expect("result set") {
+            pb::grep_response::Result::Batch(b) => matches.extend(b.matches),
+            pb::grep_response::Result::Summary(s) => {
+                assert!(stream.message().await?.is_none(), "summary must be last");
+                return Ok((matches, s));
+            }
+        }
+    }
+    panic!("grep stream ended without a summary")
+}
+
+/// Everything a Glob stream sends.
+pub async fn glob_all(
+    fs: &mut FilesystemClient<Channel>,
+    req: pb::GlobRequest,
+) -> Result<(Vec<String>, pb::SearchSummary), Status> {
+    let mut stream = fs.glob(req).await?.into_inner();
+    let mut paths = Vec::new();
+    while let Some(msg) = stream.message().await? {
+        match msg.result.expect("result set") {
+            pb::glob_response::Result::Batch(b) => {
+                paths.extend(b.entries.into_iter().map(|e| e.path))
+            }
+            pb::glob_response::Result::Summary(s) => {
+                assert!(stream.message().await?.is_none(), "summary must be last");
+                return Ok((paths, s));
+            }
+        }
+    }
+    panic!("glob stream ended without a summary")
+}
