@@ -184,8 +184,9 @@ pub fn intersect(requested: &[Grant], held: &[Grant]) -> Vec<Grant> {
     out
 }
 
-/// The seed's markdown lines for an agent's system prompt:
-/// `- /prefix/: ls, stat, read, write, delete`.
+/// The seed's markdown lines for an agent's system prompt, one per grant:
+/// `/prefix/: ls, stat, read, write, delete`, with each operation named by
+/// the verb an agent knows it by ([`verb`]).
 pub fn describe(grants: &[Grant]) -> String {
     grants
         .iter()
@@ -195,11 +196,27 @@ pub fn describe(grants: &[Grant]) -> String {
             } else {
                 format!("{}/", g.prefix)
             };
-            let ops: Vec<&str> = g.ops.iter().map(|op| op.as_str()).collect();
-            format!("- {prefix}: {}", ops.join(", "))
+            let verbs: Vec<&str> = g.ops.iter().map(verb).collect();
+            format!("{prefix}: {}", verbs.join(", "))
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The agent-facing verb of an operation in [`describe`]: `list` is `ls`,
+/// `file` is `stat`, `read_file` is `read`, `read_binary` is `download`,
+/// `read_re` is `search`; `write` and `delete` keep their names.
+pub fn verb(op: crate::access::Op) -> &'static str {
+    use crate::access::Op;
+    match op {
+        Op::List => "ls",
+        Op::File => "stat",
+        Op::ReadFile => "read",
+        Op::ReadBinary => "download",
+        Op::ReadRe => "search",
+        Op::Write => "write",
+        Op::Delete => "delete",
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -264,8 +281,14 @@ mod tests {
     #[test]
     fn describe_renders_seed_lines() {
         assert_eq!(
-            describe(&[grant("/w", &[Op::List, Op::ReadFile])]),
-            "- /w/: list, read_file"
+            describe(&[
+                grant(
+                    "/w",
+                    &[Op::List, Op::File, Op::ReadFile, Op::Write, Op::Delete]
+                ),
+                grant("/", &[Op::ReadRe])
+            ]),
+            "/w/: ls, stat, read, write, delete\n/: search"
         );
     }
 }

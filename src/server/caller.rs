@@ -31,6 +31,18 @@ pub struct Caller {
     pub principal: Arc<Principal>,
     /// Whose data it sees.
     pub scope: Scope,
+    /// The bearer token it presented (handles record their creator's).
+    pub token: Option<Secret>,
+}
+
+/// A bearer token: `Debug` never shows it, so it cannot reach a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
 }
 
 /// Validates a session or namespace name: 1–128 of letters, digits and `-_.@+:~`.
@@ -74,7 +86,11 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
         session: session.to_owned(),
         namespace: namespace.to_owned(),
     };
-    Ok(Caller { principal, scope })
+    Ok(Caller {
+        principal,
+        scope,
+        token: token.map(|t| Secret(t.to_owned())),
+    })
 }
 
 /// The tonic interceptor: attaches the [`Caller`] or rejects the request.

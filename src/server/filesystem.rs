@@ -219,8 +219,8 @@ impl Filesystem for FilesystemService {
     async fn edit(&self, req: Request<pb::EditRequest>) -> Reply<pb::EditResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::Write)?;
-        caller.principal.check(&path, Op::ReadFile)?;
+        let path = authorize(&caller, &req.path, Op::ReadFile)?;
+        caller.principal.check(&path, Op::Write)?;
         if req.old_string.is_empty() {
             return Err(Error::InvalidArgument("old_string must not be empty".into()).into());
         }
@@ -251,8 +251,8 @@ impl Filesystem for FilesystemService {
     async fn multi_edit(&self, req: Request<pb::MultiEditRequest>) -> Reply<pb::MultiEditResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::Write)?;
-        caller.principal.check(&path, Op::ReadFile)?;
+        let path = authorize(&caller, &req.path, Op::ReadFile)?;
+        caller.principal.check(&path, Op::Write)?;
         if req.edits.is_empty() {
             return Err(
                 Error::InvalidArgument("edits must contain at least one edit".into()).into(),

@@ -3,12 +3,14 @@
 //! [`serve`] takes a bound listener and a shutdown future (as mini-redis does),
 //! so `main` stays thin and tests can start a server on port 0.
 
+mod access;
 mod caller;
 mod convert;
 mod filesystem;
 mod search_stream;
 
-pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, check_scope_name, identify};
+pub use access::AccessService;
+pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, check_scope_name, identify};
 pub use filesystem::FilesystemService;
 pub use search_stream::{blocking, start as start_search};
 
@@ -50,8 +52,12 @@ pub async fn serve(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let reflection_v1 = reflection().build_v1().expect("embedded descriptor sets are valid");
-    let reflection_v1alpha = reflection().build_v1alpha().expect("embedded descriptor sets are valid");
+    let reflection_v1 = reflection()
+        .build_v1()
+        .expect("embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .expect("embedded descriptor sets are valid");
 
     // A message may carry a whole file (Write, Read), numbered Read output
     // roughly doubles it.
@@ -71,13 +77,19 @@ pub async fn serve(
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
 
+    let access = pb::access_server::AccessServer::new(AccessService::new(app.auth.clone()));
+    health
+        .set_serving::<pb::access_server::AccessServer<AccessService>>()
+        .await;
+
     let intercept = caller::interceptor(app.auth.clone());
     tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
     tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(filesystem, intercept))
+        .add_service(InterceptedService::new(filesystem, intercept.clone()))
+        .add_service(InterceptedService::new(access, intercept))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
 }

@@ -4,9 +4,13 @@
 //! Modules by topic:
 //! - `server`: health, reflection, startup and shutdown;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
-//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation.
+//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
+//! - `access`: principals, grants and handles (seed 002);
+//! - `mounts`: the mount table's routing, listing and cross-mount search.
 
+mod access;
 mod files;
+mod mounts;
 mod search;
 mod server;
 mod util;
