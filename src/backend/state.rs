@@ -1,6 +1,6 @@
 //! The State tier: per-session scratch files in memory.
 //!
-//! Each session (`x-agentvfs-session`) has its own ordered map from
+//! Each session (`x-agentvfs-session`, within the caller's namespace) has its own ordered map from
 //! [`VfsPath::order_key`] to file, so a directory listing or a search is a key
 //! range and directories are implied by the files below them. A `std` mutex
 //! guards the session table and each session's map: no lock is ever held
@@ -68,7 +68,9 @@ struct Session {
 pub struct StateBackend {
     mount: VfsPath,
     limits: StateLimits,
-    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Keyed by (namespace, session): principals of different namespaces
+    /// never share scratch files, even under one session name.
+    sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
     last_sweep: Mutex<Instant>,
     total_bytes: AtomicU64,
     /// One counter for every file of every session: versions only grow, even
@@ -104,7 +106,7 @@ impl StateBackend {
         self.sweep_idle();
         let mut sessions = lock(&self.sessions);
         let session = sessions
-            .entry(scope.session.clone())
+            .entry((scope.namespace.clone(), scope.session.clone()))
             .or_insert_with(|| {
                 Arc::new(Session {
                     files: Mutex::new(BTreeMap::new()),
@@ -127,7 +129,7 @@ impl StateBackend {
             *last = Instant::now();
         }
         let ttl = self.limits.idle_ttl;
-        lock(&self.sessions).retain(|name, session| {
+        lock(&self.sessions).retain(|(namespace, name), session| {
             let keep = lock(&session.last_used).elapsed() < ttl;
             if !keep {
                 let bytes: u64 = lock(&session.files)
@@ -135,7 +137,7 @@ impl StateBackend {
                     .map(|f| f.data.len() as u64)
                     .sum();
                 self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
-                tracing::info!(session = %name, bytes, "dropped idle State session");
+                tracing::info!(%namespace, session = %name, bytes, "dropped idle State session");
             }
             keep
         });

@@ -3,8 +3,8 @@
 //!
 //! - `authorization: Bearer <token>` names the principal (see [`Auth`]);
 //! - `x-agentvfs-session` scopes the State tier (default `default`);
-//! - `x-agentvfs-namespace` may narrow the Store namespace for a principal
-//!   configured without one.
+//! - `x-agentvfs-namespace` picks the Store namespace when no principal is
+//!   configured; a configured principal is bound to its own namespace.
 //!
 //! Header values are validated like names ([`check_scope_name`]) so they can
 //! never smuggle a path or a control character into storage keys. Tokens are
@@ -77,8 +77,16 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
     let principal = auth.authenticate(token)?;
     let session = header(req, SESSION_HEADER)?.unwrap_or("default");
     check_scope_name("session", session)?;
+    // Without configured principals the (local) caller may pick any
+    // namespace; a configured principal is bound to its own.
     let namespace = match header(req, NAMESPACE_HEADER)? {
-        Some(ns) if principal.namespace == "default" => ns,
+        Some(ns) if !auth.requires_token() => ns,
+        Some(ns) if ns != principal.namespace => {
+            return Err(Error::PermissionDenied(format!(
+                "namespace {ns:?} is not yours: principal {} uses namespace {:?}",
+                principal.name, principal.namespace
+            )));
+        }
         _ => principal.namespace.as_str(),
     };
     check_scope_name("namespace", namespace)?;

@@ -547,3 +547,98 @@ async fn tokens_never_reach_the_logs() {
         assert!(!logs.contains(secret), "{secret} leaked into logs");
     }
 }
+
+/// A configured principal is bound to its namespace: naming another one is
+/// PERMISSION_DENIED, and principals of different namespaces never share
+/// State scratch files even under one session name.
+#[tokio::test]
+async fn namespaces_bind_principals() {
+    let config = r#"
+[[mount]]
+prefix = "/"
+tier = "state"
+[[principal]]
+name = "a"
+token = "token-team-a-01"
+namespace = "team-a"
+grants = [{ prefix = "/", ops = ["write", "file"] }]
+[[principal]]
+name = "b"
+token = "token-team-b-01"
+namespace = "team-b"
+grants = [{ prefix = "/", ops = ["write", "file"] }]
+"#;
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    call(&mut fs, "Write", "/scratch.txt", "token-team-a-01")
+        .await
+        .unwrap();
+    assert!(
+        call(&mut fs, "Stat", "/scratch.txt", "token-team-a-01")
+            .await
+            .is_ok()
+    );
+    let err = call(&mut fs, "Stat", "/scratch.txt", "token-team-b-01")
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::NotFound, "NOT_FOUND");
+    let mut req = authed(
+        pb::StatRequest {
+            path: "/scratch.txt".into(),
+        },
+        Some("token-team-b-01"),
+    );
+    req.metadata_mut()
+        .insert("x-agentvfs-namespace", "team-a".parse().unwrap());
+    assert_error(
+        &fs.stat(req).await.unwrap_err(),
+        Code::PermissionDenied,
+        "ACCESS_DENIED",
+    );
+}
+
+/// A State session idle longer than its TTL is dropped with its files.
+#[tokio::test]
+async fn idle_sessions_expire() {
+    let config = "[state]\nidle_ttl_seconds = 1\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    let stat = |session: &str| {
+        crate::util::with_session(
+            pb::StatRequest {
+                path: "/tmp.txt".into(),
+            },
+            session,
+        )
+    };
+    let write = pb::WriteRequest {
+        path: "/tmp.txt".into(),
+        content: "x".into(),
+        ..Default::default()
+    };
+    fs.write(crate::util::with_session(write, "short"))
+        .await
+        .unwrap();
+    assert!(fs.stat(stat("short")).await.is_ok());
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    // Any request sweeps idle sessions; this one uses another session so it
+    // does not keep "short" alive.
+    assert_error(
+        &fs.stat(stat("other")).await.unwrap_err(),
+        Code::NotFound,
+        "NOT_FOUND",
+    );
+    assert_error(
+        &fs.stat(stat("short")).await.unwrap_err(),
+        Code::NotFound,
+        "NOT_FOUND",
+    );
+    assert!(
+        server
+            .wait_for_log(
+                "dropped idle State session",
+                std::time::Duration::from_secs(5)
+            )
+            .await
+    );
+}
