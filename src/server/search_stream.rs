@@ -22,16 +22,20 @@ pub fn start(
         principal.check(&spec.root, op)?;
     }
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
+    // When only parts of the root are granted, a granted prefix that does
+    // not exist is simply empty: the root the caller named does exist.
+    let partial = tops.first() != Some(&spec.root);
     tokio::task::spawn_blocking(move || {
         let run = SearchRun::new(spec, tx);
         let mut outcome = Ok(());
-        for (i, top) in tops.into_iter().enumerate() {
+        for top in tops {
             if run.should_stop() {
                 break;
             }
             match backend.search(&scope, &run, &SearchPart::whole(top.clone())) {
                 Ok(()) => {}
-                Err(err) if i == 0 => {
+                Err(Error::NotFound(_)) if partial => {}
+                Err(err) if !partial => {
                     outcome = Err(err);
                     break;
                 }
