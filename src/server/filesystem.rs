@@ -47,6 +47,56 @@ impl FilesystemService {
     fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
         check_len(path, len, self.max_file_bytes)
     }
+
+    /// Edit and MultiEdit: applies `edits` to the file as one atomic
+    /// read-modify-write. A single Edit reports errors without an edit index.
+    /// Returns (path, replacements, new version).
+    async fn edit_file(
+        &self,
+        caller: Caller,
+        raw_path: &str,
+        if_version: Option<u64>,
+        edits: Vec<pb::EditOperation>,
+        indexed: bool,
+    ) -> Result<(String, u64, u64)> {
+        let path = authorize(&caller, raw_path, Op::ReadFile)?;
+        caller.principal.check(&path, Op::Write)?;
+        if edits.is_empty() {
+            return Err(Error::InvalidArgument(
+                "edits must contain at least one edit".into(),
+            ));
+        }
+        if !indexed && edits[0].old_string.is_empty() {
+            return Err(Error::InvalidArgument(
+                "old_string must not be empty".into(),
+            ));
+        }
+        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
+        blocking(move || {
+            let specs: Vec<EditSpec<'_>> = edits
+                .iter()
+                .map(|e| EditSpec {
+                    old: &e.old_string,
+                    new: &e.new_string,
+                    replace_all: e.replace_all,
+                })
+                .collect();
+            let mut made = 0;
+            let outcome = backend.update(&caller.scope, &path, if_version, &mut |data| {
+                let text = text::decode_strict(path.as_str(), data)?;
+                let (new, n) = if indexed {
+                    text::apply_edits(text, &specs)?
+                } else {
+                    text::apply_edit(text, &specs[0])?
+                };
+                made = n;
+                check_len(&path, new.len(), max)?;
+                Ok(new.into_bytes())
+            })?;
+            Ok((outcome.path.to_string(), made, outcome.version))
+        })
+        .await
+    }
 }
 
 /// Parses a path and checks one grant on it.
@@ -219,71 +269,31 @@ impl Filesystem for FilesystemService {
     async fn edit(&self, req: Request<pb::EditRequest>) -> Reply<pb::EditResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::ReadFile)?;
-        caller.principal.check(&path, Op::Write)?;
-        if req.old_string.is_empty() {
-            return Err(Error::InvalidArgument("old_string must not be empty".into()).into());
-        }
-        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
-        let (outcome, replacements) = blocking(move || {
-            let mut made = 0;
-            let edit = EditSpec {
-                old: &req.old_string,
-                new: &req.new_string,
-                replace_all: req.replace_all,
-            };
-            let outcome = backend.update(&caller.scope, &path, req.if_version, &mut |data| {
-                let (new, n) = text::apply_edit(text::decode_strict(path.as_str(), data)?, &edit)?;
-                made = n;
-                check_len(&path, new.len(), max)?;
-                Ok(new.into_bytes())
-            })?;
-            Ok((outcome, made))
-        })
-        .await?;
+        let edit = pb::EditOperation {
+            old_string: req.old_string,
+            new_string: req.new_string,
+            replace_all: req.replace_all,
+        };
+        let (path, replacements_made, version) = self
+            .edit_file(caller, &req.path, req.if_version, vec![edit], false)
+            .await?;
         Ok(Response::new(pb::EditResponse {
-            path: outcome.path.to_string(),
-            replacements_made: replacements,
-            version: outcome.version,
+            path,
+            replacements_made,
+            version,
         }))
     }
 
     async fn multi_edit(&self, req: Request<pb::MultiEditRequest>) -> Reply<pb::MultiEditResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::ReadFile)?;
-        caller.principal.check(&path, Op::Write)?;
-        if req.edits.is_empty() {
-            return Err(
-                Error::InvalidArgument("edits must contain at least one edit".into()).into(),
-            );
-        }
-        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
-        let (outcome, replacements) = blocking(move || {
-            let edits: Vec<EditSpec<'_>> = req
-                .edits
-                .iter()
-                .map(|e| EditSpec {
-                    old: &e.old_string,
-                    new: &e.new_string,
-                    replace_all: e.replace_all,
-                })
-                .collect();
-            let mut made = 0;
-            let outcome = backend.update(&caller.scope, &path, req.if_version, &mut |data| {
-                let (new, n) =
-                    text::apply_edits(text::decode_strict(path.as_str(), data)?, &edits)?;
-                made = n;
-                check_len(&path, new.len(), max)?;
-                Ok(new.into_bytes())
-            })?;
-            Ok((outcome, made))
-        })
-        .await?;
+        let (path, replacements_made, version) = self
+            .edit_file(caller, &req.path, req.if_version, req.edits, true)
+            .await?;
         Ok(Response::new(pb::MultiEditResponse {
-            path: outcome.path.to_string(),
-            replacements_made: replacements,
-            version: outcome.version,
+            path,
+            replacements_made,
+            version,
         }))
     }
 
