@@ -17,6 +17,7 @@
 //! - [`text`], [`format`]: line windows, edits, cat -n numbering (seed 000);
 //! - [`server`]: tonic services, interceptor, health, reflection;
 //! - [`config`], [`startup`]: configuration and turning it into a server;
+//! - [`cli`]: the client verbs of the `agentvfs` command (`ls`, `cat`, `grep`, ...);
 //! - [`pb`]: the generated protobuf code.
 //!
 //! A request flows: interceptor (authenticates, attaches the caller) → service
@@ -28,6 +29,7 @@
 pub mod access;
 pub mod auth;
 pub mod backend;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod format;

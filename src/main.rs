@@ -12,6 +12,8 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(version, about)]
 struct Cli {
+    #[command(flatten)]
+    connection: agentvfs::cli::Connection,
     #[command(subcommand)]
     command: Command,
 }
@@ -20,6 +22,9 @@ struct Cli {
 enum Command {
     /// Run the server (embedded default configuration unless --config).
     Serve(ServeArgs),
+    /// Client verbs: talk to a running server.
+    #[command(flatten)]
+    Client(agentvfs::cli::Verb),
 }
 
 #[derive(clap::Args)]
@@ -126,6 +131,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Client(verb) => agentvfs::cli::run(cli.connection, verb).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

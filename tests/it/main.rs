@@ -3,12 +3,14 @@
 //!
 //! Modules by topic:
 //! - `server`: health, reflection, startup and shutdown;
+//! - `cli`: the client verbs of the `agentvfs` command;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
 //! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
 //! - `access`: principals, grants and handles (seed 002);
 //! - `mounts`: the mount table's routing, listing and cross-mount search.
 
 mod access;
+mod cli;
 mod files;
 mod mounts;
 mod search;

@@ -1,0 +1,359 @@
+//! Client verbs of the `agentvfs` command, for people at a terminal:
+//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `grep`, `glob`.
+//!
+//! Each verb is one gRPC call through the generated client; output is plain
+//! text (grep prints `path:line:text` like ripgrep, glob one path per line)
+//! and the search summary goes to stderr. Errors print the status message and
+//! its envelope code and exit non-zero.
+
+use crate::pb;
+use crate::pb::filesystem_client::FilesystemClient;
+use std::io::{Read, Write};
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::transport::Channel;
+use tonic::{Request, Status};
+use tonic_types::StatusExt;
+
+/// Bytes per WriteBytes message when uploading.
+const UPLOAD_CHUNK_BYTES: usize = 1 << 20;
+
+/// Where and as whom to connect.
+#[derive(Clone, Debug, clap::Args)]
+pub struct Connection {
+    /// Server address.
+    #[arg(long, env = "AGENTVFS_ADDR", default_value = "http://127.0.0.1:50051")]
+    pub addr: String,
+    /// Bearer token.
+    #[arg(long, env = "AGENTVFS_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// State session.
+    #[arg(long, env = "AGENTVFS_SESSION")]
+    pub session: Option<String>,
+}
+
+/// A client verb.
+#[derive(Debug, clap::Subcommand)]
+pub enum Verb {
+    /// List a directory.
+    Ls {
+        /// Directory.
+        path: String,
+    },
+    /// Show a file's metadata.
+    Stat {
+        /// File or directory.
+        path: String,
+    },
+    /// Print a text file, numbered with -n.
+    Cat {
+        /// File.
+        path: String,
+        /// Number lines cat -n style.
+        #[arg(short = 'n', long)]
+        numbered: bool,
+    },
+    /// Write a file's bytes to stdout.
+    Get {
+        /// File.
+        path: String,
+    },
+    /// Upload stdin to a file.
+    Put {
+        /// File.
+        path: String,
+        /// Fail if the file exists.
+        #[arg(long)]
+        create_only: bool,
+    },
+    /// Delete a file (or, with -r, a directory).
+    Rm {
+        /// Path.
+        path: String,
+        /// Delete a directory tree.
+        #[arg(short, long)]
+        recursive: bool,
+    },
+    /// Search file contents (regex).
+    Grep {
+        /// Regex.
+        pattern: String,
+        /// Where to search.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Ignore case.
+        #[arg(short = 'i', long)]
+        ignore_case: bool,
+        /// Fixed string.
+        #[arg(short = 'F', long)]
+        fixed_strings: bool,
+        /// File filter glob.
+        #[arg(short, long, default_value = "")]
+        glob: String,
+        /// Include hidden files.
+        #[arg(long)]
+        hidden: bool,
+        /// Include ignored files.
+        #[arg(long)]
+        no_ignore: bool,
+        /// Visited-entries budget (0: default 20000).
+        #[arg(long, default_value_t = 0)]
+        max_visited: u64,
+        /// Time budget in ms (0: default 2000).
+        #[arg(long, default_value_t = 0)]
+        max_duration_ms: u64,
+    },
+    /// Find files by glob.
+    Glob {
+        /// Glob relative to path.
+        pattern: String,
+        /// Where to search.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Include hidden files.
+        #[arg(long)]
+        hidden: bool,
+        /// Include ignored files.
+        #[arg(long)]
+        no_ignore: bool,
+        /// Visited-entries budget (0: default 20000).
+        #[arg(long, default_value_t = 0)]
+        max_visited: u64,
+        /// Time budget in ms (0: default 2000).
+        #[arg(long, default_value_t = 0)]
+        max_duration_ms: u64,
+    },
+}
+
+/// Adds the token and session metadata to every call.
+#[derive(Clone)]
+struct Headers {
+    token: Option<MetadataValue<tonic::metadata::Ascii>>,
+    session: Option<MetadataValue<tonic::metadata::Ascii>>,
+}
+
+impl Interceptor for Headers {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(token) = &self.token {
+            req.metadata_mut().insert("authorization", token.clone());
+        }
+        if let Some(session) = &self.session {
+            req.metadata_mut()
+                .insert("x-agentvfs-session", session.clone());
+        }
+        Ok(req)
+    }
+}
+
+/// Describes a failed call: message and envelope code.
+pub fn describe_status(status: &Status) -> String {
+    match status.get_details_error_info() {
+        Some(info) => format!("{} [{}]", status.message(), info.reason),
+        None => format!("{} [{:?}]", status.message(), status.code()),
+    }
+}
+
+fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
+    value
+        .parse()
+        .map_err(|_| "token and session must be printable ASCII".to_owned())
+}
+
+/// Runs one verb; the error is what to print before exiting non-zero.
+pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
+    let channel = Channel::from_shared(conn.addr.clone())
+        .map_err(|e| format!("bad address {}: {e}", conn.addr))?
+        .connect()
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", conn.addr))?;
+    let headers = Headers {
+        token: conn
+            .token
+            .map(|t| header(format!("Bearer {t}")))
+            .transpose()?,
+        session: conn.session.map(header).transpose()?,
+    };
+    let mut fs =
+        FilesystemClient::with_interceptor(channel, headers).max_decoding_message_size(usize::MAX);
+    let mut out = std::io::stdout().lock();
+    let fail = |s: Status| describe_status(&s);
+    let io = |e: std::io::Error| e.to_string();
+    match verb {
+        Verb::Ls { path } => {
+            for e in fs
+                .list_info(pb::ListInfoRequest { path })
+                .await
+                .map_err(fail)?
+                .into_inner()
+                .entries
+            {
+                let suffix = if e.is_directory { "/" } else { "" };
+                writeln!(out, "{:>10}  {}{suffix}", e.size, e.path).map_err(io)?;
+            }
+        }
+        Verb::Stat { path } => {
+            let info = fs
+                .stat(pb::StatRequest { path })
+                .await
+                .map_err(fail)?
+                .into_inner()
+                .info
+                .unwrap_or_default();
+            writeln!(out, "{info:#?}").map_err(io)?;
+        }
+        Verb::Cat { path, numbered } => {
+            let r = fs
+                .read(pb::ReadRequest {
+                    path,
+                    numbered,
+                    ..Default::default()
+                })
+                .await
+                .map_err(fail)?;
+            out.write_all(r.into_inner().content.as_bytes())
+                .map_err(io)?;
+        }
+        Verb::Get { path } => {
+            let mut stream = fs
+                .read_bytes(pb::ReadBytesRequest { path })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            while let Some(chunk) = stream.message().await.map_err(fail)? {
+                out.write_all(&chunk.data).map_err(io)?;
+            }
+        }
+        Verb::Put { path, create_only } => {
+            use pb::write_bytes_request::Kind;
+            let mut data = Vec::new();
+            std::io::stdin().read_to_end(&mut data).map_err(io)?;
+            let header = pb::WriteBytesHeader {
+                path,
+                create_only,
+                if_version: None,
+            };
+            let mut msgs = vec![pb::WriteBytesRequest {
+                kind: Some(Kind::Header(header)),
+            }];
+            msgs.extend(
+                data.chunks(UPLOAD_CHUNK_BYTES)
+                    .map(|c| pb::WriteBytesRequest {
+                        kind: Some(Kind::Data(c.to_vec())),
+                    }),
+            );
+            let w = fs
+                .write_bytes(tokio_stream::iter(msgs))
+                .await
+                .map_err(fail)?
+                .into_inner();
+            writeln!(
+                out,
+                "{} ({} bytes, version {})",
+                w.path, w.bytes_written, w.version
+            )
+            .map_err(io)?;
+        }
+        Verb::Rm { path, recursive } => {
+            let d = fs
+                .delete(pb::DeleteRequest {
+                    path,
+                    recursive,
+                    if_version: None,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            writeln!(out, "deleted {} ({} files)", d.path, d.files_deleted).map_err(io)?;
+        }
+        Verb::Grep {
+            pattern,
+            path,
+            ignore_case,
+            fixed_strings,
+            glob,
+            hidden,
+            no_ignore,
+            max_visited,
+            max_duration_ms,
+        } => {
+            let req = pb::GrepRequest {
+                pattern,
+                path,
+                glob,
+                literal: fixed_strings,
+                case_insensitive: ignore_case,
+                include_hidden: hidden,
+                include_ignored: no_ignore,
+                max_visited,
+                max_duration_ms,
+                ..Default::default()
+            };
+            let mut stream = fs.grep(req).await.map_err(fail)?.into_inner();
+            while let Some(msg) = stream.message().await.map_err(fail)? {
+                match msg.result {
+                    Some(pb::grep_response::Result::Batch(b)) => {
+                        for m in b.matches {
+                            let sep = if m.is_context { '-' } else { ':' };
+                            writeln!(out, "{}{sep}{}{sep}{}", m.path, m.line_number, m.line)
+                                .map_err(io)?;
+                        }
+                    }
+                    Some(pb::grep_response::Result::Summary(s)) => print_summary(&s),
+                    None => {}
+                }
+            }
+        }
+        Verb::Glob {
+            pattern,
+            path,
+            hidden,
+            no_ignore,
+            max_visited,
+            max_duration_ms,
+        } => {
+            let req = pb::GlobRequest {
+                pattern,
+                path,
+                include_hidden: hidden,
+                include_ignored: no_ignore,
+                max_visited,
+                max_duration_ms,
+                ..Default::default()
+            };
+            let mut stream = fs.glob(req).await.map_err(fail)?.into_inner();
+            while let Some(msg) = stream.message().await.map_err(fail)? {
+                match msg.result {
+                    Some(pb::glob_response::Result::Batch(b)) => {
+                        for e in b.entries {
+                            writeln!(out, "{}", e.path).map_err(io)?;
+                        }
+                    }
+                    Some(pb::glob_response::Result::Summary(s)) => print_summary(&s),
+                    None => {}
+                }
+            }
+        }
+    }
+    out.flush().map_err(io)
+}
+
+fn print_summary(s: &pb::SearchSummary) {
+    let reason = match s.aborted_reason() {
+        pb::AbortedReason::Unspecified => String::new(),
+        other => format!(", stopped: {}", other.as_str_name()),
+    };
+    eprintln!(
+        "{} matched, {} visited, {} files searched, skipped {} ignored / {} hidden / {} binary / {} too large, {} ms{reason}",
+        s.matched,
+        s.visited,
+        s.files_searched,
+        s.skipped_ignored,
+        s.skipped_hidden,
+        s.skipped_binary,
+        s.skipped_too_large,
+        s.elapsed_ms
+    );
+    for p in &s.problems {
+        eprintln!("problem: {}: {} [{}]", p.path, p.message, p.code);
+    }
+}
