@@ -4,8 +4,11 @@
 //! Modules by topic:
 //! - `server`: health, reflection, startup and shutdown;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
-//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation.
+//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
+//! - `conformance`: the shared cases of `tests/conformance/` that every client
+//!   runs too.
 
+mod conformance;
 mod files;
 mod search;
 mod server;
