@@ -7,6 +7,7 @@ import (
 	"iter"
 
 	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
+	"google.golang.org/grpc/status"
 )
 
 // ChunkBytes is the size of each Upload message: large enough that a file
@@ -23,7 +24,8 @@ type Search[T any] struct {
 
 // All yields every result, then stops; a failure is yielded once as
 // (zero, err). The search starts when the loop does; breaking out of the loop
-// or cancelling the context stops it on the server too.
+// or cancelling the context stops it on the server too (a cancelled context
+// ends the loop with an error for which errors.Is(err, context.Canceled)).
 func (s *Search[T]) All() iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
@@ -44,6 +46,12 @@ func (s *Search[T]) All() iter.Seq2[T, error] {
 				return
 			}
 			for _, item := range items {
+				// A batch holds thousands of results: check the context
+				// between them so a cancel stops the loop at once.
+				if err := ctx.Err(); err != nil {
+					yield(zero, wrapError(status.FromContextError(err).Err()))
+					return
+				}
 				if !yield(item, nil) {
 					return
 				}
