@@ -89,7 +89,8 @@ class AsyncSearch(Generic[T]):
                 self._call.cancel()
 
     def cancel(self) -> None:
-        """Stops the search; iterating further raises AgentVfsError CANCELLED."""
+        """Stops the search; iterating further raises asyncio.CancelledError
+        (grpc.aio's way to report a cancelled call)."""
         self._call.cancel()
 
     async def __aenter__(self) -> AsyncSearch[T]:
