@@ -7,10 +7,13 @@
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
 //! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
 //! - `access`: principals, grants and handles (seed 002);
-//! - `mounts`: the mount table's routing, listing and cross-mount search.
+//! - `mounts`: the mount table's routing, listing and cross-mount search;
+//! - `conformance`: the shared cases of `tests/conformance/` that every client
+//!   runs too.
 
 mod access;
 mod cli;
+mod conformance;
 mod files;
 mod mounts;
 mod search;

@@ -1,0 +1,131 @@
+// Package agentvfs is the Go client of agentvfs, the gRPC file system for AI
+// agents: a thin layer over the generated stubs (package agentvfsv1 in gen/).
+//
+// Dial connects with an address, a bearer token and a session; every RPC of
+// every service (Filesystem, Tools, Access) is reachable through the typed
+// stubs c.Filesystem, c.Tools and c.Access, whose errors are *Error carrying
+// the envelope code. Grep and Glob are Go iterators that stop the search when
+// the loop breaks or the context is cancelled; Upload and Download move files
+// of any size in chunks.
+//
+//	c, err := agentvfs.Dial("localhost:50051", agentvfs.Options{Session: "demo"})
+//	if err != nil { ... }
+//	defer c.Close()
+//	_, err = c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n"})
+//	if agentvfs.CodeOf(err) == agentvfs.CodeConflict { ... }
+package agentvfs
+
+import (
+	"context"
+	"fmt"
+
+	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+)
+
+// Metadata keys the server reads (see the README's "Clients" section).
+const (
+	SessionHeader   = "x-agentvfs-session"
+	NamespaceHeader = "x-agentvfs-namespace"
+)
+
+// maxMessageBytes lifts grpc-go's 4 MiB receive limit: the server caps its
+// own messages (search batches at 256 KiB, download chunks), but a Read of a
+// large text file is one message.
+const maxMessageBytes = 256 << 20
+
+// Options say who is calling and how to connect.
+type Options struct {
+	// Token is the bearer token of the principal; empty sends none (the
+	// server's default configuration needs none).
+	Token string
+	// Session scopes the State tier; empty means the server's "default".
+	Session string
+	// Namespace narrows the Store tier for a principal configured without one.
+	Namespace string
+	// DialOptions are added after the defaults (plaintext, large messages),
+	// e.g. grpc.WithTransportCredentials for TLS.
+	DialOptions []grpc.DialOption
+}
+
+// Client is a connection to an agentvfs server. It is safe for concurrent use.
+type Client struct {
+	conn *grpc.ClientConn
+	// Filesystem is the backend protocol: ListInfo, Stat, Read, Write, Edit, ...
+	Filesystem pb.FilesystemClient
+	// Tools are the LLM tools answering in the standard envelope.
+	Tools pb.ToolsClient
+	// Access mints and revokes handles and describes grants.
+	Access pb.AccessClient
+}
+
+// Dial connects to addr ("localhost:50051"). The connection is made lazily;
+// the first call reports a server that cannot be reached.
+func Dial(addr string, opts Options) (*Client, error) {
+	md := metadata.MD{}
+	if opts.Token != "" {
+		md.Set("authorization", "Bearer "+opts.Token)
+	}
+	if opts.Session != "" {
+		md.Set(SessionHeader, opts.Session)
+	}
+	if opts.Namespace != "" {
+		md.Set(NamespaceHeader, opts.Namespace)
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
+		grpc.WithChainUnaryInterceptor(unaryInterceptor(md)),
+		grpc.WithChainStreamInterceptor(streamInterceptor(md)),
+	}, opts.DialOptions...)
+	conn, err := grpc.NewClient(addr, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("agentvfs: dial %s: %w", addr, err)
+	}
+	return &Client{
+		conn:       conn,
+		Filesystem: pb.NewFilesystemClient(conn),
+		Tools:      pb.NewToolsClient(conn),
+		Access:     pb.NewAccessClient(conn),
+	}, nil
+}
+
+// Conn is the underlying connection (with the metadata and error
+// interceptors), e.g. for grpc.ClientConn.Invoke.
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+func withMetadata(ctx context.Context, md metadata.MD) context.Context {
+	if len(md) == 0 {
+		return ctx
+	}
+	out, _ := metadata.FromOutgoingContext(ctx)
+	return metadata.NewOutgoingContext(ctx, metadata.Join(md, out))
+}
+
+func unaryInterceptor(md metadata.MD) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return wrapError(invoker(withMetadata(ctx, md), method, req, reply, cc, opts...))
+	}
+}
+
+func streamInterceptor(md metadata.MD) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		s, err := streamer(withMetadata(ctx, md), desc, cc, method, opts...)
+		if err != nil {
+			return nil, wrapError(err)
+		}
+		return errorStream{s}, nil
+	}
+}
+
+// errorStream turns the errors of a stream into *Error (io.EOF stays io.EOF).
+type errorStream struct{ grpc.ClientStream }
+
+func (s errorStream) SendMsg(m any) error { return wrapError(s.ClientStream.SendMsg(m)) }
+func (s errorStream) RecvMsg(m any) error { return wrapError(s.ClientStream.RecvMsg(m)) }
+func (s errorStream) CloseSend() error    { return wrapError(s.ClientStream.CloseSend()) }

@@ -1,0 +1,104 @@
+package agentvfs_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	agentvfs "github.com/agentvfs/agentvfs/clients/go"
+	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
+	"google.golang.org/grpc/codes"
+)
+
+func dial(t *testing.T, addr, session string) *agentvfs.Client {
+	t.Helper()
+	c, err := agentvfs.Dial(addr, agentvfs.Options{Session: session})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// TestErrorsCarryTheEnvelopeCode: a failed call is an *Error with the
+// ErrorInfo reason, the gRPC code and the ErrorInfo metadata.
+func TestErrorsCarryTheEnvelopeCode(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, startServer(t, ""), "errors")
+	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/v.txt", Content: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/v.txt", Content: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	v1 := w.GetVersion()
+	_, err = c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/v.txt", Content: "3", IfVersion: &v1})
+	var e *agentvfs.Error
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeConflict || e.Status != codes.Aborted || e.Metadata["path"] != "/v.txt" {
+		t.Fatalf("want CONFLICT/Aborted with metadata, got %#v", err)
+	}
+	if agentvfs.CodeOf(nil) != "" {
+		t.Fatal("CodeOf(nil) must be empty")
+	}
+}
+
+// TestCancelledContextStopsASearch: cancelling the context ends the
+// iteration with an error that errors.Is context.Canceled, and breaking out of
+// a loop leaves the client usable.
+func TestCancelledContextStopsASearch(t *testing.T) {
+	c := dial(t, startServer(t, ""), "cancel")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/many.txt"}, bytes.NewReader(bytes.Repeat([]byte("needle\n"), 200_000))); err != nil {
+		t.Fatal(err)
+	}
+	for range c.Grep(ctx, &pb.GrepRequest{Pattern: "needle", Path: "/"}).All() {
+		break
+	}
+	seen := 0
+	var last error
+	for _, err := range c.Grep(ctx, &pb.GrepRequest{Pattern: "needle", Path: "/"}).All() {
+		if err != nil {
+			last = err
+			break
+		}
+		seen++
+		cancel()
+	}
+	if !errors.Is(last, context.Canceled) || agentvfs.CodeOf(last) != "" || seen == 0 {
+		t.Fatalf("want context.Canceled after %d results, got %v", seen, last)
+	}
+}
+
+// TestUploadAndDownloadInChunks: several chunks go up and come back intact,
+// and the search summary is set after a complete iteration.
+func TestUploadAndDownloadInChunks(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, startServer(t, ""), "chunks")
+	data := bytes.Repeat([]byte{0, 1, 2, 3, 4, 5, 6}, 3*agentvfs.ChunkBytes/7+5)
+	w, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/blob.bin", CreateOnly: true}, bytes.NewReader(data))
+	if err != nil || w.GetBytesWritten() != uint64(len(data)) {
+		t.Fatalf("upload: %v %v", w, err)
+	}
+	var out bytes.Buffer
+	info, err := c.Download(ctx, "/blob.bin", &out)
+	if err != nil || !bytes.Equal(out.Bytes(), data) || info.GetSize() != uint64(len(data)) {
+		t.Fatalf("download: %v, %d bytes, equal=%v", err, out.Len(), bytes.Equal(out.Bytes(), data))
+	}
+	if _, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/blob.bin", CreateOnly: true}, bytes.NewReader(data)); agentvfs.CodeOf(err) != agentvfs.CodeConflict {
+		t.Fatalf("create-only upload over a file: want CONFLICT, got %v", err)
+	}
+	s := c.Glob(ctx, &pb.GlobRequest{Pattern: "*.bin", Path: "/"})
+	var paths []string
+	for e, err := range s.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, e.GetPath())
+	}
+	if len(paths) != 1 || s.Summary().GetMatched() != 1 {
+		t.Fatalf("glob: %v %v", paths, s.Summary())
+	}
+}

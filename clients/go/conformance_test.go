@@ -1,0 +1,479 @@
+package agentvfs_test
+
+// The Go runner of the shared conformance suite (tests/conformance/README.md):
+// every case against a real server, through the agentvfs package.
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	agentvfs "github.com/agentvfs/agentvfs/clients/go"
+	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+type suite struct {
+	Server struct {
+		Config string `json:"config"`
+	} `json:"server"`
+	Token string `json:"token"`
+	Cases []struct {
+		Name  string `json:"name"`
+		Steps []step `json:"steps"`
+	} `json:"cases"`
+}
+
+type step struct {
+	Call        string            `json:"call"`
+	Request     any               `json:"request"`
+	Expect      any               `json:"expect"`
+	Error       any               `json:"error"`
+	Save        map[string]string `json:"save"`
+	Session     *string           `json:"session"`
+	Token       *string           `json:"token"`
+	CancelAfter *int              `json:"cancel_after"`
+}
+
+// TestConformance runs every case of tests/conformance/*.json.
+func TestConformance(t *testing.T) {
+	files, err := filepath.Glob("../../tests/conformance/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no conformance files: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".json"), func(t *testing.T) {
+			text, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s suite
+			if err := json.Unmarshal(text, &s); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			r := &runner{addr: startServer(t, s.Server.Config), token: s.Token, clients: map[[2]string]*agentvfs.Client{}}
+			defer r.close()
+			for _, c := range s.Cases {
+				t.Run(c.Name, func(t *testing.T) {
+					vars := map[string]any{}
+					for i, st := range c.Steps {
+						if err := r.step(c.Name, st, vars); err != nil {
+							t.Fatalf("step %d (%s): %v", i, st.Call, err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+type runner struct {
+	addr    string
+	token   string
+	clients map[[2]string]*agentvfs.Client
+}
+
+func (r *runner) close() {
+	for _, c := range r.clients {
+		_ = c.Close()
+	}
+}
+
+// client returns the client of one (session, token).
+func (r *runner) client(session, token string) (*agentvfs.Client, error) {
+	key := [2]string{session, token}
+	if c, ok := r.clients[key]; ok {
+		return c, nil
+	}
+	c, err := agentvfs.Dial(r.addr, agentvfs.Options{Session: session, Token: token})
+	if err != nil {
+		return nil, err
+	}
+	r.clients[key] = c
+	return c, nil
+}
+
+func (r *runner) step(caseName string, st step, vars map[string]any) error {
+	session, token := caseName, r.token
+	if st.Session != nil {
+		session += "." + *st.Session
+	}
+	if st.Token != nil {
+		token = *st.Token
+	}
+	c, err := r.client(session, token)
+	if err != nil {
+		return err
+	}
+	result, callErr := call(c, st.Call, substitute(st.Request, vars), st.CancelAfter)
+	var rpcErr *agentvfs.Error
+	switch {
+	case callErr != nil && !errors.As(callErr, &rpcErr):
+		return callErr
+	case rpcErr != nil && st.Error == nil:
+		return fmt.Errorf("unexpected error %v", rpcErr)
+	case rpcErr != nil:
+		return check(substitute(st.Error, vars), errorJSON(rpcErr))
+	case st.Error != nil:
+		return fmt.Errorf("expected an error, got %v", result)
+	}
+	if st.Expect != nil {
+		if err := check(substitute(st.Expect, vars), result); err != nil {
+			return err
+		}
+	}
+	for name, path := range st.Save {
+		v, ok := lookup(result, path)
+		if !ok {
+			return fmt.Errorf("cannot save %s: not in %v", path, result)
+		}
+		vars[name] = v
+	}
+	return nil
+}
+
+// call makes one call by name; the result is proto JSON decoded into any.
+func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, error) {
+	service, method, _ := strings.Cut(name, ".")
+	desc, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName("agentvfs.v1." + service))
+	if err != nil {
+		return nil, fmt.Errorf("no service %s: %w", service, err)
+	}
+	md := desc.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(method))
+	if md == nil {
+		return nil, fmt.Errorf("no method %s", name)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	raw, err := json.Marshal(request)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case md.IsStreamingClient():
+		return upload(ctx, c, request)
+	case md.IsStreamingServer():
+		return serverStream(ctx, cancel, c, name, raw, cancelAfter)
+	}
+	req, err := newMessage(md.Input())
+	if err != nil {
+		return nil, err
+	}
+	if err := protojson.Unmarshal(raw, req); err != nil {
+		return nil, fmt.Errorf("bad request: %w", err)
+	}
+	out, err := newMessage(md.Output())
+	if err != nil {
+		return nil, err
+	}
+	fullMethod := fmt.Sprintf("/%s/%s", md.Parent().FullName(), md.Name())
+	if err := c.Conn().Invoke(ctx, fullMethod, req, out); err != nil {
+		return nil, err
+	}
+	return toJSON(out)
+}
+
+func newMessage(d protoreflect.MessageDescriptor) (proto.Message, error) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(d.FullName())
+	if err != nil {
+		return nil, err
+	}
+	return mt.New().Interface(), nil
+}
+
+func serverStream(ctx context.Context, cancel context.CancelFunc, c *agentvfs.Client, name string, raw []byte, cancelAfter *int) (any, error) {
+	switch name {
+	case "Filesystem.Grep":
+		req := &pb.GrepRequest{}
+		if err := protojson.Unmarshal(raw, req); err != nil {
+			return nil, err
+		}
+		return collect(c.Grep(ctx, req), "matches", cancel, cancelAfter)
+	case "Filesystem.Glob":
+		req := &pb.GlobRequest{}
+		if err := protojson.Unmarshal(raw, req); err != nil {
+			return nil, err
+		}
+		return collect(c.Glob(ctx, req), "entries", cancel, cancelAfter)
+	case "Filesystem.ReadBytes":
+		req := &pb.ReadBytesRequest{}
+		if err := protojson.Unmarshal(raw, req); err != nil {
+			return nil, err
+		}
+		var buf bytes.Buffer
+		info, err := c.Download(ctx, req.GetPath(), &buf)
+		if err != nil {
+			return nil, err
+		}
+		infoJSON, err := toJSON(info)
+		if err != nil {
+			return nil, err
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		return map[string]any{"info": infoJSON, "size": buf.Len(), "sha256": hex.EncodeToString(sum[:])}, nil
+	}
+	return nil, fmt.Errorf("no runner shape for the stream of %s", name)
+}
+
+// collect folds a search into {list: [...], "summary": {...}}, cancelling
+// once cancelAfter results arrived.
+func collect[T proto.Message](s *agentvfs.Search[T], list string, cancel context.CancelFunc, cancelAfter *int) (any, error) {
+	items := []any{}
+	if cancelAfter != nil && *cancelAfter == 0 {
+		cancel()
+	}
+	for item, err := range s.All() {
+		if err != nil {
+			return nil, err
+		}
+		j, err := toJSON(item)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, j)
+		if cancelAfter != nil && len(items) >= *cancelAfter {
+			cancel()
+		}
+	}
+	summary, err := toJSON(s.Summary())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{list: items, "summary": summary}, nil
+}
+
+func upload(ctx context.Context, c *agentvfs.Client, request any) (any, error) {
+	fields, _ := request.(map[string]any)
+	raw, err := json.Marshal(fields["header"])
+	if err != nil {
+		return nil, err
+	}
+	header := &pb.WriteBytesHeader{}
+	if err := protojson.Unmarshal(raw, header); err != nil {
+		return nil, err
+	}
+	data, err := pieces(fields["data"])
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Upload(ctx, header, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return toJSON(resp)
+}
+
+// pieces concatenates [{"text"|"base64": ..., "repeat": n}].
+func pieces(v any) ([]byte, error) {
+	list, _ := v.([]any)
+	var out []byte
+	for _, p := range list {
+		piece, _ := p.(map[string]any)
+		var b []byte
+		if text, ok := piece["text"].(string); ok {
+			b = []byte(text)
+		} else if b64, ok := piece["base64"].(string); ok {
+			var err error
+			if b, err = base64.StdEncoding.DecodeString(b64); err != nil {
+				return nil, err
+			}
+		} else {
+			return nil, fmt.Errorf("a piece has text or base64: %v", piece)
+		}
+		repeat := 1
+		if n, ok := piece["repeat"].(float64); ok {
+			repeat = int(n)
+		}
+		out = append(out, bytes.Repeat(b, repeat)...)
+	}
+	return out, nil
+}
+
+func toJSON(m proto.Message) (any, error) {
+	raw, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	return out, json.Unmarshal(raw, &out)
+}
+
+// errorJSON is an error as every runner reports it.
+func errorJSON(e *agentvfs.Error) any {
+	return map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message}
+}
+
+// grpcName is the canonical name of a code ("NOT_FOUND", "CANCELLED").
+func grpcName(c codes.Code) string {
+	if c == codes.Canceled {
+		return "CANCELLED"
+	}
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+		}
+		b.WriteString(strings.ToUpper(string(r)))
+	}
+	return b.String()
+}
+
+// substitute replaces "${var}" strings by saved values.
+func substitute(v any, vars map[string]any) any {
+	switch v := v.(type) {
+	case string:
+		if name, ok := strings.CutPrefix(v, "${"); ok {
+			if saved, ok := vars[strings.TrimSuffix(name, "}")]; ok && strings.HasSuffix(name, "}") {
+				return saved
+			}
+		}
+		return v
+	case []any:
+		out := make([]any, len(v))
+		for i, item := range v {
+			out[i] = substitute(item, vars)
+		}
+		return out
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, item := range v {
+			out[k] = substitute(item, vars)
+		}
+		return out
+	}
+	return v
+}
+
+func lookup(v any, dotted string) (any, bool) {
+	for _, key := range strings.Split(dotted, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[key]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// check matches actual against the expected pattern (README "Matching").
+func check(expected, actual any) error {
+	var problems []string
+	checkAt("$", expected, actual, true, &problems)
+	if len(problems) > 0 {
+		raw, _ := json.Marshal(actual)
+		return fmt.Errorf("%s in %s", strings.Join(problems, "; "), raw)
+	}
+	return nil
+}
+
+func checkAt(at string, expected, actual any, present bool, problems *[]string) {
+	fail := func(format string, args ...any) { *problems = append(*problems, at+": "+fmt.Sprintf(format, args...)) }
+	switch e := expected.(type) {
+	case map[string]any:
+		if arg, ok := e["$contains"]; ok {
+			s, _ := actual.(string)
+			if sub, _ := arg.(string); !strings.Contains(s, sub) {
+				fail("%v does not contain %q", actual, sub)
+			}
+			return
+		}
+		if arg, ok := e["$gte"]; ok {
+			a, aok := number(actual)
+			b, bok := number(arg)
+			if !aok || !bok || a < b {
+				fail("%v is not >= %v", actual, arg)
+			}
+			return
+		}
+		got, ok := actual.(map[string]any)
+		if present && !ok {
+			fail("expected an object, got %v", actual)
+			return
+		}
+		for k, v := range e {
+			item, has := got[k]
+			checkAt(at+"."+k, v, item, has, problems)
+		}
+	case []any:
+		got, ok := actual.([]any)
+		if present && !ok {
+			fail("expected an array, got %v", actual)
+			return
+		}
+		if len(got) != len(e) {
+			fail("expected %d items, got %d", len(e), len(got))
+			return
+		}
+		for i := range e {
+			checkAt(fmt.Sprintf("%s[%d]", at, i), e[i], got[i], true, problems)
+		}
+	default:
+		if !present {
+			if !isDefault(expected) {
+				fail("expected %v, got nothing", expected)
+			}
+			return
+		}
+		if isNumber(expected) || isNumber(actual) {
+			a, aok := number(actual)
+			b, bok := number(expected)
+			if !aok || !bok || a != b {
+				fail("expected %v, got %v", expected, actual)
+			}
+		} else if expected != actual {
+			fail("expected %v, got %v", expected, actual)
+		}
+	}
+}
+
+// isDefault: the values proto JSON omits.
+func isDefault(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case bool:
+		return !v
+	case float64:
+		return v == 0
+	case string:
+		return v == "" || v == "0" || strings.HasSuffix(v, "_UNSPECIFIED")
+	}
+	return false
+}
+
+func isNumber(v any) bool {
+	switch v.(type) {
+	case float64, int:
+		return true
+	}
+	return false
+}
+
+func number(v any) (float64, bool) {
+	switch v := v.(type) {
+	case float64:
+		return v, true
+	case int:
+		return float64(v), true
+	case string:
+		f, err := strconv.ParseFloat(v, 64)
+		return f, err == nil
+	}
+	return 0, false
+}

@@ -1,0 +1,41 @@
+"""Python client of agentvfs, the gRPC file system for AI agents.
+
+- `Client` (sync) and `AsyncClient` (asyncio): connect with an address, a
+  bearer token and a session; `client.filesystem`, `client.tools` and
+  `client.access` are the typed stubs of every RPC; `grep`/`glob` stream
+  results with cancellation; `upload`/`download` move large files in chunks.
+- `AgentVfsError`: every failed call, with the envelope ``code``
+  (``NOT_FOUND``, ``CONFLICT``, ...) from google.rpc.ErrorInfo.
+- `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
+- `agentvfs.v1`: the generated messages and stubs (``scripts/generate-clients``).
+"""
+
+from agentvfs._common import (
+    ACCESS_DENIED,
+    BINARY_FILE,
+    CONFLICT,
+    INTERNAL_ERROR,
+    INVALID_PARAM,
+    IS_DIRECTORY,
+    NOT_FOUND,
+    TIMEOUT,
+    AgentVfsError,
+)
+from agentvfs.aio import AsyncClient, AsyncSearch
+from agentvfs.client import Client, Search
+
+__all__ = [
+    "ACCESS_DENIED",
+    "BINARY_FILE",
+    "CONFLICT",
+    "INTERNAL_ERROR",
+    "INVALID_PARAM",
+    "IS_DIRECTORY",
+    "NOT_FOUND",
+    "TIMEOUT",
+    "AgentVfsError",
+    "AsyncClient",
+    "AsyncSearch",
+    "Client",
+    "Search",
+]

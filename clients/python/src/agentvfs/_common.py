@@ -1,0 +1,115 @@
+"""What the sync and asyncio clients share: errors, metadata, chunking.
+
+Errors: every failed call raises `AgentVfsError`, built here from the gRPC
+status and the `google.rpc.ErrorInfo` the server attaches in the
+`grpc-status-details-bin` trailer (its `reason` is the envelope code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, Final
+
+import grpc
+from google.rpc import error_details_pb2, status_pb2
+
+from agentvfs.v1 import filesystem_pb2
+
+#: google.rpc.ErrorInfo.domain of the server's errors.
+ERROR_DOMAIN: Final = "agentvfs"
+#: Metadata key of the State session.
+SESSION_HEADER: Final = "x-agentvfs-session"
+#: Metadata key narrowing the Store namespace.
+NAMESPACE_HEADER: Final = "x-agentvfs-namespace"
+#: Bytes per upload message: few messages per file, far below gRPC's 4 MiB limit.
+CHUNK_BYTES: Final = 1 << 20
+#: Largest message the clients accept: a Read of a large text file is one message.
+MAX_MESSAGE_BYTES: Final = 256 << 20
+#: Channel options of both clients.
+CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
+
+# Envelope codes (ErrorInfo.reason), the same as the Tools envelope's.
+INVALID_PARAM: Final = "INVALID_PARAM"
+NOT_FOUND: Final = "NOT_FOUND"
+ACCESS_DENIED: Final = "ACCESS_DENIED"
+CONFLICT: Final = "CONFLICT"
+IS_DIRECTORY: Final = "IS_DIRECTORY"
+BINARY_FILE: Final = "BINARY_FILE"
+TIMEOUT: Final = "TIMEOUT"
+INTERNAL_ERROR: Final = "INTERNAL_ERROR"
+
+
+class AgentVfsError(Exception):
+    """A failed call.
+
+    Attributes:
+        code: the envelope code (``NOT_FOUND``, ``CONFLICT``, ...), or ``""``
+            when the error did not come from the agentvfs server (cancelled,
+            unreachable, ...).
+        grpc_code: the gRPC status code.
+        message: the server's explanation.
+        metadata: ``ErrorInfo.metadata`` (``path``, ``expected_version``, ...).
+    """
+
+    def __init__(self, code: str, grpc_code: grpc.StatusCode, message: str, metadata: dict[str, str]) -> None:
+        super().__init__(f"{code or grpc_code.name}: {message}")
+        self.code = code
+        self.grpc_code = grpc_code
+        self.message = message
+        self.metadata = metadata
+
+
+def error_from(err: grpc.RpcError) -> AgentVfsError:
+    """The `AgentVfsError` of a failed call (sync or asyncio)."""
+    call: Any = err  # sync errors are grpc.Call, asyncio ones AioRpcError
+    code, message, metadata = "", call.details() or "", {}
+    for key, value in call.trailing_metadata() or ():
+        if key != "grpc-status-details-bin":
+            continue
+        status = status_pb2.Status.FromString(value)
+        for detail in status.details:
+            info = error_details_pb2.ErrorInfo()
+            if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
+                code, metadata = info.reason, dict(info.metadata)
+    return AgentVfsError(code, call.code(), message, metadata)
+
+
+def call_metadata(token: str | None, session: str | None, namespace: str | None) -> tuple[tuple[str, str], ...]:
+    """The metadata every call carries."""
+    md = []
+    if token:
+        md.append(("authorization", f"Bearer {token}"))
+    if session:
+        md.append((SESSION_HEADER, session))
+    if namespace:
+        md.append((NAMESPACE_HEADER, namespace))
+    return tuple(md)
+
+
+def upload_requests(
+    path: str, data: bytes | IO[bytes] | Iterable[bytes], create_only: bool, if_version: int | None
+) -> Iterator[filesystem_pb2.WriteBytesRequest]:
+    """A WriteBytes stream: the header, then `data` in `CHUNK_BYTES` pieces,
+    read lazily from a file or an iterable so a large file is never whole in
+    memory."""
+    header = filesystem_pb2.WriteBytesHeader(path=path, create_only=create_only)
+    if if_version is not None:
+        header.if_version = if_version
+    yield filesystem_pb2.WriteBytesRequest(header=header)
+    for chunk in _chunks(data):
+        yield filesystem_pb2.WriteBytesRequest(data=chunk)
+
+
+def _chunks(data: bytes | IO[bytes] | Iterable[bytes]) -> Iterator[bytes]:
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        view = memoryview(data)
+        for start in range(0, len(view), CHUNK_BYTES):
+            yield bytes(view[start : start + CHUNK_BYTES])
+    elif hasattr(data, "read"):
+        while chunk := data.read(CHUNK_BYTES):
+            yield chunk
+    else:
+        for piece in data:
+            view = memoryview(piece)
+            for start in range(0, len(view), CHUNK_BYTES):
+                yield bytes(view[start : start + CHUNK_BYTES])

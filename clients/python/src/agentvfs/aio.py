@@ -1,0 +1,178 @@
+"""The asyncio client: `AsyncClient`, the same surface as `Client` with
+``await`` and ``async for``.
+
+Cancelling the task that iterates a search (or calling `AsyncSearch.cancel`,
+or leaving its ``async with`` block) cancels the call, which stops the search
+on the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterable
+from types import TracebackType
+from typing import IO, Any, Generic, TypeVar, cast
+
+import grpc
+import grpc.aio
+
+from agentvfs._common import CHANNEL_OPTIONS, call_metadata, error_from, upload_requests
+from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
+
+T = TypeVar("T")
+
+
+class _AsyncGuarded:
+    """A stub whose methods add the client's metadata and raise AgentVfsError."""
+
+    def __init__(self, stub: object, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._stub = stub
+        self._metadata = metadata
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._stub, name)
+
+        def call(request: Any, *, metadata: Iterable[tuple[str, str]] = (), **kwargs: Any) -> Any:
+            call = method(request, metadata=self._metadata + tuple(metadata), **kwargs)
+            if isinstance(method, grpc.aio.UnaryStreamMultiCallable):
+                return _AsyncGuardedStream(call)
+            return _guarded_result(call)
+
+        return call
+
+
+async def _guarded_result(call: Any) -> Any:
+    try:
+        return await call
+    except grpc.aio.AioRpcError as err:
+        raise error_from(err) from err
+
+
+class _AsyncGuardedStream:
+    """A response stream raising AgentVfsError; cancel() passes through."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._messages = call.__aiter__()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._messages.__anext__()
+        except grpc.aio.AioRpcError as err:
+            raise error_from(err) from err
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._call, name)
+
+
+class AsyncSearch(Generic[T]):
+    """A running Grep or Glob: ``async for`` its results; then `summary`."""
+
+    def __init__(self, call: Any, items: Callable[[Any], Iterable[T]]) -> None:
+        self._call = call
+        self._items = items
+        self.summary: filesystem_pb2.SearchSummary | None = None
+
+    async def __aiter__(self) -> AsyncIterator[T]:
+        try:
+            async for msg in self._call:
+                if msg.HasField("summary"):
+                    self.summary = msg.summary
+                else:
+                    for item in self._items(msg):
+                        yield item
+        finally:
+            if self.summary is None:
+                # The consumer stopped early or its task was cancelled.
+                self._call.cancel()
+
+    def cancel(self) -> None:
+        """Stops the search; iterating further raises asyncio.CancelledError
+        (grpc.aio's way to report a cancelled call)."""
+        self._call.cancel()
+
+    async def __aenter__(self) -> AsyncSearch[T]:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class AsyncClient:
+    """A connection to an agentvfs server, for asyncio. Arguments as `Client`."""
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: str | None = None,
+        session: str | None = None,
+        namespace: str | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+    ) -> None:
+        if credentials is None:
+            self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
+        md = call_metadata(token, session, namespace)
+        #: Every Filesystem RPC, typed.
+        self.filesystem = cast(
+            "filesystem_pb2_grpc.FilesystemAsyncStub",
+            _AsyncGuarded(filesystem_pb2_grpc.FilesystemStub(self._channel), md),
+        )
+        #: Every Tools RPC, typed.
+        self.tools = cast("tools_pb2_grpc.ToolsAsyncStub", _AsyncGuarded(tools_pb2_grpc.ToolsStub(self._channel), md))
+        #: Every Access RPC, typed.
+        self.access = cast(
+            "access_pb2_grpc.AccessAsyncStub", _AsyncGuarded(access_pb2_grpc.AccessStub(self._channel), md)
+        )
+
+    def grep(
+        self, request: filesystem_pb2.GrepRequest | None = None, /, **fields: Any
+    ) -> AsyncSearch[filesystem_pb2.GrepMatch]:
+        """Searches file contents: ``async for m in client.grep(pattern="x")``."""
+        req = request if request is not None else filesystem_pb2.GrepRequest(**fields)
+        return AsyncSearch(self.filesystem.Grep(req), lambda msg: msg.batch.matches)
+
+    def glob(
+        self, request: filesystem_pb2.GlobRequest | None = None, /, **fields: Any
+    ) -> AsyncSearch[filesystem_pb2.FileInfo]:
+        """Finds paths by glob."""
+        req = request if request is not None else filesystem_pb2.GlobRequest(**fields)
+        return AsyncSearch(self.filesystem.Glob(req), lambda msg: msg.batch.entries)
+
+    async def upload(
+        self,
+        path: str,
+        data: bytes | IO[bytes] | Iterable[bytes],
+        *,
+        create_only: bool = False,
+        if_version: int | None = None,
+    ) -> filesystem_pb2.WriteBytesResponse:
+        """Writes bytes, a binary file object or an iterable of chunks to
+        `path` in 1 MiB messages."""
+        return await self.filesystem.WriteBytes(upload_requests(path, data, create_only, if_version))
+
+    async def download(self, path: str, out: IO[bytes]) -> filesystem_pb2.FileInfo:
+        """Writes the file at `path` into `out` as its chunks arrive and
+        returns its metadata."""
+        info = filesystem_pb2.FileInfo()
+        async for msg in self.filesystem.ReadBytes(filesystem_pb2.ReadBytesRequest(path=path)):
+            if msg.HasField("info"):
+                info = msg.info
+            out.write(msg.data)
+        return info
+
+    async def close(self) -> None:
+        """Closes the channel."""
+        await self._channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

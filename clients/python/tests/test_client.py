@@ -1,0 +1,82 @@
+"""What the wrappers add over the stubs: metadata, errors, cancellation, chunking."""
+
+from __future__ import annotations
+
+import io
+import uuid
+
+import grpc
+import pytest
+
+from agentvfs import CONFLICT, NOT_FOUND, AgentVfsError, AsyncClient, Client
+from agentvfs.v1 import filesystem_pb2 as pb
+
+from .conftest import Server
+
+
+def session() -> str:
+    return f"client-{uuid.uuid4().hex}"
+
+
+def test_errors_carry_envelope_code_and_metadata(server: Server) -> None:
+    """A failed call raises AgentVfsError with the ErrorInfo reason and metadata."""
+    with Client(server.address, session=session()) as c:
+        v1 = c.filesystem.Write(pb.WriteRequest(path="/v.txt", content="1")).version
+        c.filesystem.Write(pb.WriteRequest(path="/v.txt", content="2"))
+        with pytest.raises(AgentVfsError) as caught:
+            c.filesystem.Write(pb.WriteRequest(path="/v.txt", content="3", if_version=v1))
+        err = caught.value
+        assert (err.code, err.grpc_code) == (CONFLICT, grpc.StatusCode.ABORTED)
+        assert err.metadata["expected_version"] == str(v1)
+        with pytest.raises(AgentVfsError) as missing:
+            list(c.filesystem.ReadBytes(pb.ReadBytesRequest(path="/nope")))
+        assert missing.value.code == NOT_FOUND
+
+
+def test_sessions_come_from_the_client(server: Server) -> None:
+    """Two clients with different sessions see different State files."""
+    with Client(server.address, session=session()) as a, Client(server.address, session=session()) as b:
+        a.filesystem.Write(pb.WriteRequest(path="/mine.txt", content="a"))
+        with pytest.raises(AgentVfsError) as caught:
+            b.filesystem.Stat(pb.StatRequest(path="/mine.txt"))
+        assert caught.value.code == NOT_FOUND
+
+
+def test_leaving_a_search_block_cancels_it(server: Server) -> None:
+    """A search left early is cancelled: iterating further raises CANCELLED."""
+    with Client(server.address, session=session()) as c:
+        c.upload("/many.txt", b"needle\n" * 200_000)
+        with c.grep(pattern="needle", path="/") as search:
+            first = next(iter(search))
+        assert first.line == "needle"
+        with pytest.raises(AgentVfsError) as caught:
+            list(search)
+        assert caught.value.grpc_code == grpc.StatusCode.CANCELLED and caught.value.code == ""
+
+
+def test_upload_streams_a_file_object_and_download_writes_one(server: Server) -> None:
+    """upload reads a file object lazily; download writes chunks into one."""
+    data = bytes(range(256)) * 10_000
+    with Client(server.address, session=session()) as c:
+        resp = c.upload("/f.bin", io.BytesIO(data), create_only=True)
+        assert (resp.bytes_written, resp.created) == (len(data), True)
+        out = io.BytesIO()
+        info = c.download("/f.bin", out)
+        assert (info.size, out.getvalue()) == (len(data), data)
+
+
+async def test_async_client_searches_and_cancels(server: Server) -> None:
+    """The AsyncClient streams results; breaking out of the loop cancels the call."""
+    async with AsyncClient(server.address, session=session()) as c:
+        await c.upload("/a.txt", b"hit\n" * 100_000)
+        search = c.grep(pattern="hit", path="/")
+        async for m in search:
+            assert m.line_number == 1
+            break
+        assert search.summary is None
+        done = c.glob(pattern="*.txt", path="/")
+        assert [e.path async for e in done] == ["/a.txt"]
+        assert done.summary is not None and done.summary.matched == 1
+        with pytest.raises(AgentVfsError) as caught:
+            await c.filesystem.Stat(pb.StatRequest(path="/missing"))
+        assert caught.value.code == NOT_FOUND

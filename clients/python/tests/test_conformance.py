@@ -1,0 +1,259 @@
+"""The Python runner of the shared conformance suite (tests/conformance/README.md):
+every case through the sync `Client` and again through the `AsyncClient`."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pool, json_format, message_factory
+from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf.message import Message
+
+from agentvfs import AgentVfsError, AsyncClient, Client
+from agentvfs.v1 import access_pb2, filesystem_pb2, tools_pb2  # noqa: F401  (registers every service)
+
+from .conftest import Server
+
+CASES_DIR = Path(__file__).resolve().parents[3] / "tests" / "conformance"
+#: `call(client, method, request, cancel_after)` → result or AgentVfsError.
+Call = Callable[[Any, MethodDescriptor, dict[str, Any], "int | None"], Awaitable[Any]]
+
+
+def load_cases() -> list[Any]:
+    params = []
+    for file in sorted(CASES_DIR.glob("*.json")):
+        suite = json.loads(file.read_text())
+        for case in suite["cases"]:
+            params.append(pytest.param(suite, case, id=f"{file.stem}/{case['name']}"))
+    return params
+
+
+CASES = load_cases()
+
+
+def test_the_suite_has_cases() -> None:
+    """The runner found the shared case files (a wrong path must not pass silently)."""
+    assert len(CASES) >= 20, CASES_DIR
+
+
+@pytest.mark.parametrize(("suite", "case"), CASES)
+def test_conformance_sync(suite: dict[str, Any], case: dict[str, Any], start_server: Callable[[str | None], Server]) -> None:
+    """The case passes through the sync Client."""
+    server = start_server(suite.get("server", {}).get("config"))
+    clients: dict[tuple[str, str], Client] = {}
+
+    def client(session: str, token: str) -> Client:
+        if (session, token) not in clients:
+            clients[(session, token)] = Client(server.address, session=session, token=token or None)
+        return clients[(session, token)]
+
+    try:
+        asyncio.run(run_case(suite, case, "sync", client, sync_call))
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+@pytest.mark.parametrize(("suite", "case"), CASES)
+async def test_conformance_async(
+    suite: dict[str, Any], case: dict[str, Any], start_server: Callable[[str | None], Server]
+) -> None:
+    """The case passes through the AsyncClient."""
+    server = start_server(suite.get("server", {}).get("config"))
+    clients: dict[tuple[str, str], AsyncClient] = {}
+
+    def client(session: str, token: str) -> AsyncClient:
+        if (session, token) not in clients:
+            clients[(session, token)] = AsyncClient(server.address, session=session, token=token or None)
+        return clients[(session, token)]
+
+    try:
+        await run_case(suite, case, "async", client, async_call)
+    finally:
+        for c in clients.values():
+            await c.close()
+
+
+async def run_case(suite: dict[str, Any], case: dict[str, Any], mode: str, client: Callable[[str, str], Any], call: Call) -> None:
+    variables: dict[str, Any] = {}
+    for i, step in enumerate(case["steps"]):
+        session = f"{mode}.{case['name']}" + (f".{step['session']}" if "session" in step else "")
+        token = step.get("token", suite.get("token", ""))
+        service, method = step["call"].split(".")
+        md = descriptor_pool.Default().FindServiceByName(f"agentvfs.v1.{service}").methods_by_name[method]
+        request = substitute(step.get("request", {}), variables)
+        where = f"step {i} ({step['call']})"
+        try:
+            result = await call(client(session, token), md, request, step.get("cancel_after"))
+        except AgentVfsError as err:
+            assert "error" in step, f"{where}: unexpected error {err}"
+            actual = {"grpc": err.grpc_code.name, "code": err.code, "message": err.message}
+            check(where, substitute(step["error"], variables), actual)
+            continue
+        assert "error" not in step, f"{where}: expected an error, got {result}"
+        if "expect" in step:
+            check(where, substitute(step["expect"], variables), result)
+        for name, path in step.get("save", {}).items():
+            value: Any = result
+            for key in path.split("."):
+                value = value[key]
+            variables[name] = value
+
+
+def new_request(md: MethodDescriptor, request: dict[str, Any]) -> Message:
+    return json_format.ParseDict(request, message_factory.GetMessageClass(md.input_type)())
+
+
+def to_dict(msg: Message | None) -> dict[str, Any]:
+    return {} if msg is None else json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+
+def upload_args(request: dict[str, Any]) -> tuple[str, bytes, bool, int | None]:
+    header = json_format.ParseDict(request["header"], filesystem_pb2.WriteBytesHeader())
+    data = b"".join(
+        (p["text"].encode() if "text" in p else base64.b64decode(p["base64"])) * p.get("repeat", 1)
+        for p in request["data"]
+    )
+    return header.path, data, header.create_only, header.if_version if header.HasField("if_version") else None
+
+
+def download_result(info: filesystem_pb2.FileInfo, data: bytes) -> dict[str, Any]:
+    return {"info": to_dict(info), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+SEARCH_LISTS = {"Grep": "matches", "Glob": "entries"}
+
+
+async def sync_call(client: Client, md: MethodDescriptor, request: dict[str, Any], cancel_after: int | None) -> Any:
+    if md.client_streaming:
+        path, data, create_only, if_version = upload_args(request)
+        return to_dict(client.upload(path, data, create_only=create_only, if_version=if_version))
+    req = new_request(md, request)
+    if md.name in SEARCH_LISTS:
+        search = client.grep(req) if md.name == "Grep" else client.glob(req)  # type: ignore[arg-type]
+        items: list[Any] = []
+        if cancel_after == 0:
+            search.cancel()
+        for item in search:
+            items.append(to_dict(item))
+            if cancel_after is not None and len(items) >= cancel_after:
+                search.cancel()
+        return {SEARCH_LISTS[md.name]: items, "summary": to_dict(search.summary)}
+    if md.name == "ReadBytes":
+        out = io.BytesIO()
+        info = client.download(req.path, out)  # type: ignore[attr-defined]
+        return download_result(info, out.getvalue())
+    stub = getattr(client, md.containing_service.name.lower())
+    return to_dict(getattr(stub, md.name)(req))
+
+
+async def async_call(client: AsyncClient, md: MethodDescriptor, request: dict[str, Any], cancel_after: int | None) -> Any:
+    if md.client_streaming:
+        path, data, create_only, if_version = upload_args(request)
+        return to_dict(await client.upload(path, data, create_only=create_only, if_version=if_version))
+    req = new_request(md, request)
+    if md.name in SEARCH_LISTS:
+        search = client.grep(req) if md.name == "Grep" else client.glob(req)  # type: ignore[arg-type]
+        items: list[Any] = []
+        if cancel_after == 0:
+            search.cancel()
+        try:
+            async for item in search:
+                items.append(to_dict(item))
+                if cancel_after is not None and len(items) >= cancel_after:
+                    search.cancel()
+        except asyncio.CancelledError:
+            # asyncio's idiom: a cancelled call raises CancelledError. Only the
+            # runner's own cancel() may end here.
+            assert cancel_after is not None
+            raise AgentVfsError("", grpc.StatusCode.CANCELLED, "cancelled", {}) from None
+        return {SEARCH_LISTS[md.name]: items, "summary": to_dict(search.summary)}
+    if md.name == "ReadBytes":
+        out = io.BytesIO()
+        info = await client.download(req.path, out)  # type: ignore[attr-defined]
+        return download_result(info, out.getvalue())
+    stub = getattr(client, md.containing_service.name.lower())
+    return to_dict(await getattr(stub, md.name)(req))
+
+
+def substitute(value: Any, variables: dict[str, Any]) -> Any:
+    """Replaces "${var}" strings by saved values."""
+    if isinstance(value, str) and value.startswith("${") and value.endswith("}") and value[2:-1] in variables:
+        return variables[value[2:-1]]
+    if isinstance(value, list):
+        return [substitute(v, variables) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, variables) for k, v in value.items()}
+    return value
+
+
+_MISSING = object()
+
+
+def check(where: str, expected: Any, actual: Any) -> None:
+    problems: list[str] = []
+    check_at("$", expected, actual, problems)
+    assert not problems, f"{where}: {'; '.join(problems)} in {json.dumps(actual)}"
+
+
+def check_at(at: str, expected: Any, actual: Any, problems: list[str]) -> None:
+    if isinstance(expected, dict) and any(k.startswith("$") for k in expected):
+        for op, arg in expected.items():
+            ok = (op == "$contains" and isinstance(actual, str) and arg in actual) or (
+                op == "$gte" and number(actual) is not None and number(actual) >= number(arg)  # type: ignore[operator]
+            )
+            if not ok:
+                problems.append(f"{at}: {actual!r} fails {op} {arg!r}")
+    elif isinstance(expected, dict):
+        if actual is not _MISSING and not isinstance(actual, dict):
+            problems.append(f"{at}: expected an object, got {actual!r}")
+            return
+        for key, value in expected.items():
+            got = actual.get(key, _MISSING) if isinstance(actual, dict) else _MISSING
+            check_at(f"{at}.{key}", value, got, problems)
+    elif isinstance(expected, list):
+        got_list = [] if actual is _MISSING else actual
+        if not isinstance(got_list, list) or len(got_list) != len(expected):
+            problems.append(f"{at}: expected {len(expected)} items, got {actual!r}")
+            return
+        for i, (e, a) in enumerate(zip(expected, got_list)):
+            check_at(f"{at}[{i}]", e, a, problems)
+    elif actual is _MISSING:
+        if not is_default(expected):
+            problems.append(f"{at}: expected {expected!r}, got nothing")
+    elif is_number(expected) or is_number(actual):
+        if number(expected) is None or number(expected) != number(actual):
+            problems.append(f"{at}: expected {expected!r}, got {actual!r}")
+    elif expected != actual:
+        problems.append(f"{at}: expected {expected!r}, got {actual!r}")
+
+
+def is_default(v: Any) -> bool:
+    """The values proto JSON omits."""
+    if v is None or v is False or (is_number(v) and v == 0):
+        return True
+    return isinstance(v, str) and (v in ("", "0") or v.endswith("_UNSPECIFIED"))
+
+
+def is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def number(v: Any) -> float | None:
+    if is_number(v):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return None
+    return None

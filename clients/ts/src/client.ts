@@ -1,0 +1,260 @@
+/**
+ * The agentvfs client: Connect's promise clients of every service over the
+ * gRPC protocol (HTTP/2), with an interceptor that adds the token and session
+ * metadata and turns every failure into an {@link AgentVfsError}; plus
+ * streaming helpers: `grep`/`glob` as async iterables that an AbortSignal (or
+ * leaving the loop) cancels, and chunked `upload`/`download`.
+ */
+import type * as http2 from "node:http2";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import {
+  Filesystem,
+  type FileInfo,
+  type GlobBatch,
+  type GrepBatch,
+  type GlobRequestSchema,
+  type GrepMatch,
+  type GrepRequestSchema,
+  type SearchSummary,
+  type WriteBytesHeader,
+  type WriteBytesRequestSchema,
+  type WriteBytesResponse,
+} from "./gen/agentvfs/v1/filesystem_pb.js";
+import { Tools } from "./gen/agentvfs/v1/tools_pb.js";
+import { Access } from "./gen/agentvfs/v1/access_pb.js";
+import { AgentVfsError } from "./errors.js";
+
+/** Metadata key of the State session. */
+export const SESSION_HEADER = "x-agentvfs-session";
+/** Metadata key narrowing the Store namespace. */
+export const NAMESPACE_HEADER = "x-agentvfs-namespace";
+/** Bytes per upload message: few messages per file, far below gRPC's 4 MiB default limit. */
+export const CHUNK_BYTES = 1 << 20;
+/** Largest message accepted: a Read of a large text file is one message. */
+const MAX_MESSAGE_BYTES = 256 << 20;
+
+/** Who is calling. */
+export interface ConnectOptions {
+  /** Bearer token of the principal (none with the default configuration). */
+  token?: string;
+  /** The State session (`x-agentvfs-session`). */
+  session?: string;
+  /** Narrows the Store namespace of a principal configured without one. */
+  namespace?: string;
+}
+
+/** Options of a streaming helper. */
+export interface StreamOptions {
+  /** Aborting it cancels the call, which stops the work on the server. */
+  signal?: AbortSignal;
+}
+
+/** A connection to an agentvfs server. */
+export class AgentVfs {
+  /** Every Filesystem RPC (ListInfo, Stat, Read, Write, Edit, ...). */
+  readonly filesystem: Client<typeof Filesystem>;
+  /** Every Tools RPC (the LLM tools in the standard envelope). */
+  readonly tools: Client<typeof Tools>;
+  /** Every Access RPC (handles and grants). */
+  readonly access: Client<typeof Access>;
+  private readonly session: Http2SessionManager;
+
+  /**
+   * @param address `host:port` ("localhost:50051") or a URL
+   *   ("http://localhost:50051"); plaintext unless the URL is https.
+   */
+  constructor(address: string, options: ConnectOptions = {}) {
+    const baseUrl = /^https?:\/\//.test(address) ? address : `http://${address}`;
+    this.session = new TunedSessionManager(baseUrl, undefined, {
+      settings: { initialWindowSize: STREAM_WINDOW_BYTES },
+      createConnection: connectNoDelay,
+    });
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: this.session,
+      interceptors: [callerMetadata(options)],
+      readMaxBytes: MAX_MESSAGE_BYTES,
+    });
+    this.filesystem = withErrors(createClient(Filesystem, transport));
+    this.tools = withErrors(createClient(Tools, transport));
+    this.access = withErrors(createClient(Access, transport));
+  }
+
+  /** Searches file contents; the matches arrive in path order. */
+  grep(request: MessageInitShape<typeof GrepRequestSchema>, options: StreamOptions = {}): Search<GrepMatch> {
+    const stream = () => batches<GrepBatch, GrepMatch>(this.filesystem.grep(request, options), (batch) => batch.matches);
+    return new Search(stream, options.signal);
+  }
+
+  /** Finds paths by glob; the entries arrive in path order. */
+  glob(request: MessageInitShape<typeof GlobRequestSchema>, options: StreamOptions = {}): Search<FileInfo> {
+    const stream = () => batches<GlobBatch, FileInfo>(this.filesystem.glob(request, options), (batch) => batch.entries);
+    return new Search(stream, options.signal);
+  }
+
+  /** Writes bytes, or chunks from an (async) iterable, to a file in {@link CHUNK_BYTES} messages. */
+  async upload(
+    header: Partial<Pick<WriteBytesHeader, "path" | "createOnly" | "ifVersion">> & { path: string },
+    data: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+    options: StreamOptions = {},
+  ): Promise<WriteBytesResponse> {
+    async function* messages(): AsyncGenerator<MessageInitShape<typeof WriteBytesRequestSchema>> {
+      yield { kind: { case: "header", value: header } };
+      const pieces = data instanceof Uint8Array ? [data] : data;
+      for await (const piece of pieces) {
+        for (let at = 0; at < piece.length; at += CHUNK_BYTES) {
+          yield { kind: { case: "data", value: piece.subarray(at, at + CHUNK_BYTES) } };
+        }
+      }
+    }
+    return this.filesystem.writeBytes(messages(), options);
+  }
+
+  /** Downloads a file as it streams: iterate the chunks; `info` is set with the first. */
+  download(path: string, options: StreamOptions = {}): Download {
+    return new Download(() => this.filesystem.readBytes({ path }, options));
+  }
+
+  /** Closes the connection (and every open stream). */
+  close(): void {
+    this.session.abort();
+  }
+}
+
+/** A running Grep or Glob: `for await` its results; then `summary` is set. */
+export class Search<T> implements AsyncIterable<T> {
+  /** The final counts; set when the stream ended normally. */
+  summary: SearchSummary | undefined;
+
+  /**
+   * @param start opens the stream: each batch's results, then the summary.
+   * @param signal the caller's; checked between results too, so an abort
+   *   stops the loop at once rather than after the batch in hand.
+   */
+  constructor(
+    private readonly start: () => AsyncIterable<T[] | SearchSummary>,
+    private readonly signal?: AbortSignal,
+  ) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    // Leaving the loop early (break, throw) returns Connect's stream, which
+    // cancels the call.
+    for await (const part of this.start()) {
+      if (!Array.isArray(part)) {
+        this.summary = part;
+        continue;
+      }
+      for (const item of part) {
+        if (this.signal?.aborted) throw AgentVfsError.from(this.signal.reason);
+        yield item;
+      }
+    }
+  }
+}
+
+/** A Grep/Glob response stream as each batch's results, then the summary. */
+async function* batches<B, T>(
+  stream: AsyncIterable<{ result: { case: "batch"; value: B } | { case: "summary"; value: SearchSummary } | { case: undefined } }>,
+  items: (batch: B) => T[],
+): AsyncGenerator<T[] | SearchSummary> {
+  for await (const msg of stream) {
+    if (msg.result.case === "batch") yield items(msg.result.value);
+    else if (msg.result.case === "summary") yield msg.result.value;
+  }
+}
+
+/** A running download: `for await` its chunks; `info` is the file's metadata. */
+export class Download implements AsyncIterable<Uint8Array> {
+  /** Metadata of the file, from the first message. */
+  info: FileInfo | undefined;
+
+  constructor(private readonly start: () => AsyncIterable<{ data: Uint8Array; info?: FileInfo }>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+    for await (const msg of this.start()) {
+      this.info ??= msg.info;
+      yield msg.data;
+    }
+  }
+}
+
+/** Per-stream receive window: Node's default (64 KiB) stalls a large message on round trips. */
+const STREAM_WINDOW_BYTES = 4 << 20;
+/** Connection-level receive window: a whole search batch or download chunk in flight. */
+const CONNECTION_WINDOW_BYTES = 16 << 20;
+
+/**
+ * Opens the TCP (or TLS) connection with TCP_NODELAY: without it, Nagle held
+ * HTTP/2's small WINDOW_UPDATE and END_STREAM frames for a delayed ACK
+ * (measured: a 1.4 MB download took 714 ms, 28 ms with these settings).
+ */
+function connectNoDelay(url: URL): net.Socket {
+  const https = url.protocol === "https:";
+  const port = Number(url.port || (https ? 443 : 80));
+  const options = { host: url.hostname, port, noDelay: true };
+  return https ? tls.connect({ ...options, servername: url.hostname, ALPNProtocols: ["h2"] }) : net.connect(options);
+}
+
+/** An HTTP/2 session with a large receive window and TCP_NODELAY. */
+class TunedSessionManager extends Http2SessionManager {
+  private tuned = new WeakSet<http2.Http2Session>();
+
+  override async request(...args: Parameters<Http2SessionManager["request"]>): Promise<http2.ClientHttp2Stream> {
+    const stream = await super.request(...args);
+    const session = stream.session;
+    if (session && !this.tuned.has(session)) {
+      this.tuned.add(session);
+      session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
+    }
+    return stream;
+  }
+}
+
+/** Adds the caller's metadata to every call. */
+function callerMetadata(options: ConnectOptions): Interceptor {
+  return (next) => (req) => {
+    if (options.token) req.header.set("authorization", `Bearer ${options.token}`);
+    if (options.session) req.header.set(SESSION_HEADER, options.session);
+    if (options.namespace) req.header.set(NAMESPACE_HEADER, options.namespace);
+    return next(req);
+  };
+}
+
+/**
+ * The client with every method's failures (a rejected promise, or an error
+ * in the middle of a stream, an abort included) turned into AgentVfsError.
+ * Done around the client rather than in an interceptor because Connect wraps
+ * whatever is not a ConnectError that an interceptor throws.
+ */
+function withErrors<C extends object>(client: C): C {
+  return new Proxy(client, {
+    get(target, prop, receiver) {
+      const method: unknown = Reflect.get(target, prop, receiver);
+      if (typeof method !== "function") return method;
+      return (...args: unknown[]) => {
+        const result: unknown = method.apply(target, args);
+        if (result instanceof Promise) {
+          return result.catch((err: unknown) => {
+            throw AgentVfsError.from(err);
+          });
+        }
+        if (typeof result === "object" && result !== null && Symbol.asyncIterator in result) {
+          return guard(result as AsyncIterable<unknown>);
+        }
+        return result;
+      };
+    },
+  });
+}
+
+async function* guard<T>(messages: AsyncIterable<T>): AsyncIterable<T> {
+  try {
+    yield* messages;
+  } catch (err) {
+    throw AgentVfsError.from(err);
+  }
+}

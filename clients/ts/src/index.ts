@@ -1,0 +1,16 @@
+/**
+ * TypeScript client of agentvfs, the gRPC file system for AI agents (Node ≥ 20).
+ *
+ * ```ts
+ * import { AgentVfs } from "@agentvfs/client";
+ * const vfs = new AgentVfs("localhost:50051", { session: "demo" });
+ * await vfs.filesystem.write({ path: "/notes/a.md", content: "hello\n" });
+ * for await (const m of vfs.grep({ pattern: "hello", path: "/notes" })) console.log(m.path, m.lineNumber);
+ * ```
+ */
+export { AgentVfs, Download, Search, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER } from "./client.js";
+export type { ConnectOptions, StreamOptions } from "./client.js";
+export { AgentVfsError, ErrorCode, ERROR_DOMAIN, grpcCodeName } from "./errors.js";
+export * from "./gen/agentvfs/v1/filesystem_pb.js";
+export * from "./gen/agentvfs/v1/tools_pb.js";
+export * from "./gen/agentvfs/v1/access_pb.js";

@@ -1,0 +1,88 @@
+/** What the wrapper adds over Connect's clients: metadata, errors, cancellation, chunking. */
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { Code } from "@connectrpc/connect";
+import { AgentVfs, AgentVfsError, CHUNK_BYTES, ErrorCode } from "../src/index.js";
+import { Server } from "./server.js";
+
+let server: Server;
+before(async () => {
+  server = await Server.start();
+});
+after(async () => {
+  await server.stop();
+});
+
+const connect = () => new AgentVfs(server.address, { session: `ts-client-${randomUUID()}` });
+
+test("errors carry the envelope code, gRPC code and ErrorInfo metadata", async () => {
+  const vfs = connect();
+  const v1 = (await vfs.filesystem.write({ path: "/v.txt", content: "1" })).version;
+  await vfs.filesystem.write({ path: "/v.txt", content: "2" });
+  const err = await vfs.filesystem.write({ path: "/v.txt", content: "3", ifVersion: v1 }).catch((e: unknown) => e);
+  assert.ok(err instanceof AgentVfsError);
+  assert.equal(err.code, ErrorCode.Conflict);
+  assert.equal(err.grpcCode, Code.Aborted);
+  assert.equal(err.metadata.expected_version, String(v1));
+  vfs.close();
+});
+
+test("sessions come from the client", async () => {
+  const a = connect();
+  const b = connect();
+  await a.filesystem.write({ path: "/mine.txt", content: "a" });
+  await assert.rejects(b.filesystem.stat({ path: "/mine.txt" }), (e: unknown) => e instanceof AgentVfsError && e.code === ErrorCode.NotFound);
+  a.close();
+  b.close();
+});
+
+test("an AbortSignal stops a search at once, and breaking out of the loop cancels it", async () => {
+  const vfs = connect();
+  await vfs.upload({ path: "/many.txt" }, new TextEncoder().encode("needle\n".repeat(100_000)));
+  const ac = new AbortController();
+  let seen = 0;
+  await assert.rejects(
+    (async () => {
+      for await (const m of vfs.grep({ pattern: "needle", path: "/" }, { signal: ac.signal })) {
+        assert.equal(m.line, "needle");
+        seen += 1;
+        ac.abort();
+      }
+    })(),
+    (e: unknown) => e instanceof AgentVfsError && e.grpcCode === Code.Canceled && e.code === "",
+  );
+  assert.equal(seen, 1);
+  const search = vfs.grep({ pattern: "needle", path: "/" });
+  for await (const m of search) {
+    assert.equal(m.lineNumber, 1n);
+    break;
+  }
+  assert.equal(search.summary, undefined, "a search left early has no summary");
+  const all = vfs.glob({ pattern: "*.txt", path: "/" });
+  const paths: string[] = [];
+  for await (const e of all) paths.push(e.path);
+  assert.deepEqual(paths, ["/many.txt"]);
+  assert.equal(all.summary?.matched, 1n);
+  vfs.close();
+});
+
+test("upload takes an async iterable in chunks and download streams it back", async () => {
+  const vfs = connect();
+  const piece = new Uint8Array(CHUNK_BYTES + 123).map((_, i) => i % 251);
+  async function* pieces() {
+    yield piece;
+    yield piece;
+  }
+  const w = await vfs.upload({ path: "/blob.bin", createOnly: true }, pieces());
+  assert.equal(w.bytesWritten, BigInt(2 * piece.length));
+  const download = vfs.download("/blob.bin");
+  const chunks: Uint8Array[] = [];
+  for await (const c of download) chunks.push(c);
+  const data = Buffer.concat(chunks);
+  assert.equal(data.length, 2 * piece.length);
+  assert.deepEqual(data.subarray(piece.length), Buffer.from(piece));
+  assert.equal(download.info?.size, BigInt(2 * piece.length));
+  await assert.rejects(vfs.upload({ path: "/blob.bin", createOnly: true }, piece), (e: unknown) => e instanceof AgentVfsError && e.code === ErrorCode.Conflict);
+  vfs.close();
+});

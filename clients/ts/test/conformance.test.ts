@@ -1,0 +1,230 @@
+/**
+ * The TypeScript runner of the shared conformance suite
+ * (tests/conformance/README.md): every case against a real server, through
+ * the AgentVfs client.
+ */
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { fromJson, toJson, type DescMessage, type DescService, type JsonValue, type Message } from "@bufbuild/protobuf";
+import {
+  Access,
+  AgentVfs,
+  AgentVfsError,
+  FileInfoSchema,
+  Filesystem,
+  GrepMatchSchema,
+  SearchSummarySchema,
+  Tools,
+  WriteBytesHeaderSchema,
+  type FileInfo,
+  type GrepMatch,
+  type Search,
+} from "../src/index.js";
+import { Server } from "./server.js";
+
+type Json = JsonValue;
+type Obj = { [key: string]: Json };
+
+interface Step {
+  call: string;
+  request?: Obj;
+  expect?: Json;
+  error?: Json;
+  save?: Record<string, string>;
+  session?: string;
+  token?: string;
+  cancel_after?: number;
+}
+
+interface Suite {
+  server?: { config?: string };
+  token?: string;
+  cases: { name: string; steps: Step[] }[];
+}
+
+const SERVICES: Record<string, DescService> = { Filesystem, Tools, Access };
+// dist/test/ → repository root
+const CASES_DIR = join(dirname(fileURLToPath(import.meta.url)), "../../../../tests/conformance");
+const files = readdirSync(CASES_DIR).filter((f) => f.endsWith(".json")).sort();
+
+test("the suite has case files", () => {
+  assert.ok(files.length >= 3, `no conformance files in ${CASES_DIR}`);
+});
+
+for (const file of files) {
+  const suite = JSON.parse(readFileSync(join(CASES_DIR, file), "utf8")) as Suite;
+  describe(file.replace(/\.json$/, ""), () => {
+    let server: Server;
+    const clients = new Map<string, AgentVfs>();
+    before(async () => {
+      server = await Server.start(suite.server?.config);
+    });
+    after(async () => {
+      for (const c of clients.values()) c.close();
+      await server.stop();
+    });
+    const client = (session: string, token: string): AgentVfs => {
+      const key = `${session}\0${token}`;
+      let c = clients.get(key);
+      if (!c) {
+        c = new AgentVfs(server.address, { session, token });
+        clients.set(key, c);
+      }
+      return c;
+    };
+    for (const c of suite.cases) {
+      test(c.name, async () => {
+        const vars: Record<string, Json> = {};
+        for (const [i, step] of c.steps.entries()) {
+          const where = `step ${i} (${step.call})`;
+          const session = `ts.${c.name}${step.session === undefined ? "" : `.${step.session}`}`;
+          const vfs = client(session, step.token ?? suite.token ?? "");
+          let result: Json;
+          try {
+            result = await call(vfs, step.call, substitute(step.request ?? {}, vars) as Obj, step.cancel_after);
+          } catch (err) {
+            if (!(err instanceof AgentVfsError)) throw err;
+            assert.ok(step.error !== undefined, `${where}: unexpected error ${err.message}`);
+            const actual = { grpc: err.grpcName, code: err.code, message: err.rawMessage };
+            check(where, substitute(step.error, vars), actual);
+            continue;
+          }
+          assert.ok(step.error === undefined, `${where}: expected an error, got ${JSON.stringify(result)}`);
+          if (step.expect !== undefined) check(where, substitute(step.expect, vars), result);
+          for (const [name, path] of Object.entries(step.save ?? {})) {
+            let v: Json | undefined = result;
+            for (const key of path.split(".")) v = (v as Obj | undefined)?.[key];
+            assert.ok(v !== undefined, `${where}: cannot save ${path} from ${JSON.stringify(result)}`);
+            vars[name] = v;
+          }
+        }
+      });
+    }
+  });
+}
+
+const json = (desc: DescMessage, msg: Message | undefined): Json =>
+  msg === undefined ? {} : toJson(desc, msg, { useProtoFieldName: true });
+
+/** Makes one call by name; the result as proto JSON (README "Results"). */
+async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: number | undefined): Promise<Json> {
+  const [serviceName, methodName] = name.split(".");
+  const service = SERVICES[serviceName ?? ""];
+  const method = service?.methods.find((m) => m.name === methodName);
+  assert.ok(method, `no method ${name}`);
+  if (method.methodKind === "client_streaming") {
+    const header = fromJson(WriteBytesHeaderSchema, request.header ?? {});
+    return json(method.output, await vfs.upload(header, pieces(request.data)));
+  }
+  const req = fromJson(method.input, request);
+  if (method.methodKind === "server_streaming") {
+    const ac = new AbortController();
+    if (name === "Filesystem.ReadBytes") {
+      const download = vfs.download((req as unknown as { path: string }).path, { signal: ac.signal });
+      const hash = createHash("sha256");
+      let size = 0;
+      for await (const chunk of download) {
+        hash.update(chunk);
+        size += chunk.length;
+      }
+      return { info: json(FileInfoSchema, download.info), size, sha256: hash.digest("hex") };
+    }
+    const [search, list, schema] =
+      name === "Filesystem.Grep"
+        ? [vfs.grep(req as never, { signal: ac.signal }) as Search<GrepMatch | FileInfo>, "matches", GrepMatchSchema]
+        : [vfs.glob(req as never, { signal: ac.signal }) as Search<GrepMatch | FileInfo>, "entries", FileInfoSchema];
+    const items: Json[] = [];
+    if (cancelAfter === 0) ac.abort();
+    for await (const item of search) {
+      items.push(json(schema, item));
+      if (cancelAfter !== undefined && items.length >= cancelAfter) ac.abort();
+    }
+    return { [list]: items, summary: json(SearchSummarySchema, search.summary) };
+  }
+  const stub = (vfs as unknown as Record<string, Record<string, (r: Message) => Promise<Message>>>)[serviceName!.toLowerCase()]!;
+  return json(method.output, await stub[method.localName]!(req));
+}
+
+/** Concatenates [{"text"|"base64": ..., "repeat": n}]. */
+function pieces(data: Json | undefined): Uint8Array {
+  const parts = (data as Obj[] | undefined ?? []).map((p) => {
+    const one = typeof p.text === "string" ? Buffer.from(p.text) : Buffer.from(String(p.base64), "base64");
+    return Buffer.concat(Array(Number(p.repeat ?? 1)).fill(one));
+  });
+  return new Uint8Array(Buffer.concat(parts));
+}
+
+/** Replaces "${var}" strings by saved values. */
+function substitute(v: Json, vars: Record<string, Json>): Json {
+  if (typeof v === "string") {
+    const m = /^\$\{(.+)\}$/.exec(v);
+    return m && m[1]! in vars ? vars[m[1]!]! : v;
+  }
+  if (Array.isArray(v)) return v.map((x) => substitute(x, vars));
+  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, vars)]));
+  return v;
+}
+
+const MISSING = Symbol("missing");
+type Actual = Json | typeof MISSING;
+
+function check(where: string, expected: Json, actual: Json): void {
+  const problems: string[] = [];
+  checkAt("$", expected, actual, problems);
+  assert.deepEqual(problems, [], `${where}: ${problems.join("; ")} in ${JSON.stringify(actual)}`);
+}
+
+function checkAt(at: string, expected: Json, actual: Actual, problems: string[]): void {
+  const show = (a: Actual) => (a === MISSING ? "nothing" : JSON.stringify(a));
+  if (expected !== null && typeof expected === "object" && !Array.isArray(expected)) {
+    const ops = Object.keys(expected).filter((k) => k.startsWith("$"));
+    if (ops.length > 0) {
+      for (const op of ops) {
+        const arg = expected[op]!;
+        const ok =
+          (op === "$contains" && typeof actual === "string" && actual.includes(String(arg))) ||
+          (op === "$gte" && num(actual) !== undefined && num(actual)! >= num(arg)!);
+        if (!ok) problems.push(`${at}: ${show(actual)} fails ${op} ${JSON.stringify(arg)}`);
+      }
+      return;
+    }
+    if (actual !== MISSING && (actual === null || typeof actual !== "object" || Array.isArray(actual))) {
+      problems.push(`${at}: expected an object, got ${show(actual)}`);
+      return;
+    }
+    for (const [k, v] of Object.entries(expected)) {
+      const got = actual === MISSING || !(k in (actual as Obj)) ? MISSING : (actual as Obj)[k]!;
+      checkAt(`${at}.${k}`, v, got, problems);
+    }
+  } else if (Array.isArray(expected)) {
+    const got = actual === MISSING ? [] : actual;
+    if (!Array.isArray(got) || got.length !== expected.length) {
+      problems.push(`${at}: expected ${expected.length} items, got ${show(actual)}`);
+      return;
+    }
+    expected.forEach((e, i) => checkAt(`${at}[${i}]`, e, got[i]!, problems));
+  } else if (actual === MISSING) {
+    if (!isDefault(expected)) problems.push(`${at}: expected ${JSON.stringify(expected)}, got nothing`);
+  } else if (typeof expected === "number" || typeof actual === "number") {
+    if (num(expected) === undefined || num(expected) !== num(actual)) {
+      problems.push(`${at}: expected ${JSON.stringify(expected)}, got ${show(actual)}`);
+    }
+  } else if (expected !== actual) {
+    problems.push(`${at}: expected ${JSON.stringify(expected)}, got ${show(actual)}`);
+  }
+}
+
+/** The values proto JSON omits. */
+function isDefault(v: Json): boolean {
+  return v === null || v === false || v === 0 || v === "" || v === "0" || (typeof v === "string" && v.endsWith("_UNSPECIFIED"));
+}
+
+function num(v: Actual): number | undefined {
+  if (typeof v === "number") return v;
+  if (typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v))) return Number(v);
+  return undefined;
+}
