@@ -42,14 +42,21 @@ impl<'r> FileSearcher<'r> {
     /// True when the file at `rel` (relative to the search root) passes the
     /// glob filter and size limit; counts it as skipped when too large.
     pub fn wants(&self, rel: &str, size: u64) -> bool {
-        if self
-            .grep
+        self.accepts(rel) && self.within_size(size)
+    }
+
+    /// True when the file at `rel` (relative to the search root) passes the
+    /// glob filter. A walker can check this before it opens the file.
+    pub fn accepts(&self, rel: &str) -> bool {
+        self.grep
             .file_filter
             .as_ref()
-            .is_some_and(|f| !f.accepts(rel))
-        {
-            return false;
-        }
+            .is_none_or(|f| f.accepts(rel))
+    }
+
+    /// True when a file of `size` bytes is within the size limit; counts it
+    /// as skipped otherwise.
+    pub fn within_size(&self, size: u64) -> bool {
         if size > self.grep.max_file_bytes {
             self.run.skipped_too_large();
             return false;
