@@ -4,9 +4,14 @@
 //! Modules by topic:
 //! - `server`: health, reflection, startup and shutdown;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
-//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation.
+//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
+//! - `sandbox`: the Filesystem tier's confinement, one test per attack;
+//! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
+//!   size limits, order, budgets, back-pressure).
 
 mod files;
+mod fs_search;
+mod sandbox;
 mod search;
 mod server;
 mod util;
