@@ -3,7 +3,9 @@
 //! A [`FileSearcher`] is made once per thread and reused for every file: a new
 //! `Searcher` per file (64 KiB buffer each) cost 12–29% (PERFORMANCE.md).
 //! Binary files are detected the way ripgrep does for files it walks (quit at
-//! the first NUL byte) and skipped as a whole, counted in the summary.
+//! the first NUL byte) and counted in the summary; as in ripgrep, lines that
+//! matched before the NUL was seen (a read file is searched buffer by buffer)
+//! are still reported, while an in-memory file is checked whole first.
 
 use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -106,10 +108,12 @@ impl<'r> FileSearcher<'r> {
             return None;
         }
         if sink.binary {
+            // Like ripgrep, lines matched before the binary data showed up
+            // (past the first buffer of a read file) are still reported.
             self.run.skipped_binary();
-            return None;
+        } else {
+            self.run.searched_file();
         }
-        self.run.searched_file();
         if sink.lines.is_empty() {
             return None;
         }
@@ -166,7 +170,7 @@ impl Sink for Collect<'_> {
             is_context: false,
         });
         self.matches += 1;
-        Ok(self.matches < self.max_count && !self.run.should_stop())
+        Ok(self.matches < self.max_count && !self.run.should_halt())
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {

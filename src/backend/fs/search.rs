@@ -28,9 +28,14 @@
 //! Parallelism (Grep): the walker hands files, numbered in walk order, to one
 //! worker per core (each reusing one `FileSearcher`); finished files wait in a
 //! reorder window and are emitted as soon as every earlier file is done. At
-//! most [`WINDOW`] files are in flight, which bounds lookahead memory and lets
-//! a slow client's back-pressure (the run's bounded channel blocks
-//! `emit_file`) stop the walk and the workers within one window.
+//! most [`WINDOW`] files are in flight, and once finished results waiting for
+//! emission exceed [`MAX_BUFFERED_BYTES`] workers pause, except on the file at
+//! the head of the window (so emission always progresses). A slow client's
+//! back-pressure (the run's bounded channel blocks `emit_file`) thus stops the
+//! walk and the workers with server memory bounded by that budget plus one
+//! file's results per worker: measured, a client that stopped reading 70 MB of
+//! matches grew the server by 160 MB with a 256-file window and no byte
+//! budget.
 
 use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
 use crate::backend::{Entry, EntryKind};
@@ -45,12 +50,19 @@ use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// Files in flight between the walker and emission. Large enough to keep
 /// every worker busy while one slow file holds the head of the window, small
 /// enough that the results held back stay a few megabytes.
 pub const WINDOW: usize = 256;
+/// Bytes of finished, not yet emitted results above which workers pause.
+pub const MAX_BUFFERED_BYTES: usize = 8 << 20;
+/// How long a paused worker sleeps before looking again (it is also woken
+/// whenever results are emitted).
+const GATE_POLL: Duration = Duration::from_millis(10);
 /// Ignore files larger than this are not read (reported as a problem).
 pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
 /// The ignore files read in each directory, `.ignore` first (it wins).
@@ -77,6 +89,7 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
         None => walk.dir(Arc::new(fd), top, &mut Glob),
         Some(mut searcher) => {
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+            let gate = &Gate::default();
             std::thread::scope(|scope| {
                 let (tasks_tx, tasks_rx) = crossbeam_channel::bounded::<Task>(WINDOW);
                 let (done_tx, done_rx) = crossbeam_channel::bounded(WINDOW);
@@ -88,11 +101,14 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
                             return;
                         };
                         for task in tasks_rx {
-                            let hits = if run.should_stop() {
+                            gate.wait_turn(run, task.seq);
+                            let hits = if run.should_halt() {
                                 None
                             } else {
                                 grep_file(run, &mut searcher, &task)
                             };
+                            let bytes = hits.as_ref().map_or(0, hits_bytes);
+                            gate.buffered.fetch_add(bytes, Ordering::Relaxed);
                             if done_tx.send((task.seq, hits)).is_err() {
                                 return;
                             }
@@ -101,6 +117,7 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
                 }
                 drop(done_tx);
                 let mut grep = Grep {
+                    gate,
                     filter: &mut searcher,
                     tasks: Some(tasks_tx),
                     done: done_rx,
@@ -132,6 +149,49 @@ fn search_one(run: &SearchRun, path: &VfsPath, fd: OwnedFd, st: &rustix::fs::Sta
         }
     }
     Ok(())
+}
+
+/// Pauses workers while too many result bytes wait for emission.
+#[derive(Default)]
+struct Gate {
+    /// Bytes of finished results not yet emitted.
+    buffered: AtomicUsize,
+    /// Sequence number of the file at the head of the window.
+    head: AtomicU64,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Gate {
+    /// Waits until the worker may search file `seq`.
+    fn wait_turn(&self, run: &SearchRun, seq: u64) {
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.buffered.load(Ordering::Relaxed) > MAX_BUFFERED_BYTES
+            && seq != self.head.load(Ordering::Relaxed)
+            && !run.should_halt()
+        {
+            guard = match self.wake.wait_timeout(guard, GATE_POLL) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// Records that results of `bytes` left and the head moved to `head`.
+    fn release(&self, bytes: usize, head: u64) {
+        self.buffered.fetch_sub(bytes, Ordering::Relaxed);
+        self.head.store(head, Ordering::Relaxed);
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
+    }
+}
+
+/// Estimated memory of one file's results.
+fn hits_bytes(hits: &FileHits) -> usize {
+    hits.lines
+        .iter()
+        .map(|l| l.line.len() + l.matched.len() + std::mem::size_of_val(l))
+        .sum()
 }
 
 /// One file for a Grep worker.
@@ -219,6 +279,7 @@ impl Visitor for Glob {
 
 /// Grep: hand files to the workers, emit results in order.
 struct Grep<'s, 'r> {
+    gate: &'s Gate,
     /// The walker's own searcher, used for the glob filter only.
     filter: &'s mut FileSearcher<'r>,
     tasks: Option<crossbeam_channel::Sender<Task>>,
@@ -231,12 +292,15 @@ struct Grep<'s, 'r> {
 impl Grep<'_, '_> {
     /// Emits every finished file at the head of the window.
     fn emit_ready(&mut self, run: &SearchRun) {
+        let mut released = 0;
         while let Some(Some(_)) = self.window.front() {
             if let Some(Some(Some(hits))) = self.window.pop_front() {
+                released += hits_bytes(&hits);
                 run.emit_file(hits);
             }
             self.next += 1;
         }
+        self.gate.release(released, self.next);
     }
 
     fn record(&mut self, (seq, hits): (u64, Option<FileHits>)) {
