@@ -185,6 +185,8 @@ impl Sink for Collect<'_> {
 
     fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {
         self.binary = true;
-        Ok(false)
+        // As ripgrep's printer does: the searcher, in quit mode, stops at the
+        // binary byte itself after reporting the lines before it.
+        Ok(true)
     }
 }
