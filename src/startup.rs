@@ -5,6 +5,7 @@
 use crate::auth::Auth;
 use crate::backend::Backend;
 use crate::backend::composite::{CompositeBackend, Mount};
+use crate::backend::fs::FsBackend;
 use crate::backend::state::StateBackend;
 use crate::config::{Config, TierConfig};
 use crate::server::App;
@@ -19,7 +20,14 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 Arc::new(StateBackend::new(m.prefix.clone(), config.state)),
                 "state",
             ),
-            TierConfig::Store { .. } | TierConfig::Filesystem { .. } => {
+            TierConfig::Filesystem { root } => (
+                Arc::new(
+                    FsBackend::open(m.prefix.clone(), root, config.max_file_bytes)
+                        .map_err(|e| format!("mount {}: {e}", m.prefix))?,
+                ),
+                "filesystem",
+            ),
+            TierConfig::Store { .. } => {
                 return Err(format!(
                     "mount {}: this tier is not available yet",
                     m.prefix

@@ -13,6 +13,7 @@
 //! - versions only grow: every change of a path gives it a new, larger version.
 
 pub mod composite;
+pub mod fs;
 pub mod state;
 
 use crate::error::{Error, Result};

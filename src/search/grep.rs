@@ -3,7 +3,9 @@
 //! A [`FileSearcher`] is made once per thread and reused for every file: a new
 //! `Searcher` per file (64 KiB buffer each) cost 12–29% (PERFORMANCE.md).
 //! Binary files are detected the way ripgrep does for files it walks (quit at
-//! the first NUL byte) and skipped as a whole, counted in the summary.
+//! the first NUL byte) and counted in the summary; as in ripgrep, lines that
+//! matched before the NUL was seen (a read file is searched buffer by buffer)
+//! are still reported, while an in-memory file is checked whole first.
 
 use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -42,14 +44,21 @@ impl<'r> FileSearcher<'r> {
     /// True when the file at `rel` (relative to the search root) passes the
     /// glob filter and size limit; counts it as skipped when too large.
     pub fn wants(&self, rel: &str, size: u64) -> bool {
-        if self
-            .grep
+        self.accepts(rel) && self.within_size(size)
+    }
+
+    /// True when the file at `rel` (relative to the search root) passes the
+    /// glob filter. A walker can check this before it opens the file.
+    pub fn accepts(&self, rel: &str) -> bool {
+        self.grep
             .file_filter
             .as_ref()
-            .is_some_and(|f| !f.accepts(rel))
-        {
-            return false;
-        }
+            .is_none_or(|f| f.accepts(rel))
+    }
+
+    /// True when a file of `size` bytes is within the size limit; counts it
+    /// as skipped otherwise.
+    pub fn within_size(&self, size: u64) -> bool {
         if size > self.grep.max_file_bytes {
             self.run.skipped_too_large();
             return false;
@@ -99,10 +108,12 @@ impl<'r> FileSearcher<'r> {
             return None;
         }
         if sink.binary {
+            // Like ripgrep, lines matched before the binary data showed up
+            // (past the first buffer of a read file) are still reported.
             self.run.skipped_binary();
-            return None;
+        } else {
+            self.run.searched_file();
         }
-        self.run.searched_file();
         if sink.lines.is_empty() {
             return None;
         }
@@ -159,7 +170,7 @@ impl Sink for Collect<'_> {
             is_context: false,
         });
         self.matches += 1;
-        Ok(self.matches < self.max_count && !self.run.should_stop())
+        Ok(self.matches < self.max_count && !self.run.should_halt())
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
@@ -174,6 +185,8 @@ impl Sink for Collect<'_> {
 
     fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {
         self.binary = true;
-        Ok(false)
+        // As ripgrep's printer does: the searcher, in quit mode, stops at the
+        // binary byte itself after reporting the lines before it.
+        Ok(true)
     }
 }

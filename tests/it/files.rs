@@ -136,7 +136,8 @@ async fn list_info_shows_one_level_sorted() {
         .into_inner()
         .entries;
     let names: Vec<&str> = root.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(names, ["/d", "/d-other"]);
+    // The embedded default also mounts the working directory at /workspace.
+    assert_eq!(names, ["/d", "/d-other", "/workspace"]);
 }
 
 /// Stat describes files and implied directories.

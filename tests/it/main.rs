@@ -9,13 +9,18 @@
 //! - `access`: principals, grants and handles (seed 002);
 //! - `mounts`: the mount table's routing, listing and cross-mount search;
 //! - `conformance`: the shared cases of `tests/conformance/` that every client
-//!   runs too.
+//!   runs too;
+//! - `sandbox`: the Filesystem tier's confinement, one test per attack;
+//! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
+//!   size limits, order, budgets, back-pressure).
 
 mod access;
 mod cli;
 mod conformance;
 mod files;
+mod fs_search;
 mod mounts;
+mod sandbox;
 mod search;
 mod server;
 mod util;

@@ -1,0 +1,579 @@
+//! Grep and Glob over a real directory tree: an ordered walk on the calling
+//! thread, file contents searched in parallel, results emitted in path order.
+//!
+//! Request flow: `FsBackend::search` → [`search`] → the shared
+//! [`SearchRun`] (budgets, counters, batched bounded output).
+//!
+//! The walk reads each directory once (`getdents64` on a handle opened
+//! beneath its parent's handle, never following a link), sorts the names, and
+//! visits them depth first, so entries come out in [`VfsPath::order_key`]
+//! order, the same order the sorted tiers produce. Per entry, in order:
+//! `run.visit()` (visited budget, time budget, cancellation), name validity
+//! (non-UTF-8 or otherwise invalid names are skipped and listed as problems,
+//! never mangled), the shared hidden/default-ignore rules
+//! ([`crate::search::rules`]), then `.ignore`/`.gitignore` rules matched with
+//! the `ignore` crate's gitignore matcher. Every skip is counted.
+//!
+//! Ignore files follow ripgrep: rules in deeper directories win, and any
+//! `.ignore` match wins over any `.gitignore` match; ignore files of the
+//! directories above the search root (up to the mount root) apply too.
+//! Unlike ripgrep, `.gitignore` applies outside git repositories as well
+//! (ripgrep's `--no-require-git`): a workspace copied without its `.git`
+//! keeps its rules. `.git/info/exclude` and global excludes are not read.
+//!
+//! Links are never followed by search: Glob lists a link as a link, Grep skips
+//! it. Workers open each file relative to its directory's handle with
+//! `O_NOFOLLOW`, so a file swapped for a link mid-search is refused.
+//!
+//! Parallelism (Grep): the walker hands files, numbered in walk order, to one
+//! worker per core (each reusing one `FileSearcher`); finished files wait in a
+//! reorder window and are emitted as soon as every earlier file is done. At
+//! most [`WINDOW`] files are in flight, and once finished results waiting for
+//! emission exceed [`MAX_BUFFERED_BYTES`] workers pause, except on the file at
+//! the head of the window (so emission always progresses). A slow client's
+//! back-pressure (the run's bounded channel blocks `emit_file`) thus stops the
+//! walk and the workers with server memory bounded by that budget plus one
+//! file's results per worker: measured, a client that stopped reading 70 MB of
+//! matches grew the server by 160 MB with a 256-file window and no byte
+//! budget.
+
+use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
+use crate::backend::{Entry, EntryKind};
+use crate::error::{Error, Result};
+use crate::path::{VfsPath, check_name};
+use crate::search::rules::{self, Skip};
+use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::io::Errno;
+use std::collections::VecDeque;
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// Files in flight between the walker and emission. Large enough to keep
+/// every worker busy while one slow file holds the head of the window, small
+/// enough that the results held back stay a few megabytes.
+pub const WINDOW: usize = 256;
+/// Bytes of finished, not yet emitted results above which workers pause.
+pub const MAX_BUFFERED_BYTES: usize = 8 << 20;
+/// How long a paused worker sleeps before looking again (it is also woken
+/// whenever results are emitted).
+const GATE_POLL: Duration = Duration::from_millis(10);
+/// Ignore files larger than this are not read (reported as a problem).
+pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
+/// The ignore files read in each directory, `.ignore` first (it wins).
+const IGNORE_FILES: [&str; 2] = [".ignore", ".gitignore"];
+
+/// Runs the search of `run` over `part` in the tree of `sandbox`.
+pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<()> {
+    let top = &part.top;
+    let fd = sandbox.open_at(top, READ_FLAGS | OFlags::NONBLOCK)?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| errno(top, e))?;
+    if file_type(&st) != FileType::Directory {
+        return search_one(run, top, fd, &st);
+    }
+    let mut walk = Walk {
+        run,
+        part,
+        whole: *part == SearchPart::whole(top.clone()),
+        levels: Vec::new(),
+    };
+    if !walk.enter_ancestors(sandbox)? {
+        return Ok(());
+    }
+    match FileSearcher::new(run) {
+        None => walk.dir(Arc::new(fd), top, &mut Glob),
+        Some(mut searcher) => {
+            let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
+            let gate = &Gate::default();
+            std::thread::scope(|scope| {
+                let (tasks_tx, tasks_rx) = crossbeam_channel::bounded::<Task>(WINDOW);
+                let (done_tx, done_rx) = crossbeam_channel::bounded(WINDOW);
+                for _ in 0..workers {
+                    let (tasks_rx, done_tx) = (tasks_rx.clone(), done_tx.clone());
+                    scope.spawn(move || {
+                        // Some: the run is a Grep (checked above).
+                        let Some(mut searcher) = FileSearcher::new(run) else {
+                            return;
+                        };
+                        for task in tasks_rx {
+                            gate.wait_turn(run, task.seq);
+                            let hits = if run.should_halt() {
+                                None
+                            } else {
+                                grep_file(run, &mut searcher, &task)
+                            };
+                            let bytes = hits.as_ref().map_or(0, hits_bytes);
+                            gate.buffered.fetch_add(bytes, Ordering::Relaxed);
+                            if done_tx.send((task.seq, hits)).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+                drop(done_tx);
+                let mut grep = Grep {
+                    gate,
+                    filter: &mut searcher,
+                    tasks: Some(tasks_tx),
+                    done: done_rx,
+                    window: VecDeque::new(),
+                    next: 0,
+                };
+                let walked = walk.dir(Arc::new(fd), top, &mut grep);
+                grep.finish(run);
+                walked
+            })
+        }
+    }
+}
+
+/// Grep on a single file given as the search root.
+fn search_one(run: &SearchRun, path: &VfsPath, fd: OwnedFd, st: &rustix::fs::Stat) -> Result<()> {
+    let Some(mut searcher) = FileSearcher::new(run) else {
+        return Err(Error::NotDirectory(path.to_string()));
+    };
+    if file_type(st) != FileType::RegularFile {
+        return Err(Error::InvalidArgument(format!(
+            "{path} is not a regular file (device, socket or pipe)"
+        )));
+    }
+    if run.visit() && searcher.wants(path.name(), st.st_size as u64) {
+        let file = std::fs::File::from(fd);
+        if let Some(hits) = searcher.search_reader(path, sandbox::modified(st), file) {
+            run.emit_file(hits);
+        }
+    }
+    Ok(())
+}
+
+/// Pauses workers while too many result bytes wait for emission.
+#[derive(Default)]
+struct Gate {
+    /// Bytes of finished results not yet emitted.
+    buffered: AtomicUsize,
+    /// Sequence number of the file at the head of the window.
+    head: AtomicU64,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+impl Gate {
+    /// Waits until the worker may search file `seq`.
+    fn wait_turn(&self, run: &SearchRun, seq: u64) {
+        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.buffered.load(Ordering::Relaxed) > MAX_BUFFERED_BYTES
+            && seq != self.head.load(Ordering::Relaxed)
+            && !run.should_halt()
+        {
+            guard = match self.wake.wait_timeout(guard, GATE_POLL) {
+                Ok((guard, _)) => guard,
+                Err(poisoned) => poisoned.into_inner().0,
+            };
+        }
+    }
+
+    /// Records that results of `bytes` left and the head moved to `head`.
+    fn release(&self, bytes: usize, head: u64) {
+        self.buffered.fetch_sub(bytes, Ordering::Relaxed);
+        self.head.store(head, Ordering::Relaxed);
+        let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.wake.notify_all();
+    }
+}
+
+/// Estimated memory of one file's results.
+fn hits_bytes(hits: &FileHits) -> usize {
+    hits.lines
+        .iter()
+        .map(|l| l.line.len() + l.matched.len() + std::mem::size_of_val(l))
+        .sum()
+}
+
+/// One file for a Grep worker.
+struct Task {
+    seq: u64,
+    dir: Arc<OwnedFd>,
+    path: VfsPath,
+}
+
+/// Opens and searches one file; failures are soft (problems of the run).
+fn grep_file(run: &SearchRun, searcher: &mut FileSearcher<'_>, task: &Task) -> Option<FileHits> {
+    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let opened = rustix::fs::openat(&*task.dir, task.path.name(), flags, Mode::empty())
+        .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
+    let (fd, st) = match opened {
+        Ok(ok) => ok,
+        // Removed since the directory was read.
+        Err(Errno::NOENT) => return None,
+        Err(e) => {
+            run.problem(task.path.as_str(), errno(&task.path, e));
+            return None;
+        }
+    };
+    if file_type(&st) != FileType::RegularFile || !searcher.within_size(st.st_size as u64) {
+        return None;
+    }
+    searcher.search_reader(&task.path, sandbox::modified(&st), std::fs::File::from(fd))
+}
+
+/// What the walk does with the files it keeps.
+trait Visitor {
+    /// A regular file or link (`kind`) at `path`, `rel` to the search root.
+    fn file(
+        &mut self,
+        run: &SearchRun,
+        dir: &Arc<OwnedFd>,
+        path: VfsPath,
+        rel: &str,
+        kind: FileType,
+    );
+}
+
+/// Glob: match the relative path, emit in walk order.
+struct Glob;
+
+impl Visitor for Glob {
+    fn file(
+        &mut self,
+        run: &SearchRun,
+        dir: &Arc<OwnedFd>,
+        path: VfsPath,
+        rel: &str,
+        kind: FileType,
+    ) {
+        let SearchKind::Glob(glob) = &run.spec().kind else {
+            return;
+        };
+        if !glob.matcher.is_match(rel) {
+            return;
+        }
+        let st = match rustix::fs::statat(&**dir, path.name(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => st,
+            Err(Errno::NOENT) => return,
+            Err(e) => return run.problem(path.as_str(), errno(&path, e)),
+        };
+        let modified = sandbox::modified(&st);
+        let link = kind == FileType::Symlink;
+        run.emit_entry(Entry {
+            path,
+            kind: if link {
+                // Search never resolves links, not even to describe them.
+                EntryKind::Symlink {
+                    to_directory: false,
+                }
+            } else {
+                EntryKind::File
+            },
+            size: st.st_size as u64,
+            modified,
+            created: modified,
+            version: sandbox::version(&st),
+        });
+    }
+}
+
+/// Grep: hand files to the workers, emit results in order.
+struct Grep<'s, 'r> {
+    gate: &'s Gate,
+    /// The walker's own searcher, used for the glob filter only.
+    filter: &'s mut FileSearcher<'r>,
+    tasks: Option<crossbeam_channel::Sender<Task>>,
+    done: crossbeam_channel::Receiver<(u64, Option<FileHits>)>,
+    /// Results of files `next..`, `None` while a file is in flight.
+    window: VecDeque<Option<Option<FileHits>>>,
+    next: u64,
+}
+
+impl Grep<'_, '_> {
+    /// Emits every finished file at the head of the window.
+    fn emit_ready(&mut self, run: &SearchRun) {
+        let mut released = 0;
+        while let Some(Some(_)) = self.window.front() {
+            if let Some(Some(Some(hits))) = self.window.pop_front() {
+                released += hits_bytes(&hits);
+                run.emit_file(hits);
+            }
+            self.next += 1;
+        }
+        self.gate.release(released, self.next);
+    }
+
+    fn record(&mut self, (seq, hits): (u64, Option<FileHits>)) {
+        let at = (seq - self.next) as usize;
+        self.window[at] = Some(hits);
+    }
+
+    /// Waits for one result (false: every worker is gone).
+    fn wait_one(&mut self, run: &SearchRun) -> bool {
+        match self.done.recv() {
+            Ok(done) => {
+                self.record(done);
+                self.emit_ready(run);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Stops handing out work and emits everything still in flight.
+    fn finish(&mut self, run: &SearchRun) {
+        self.tasks = None;
+        while !self.window.is_empty() && self.wait_one(run) {}
+    }
+}
+
+impl Visitor for Grep<'_, '_> {
+    fn file(
+        &mut self,
+        run: &SearchRun,
+        dir: &Arc<OwnedFd>,
+        path: VfsPath,
+        rel: &str,
+        kind: FileType,
+    ) {
+        if kind != FileType::RegularFile || !self.filter.accepts(rel) {
+            return;
+        }
+        while self.window.len() >= WINDOW {
+            if !self.wait_one(run) {
+                return;
+            }
+        }
+        let Some(tasks) = &self.tasks else {
+            return;
+        };
+        let seq = self.next + self.window.len() as u64;
+        self.window.push_back(None);
+        let task = Task {
+            seq,
+            dir: dir.clone(),
+            path,
+        };
+        if tasks.send(task).is_err() {
+            self.window.pop_back();
+            return;
+        }
+        while let Ok(done) = self.done.try_recv() {
+            self.record(done);
+        }
+        self.emit_ready(run);
+    }
+}
+
+/// The ignore files of one directory of the walk.
+#[derive(Default)]
+struct Level {
+    /// By [`IGNORE_FILES`] index.
+    matchers: [Option<Gitignore>; 2],
+}
+
+/// The walk's state: the run, the part to cover, the ignore rules in force.
+struct Walk<'a> {
+    run: &'a SearchRun,
+    part: &'a SearchPart,
+    /// True when the part is `part.top`'s whole subtree (no range checks).
+    whole: bool,
+    /// Ignore rules of every directory from the mount root down to the
+    /// directory being walked.
+    levels: Vec<Level>,
+}
+
+impl Walk<'_> {
+    /// Loads the ignore rules of the directories above `part.top` and applies
+    /// the skip rules to those between the search root and `part.top`; false
+    /// when `part.top` itself is skipped.
+    fn enter_ancestors(&mut self, sandbox: &Sandbox) -> Result<bool> {
+        let top = &self.part.top;
+        let root = &self.run.spec().root;
+        let mut dir = sandbox.mount().clone();
+        while dir != *top {
+            let fd = sandbox.open_at(&dir, DIR_FLAGS)?;
+            let level = self.load_level(&fd, &dir, |_| true);
+            self.levels.push(level);
+            let rel = top.relative_to(&dir).unwrap_or_default();
+            let next = rel.split('/').next().unwrap_or(rel);
+            dir = dir.join(next)?;
+            if dir.is_within(root) && dir != *root && self.skipped(&dir, true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads the ignore files of `dir` that `present` says exist.
+    fn load_level(&self, fd: &OwnedFd, dir: &VfsPath, present: impl Fn(&str) -> bool) -> Level {
+        let mut level = Level::default();
+        if self.run.spec().include_ignored {
+            return level;
+        }
+        for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
+            if present(name) {
+                *slot = load_ignore_file(self.run, fd, dir, name);
+            }
+        }
+        level
+    }
+
+    /// Applies the hidden, default-ignore and ignore-file rules to `path`,
+    /// counting a skip.
+    fn skipped(&self, path: &VfsPath, is_dir: bool) -> bool {
+        let spec = self.run.spec();
+        match rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored) {
+            Some(Skip::Hidden) => self.run.skipped_hidden(),
+            Some(Skip::Ignored) => self.run.skipped_ignored(),
+            None if self.ignored_by_files(path, is_dir) => self.run.skipped_ignored(),
+            None => return false,
+        }
+        true
+    }
+
+    /// ripgrep's precedence: the deepest `.ignore` match, else the deepest
+    /// `.gitignore` match.
+    fn ignored_by_files(&self, path: &VfsPath, is_dir: bool) -> bool {
+        for kind in 0..IGNORE_FILES.len() {
+            for level in self.levels.iter().rev() {
+                if let Some(m) = &level.matchers[kind] {
+                    match m.matched(path.as_str(), is_dir) {
+                        Match::None => {}
+                        Match::Ignore(_) => return true,
+                        Match::Whitelist(_) => return false,
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// Walks the directory open as `fd` at `path`.
+    fn dir(&mut self, fd: Arc<OwnedFd>, path: &VfsPath, visitor: &mut dyn Visitor) -> Result<()> {
+        let run = self.run;
+        let mut names = Vec::new();
+        for entry in Dir::read_from(&*fd).map_err(|e| errno(path, e))? {
+            let entry = entry.map_err(|e| errno(path, e))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push((name.to_vec(), entry.file_type()));
+            }
+        }
+        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let level = self.load_level(&fd, path, |file| {
+            names
+                .binary_search_by(|n| n.0.as_slice().cmp(file.as_bytes()))
+                .is_ok()
+        });
+        self.levels.push(level);
+        let root = &run.spec().root;
+        for (name, kind) in names {
+            let Some(child) = self.child(path, &name) else {
+                continue;
+            };
+            let kind = match kind {
+                FileType::Unknown => {
+                    match rustix::fs::statat(&*fd, child.name(), AtFlags::SYMLINK_NOFOLLOW) {
+                        Ok(st) => file_type(&st),
+                        Err(e) => {
+                            run.problem(child.as_str(), errno(&child, e));
+                            continue;
+                        }
+                    }
+                }
+                known => known,
+            };
+            let is_dir = kind == FileType::Directory;
+            if !self.whole
+                && !(if is_dir {
+                    self.part.overlaps_dir(&child)
+                } else {
+                    self.part.contains_key(&child.order_key())
+                })
+            {
+                continue;
+            }
+            if !run.visit() {
+                break;
+            }
+            if self.skipped(&child, is_dir) {
+                continue;
+            }
+            let rel = child.relative_to(root).unwrap_or_default();
+            match kind {
+                FileType::Directory => {
+                    let flags = DIR_FLAGS | OFlags::NOFOLLOW;
+                    match rustix::fs::openat(&*fd, child.name(), flags, Mode::empty()) {
+                        Ok(sub) => self.dir(Arc::new(sub), &child, visitor)?,
+                        Err(e) => run.problem(child.as_str(), errno(&child, e)),
+                    }
+                }
+                FileType::RegularFile | FileType::Symlink => {
+                    let rel = rel.to_owned();
+                    visitor.file(run, &fd, child, &rel, kind);
+                }
+                _ => {}
+            }
+        }
+        self.levels.pop();
+        Ok(())
+    }
+
+    /// The logical path of a name found in `dir`, or `None` (reported as a
+    /// problem) when the name cannot be one.
+    fn child(&self, dir: &VfsPath, name: &[u8]) -> Option<VfsPath> {
+        let shown = || format!("{dir}/{}", name.escape_ascii());
+        let checked = std::str::from_utf8(name)
+            .map_err(|_| Error::invalid_path(&shown(), "file name is not valid UTF-8; skipped"))
+            .and_then(|n| check_name(n).map(|()| n))
+            .and_then(|n| dir.join(n));
+        match checked {
+            Ok(path) => Some(path),
+            Err(err) => {
+                self.run.problem(shown(), err);
+                None
+            }
+        }
+    }
+}
+
+/// Reads one ignore file (not following links) into a matcher rooted at
+/// `dir`; unreadable files and bad rules are problems of the run.
+fn load_ignore_file(run: &SearchRun, fd: &OwnedFd, dir: &VfsPath, name: &str) -> Option<Gitignore> {
+    let path = dir.join(name).ok()?;
+    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let mut text = String::new();
+    let read = rustix::fs::openat(fd, name, flags, Mode::empty())
+        .map_err(|e| errno(&path, e))
+        .and_then(|f| {
+            std::fs::File::from(f)
+                .take(MAX_IGNORE_FILE_BYTES)
+                .read_to_string(&mut text)
+                .map_err(|e| Error::io(path.as_str(), e))
+        });
+    match read {
+        Ok(_) => {}
+        Err(Error::NotFound(_)) => return None,
+        Err(err) => {
+            run.problem(path.as_str(), err);
+            return None;
+        }
+    }
+    let mut builder = GitignoreBuilder::new(dir.as_str());
+    for line in text.lines() {
+        if let Err(e) = builder.add_line(None, line) {
+            run.problem(
+                path.as_str(),
+                Error::InvalidArgument(format!("ignore rule {line:?} skipped: {e}")),
+            );
+        }
+    }
+    match builder.build() {
+        Ok(matcher) => Some(matcher),
+        Err(e) => {
+            run.problem(path.as_str(), Error::InvalidArgument(e.to_string()));
+            None
+        }
+    }
+}

@@ -1,0 +1,427 @@
+//! Grep and Glob over real directories through gRPC: ignore and hidden rules
+//! with their counts, binary and size limits, context, path order across the
+//! parallel workers, budgets, cancellation, back-pressure and early first
+//! batches.
+
+use crate::util::{Server, assert_error, glob_all, grep_all, write};
+use agentvfs::pb::{self, AbortedReason};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+fn serve(root: &Path) -> Server {
+    Server::start_with(None, &["--root", root.to_str().unwrap()])
+}
+
+fn put(root: &Path, rel: &str, content: impl AsRef<[u8]>) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, content).unwrap();
+}
+
+fn glob(pattern: &str) -> pb::GlobRequest {
+    pb::GlobRequest {
+        pattern: pattern.into(),
+        path: "/workspace".into(),
+        ..Default::default()
+    }
+}
+
+fn grep(pattern: &str) -> pb::GrepRequest {
+    pb::GrepRequest {
+        pattern: pattern.into(),
+        path: "/workspace".into(),
+        ..Default::default()
+    }
+}
+
+/// A tree exercising every skip rule: hidden names, seed 003's default list,
+/// `.gitignore` with a negation, and a deeper `.ignore` that beats a deeper
+/// `.gitignore` negation (ripgrep's precedence).
+fn rules_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    put(r, ".gitignore", "*.log\nbuild-out/\n!keep.log\n");
+    put(r, ".env", "x\n");
+    put(r, ".hidden/y.rs", "x\n");
+    put(r, "a.log", "x\n");
+    put(r, "keep.log", "x\n");
+    put(r, "build-out/z.rs", "x\n");
+    put(r, "node_modules/m.rs", "x\n");
+    put(r, "src/x.rs", "x\n");
+    put(r, "sub/.ignore", "*.rs\n");
+    put(r, "sub/.gitignore", "!q.rs\n");
+    put(r, "sub/q.rs", "x\n");
+    put(r, "sub/r.txt", "x\n");
+    dir
+}
+
+/// By default hidden entries and ignored entries are skipped and counted
+/// separately; every skip is visible in the summary.
+#[tokio::test]
+async fn ignore_and_hidden_rules_skip_and_count() {
+    let dir = rules_tree();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (paths, s) = glob_all(&mut fs, glob("**/*")).await.unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/workspace/keep.log",
+            "/workspace/src/x.rs",
+            "/workspace/sub/r.txt"
+        ]
+    );
+    assert_eq!(s.skipped_hidden, 5, "{s:?}");
+    assert_eq!(s.skipped_ignored, 4, "{s:?}");
+    let (matches, s) = grep_all(&mut fs, grep("x")).await.unwrap();
+    assert_eq!(matches.len(), 3);
+    assert_eq!((s.skipped_hidden, s.skipped_ignored), (5, 4));
+}
+
+/// include_hidden walks hidden entries but still applies ignore rules.
+#[tokio::test]
+async fn include_hidden_walks_hidden_entries() {
+    let dir = rules_tree();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = glob("**/*");
+    req.include_hidden = true;
+    let (paths, s) = glob_all(&mut fs, req).await.unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/workspace/.env",
+            "/workspace/.gitignore",
+            "/workspace/.hidden/y.rs",
+            "/workspace/keep.log",
+            "/workspace/src/x.rs",
+            "/workspace/sub/.gitignore",
+            "/workspace/sub/.ignore",
+            "/workspace/sub/r.txt"
+        ]
+    );
+    assert_eq!((s.skipped_hidden, s.skipped_ignored), (0, 4));
+}
+
+/// include_ignored walks ignored entries (ignore files and the default list)
+/// but still skips hidden ones.
+#[tokio::test]
+async fn include_ignored_walks_ignored_entries() {
+    let dir = rules_tree();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = glob("**/*.{rs,log}");
+    req.include_ignored = true;
+    let (paths, s) = glob_all(&mut fs, req).await.unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/workspace/a.log",
+            "/workspace/build-out/z.rs",
+            "/workspace/keep.log",
+            "/workspace/node_modules/m.rs",
+            "/workspace/src/x.rs",
+            "/workspace/sub/q.rs"
+        ]
+    );
+    assert_eq!((s.skipped_hidden, s.skipped_ignored), (5, 0));
+}
+
+/// Ignore files above the search root still apply when searching a subtree.
+#[tokio::test]
+async fn ignore_files_above_the_search_root_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), ".gitignore", "secret.txt\n");
+    put(dir.path(), "a/b/secret.txt", "needle\n");
+    put(dir.path(), "a/b/open.txt", "needle\n");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = grep("needle");
+    req.path = "/workspace/a/b".into();
+    let (matches, s) = grep_all(&mut fs, req).await.unwrap();
+    let paths: Vec<_> = matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(paths, ["/workspace/a/b/open.txt"]);
+    assert_eq!(s.skipped_ignored, 1);
+}
+
+/// Glob semantics of seed 003: `*` stays in one directory, `**/x` matches at
+/// depth zero, patterns are relative to the search path.
+#[tokio::test]
+async fn glob_semantics_on_real_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "main.rs", "");
+    put(dir.path(), "src/lib.rs", "");
+    put(dir.path(), "src/deep/mod.rs", "");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (paths, _) = glob_all(&mut fs, glob("*.rs")).await.unwrap();
+    assert_eq!(paths, ["/workspace/main.rs"]);
+    let (paths, _) = glob_all(&mut fs, glob("**/*.rs")).await.unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/workspace/main.rs",
+            "/workspace/src/deep/mod.rs",
+            "/workspace/src/lib.rs"
+        ]
+    );
+    let mut req = glob("*.rs");
+    req.path = "/workspace/src".into();
+    let (paths, _) = glob_all(&mut fs, req).await.unwrap();
+    assert_eq!(paths, ["/workspace/src/lib.rs"]);
+}
+
+/// Binary files and files over the size limit are skipped and counted, never
+/// searched.
+#[tokio::test]
+async fn binary_and_oversized_files_are_skipped_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "text.txt", "needle\n");
+    put(dir.path(), "blob.bin", b"needle\0\x01\x02needle\n");
+    let big = std::fs::File::create(dir.path().join("huge.txt")).unwrap();
+    // Sparse: the size check happens before any byte is read.
+    big.set_len(agentvfs::search::DEFAULT_MAX_GREP_FILE_BYTES + 1)
+        .unwrap();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (matches, s) = grep_all(&mut fs, grep("needle")).await.unwrap();
+    let paths: Vec<_> = matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(paths, ["/workspace/text.txt"]);
+    assert_eq!((s.skipped_binary, s.skipped_too_large), (1, 1), "{s:?}");
+    assert_eq!(s.files_searched, 1);
+}
+
+/// Literal, case-insensitive, glob filter, context lines, per-file limit and
+/// a single file as the search root.
+#[tokio::test]
+async fn grep_options_on_real_files() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a.rs", "one\nTwo a.b\nthree\nfour\ntwo x\n");
+    put(dir.path(), "b.txt", "two\n");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = grep("two");
+    req.case_insensitive = true;
+    req.glob = "*.rs".into();
+    req.before_context = 1;
+    req.after_context = 1;
+    let (matches, _) = grep_all(&mut fs, req).await.unwrap();
+    let got: Vec<_> = matches
+        .iter()
+        .map(|m| (m.line_number, m.is_context, m.r#match.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (1, true, ""),
+            (2, false, "Two"),
+            (3, true, ""),
+            (4, true, ""),
+            (5, false, "two")
+        ]
+    );
+    let mut req = grep("a.b");
+    req.literal = true;
+    req.path = "/workspace/a.rs".into();
+    let (matches, _) = grep_all(&mut fs, req).await.unwrap();
+    assert_eq!(matches.len(), 1);
+    let mut req = grep("(?i)two");
+    req.max_count_per_file = 1;
+    let (matches, _) = grep_all(&mut fs, req).await.unwrap();
+    let got: Vec<_> = matches
+        .iter()
+        .map(|m| (m.path.as_str(), m.line_number))
+        .collect();
+    assert_eq!(got, [("/workspace/a.rs", 2), ("/workspace/b.txt", 1)]);
+}
+
+/// Results of many files searched in parallel come out in path order
+/// (segment by segment), each file's lines in line order.
+#[tokio::test]
+async fn parallel_grep_emits_in_path_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    for d in ["a", "a-b", "a.b", "b"] {
+        for i in 0..150 {
+            // Files of very different sizes finish out of order.
+            let filler = "filler line\n".repeat(if i % 7 == 0 { 20_000 } else { 1 });
+            put(
+                dir.path(),
+                &format!("{d}/f{i:03}.txt"),
+                format!("hit 1\n{filler}hit 2\n"),
+            );
+            let lines = 2 + filler.lines().count() as u64;
+            expected.push((format!("/workspace/{d}/f{i:03}.txt"), 1));
+            expected.push((format!("/workspace/{d}/f{i:03}.txt"), lines));
+        }
+    }
+    put(dir.path(), "a/z/deeper.txt", "hit\n");
+    expected.insert(300, ("/workspace/a/z/deeper.txt".into(), 1));
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (matches, s) = grep_all(&mut fs, grep("^hit")).await.unwrap();
+    let got: Vec<_> = matches
+        .into_iter()
+        .map(|m| (m.path, m.line_number))
+        .collect();
+    assert_eq!(got, expected);
+    assert_eq!(s.matched_files, 601);
+}
+
+/// Search from `/` spans the State tier and the /workspace mount as one
+/// path-ordered stream.
+#[tokio::test]
+async fn search_from_root_spans_state_and_filesystem_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "w.txt", "needle\n");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    write(&mut fs, "/a.txt", "needle\n").await;
+    write(&mut fs, "/z.txt", "needle\n").await;
+    let mut req = grep("needle");
+    req.path = "/".into();
+    let (matches, _) = grep_all(&mut fs, req).await.unwrap();
+    let paths: Vec<_> = matches.iter().map(|m| m.path.as_str()).collect();
+    assert_eq!(paths, ["/a.txt", "/workspace/w.txt", "/z.txt"]);
+}
+
+/// A tree of `n` files, each with `lines` matching lines.
+fn wide_tree(files: usize, lines: usize) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let body = "match me please, a line of moderate length\n".repeat(lines);
+    for i in 0..files {
+        put(dir.path(), &format!("d{:02}/f{i:05}.txt", i % 50), &body);
+    }
+    dir
+}
+
+/// max_visited, max_results and the time budget each stop the search and
+/// say so in the summary; a budget spent before any result is TIMEOUT.
+#[tokio::test]
+async fn budgets_stop_the_search_and_are_reported() {
+    let dir = wide_tree(400, 3);
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = grep("match");
+    req.max_visited = 30;
+    let (_, s) = grep_all(&mut fs, req).await.unwrap();
+    assert_eq!(s.aborted_reason(), AbortedReason::CountLimit);
+    assert_eq!(s.visited, 30);
+    let mut req = grep("match");
+    req.max_results = 7;
+    let (matches, s) = grep_all(&mut fs, req).await.unwrap();
+    assert_eq!(matches.len(), 7);
+    assert_eq!(s.aborted_reason(), AbortedReason::Limit);
+    let mut req = glob("**/*.txt");
+    req.max_results = 5;
+    let (paths, s) = glob_all(&mut fs, req).await.unwrap();
+    assert_eq!(paths.len(), 5);
+    assert_eq!(s.aborted_reason(), AbortedReason::Limit);
+    let mut req = grep("no such text anywhere");
+    req.max_visited = 10;
+    let err = grep_all(&mut fs, req).await.unwrap_err();
+    assert_error(&err, Code::DeadlineExceeded, "TIMEOUT");
+}
+
+/// The time budget stops a long search.
+#[tokio::test]
+async fn time_budget_stops_a_long_search() {
+    let dir = wide_tree(2000, 200);
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let mut req = grep("match");
+    req.max_duration_ms = 1;
+    let started = Instant::now();
+    match grep_all(&mut fs, req).await {
+        Ok((_, s)) => assert_eq!(s.aborted_reason(), AbortedReason::TimeLimit),
+        Err(err) => assert_error(&err, Code::DeadlineExceeded, "TIMEOUT"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// VmRSS of a process in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A client that stops reading holds the search back: server memory stays
+/// bounded far below the output's size; dropping the stream then cancels the
+/// search within moments.
+#[tokio::test]
+async fn slow_reader_back_pressure_bounds_memory_and_cancel_stops_work() {
+    // 400 files × 4000 lines × ~45 bytes: ~70 MB of matches to send.
+    let dir = wide_tree(400, 4000);
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let before = rss_kib(server.pid());
+    let mut req = grep("match");
+    req.max_duration_ms = 60_000;
+    let mut stream = fs.grep(req).await.unwrap().into_inner();
+    let first = stream.message().await.unwrap().unwrap();
+    assert!(matches!(
+        first.result,
+        Some(pb::grep_response::Result::Batch(_))
+    ));
+    // Let the producer run into the full channel and window.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let grown_kib = rss_kib(server.pid()).saturating_sub(before);
+    assert!(
+        grown_kib < 40 * 1024,
+        "server grew by {grown_kib} KiB while the client was not reading"
+    );
+    let dropped = Instant::now();
+    drop(stream);
+    assert!(
+        server
+            .wait_for_log("cancelled", Duration::from_secs(5))
+            .await,
+        "search did not stop after the client left"
+    );
+    assert!(
+        dropped.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        dropped.elapsed()
+    );
+}
+
+/// The first batch arrives long before a big search ends.
+#[tokio::test]
+async fn first_batch_arrives_before_the_search_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a/first.txt", "needle\n");
+    let filler = "nothing to see on this line at all\n".repeat(3000);
+    for i in 0..1500 {
+        put(dir.path(), &format!("b/{:02}/f{i}.txt", i % 30), &filler);
+    }
+    put(dir.path(), "c/last.txt", "needle\n");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let started = Instant::now();
+    // No literal to prefilter on: the regex engine reads every byte, so the
+    // search lasts long enough to tell early streaming from a final flush.
+    let pattern = "needle|[a-z]{3}[0-9]{2}[a-z]q";
+    let mut stream = fs.grep(grep(pattern)).await.unwrap().into_inner();
+    let mut first = None;
+    let mut total = 0;
+    while let Some(msg) = stream.message().await.unwrap() {
+        match msg.result.unwrap() {
+            pb::grep_response::Result::Batch(b) => {
+                first.get_or_insert(started.elapsed());
+                total += b.matches.len();
+            }
+            pb::grep_response::Result::Summary(s) => {
+                assert_eq!(s.matched, 2);
+            }
+        }
+    }
+    let end = started.elapsed();
+    let first = first.expect("a batch");
+    assert_eq!(total, 2);
+    assert!(
+        first * 3 < end,
+        "first batch at {first:?}, search ended at {end:?}"
+    );
+}
