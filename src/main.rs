@@ -76,35 +76,29 @@ fn load(args: &ServeArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(cause = %err, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
+/// Resolves on SIGINT or SIGTERM. The handlers are installed when this is
+/// called, not when first polled, so a signal sent as soon as the server
+/// announces its address is never missed.
+fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
         }
-    };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sig) => {
-                sig.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(cause = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
-    tracing::info!("shutting down");
+        tracing::info!("shutting down");
+    })
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
     let app = startup::build_app(&config)?;
+    let shutdown = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -113,7 +107,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         "agentvfs listening on {}",
         listener.local_addr().map_err(|e| e.to_string())?
     );
-    agentvfs::server::serve(listener, app, shutdown_signal())
+    agentvfs::server::serve(listener, app, shutdown)
         .await
         .map_err(|e| e.to_string())
 }

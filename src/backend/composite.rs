@@ -35,6 +35,9 @@ pub struct Mount {
 pub struct CompositeBackend {
     /// Sorted by path order, so child mounts come out in path order.
     mounts: Vec<Mount>,
+    /// When the table was built: the time shown for mount points and the
+    /// directories leading to them, which no tier stores.
+    built: SystemTime,
 }
 
 impl CompositeBackend {
@@ -47,7 +50,10 @@ impl CompositeBackend {
                 w[0].prefix
             )));
         }
-        Ok(CompositeBackend { mounts })
+        Ok(CompositeBackend {
+            mounts,
+            built: SystemTime::now(),
+        })
     }
 
     /// The mounts, in path order.
@@ -203,7 +209,7 @@ impl Backend for CompositeBackend {
             }
             let child = dir.join(rel.split('/').next().unwrap_or(rel))?;
             entries.retain(|e| e.path != child);
-            entries.push(Entry::directory(child, SystemTime::UNIX_EPOCH));
+            entries.push(Entry::directory(child, self.built));
         }
         entries.sort_by_key(|e| e.path.order_key());
         entries.dedup_by(|a, b| a.path == b.path);
@@ -213,7 +219,7 @@ impl Backend for CompositeBackend {
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
         match self.route(path).and_then(|b| b.stat(scope, path)) {
             Err(Error::NotFound(_)) if self.holds_mounts(path) => {
-                Ok(Entry::directory(path.clone(), SystemTime::UNIX_EPOCH))
+                Ok(Entry::directory(path.clone(), self.built))
             }
             other => other,
         }

@@ -67,6 +67,8 @@ struct Session {
 /// The in-memory, per-session tier.
 pub struct StateBackend {
     mount: VfsPath,
+    /// Shown as the time of the (possibly empty) mount root.
+    created: SystemTime,
     limits: StateLimits,
     /// Keyed by (namespace, session): principals of different namespaces
     /// never share scratch files, even under one session name.
@@ -89,6 +91,7 @@ impl StateBackend {
     pub fn new(mount: VfsPath, limits: StateLimits) -> StateBackend {
         StateBackend {
             mount,
+            created: SystemTime::now(),
             limits,
             sessions: Mutex::new(HashMap::new()),
             last_sweep: Mutex::new(Instant::now()),
@@ -177,9 +180,7 @@ impl StateBackend {
         let (start, end) = subtree_range(path);
         match files.range(start..end).next() {
             Some((_, first)) => Ok(Entry::directory(path.clone(), first.modified)),
-            None if *path == self.mount => {
-                Ok(Entry::directory(path.clone(), SystemTime::UNIX_EPOCH))
-            }
+            None if *path == self.mount => Ok(Entry::directory(path.clone(), self.created)),
             None => Err(Error::NotFound(path.to_string())),
         }
     }
