@@ -33,6 +33,8 @@ pub struct App {
     pub auth: Arc<Auth>,
     /// Largest file accepted by writes.
     pub max_file_bytes: u64,
+    /// The Tools service's root and output budget.
+    pub tools: crate::config::ToolsConfig,
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -50,8 +52,12 @@ pub async fn serve(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let reflection_v1 = reflection().build_v1().expect("embedded descriptor sets are valid");
-    let reflection_v1alpha = reflection().build_v1alpha().expect("embedded descriptor sets are valid");
+    let reflection_v1 = reflection()
+        .build_v1()
+        .expect("embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .expect("embedded descriptor sets are valid");
 
     // A message may carry a whole file (Write, Read), numbered Read output
     // roughly doubles it.
