@@ -7,10 +7,12 @@ mod caller;
 mod convert;
 mod filesystem;
 mod search_stream;
+mod tools;
 
 pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, check_scope_name, identify};
 pub use filesystem::FilesystemService;
 pub use search_stream::{blocking, start as start_search};
+pub use tools::ToolsService;
 
 use crate::auth::Auth;
 use crate::backend::Backend;
@@ -73,6 +75,16 @@ pub async fn serve(
     health
         .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
         .await;
+    let tools = pb::tools_server::ToolsServer::new(ToolsService::new(crate::tools::Tools::new(
+        app.backend.clone(),
+        app.tools.clone(),
+        app.max_file_bytes,
+    )))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
+    health
+        .set_serving::<pb::tools_server::ToolsServer<ToolsService>>()
+        .await;
     health
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
@@ -83,7 +95,8 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(filesystem, intercept))
+        .add_service(InterceptedService::new(filesystem, intercept.clone()))
+        .add_service(InterceptedService::new(tools, intercept))
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
 }
