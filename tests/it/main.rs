@@ -4,9 +4,11 @@
 //! Modules by topic:
 //! - `server`: health, reflection, startup and shutdown;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
-//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation.
+//! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
+//! - `tools`: the LLM tools' envelopes, golden texts and an agent loop.
 
 mod files;
 mod search;
 mod server;
+mod tools;
 mod util;
