@@ -137,6 +137,29 @@ impl Agent {
         env["error"]["message"].as_str().unwrap().to_owned()
     }
 
+    /// [`Agent::expect_error`] for each `(args, code, message)`.
+    async fn expect_errors(&mut self, name: &str, cases: &[(Value, &str, &str)]) {
+        for (args, code, message) in cases {
+            self.expect_error(name, args.clone(), code, message).await;
+        }
+    }
+
+    /// Calls, expects an error with `code` and exactly `message`.
+    async fn expect_error(
+        &mut self,
+        name: &str,
+        args: Value,
+        code: &str,
+        message: impl AsRef<str>,
+    ) {
+        let context = format!("{name} {args}");
+        assert_eq!(
+            self.error(name, args, code).await,
+            message.as_ref(),
+            "{context}"
+        );
+    }
+
     async fn version(&mut self, path: &str) -> u64 {
         let env = self.call("Read", json!({"path": path})).await;
         env["stats"]["version"]
@@ -289,52 +312,47 @@ async fn ls_paginates_with_truncated_note_and_next_offset() {
 async fn ls_errors_use_seed_codes_and_messages() {
     let (server, mut agent) = start().await;
     ls_fixture(&server).await;
-    assert_eq!(
-        agent
-            .error("LS", json!({"path": "nope"}), "NOT_FOUND")
-            .await,
-        "Path 'nope' does not exist."
-    );
-    assert_eq!(
-        agent
-            .error("LS", json!({"path": "ls/b.txt"}), "INVALID_PARAM")
-            .await,
-        "'ls/b.txt' is a file, not a directory. Use 'Read' tool to view its content."
-    );
-    assert_eq!(
-        agent
-            .error("LS", json!({"path": "../etc"}), "ACCESS_DENIED")
-            .await,
-        "Access denied. Path must be within the project root."
-    );
-    assert_eq!(
-        agent
-            .error("LS", json!({"limit": "ten"}), "INVALID_PARAM")
-            .await,
-        "offset/limit/ignore must be valid types."
-    );
-    assert_eq!(
-        agent
-            .error("LS", json!({"ignore": "*.log"}), "INVALID_PARAM")
-            .await,
-        "offset/limit/ignore must be valid types."
-    );
+    agent
+        .expect_errors(
+            "LS",
+            &[
+                (
+                    json!({"path": "nope"}),
+                    "NOT_FOUND",
+                    "Path 'nope' does not exist.",
+                ),
+                (
+                    json!({"path": "ls/b.txt"}),
+                    "INVALID_PARAM",
+                    "'ls/b.txt' is a file, not a directory. Use 'Read' tool to view its content.",
+                ),
+                (
+                    json!({"path": "../etc"}),
+                    "ACCESS_DENIED",
+                    "Access denied. Path must be within the project root.",
+                ),
+                (
+                    json!({"limit": "ten"}),
+                    "INVALID_PARAM",
+                    "offset/limit/ignore must be valid types.",
+                ),
+                (
+                    json!({"ignore": "*.log"}),
+                    "INVALID_PARAM",
+                    "offset/limit/ignore must be valid types.",
+                ),
+            ],
+        )
+        .await;
     assert!(
         agent
             .error("LS", json!({"limit": 500}), "INVALID_PARAM")
             .await
             .starts_with("offset/limit/ignore must be valid types. limit must be an integer between 1 and 200")
     );
-    assert_eq!(
-        agent
-            .error(
-                "LS",
-                json!({"path": ".", "recursive": true}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "Unknown parameter 'recursive' for LS. Valid parameters: path, offset, limit, include_hidden, ignore."
-    );
+    agent
+        .expect_error("LS", json!({"path": ".", "recursive": true}), "INVALID_PARAM", "Unknown parameter 'recursive' for LS. Valid parameters: path, offset, limit, include_hidden, ignore.")
+        .await;
 }
 
 async fn glob_fixture(server: &Server) {
@@ -428,54 +446,46 @@ async fn glob_limit_truncates_as_partial() {
 async fn glob_errors_use_seed_codes_and_messages() {
     let (server, mut agent) = start().await;
     glob_fixture(&server).await;
-    assert_eq!(
-        agent
-            .error("Glob", json!({"path": "g"}), "INVALID_PARAM")
-            .await,
-        "Missing required parameter 'pattern'."
-    );
+    agent
+        .expect_error(
+            "Glob",
+            json!({"path": "g"}),
+            "INVALID_PARAM",
+            "Missing required parameter 'pattern'.",
+        )
+        .await;
     for limit in [json!(0), json!(201), json!("5")] {
-        assert_eq!(
-            agent
-                .error(
-                    "Glob",
-                    json!({"pattern": "*", "limit": limit}),
-                    "INVALID_PARAM"
-                )
-                .await,
-            "limit must be an integer between 1 and 200."
-        );
+        agent
+            .expect_error(
+                "Glob",
+                json!({"pattern": "*", "limit": limit}),
+                "INVALID_PARAM",
+                "limit must be an integer between 1 and 200.",
+            )
+            .await;
     }
-    assert_eq!(
-        agent
-            .error(
-                "Glob",
-                json!({"pattern": "*", "path": "missing"}),
-                "NOT_FOUND"
-            )
-            .await,
-        "Search root 'missing' does not exist."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Glob",
-                json!({"pattern": "*", "path": "g/top.py"}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "Search root 'g/top.py' is not a directory."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Glob",
-                json!({"pattern": "*", "path": "/../x"}),
-                "ACCESS_DENIED"
-            )
-            .await,
-        "Access denied. Path must be within project root."
-    );
+    agent
+        .expect_errors(
+            "Glob",
+            &[
+                (
+                    json!({"pattern": "*", "path": "missing"}),
+                    "NOT_FOUND",
+                    "Search root 'missing' does not exist.",
+                ),
+                (
+                    json!({"pattern": "*", "path": "g/top.py"}),
+                    "INVALID_PARAM",
+                    "Search root 'g/top.py' is not a directory.",
+                ),
+                (
+                    json!({"pattern": "*", "path": "/../x"}),
+                    "ACCESS_DENIED",
+                    "Access denied. Path must be within project root.",
+                ),
+            ],
+        )
+        .await;
 }
 
 /// Grep sorts by modification time (newest first), renders seed 000's three
@@ -575,32 +585,28 @@ async fn grep_errors_and_no_match_text() {
             .await
             .starts_with("Invalid regex pattern: ")
     );
-    assert_eq!(
-        agent
-            .error(
-                "Grep",
-                json!({"pattern": "a", "output_mode": "lines"}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "output_mode must be one of files_with_matches, content, count; got 'lines'."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Grep",
-                json!({"pattern": "a", "limit": 1001}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "limit must be an integer between 1 and 1000."
-    );
-    assert_eq!(
-        agent
-            .error("Grep", json!({"pattern": "a", "path": "nope"}), "NOT_FOUND")
-            .await,
-        "Path 'nope' does not exist."
-    );
+    agent
+        .expect_errors(
+            "Grep",
+            &[
+                (
+                    json!({"pattern": "a", "output_mode": "lines"}),
+                    "INVALID_PARAM",
+                    "output_mode must be one of files_with_matches, content, count; got 'lines'.",
+                ),
+                (
+                    json!({"pattern": "a", "limit": 1001}),
+                    "INVALID_PARAM",
+                    "limit must be an integer between 1 and 1000.",
+                ),
+                (
+                    json!({"pattern": "a", "path": "nope"}),
+                    "NOT_FOUND",
+                    "Path 'nope' does not exist.",
+                ),
+            ],
+        )
+        .await;
 }
 
 /// Read numbers lines, pages with a Truncated note, and reports the version.
@@ -652,54 +658,43 @@ async fn read_errors_and_lossy_text() {
     let mut fs = server.fs().await;
     write(&mut fs, "/d/doc.txt", "a\nb\n").await;
     write(&mut fs, "/bin.dat", "MZ\0\0\u{1}").await;
-    assert_eq!(
-        agent
-            .error("Read", json!({"path": "d/none.txt"}), "NOT_FOUND")
-            .await,
-        "File 'd/none.txt' does not exist."
-    );
-    assert_eq!(
-        agent
-            .error("Read", json!({"path": "d"}), "IS_DIRECTORY")
-            .await,
-        "Path 'd' is a directory. Use LS to explore it."
-    );
-    assert_eq!(
-        agent
-            .error("Read", json!({"path": "bin.dat"}), "BINARY_FILE")
-            .await,
-        "File 'bin.dat' appears to be binary. Cannot read as text."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Read",
-                json!({"path": "d/doc.txt", "start_line": 5}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "start_line (5) exceeds file length (2 lines). Valid range: 1 to 2."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Read",
-                json!({"path": "d/doc.txt", "limit": 2001}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "limit must be an integer between 1 and 2000."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Read",
-                json!({"path": "d/doc.txt", "start_line": 0}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "start_line must be an integer >= 1."
-    );
+    agent
+        .expect_errors(
+            "Read",
+            &[
+                (
+                    json!({"path": "d/none.txt"}),
+                    "NOT_FOUND",
+                    "File 'd/none.txt' does not exist.",
+                ),
+                (
+                    json!({"path": "d"}),
+                    "IS_DIRECTORY",
+                    "Path 'd' is a directory. Use LS to explore it.",
+                ),
+                (
+                    json!({"path": "bin.dat"}),
+                    "BINARY_FILE",
+                    "File 'bin.dat' appears to be binary. Cannot read as text.",
+                ),
+                (
+                    json!({"path": "d/doc.txt", "start_line": 5}),
+                    "INVALID_PARAM",
+                    "start_line (5) exceeds file length (2 lines). Valid range: 1 to 2.",
+                ),
+                (
+                    json!({"path": "d/doc.txt", "limit": 2001}),
+                    "INVALID_PARAM",
+                    "limit must be an integer between 1 and 2000.",
+                ),
+                (
+                    json!({"path": "d/doc.txt", "start_line": 0}),
+                    "INVALID_PARAM",
+                    "start_line must be an integer >= 1.",
+                ),
+            ],
+        )
+        .await;
     let chunks = vec![
         pb::WriteBytesRequest {
             kind: Some(pb::write_bytes_request::Kind::Header(
@@ -741,16 +736,9 @@ async fn write_creates_and_overwrites_only_the_version_read() {
         "--- a/w/new.txt\n+++ b/w/new.txt\n@@ -0,0 +1,2 @@\n+a\n+b"
     );
     let created = env["stats"]["version"].as_u64().unwrap();
-    assert_eq!(
-        agent
-            .error(
-                "Write",
-                json!({"path": "w/new.txt", "content": "x\n"}),
-                "CONFLICT"
-            )
-            .await,
-        "File 'w/new.txt' already exists. Read it first and pass the version from Read's stats as expected_version to overwrite it."
-    );
+    agent
+        .expect_error("Write", json!({"path": "w/new.txt", "content": "x\n"}), "CONFLICT", "File 'w/new.txt' already exists. Read it first and pass the version from Read's stats as expected_version to overwrite it.")
+        .await;
     let dry = agent
         .text("Write", json!({"path": "w/new.txt", "content": "a\nc\n", "expected_version": created, "dry_run": true}), "success")
         .await;
@@ -778,18 +766,11 @@ async fn write_creates_and_overwrites_only_the_version_read() {
     assert_eq!(updated["data"]["operation"], "update");
     let now = updated["stats"]["version"].as_u64().unwrap();
     assert!(now > created);
-    assert_eq!(
-        agent
-            .error(
-                "Write",
-                json!({"path": "w/new.txt", "content": "z\n", "expected_version": created}),
-                "CONFLICT"
-            )
-            .await,
-        format!(
+    agent
+        .expect_error("Write", json!({"path": "w/new.txt", "content": "z\n", "expected_version": created}), "CONFLICT", format!(
             "File has been modified since you read it (you read version {created}, it is now version {now}). Read 'w/new.txt' again and retry with the version from Read's stats."
-        )
-    );
+        ))
+        .await;
     assert_eq!(
         agent
             .text(
@@ -800,22 +781,23 @@ async fn write_creates_and_overwrites_only_the_version_read() {
             .await,
         "[Dry Run] Would create 'w/x.txt' (0 lines, 0 bytes)."
     );
-    assert_eq!(
-        agent
-            .error(
-                "Write",
-                json!({"path": "w", "content": "x", "expected_version": 0}),
-                "IS_DIRECTORY"
-            )
-            .await,
-        "Path 'w' is a directory. Use LS to explore it; write to a file path."
-    );
-    assert_eq!(
-        agent
-            .error("Write", json!({"path": "w/y.txt"}), "INVALID_PARAM")
-            .await,
-        "Missing required parameter 'content'."
-    );
+    agent
+        .expect_errors(
+            "Write",
+            &[
+                (
+                    json!({"path": "w", "content": "x", "expected_version": 0}),
+                    "IS_DIRECTORY",
+                    "Path 'w' is a directory. Use LS to explore it; write to a file path.",
+                ),
+                (
+                    json!({"path": "w/y.txt"}),
+                    "INVALID_PARAM",
+                    "Missing required parameter 'content'.",
+                ),
+            ],
+        )
+        .await;
 }
 
 /// Edit replaces a unique string, shows the diff and the new version; a
@@ -841,10 +823,9 @@ async fn edit_replaces_and_keeps_crlf() {
     );
     assert_eq!(env["data"]["replacements"], 1);
     let v2 = env["stats"]["version"].as_u64().unwrap();
-    assert_eq!(
-        agent.error("Edit", json!({"path": "e/main.rs", "old_string": "x = 2", "new_string": "x = 3", "expected_version": v}), "CONFLICT").await,
-        format!("File has been modified since you read it (you read version {v}, it is now version {v2}). Read 'e/main.rs' again and retry with the version from Read's stats.")
-    );
+    agent
+        .expect_error("Edit", json!({"path": "e/main.rs", "old_string": "x = 2", "new_string": "x = 3", "expected_version": v}), "CONFLICT", format!("File has been modified since you read it (you read version {v}, it is now version {v2}). Read 'e/main.rs' again and retry with the version from Read's stats."))
+        .await;
 
     write(&mut fs, "/e/win.txt", "one\r\ntwo\r\nthree\r\n").await;
     let v = agent.version("e/win.txt").await;
@@ -884,30 +865,20 @@ async fn edit_explains_what_differs_when_old_string_is_missing() {
             .extend(extra.as_object().unwrap().clone());
         args
     };
-    assert_eq!(
-        agent
-            .error(
-                "Edit",
-                edit("\tprintln!(\"{x}\");\n}", json!({})),
-                "INVALID_PARAM"
-            )
-            .await,
-        "old_string not found in file. It differs only in indentation (leading whitespace: check spaces vs tabs and depth).\n\
+    agent
+        .expect_error("Edit", edit("\tprintln!(\"{x}\");\n}", json!({})), "INVALID_PARAM", "old_string not found in file. It differs only in indentation (leading whitespace: check spaces vs tabs and depth).\n\
          Closest match (lines 3-4, 88% similar):\n     3\t    println!(\"{x}\");\n     4\t}\n\
-         Copy old_string exactly from the file (whitespace and indentation included, without the line-number prefix) and retry."
-    );
+         Copy old_string exactly from the file (whitespace and indentation included, without the line-number prefix) and retry.")
+        .await;
     assert!(
         agent
             .error("Edit", edit("    let z = 1;", json!({})), "INVALID_PARAM")
             .await
             .starts_with("old_string not found in file. First difference at line 1, column 9 of old_string: old_string has \"z\" where the file has \"x\".\nClosest match (line 2, ")
     );
-    assert_eq!(
-        agent
-            .error("Edit", edit("let x = 1;", json!({})), "INVALID_PARAM")
-            .await,
-        "old_string matches 2 times in file. It must be unique. Include more surrounding context (2-5 lines) to make it unique, or set replace_all to replace every occurrence. Matches start at lines 2, 5."
-    );
+    agent
+        .expect_error("Edit", edit("let x = 1;", json!({})), "INVALID_PARAM", "old_string matches 2 times in file. It must be unique. Include more surrounding context (2-5 lines) to make it unique, or set replace_all to replace every occurrence. Matches start at lines 2, 5.")
+        .await;
     let all = agent
         .call(
             "Edit",
@@ -923,32 +894,29 @@ async fn edit_explains_what_differs_when_old_string_is_missing() {
             .starts_with("[Dry Run] Would edit 'e/main.rs' (+2/-2 lines, ")
     );
     assert_eq!(agent.version("e/main.rs").await, v, "dry run wrote nothing");
-    assert_eq!(
-        agent
-            .error("Edit", edit("", json!({})), "INVALID_PARAM")
-            .await,
-        "old_string must not be empty. To create a file use Write."
-    );
-    assert_eq!(
-        agent
-            .error("Edit", edit("y", json!({})), "INVALID_PARAM")
-            .await,
-        "No changes to make: old_string and new_string are exactly the same."
-    );
-    assert_eq!(
-        agent
-            .error(
-                "Edit",
-                json!({"path": "e/main.rs", "old_string": "a", "new_string": "b"}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "Missing required parameter 'expected_version'. Read 'e/main.rs' first and pass the version from Read's stats."
-    );
-    assert_eq!(
-        agent.error("Edit", json!({"path": "e/none.rs", "old_string": "a", "new_string": "b", "expected_version": 1}), "NOT_FOUND").await,
-        "File 'e/none.rs' does not exist. Use Write to create it."
-    );
+    agent
+        .expect_errors(
+            "Edit",
+            &[
+                (
+                    edit("", json!({})),
+                    "INVALID_PARAM",
+                    "old_string must not be empty. To create a file use Write.",
+                ),
+                (
+                    edit("y", json!({})),
+                    "INVALID_PARAM",
+                    "No changes to make: old_string and new_string are exactly the same.",
+                ),
+            ],
+        )
+        .await;
+    agent
+        .expect_error("Edit", json!({"path": "e/main.rs", "old_string": "a", "new_string": "b"}), "INVALID_PARAM", "Missing required parameter 'expected_version'. Read 'e/main.rs' first and pass the version from Read's stats.")
+        .await;
+    agent
+        .expect_error("Edit", json!({"path": "e/none.rs", "old_string": "a", "new_string": "b", "expected_version": 1}), "NOT_FOUND", "File 'e/none.rs' does not exist. Use Write to create it.")
+        .await;
 }
 
 /// MultiEdit applies every edit against the original text or none:
@@ -1012,16 +980,14 @@ async fn multi_edit_is_all_or_nothing_with_failed_index() {
             .await,
         "Read 1 lines from 'm.txt' (Lines 1-1).\n\n     1\tbeta BETA gamma"
     );
-    assert_eq!(
-        agent
-            .error(
-                "MultiEdit",
-                json!({"path": "m.txt", "expected_version": v, "edits": []}),
-                "INVALID_PARAM"
-            )
-            .await,
-        "Missing required parameter 'edits': give at least one {old_string, new_string} edit."
-    );
+    agent
+        .expect_error(
+            "MultiEdit",
+            json!({"path": "m.txt", "expected_version": v, "edits": []}),
+            "INVALID_PARAM",
+            "Missing required parameter 'edits': give at least one {old_string, new_string} edit.",
+        )
+        .await;
 }
 
 /// Malformed JSON, a non-object and an unknown tool are INVALID_PARAM
