@@ -1347,3 +1347,55 @@ async fn agent_loop_drives_tools_from_list_tools_schemas() {
     assert!(conforms(&schema("Read"), &json!({"path": "x", "start_line": 0})).is_err());
     assert!(conforms(&schema("Glob"), &json!({"path": "x"})).is_err());
 }
+
+/// Seed 003's visited budget (20,000 entries): Glob with early results is
+/// partial with `aborted_reason: count_limit`; a Grep that finds nothing
+/// before the budget runs out is a TIMEOUT error telling the model to narrow.
+#[tokio::test]
+async fn search_budgets_make_partial_results_or_timeout_errors() {
+    let (server, mut agent) = start().await;
+    let channel = server.channel().await;
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let channel = channel.clone();
+            tokio::spawn(async move {
+                let mut fs = pb::filesystem_client::FilesystemClient::new(channel);
+                for i in (w..20_000).step_by(8) {
+                    write(
+                        &mut fs,
+                        &format!("/many/d{:02}/f{i:05}.txt", i / 1000),
+                        "x\n",
+                    )
+                    .await;
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let env = agent
+        .call("Glob", json!({"pattern": "**/f0000?.txt", "path": "many"}))
+        .await;
+    assert_eq!(env["status"], "partial", "{env}");
+    assert_eq!(env["data"]["aborted_reason"], "count_limit");
+    assert_eq!(env["data"]["truncated"], false);
+    assert_eq!(env["stats"]["visited"], 20_000);
+    assert_eq!(
+        golden(env["text"].as_str().unwrap()),
+        "Found 10 files matching '**/f0000?.txt' in 'many'\n(Scanned 20000 items in Tms)\n\
+         [Partial: Scanned the maximum of 20000 items. Results are incomplete.]\n\n\
+         many/d00/f00000.txt\nmany/d00/f00001.txt\nmany/d00/f00002.txt\nmany/d00/f00003.txt\n\
+         many/d00/f00004.txt\nmany/d00/f00005.txt\nmany/d00/f00006.txt\nmany/d00/f00007.txt\n\
+         many/d00/f00008.txt\nmany/d00/f00009.txt"
+    );
+    agent
+        .expect_error(
+            "Grep",
+            json!({"pattern": "zzz", "path": "many"}),
+            "TIMEOUT",
+            "Search for 'zzz' in 'many' scanned the maximum of 20000 items before finding any \
+             result. Narrow the path or the pattern.",
+        )
+        .await;
+}
