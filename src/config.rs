@@ -26,6 +26,13 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_STATE_MAX_TOTAL_BYTES: u64 = 1 << 30;
 /// Default idle time before a State session is dropped: one hour.
 pub const DEFAULT_STATE_IDLE_TTL_SECONDS: u64 = 3600;
+/// Default logical directory where tool results over the output budget are
+/// saved in full (one file per tool call id).
+pub const DEFAULT_LARGE_RESULT_PREFIX: &str = "/large_tool_results";
+/// Default most lines of one tool envelope's text.
+pub const DEFAULT_MAX_OUTPUT_LINES: u64 = 2000;
+/// Default most bytes of one tool envelope's text (50 KiB, about 12k tokens).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 51200;
 
 /// A configuration problem, located.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +89,12 @@ pub struct MountConfig {
 pub struct ToolsConfig {
     /// Logical project root of the tools.
     pub root: VfsPath,
+    /// Where results over the output budget are saved in full.
+    pub large_result_prefix: VfsPath,
+    /// Most lines of one envelope's text.
+    pub max_output_lines: u64,
+    /// Most bytes of one envelope's text.
+    pub max_output_bytes: u64,
 }
 
 /// A validated configuration.
@@ -125,6 +138,9 @@ struct RawState {
 #[serde(deny_unknown_fields)]
 struct RawTools {
     root: Option<Spanned<String>>,
+    large_result_prefix: Option<Spanned<String>>,
+    max_output_lines: Option<Spanned<u64>>,
+    max_output_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -206,12 +222,44 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 .unwrap_or(DEFAULT_STATE_IDLE_TTL_SECONDS),
         ),
     };
-    let tools = ToolsConfig {
-        root: match raw.tools.as_ref().and_then(|t| t.root.as_ref()) {
-            None => VfsPath::root(),
+    let tools = {
+        let t = raw.tools.as_ref();
+        let logical = |field: Option<&Spanned<String>>, name: &str, default: &str| match field {
+            // The defaults are constants this module's tests parse.
+            None => Ok(VfsPath::parse(default).expect("default tools paths are valid")),
             Some(r) => VfsPath::parse(r.get_ref())
-                .map_err(|e| at(r.span().start, format!("tools root: {e}")))?,
-        },
+                .map_err(|e| at(r.span().start, format!("tools {name}: {e}"))),
+        };
+        // Below 200 lines / 4 KiB a head-and-tail preview has no room left.
+        let bounded = |field: Option<&Spanned<u64>>, name: &str, min: u64, default: u64| match field
+        {
+            None => Ok(default),
+            Some(v) if *v.get_ref() < min => Err(at(
+                v.span().start,
+                format!("tools {name} must be at least {min}"),
+            )),
+            Some(v) => Ok(*v.get_ref()),
+        };
+        ToolsConfig {
+            root: logical(t.and_then(|t| t.root.as_ref()), "root", "/")?,
+            large_result_prefix: logical(
+                t.and_then(|t| t.large_result_prefix.as_ref()),
+                "large_result_prefix",
+                DEFAULT_LARGE_RESULT_PREFIX,
+            )?,
+            max_output_lines: bounded(
+                t.and_then(|t| t.max_output_lines.as_ref()),
+                "max_output_lines",
+                200,
+                DEFAULT_MAX_OUTPUT_LINES,
+            )?,
+            max_output_bytes: bounded(
+                t.and_then(|t| t.max_output_bytes.as_ref()),
+                "max_output_bytes",
+                4096,
+                DEFAULT_MAX_OUTPUT_BYTES,
+            )?,
+        }
     };
 
     let mut mounts = Vec::new();
@@ -365,6 +413,19 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.principals.len(), 2);
+    }
+
+    #[test]
+    fn tools_section_has_defaults_and_bounds() {
+        let t = embedded_default().tools;
+        assert_eq!(t.root.as_str(), "/");
+        assert_eq!(t.large_result_prefix.as_str(), DEFAULT_LARGE_RESULT_PREFIX);
+        assert_eq!((t.max_output_lines, t.max_output_bytes), (2000, 51200));
+        let src = "[tools]\nmax_output_lines = 10\n[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        assert_eq!(
+            parse("x.toml", src).unwrap_err().to_string(),
+            "x.toml:2: tools max_output_lines must be at least 200"
+        );
     }
 
     #[test]

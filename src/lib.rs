@@ -15,6 +15,8 @@
 //!   being the mount table;
 //! - [`search`]: the one Grep/Glob engine every tier feeds;
 //! - [`text`], [`format`]: line windows, edits, cat -n numbering (seed 000);
+//! - [`tools`]: the LLM tools (LS, Glob, Grep, Read, Write, Edit, MultiEdit)
+//!   answering in the standard envelope, with an output budget;
 //! - [`server`]: tonic services, interceptor, health, reflection;
 //! - [`config`], [`startup`]: configuration and turning it into a server;
 //! - [`cli`]: the client verbs of the `agentvfs` command (`ls`, `cat`, `grep`, ...);
@@ -39,6 +41,7 @@ pub mod search;
 pub mod server;
 pub mod startup;
 pub mod text;
+pub mod tools;
 
 pub use error::{Error, Result};
 pub use path::VfsPath;

@@ -8,11 +8,13 @@ mod caller;
 mod convert;
 mod filesystem;
 mod search_stream;
+mod tools;
 
 pub use access::AccessService;
 pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, check_scope_name, identify};
 pub use filesystem::FilesystemService;
 pub use search_stream::{blocking, start as start_search};
+pub use tools::ToolsService;
 
 use crate::auth::Auth;
 use crate::backend::Backend;
@@ -35,6 +37,24 @@ pub struct App {
     pub auth: Arc<Auth>,
     /// Largest file accepted by writes.
     pub max_file_bytes: u64,
+    /// The Tools service's root and output budget.
+    pub tools: crate::config::ToolsConfig,
+}
+
+/// Accepted connections with Nagle's algorithm off: a response larger than
+/// one segment otherwise waits for the client's delayed ACK. Measured on a
+/// 20-entry ListInfo or any Tools call: 44 ms per call before, under 1 ms after.
+fn incoming(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
+    use tokio_stream::StreamExt;
+    TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        if let Err(err) = conn.set_nodelay(true) {
+            tracing::warn!(cause = %err, "cannot set TCP_NODELAY");
+        }
+        Ok(conn)
+    })
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -73,6 +93,16 @@ pub async fn serve(
     health
         .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
         .await;
+    let tools = pb::tools_server::ToolsServer::new(ToolsService::new(crate::tools::Tools::new(
+        app.backend.clone(),
+        app.tools.clone(),
+        app.max_file_bytes,
+    )))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
+    health
+        .set_serving::<pb::tools_server::ToolsServer<ToolsService>>()
+        .await;
     health
         .set_service_status("", tonic_health::ServingStatus::Serving)
         .await;
@@ -89,7 +119,8 @@ pub async fn serve(
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(filesystem, intercept.clone()))
-        .add_service(InterceptedService::new(access, intercept))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .add_service(InterceptedService::new(access, intercept.clone()))
+        .add_service(InterceptedService::new(tools, intercept))
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
 }

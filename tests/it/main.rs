@@ -12,7 +12,8 @@
 //!   runs too;
 //! - `sandbox`: the Filesystem tier's confinement, one test per attack;
 //! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
-//!   size limits, order, budgets, back-pressure).
+//!   size limits, order, budgets, back-pressure);
+//! - `tools`: the LLM tools' envelopes, golden texts and an agent loop.
 
 mod access;
 mod cli;
@@ -23,4 +24,5 @@ mod mounts;
 mod sandbox;
 mod search;
 mod server;
+mod tools;
 mod util;

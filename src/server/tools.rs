@@ -1,0 +1,209 @@
+//! The `agentvfs.v1.Tools` service: a thin adapter from gRPC to
+//! [`crate::tools::Tools`].
+//!
+//! Every RPC takes the [`super::Caller`] attached by the interceptor and
+//! returns an envelope; domain errors never fail the RPC (they are
+//! `status: "error"` envelopes), only a request that skipped the interceptor
+//! does. The typed RPCs turn their fields into the same JSON arguments object
+//! a model would write (unset optional fields left out, so defaults apply) and
+//! go through the same path as `Invoke`, so both answer identically.
+
+use super::caller::{Caller, caller};
+use crate::pb;
+use crate::pb::tools_server::Tools as ToolsRpc;
+use crate::tools::{Envelope, Object, ToolName, Tools};
+use serde_json::Value;
+use tonic::{Request, Response, Status};
+
+/// Serves the LLM tools over gRPC.
+pub struct ToolsService {
+    tools: Tools,
+}
+
+impl ToolsService {
+    /// A service running `tools`.
+    pub fn new(tools: Tools) -> Self {
+        ToolsService { tools }
+    }
+
+    async fn typed(
+        &self,
+        caller: Caller,
+        tool: ToolName,
+        args: Object,
+        tool_call_id: &str,
+    ) -> Envelope {
+        self.tools
+            .invoke_args(caller, tool.as_str(), Ok(args), tool_call_id)
+            .await
+    }
+}
+
+/// Adds `key` when the optional field is set.
+fn put<T: Into<Value>>(args: &mut Object, key: &str, value: Option<T>) {
+    if let Some(v) = value {
+        args.insert(key.into(), v.into());
+    }
+}
+
+type Reply<T> = Result<Response<T>, Status>;
+
+macro_rules! reply {
+    ($ty:ident, $envelope:expr) => {{
+        let envelope = $envelope;
+        Ok(Response::new(pb::$ty {
+            envelope_json: envelope.to_json(),
+            envelope: Some(envelope.to_proto()),
+        }))
+    }};
+}
+
+#[tonic::async_trait]
+impl ToolsRpc for ToolsService {
+    async fn list_tools(&self, _: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
+        Ok(Response::new(pb::ListToolsResponse {
+            tools: Tools::specs(),
+        }))
+    }
+
+    async fn invoke(&self, req: Request<pb::InvokeRequest>) -> Reply<pb::InvokeResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let envelope = self
+            .tools
+            .invoke(caller, &r.name, &r.arguments_json, &r.tool_call_id)
+            .await;
+        reply!(InvokeResponse, envelope)
+    }
+
+    async fn ls_tool(&self, req: Request<pb::LsToolRequest>) -> Reply<pb::LsToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "path", r.path);
+        put(&mut args, "offset", r.offset);
+        put(&mut args, "limit", r.limit);
+        put(&mut args, "include_hidden", r.include_hidden);
+        put(
+            &mut args,
+            "ignore",
+            (!r.ignore.is_empty()).then_some(r.ignore),
+        );
+        reply!(
+            LsToolResponse,
+            self.typed(caller, ToolName::Ls, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn glob_tool(&self, req: Request<pb::GlobToolRequest>) -> Reply<pb::GlobToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "pattern", Some(r.pattern));
+        put(&mut args, "path", r.path);
+        put(&mut args, "limit", r.limit);
+        put(&mut args, "include_hidden", r.include_hidden);
+        put(&mut args, "include_ignored", r.include_ignored);
+        reply!(
+            GlobToolResponse,
+            self.typed(caller, ToolName::Glob, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn grep_tool(&self, req: Request<pb::GrepToolRequest>) -> Reply<pb::GrepToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "pattern", Some(r.pattern));
+        put(&mut args, "path", r.path);
+        put(&mut args, "include", r.include);
+        put(&mut args, "case_sensitive", r.case_sensitive);
+        put(&mut args, "output_mode", r.output_mode);
+        put(&mut args, "limit", r.limit);
+        put(&mut args, "context", r.context);
+        put(&mut args, "include_hidden", r.include_hidden);
+        put(&mut args, "include_ignored", r.include_ignored);
+        reply!(
+            GrepToolResponse,
+            self.typed(caller, ToolName::Grep, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn read_tool(&self, req: Request<pb::ReadToolRequest>) -> Reply<pb::ReadToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "path", Some(r.path));
+        put(&mut args, "start_line", r.start_line);
+        put(&mut args, "limit", r.limit);
+        reply!(
+            ReadToolResponse,
+            self.typed(caller, ToolName::Read, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn write_tool(&self, req: Request<pb::WriteToolRequest>) -> Reply<pb::WriteToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "path", Some(r.path));
+        put(&mut args, "content", Some(r.content));
+        put(&mut args, "dry_run", r.dry_run);
+        put(&mut args, "expected_version", r.expected_version);
+        reply!(
+            WriteToolResponse,
+            self.typed(caller, ToolName::Write, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn edit_tool(&self, req: Request<pb::EditToolRequest>) -> Reply<pb::EditToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "path", Some(r.path));
+        put(&mut args, "old_string", Some(r.old_string));
+        put(&mut args, "new_string", Some(r.new_string));
+        put(&mut args, "replace_all", r.replace_all);
+        put(&mut args, "dry_run", r.dry_run);
+        put(&mut args, "expected_version", r.expected_version);
+        reply!(
+            EditToolResponse,
+            self.typed(caller, ToolName::Edit, args, &r.tool_call_id)
+                .await
+        )
+    }
+
+    async fn multi_edit_tool(
+        &self,
+        req: Request<pb::MultiEditToolRequest>,
+    ) -> Reply<pb::MultiEditToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        let edits: Vec<Value> = r
+            .edits
+            .into_iter()
+            .map(|e| {
+                let mut edit = Object::new();
+                put(&mut edit, "old_string", Some(e.old_string));
+                put(&mut edit, "new_string", Some(e.new_string));
+                put(&mut edit, "replace_all", e.replace_all);
+                Value::Object(edit)
+            })
+            .collect();
+        put(&mut args, "path", Some(r.path));
+        put(&mut args, "edits", Some(edits));
+        put(&mut args, "dry_run", r.dry_run);
+        put(&mut args, "expected_version", r.expected_version);
+        reply!(
+            MultiEditToolResponse,
+            self.typed(caller, ToolName::MultiEdit, args, &r.tool_call_id)
+                .await
+        )
+    }
+}

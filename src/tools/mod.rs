@@ -1,0 +1,383 @@
+//! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit and MultiEdit over
+//! the one logical path space, each answering in the standard envelope.
+//!
+//! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
+//! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
+//! JSON arguments as the model wrote them, or the typed RPC's fields turned
+//! into the same JSON). `invoke` parses the arguments, dispatches by name to
+//! one file per tool (like mini-redis's `cmd/`), then the output budget
+//! ([`budget`]) bounds the text. Tools call the [`Backend`] directly on
+//! blocking threads and run Grep/Glob through the shared search engine
+//! (`server::start_search`); there is no gRPC loopback.
+//!
+//! Invariants:
+//! - every call returns an envelope: malformed JSON, an unknown tool, a bad
+//!   argument, a missing grant or a storage fault are `status: "error"`
+//!   envelopes, never failed RPCs, because a model reads them;
+//! - paths are resolved against the configured project root ([`Call::resolve`]):
+//!   relative paths below it, absolute logical paths must lie inside it
+//!   (ACCESS_DENIED otherwise); result paths are shown relative to it, POSIX;
+//! - each tool checks the caller's grants exactly like the Filesystem service
+//!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
+//!   Edit/MultiEdit `read_file` + `write`);
+//! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
+//!   envelope, `context.path_resolved` once a path was resolved.
+//!
+//! Performance: tools reuse the Filesystem service's machinery (one backend
+//! call on a blocking thread, the streaming search engine), so a call costs
+//! little beyond it. Measured end to end through gRPC on loopback (20 calls
+//! each, State tier, 2 shared cores): ListTools 0.2 ms, LS of 20 entries
+//! 0.3 ms, Read of 500 lines 0.6 ms, Glob over 2,000 files 0.6 ms, Grep over
+//! 2,000 files 6 ms, Edit's not-found hint on a 10,000-line file 8–18 ms.
+//! Grep and Glob collect hits before rendering (Grep must sort by mtime), so
+//! their specs cap `max_results` to bound memory.
+
+/// Builds a JSON object from `key => value` pairs, in order (defined before
+/// the tool modules so they can use it).
+macro_rules! object {
+    ($($key:literal => $value:expr),* $(,)?) => {{
+        #[allow(unused_mut)]
+        let mut o = $crate::tools::Object::new();
+        $(o.insert($key.into(), serde_json::Value::from($value));)*
+        o
+    }};
+}
+
+mod args;
+pub mod budget;
+mod diff;
+mod edit;
+pub mod envelope;
+mod glob;
+mod grep;
+mod hint;
+mod ls;
+mod multi_edit;
+mod read;
+mod write;
+
+pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
+
+use crate::access::Op;
+use crate::backend::Backend;
+use crate::config::ToolsConfig;
+use crate::error::Error;
+use crate::path::VfsPath;
+use crate::pb;
+use crate::search::{Hit, SearchEvent, SearchSpec, Summary};
+use crate::server::{Caller, start_search};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_stream::StreamExt;
+
+/// The tools, by their exposed names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolName {
+    /// List a directory (seed 001).
+    Ls,
+    /// Find files by glob (seed 003).
+    Glob,
+    /// Search file contents.
+    Grep,
+    /// Read a text file with line numbers.
+    Read,
+    /// Create or replace a file.
+    Write,
+    /// Replace a string in a file.
+    Edit,
+    /// Several edits of one file, all or nothing.
+    MultiEdit,
+}
+
+impl ToolName {
+    /// Every tool, in the order ListTools shows them.
+    pub const ALL: [ToolName; 7] = [
+        ToolName::Ls,
+        ToolName::Glob,
+        ToolName::Grep,
+        ToolName::Read,
+        ToolName::Write,
+        ToolName::Edit,
+        ToolName::MultiEdit,
+    ];
+
+    /// The exposed name (`LS`, `Glob`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolName::Ls => "LS",
+            ToolName::Glob => "Glob",
+            ToolName::Grep => "Grep",
+            ToolName::Read => "Read",
+            ToolName::Write => "Write",
+            ToolName::Edit => "Edit",
+            ToolName::MultiEdit => "MultiEdit",
+        }
+    }
+
+    /// The tool with this exposed name (exact match).
+    pub fn parse(name: &str) -> Option<ToolName> {
+        ToolName::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+
+    /// The description a model is given.
+    pub fn description(self) -> &'static str {
+        match self {
+            ToolName::Ls => ls::DESCRIPTION,
+            ToolName::Glob => glob::DESCRIPTION,
+            ToolName::Grep => grep::DESCRIPTION,
+            ToolName::Read => read::DESCRIPTION,
+            ToolName::Write => write::DESCRIPTION,
+            ToolName::Edit => edit::DESCRIPTION,
+            ToolName::MultiEdit => multi_edit::DESCRIPTION,
+        }
+    }
+
+    /// The JSON Schema of the arguments object (seeds 001/003 §2.2's shape).
+    pub fn schema(self) -> Value {
+        match self {
+            ToolName::Ls => ls::schema(),
+            ToolName::Glob => glob::schema(),
+            ToolName::Grep => grep::schema(),
+            ToolName::Read => read::schema(),
+            ToolName::Write => write::schema(),
+            ToolName::Edit => edit::schema(),
+            ToolName::MultiEdit => multi_edit::schema(),
+        }
+    }
+}
+
+/// Builds a parameters schema: an object with these properties (in order),
+/// these required ones, and no others.
+fn object_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The tool layer over one backend.
+pub struct Tools {
+    backend: Arc<dyn Backend>,
+    config: ToolsConfig,
+    max_file_bytes: u64,
+}
+
+/// One tool invocation: who calls, where the root is, what was resolved.
+pub struct Call {
+    /// The mount table.
+    pub backend: Arc<dyn Backend>,
+    /// Rights and scope of the caller.
+    pub caller: Caller,
+    /// The project root.
+    pub root: VfsPath,
+    /// Largest file a write may produce.
+    pub max_file_bytes: u64,
+    /// The envelope's context, filled as the call proceeds.
+    pub context: Object,
+    started: Instant,
+}
+
+impl Call {
+    /// Resolves a path argument: relative to the project root, or an absolute
+    /// logical path inside it. `.` and `..` segments are resolved lexically
+    /// and `\` is read as `/`; leaving the root is ACCESS_DENIED with
+    /// `outside` as the message (the seeds word it differently per tool).
+    /// Records `context.path_resolved`.
+    pub fn resolve(&mut self, raw: &str, outside: &str) -> Result<VfsPath, ToolError> {
+        let posix = raw.replace('\\', "/");
+        let denied = || {
+            ToolError::new(
+                Error::PermissionDenied(format!("{raw} is outside the project root")),
+                outside,
+            )
+        };
+        let mut segments: Vec<&str> = if posix.starts_with('/') {
+            Vec::new()
+        } else {
+            self.root.segments().collect()
+        };
+        for segment in posix.split('/') {
+            match segment {
+                "" | "." => {}
+                ".." => {
+                    segments.pop().ok_or_else(denied)?;
+                }
+                s => segments.push(s),
+            }
+        }
+        let path = VfsPath::parse(&format!("/{}", segments.join("/"))).map_err(|e| {
+            let reason = match e.kind() {
+                Error::InvalidPath { reason, .. } => reason.clone(),
+                other => other.to_string(),
+            };
+            ToolError::new(e, format!("Invalid path '{raw}': {reason}."))
+        })?;
+        if !path.is_within(&self.root) {
+            return Err(denied());
+        }
+        self.context
+            .insert("path_resolved".into(), self.display(&path).into());
+        Ok(path)
+    }
+
+    /// How a path is shown to the model: relative to the project root
+    /// (`.` for the root itself), absolute when outside it.
+    pub fn display(&self, path: &VfsPath) -> String {
+        match path.relative_to(&self.root) {
+            Some("") => ".".into(),
+            Some(rel) => rel.into(),
+            None => path.to_string(),
+        }
+    }
+
+    /// Checks one grant; a denial is ACCESS_DENIED "Permission denied
+    /// accessing '{shown}'."
+    pub fn check(&self, path: &VfsPath, op: Op) -> Result<(), ToolError> {
+        self.caller.principal.check(path, op).map_err(|e| {
+            let message = format!("Permission denied accessing '{}'.", self.display(path));
+            ToolError::new(e, message)
+        })
+    }
+
+    /// Milliseconds since the call started.
+    pub fn elapsed_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Runs `spec` through the shared search engine (grants applied as for
+    /// the Filesystem service) and collects its hits and summary. The spec's
+    /// `max_results` bounds the memory this takes.
+    pub async fn search(&self, spec: SearchSpec, op: Op) -> Result<(Vec<Hit>, Summary), Error> {
+        let mut events = start_search(
+            self.backend.clone(),
+            &self.caller.principal,
+            op,
+            self.caller.scope.clone(),
+            spec,
+        )?;
+        let mut hits = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                SearchEvent::Batch(batch) => hits.extend(batch),
+                SearchEvent::Summary(summary) => return Ok((hits, summary)),
+                SearchEvent::Failed(err) => return Err(err),
+            }
+        }
+        Err(Error::Internal("search ended without a summary".into()))
+    }
+}
+
+impl Tools {
+    /// The tools over `backend` with `config`'s root and budget.
+    pub fn new(backend: Arc<dyn Backend>, config: ToolsConfig, max_file_bytes: u64) -> Tools {
+        Tools {
+            backend,
+            config,
+            max_file_bytes,
+        }
+    }
+
+    /// ListTools: every tool's name, description and parameters schema.
+    pub fn specs() -> Vec<pb::ToolSpec> {
+        ToolName::ALL
+            .into_iter()
+            .map(|t| pb::ToolSpec {
+                name: t.as_str().into(),
+                description: t.description().into(),
+                parameters_json_schema: t.schema().to_string(),
+            })
+            .collect()
+    }
+
+    /// Runs one tool call given as JSON text. Empty text means no arguments;
+    /// anything but a JSON object is an INVALID_PARAM envelope.
+    pub async fn invoke(
+        &self,
+        caller: Caller,
+        name: &str,
+        arguments_json: &str,
+        tool_call_id: &str,
+    ) -> Envelope {
+        let args = if arguments_json.trim().is_empty() {
+            Ok(Object::new())
+        } else {
+            match serde_json::from_str::<Value>(arguments_json) {
+                Ok(Value::Object(map)) => Ok(map),
+                Ok(_) => Err(ToolError::invalid(
+                    "Malformed arguments: arguments_json must be a JSON object, e.g. {\"path\": \".\"}.",
+                )),
+                Err(e) => Err(ToolError::invalid(format!(
+                    "Malformed arguments: arguments_json is not valid JSON ({e})."
+                ))),
+            }
+        };
+        self.invoke_args(caller, name, args, tool_call_id).await
+    }
+
+    /// Runs one tool call given as an arguments object (or the error that
+    /// parsing it produced).
+    pub async fn invoke_args(
+        &self,
+        caller: Caller,
+        name: &str,
+        args: Result<Object, ToolError>,
+        tool_call_id: &str,
+    ) -> Envelope {
+        let mut context = Object::new();
+        context.insert("cwd".into(), ".".into());
+        context.insert(
+            "params_input".into(),
+            Value::Object(args.as_ref().cloned().unwrap_or_default()),
+        );
+        let mut call = Call {
+            backend: self.backend.clone(),
+            caller,
+            root: self.config.root.clone(),
+            max_file_bytes: self.max_file_bytes,
+            context,
+            started: Instant::now(),
+        };
+        let tool = ToolName::parse(name);
+        let result = match (tool, args) {
+            (_, Err(e)) => Err(e),
+            (None, _) => Err(ToolError::invalid(format!(
+                "Unknown tool '{name}'. Available tools: {}.",
+                ToolName::ALL.map(ToolName::as_str).join(", ")
+            ))),
+            (Some(tool), Ok(args)) => run(tool, &mut call, &args).await,
+        };
+        let mut stats = Object::new();
+        stats.insert("time_ms".into(), call.elapsed_ms().into());
+        let envelope = match result {
+            Ok(outcome) => {
+                stats.extend(outcome.stats);
+                let outcome = Outcome { stats, ..outcome };
+                let outcome = budget::apply(&call, &self.config, outcome, tool_call_id).await;
+                Envelope::from_outcome(outcome, call.context)
+            }
+            Err(e) => Envelope::from_error(e, stats, call.context),
+        };
+        tracing::info!(
+            tool = name,
+            status = envelope.status.as_str(),
+            code = envelope.error().map_or("", |e| e.code),
+            "tool call"
+        );
+        envelope
+    }
+}
+
+async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, ToolError> {
+    match tool {
+        ToolName::Ls => ls::run(call, args).await,
+        ToolName::Glob => glob::run(call, args).await,
+        ToolName::Grep => grep::run(call, args).await,
+        ToolName::Read => read::run(call, args).await,
+        ToolName::Write => write::run(call, args).await,
+        ToolName::Edit => edit::run(call, args).await,
+        ToolName::MultiEdit => multi_edit::run(call, args).await,
+    }
+}

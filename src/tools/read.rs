@@ -1,0 +1,148 @@
+//! The Read tool: a window of a text file, numbered `cat -n` style.
+//!
+//! Flow: resolve, check `read_file`, one `Backend::read` on a blocking thread,
+//! refuse binary content (a NUL byte near the start, as git and ripgrep
+//! decide), decode (invalid UTF-8 replaced, status partial, with a warning),
+//! number lines `[start_line, start_line + limit)` with seed 000's numbering
+//! (long lines continue as `5.1`, `5.2`).
+//!
+//! `stats.version` is the file's version: Write, Edit and MultiEdit need it as
+//! `expected_version`, so a model cannot overwrite what it has not read.
+//!
+//! Errors: NOT_FOUND "File '{p}' does not exist.", IS_DIRECTORY "Path '{p}' is
+//! a directory. Use LS to explore it.", BINARY_FILE "File '{p}' appears to be
+//! binary. Cannot read as text.", INVALID_PARAM "start_line ({s}) exceeds file
+//! length ({t} lines). Valid range: 1 to {t}." and out-of-range parameters
+//! (never clamped).
+
+use super::args::Args;
+use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use crate::access::Op;
+use crate::error::Error;
+use crate::format;
+use crate::server::blocking;
+use crate::text;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+use std::time::UNIX_EPOCH;
+
+/// Shown to the model.
+pub const DESCRIPTION: &str = "Read a text file. Returns its lines numbered like 'cat -n' \
+(number, tab, line), starting at start_line, at most limit lines; the text says how to continue \
+when the file is longer. stats.version is the file's current version: pass it as \
+expected_version to Write, Edit or MultiEdit. Binary files are refused; use LS for directories.";
+
+/// Most lines one call returns.
+pub const MAX_LIMIT: i64 = 2000;
+/// Lines returned when `limit` is not given.
+pub const DEFAULT_LIMIT: i64 = 500;
+
+const PARAMS: &[&str] = &["path", "start_line", "limit"];
+const OUTSIDE: &str = "Access denied. Path must be within the project root.";
+
+/// The parameters.
+pub fn schema() -> Value {
+    object_schema(
+        json!({
+            "path": {"type": "string", "description": "File to read (relative to project root or absolute within it)."},
+            "start_line": {"type": "integer", "description": "First line to read, 1-based (>= 1).", "default": 1, "minimum": 1},
+            "limit": {"type": "integer", "description": "Max lines to return (1-2000).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}
+        }),
+        &["path"],
+    )
+}
+
+/// Maps a failed read of `shown` to the tool's messages (shared with the
+/// editing tools, which read first).
+pub fn read_error(e: Error, shown: &str) -> ToolError {
+    let message = match e.kind() {
+        Error::NotFound(_) => format!("File '{shown}' does not exist."),
+        Error::IsDirectory(_) => format!("Path '{shown}' is a directory. Use LS to explore it."),
+        Error::Binary(_) => format!("File '{shown}' appears to be binary. Cannot read as text."),
+        Error::PermissionDenied(_) => format!("Permission denied accessing '{shown}'."),
+        _ => format!("Failed to read file - {e}"),
+    };
+    ToolError::new(e, message)
+}
+
+/// Runs Read.
+pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
+    let args = Args::new("Read", raw, PARAMS)?;
+    let path_arg = args.required_string("path")?;
+    let start = args.integer_in("start_line", 1, i64::MAX, 1, || {
+        "start_line must be an integer >= 1.".into()
+    })? as usize;
+    let limit = args.integer_in("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, || {
+        format!("limit must be an integer between 1 and {MAX_LIMIT}.")
+    })? as usize;
+    let path = call.resolve(path_arg, OUTSIDE)?;
+    let shown = call.display(&path);
+    call.check(&path, Op::ReadFile)?;
+    let (backend, scope) = (call.backend.clone(), call.caller.scope.clone());
+    let (data, entry) = blocking(move || backend.read(&scope, &path))
+        .await
+        .map_err(|e| read_error(e, &shown))?;
+    let decoded = text::decode(&shown, &data).map_err(|e| read_error(e, &shown))?;
+    let lines = format::split_lines(&decoded.text);
+    let total = lines.len();
+    let mut stats = object! {
+        "total_lines" => total,
+        "lines_returned" => 0,
+        "file_size_bytes" => entry.size,
+        "file_mtime_ms" => entry.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        "version" => entry.version,
+    };
+    if data.is_empty() {
+        return Ok(Outcome {
+            status: Status::Success,
+            data: object! {"path" => shown.clone(), "start_line" => 1, "end_line" => 0, "truncated" => false},
+            text: format!("Read 0 lines from '{shown}' (file is empty)."),
+            stats,
+        });
+    }
+    if start > total {
+        return Err(ToolError::invalid(format!(
+            "start_line ({start}) exceeds file length ({total} lines). Valid range: 1 to {total}."
+        )));
+    }
+    let end = total.min(start - 1 + limit);
+    let window = &lines[start - 1..end];
+    let truncated = end < total;
+    let mut out = format!(
+        "Read {} lines from '{shown}' (Lines {start}-{end}).",
+        window.len()
+    );
+    if truncated {
+        // Writing into a String cannot fail.
+        let _ = write!(
+            out,
+            "\n[Truncated: Showing {} of {total} lines. Use start_line={} to continue ({} lines remaining).]",
+            window.len(),
+            end + 1,
+            total - end
+        );
+    }
+    if decoded.lossy {
+        out.push_str(
+            "\n[Warning: File is not valid UTF-8; invalid bytes are shown as U+FFFD. Edit and \
+             MultiEdit cannot change it; Write replaces it whole.]",
+        );
+    }
+    out.push_str("\n\n");
+    out.push_str(&format::format_lines_numbered(
+        window.iter().copied(),
+        start as u64,
+    ));
+    stats.insert("lines_returned".into(), window.len().into());
+    Ok(Outcome {
+        status: Status::partial_if(truncated || decoded.lossy),
+        data: object! {
+            "path" => shown,
+            "start_line" => start,
+            "end_line" => end,
+            "truncated" => truncated,
+        },
+        text: out,
+        stats,
+    })
+}

@@ -1,0 +1,245 @@
+//! The Write tool: create a file, or replace one the model has read.
+//!
+//! Flow: resolve, check `write`, then on a blocking thread: look at the
+//! current file (its content for the diff when `read_file` is granted),
+//! enforce the version rule, diff, and — unless `dry_run` — one conditional
+//! `Backend::write` (`create_only` for a new file, `if_version` for an
+//! existing one), so a file changed between the look and the write is a
+//! CONFLICT, never a lost update.
+//!
+//! Version rule: overwriting an existing file needs `expected_version`, the
+//! `stats.version` of the model's last Read (or Write/Edit); a missing or stale
+//! one is CONFLICT "File has been modified since you read it…" style. A new
+//! file needs none (0 is accepted as "must not exist").
+
+use super::args::Args;
+use super::diff::{self, DiffPreview};
+use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use crate::access::Op;
+use crate::backend::Precondition;
+use crate::error::Error;
+use crate::format;
+use crate::path::VfsPath;
+use crate::server::blocking;
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// Shown to the model.
+pub const DESCRIPTION: &str = "Create a file or replace its whole content. To overwrite an \
+existing file, first Read it and pass stats.version as expected_version (a file changed since \
+is refused with CONFLICT). Parent directories are created. dry_run shows the diff without \
+writing. Prefer Edit or MultiEdit for changes to part of a file.";
+
+const PARAMS: &[&str] = &["path", "content", "dry_run", "expected_version"];
+const OUTSIDE: &str = "Access denied. Path must be within the project root.";
+
+/// The parameters.
+pub fn schema() -> Value {
+    object_schema(
+        json!({
+            "path": {"type": "string", "description": "File to write (relative to project root or absolute within it)."},
+            "content": {"type": "string", "description": "The complete new content of the file."},
+            "dry_run": {"type": "boolean", "description": "If true, only report what would change.", "default": false},
+            "expected_version": {"type": "integer", "description": "stats.version from your last Read of this file; required to overwrite an existing file.", "minimum": 0}
+        }),
+        &["path", "content"],
+    )
+}
+
+/// Reads `expected_version` (an integer >= 0).
+pub fn expected_version(args: &Args<'_>) -> Result<Option<u64>, ToolError> {
+    args.integer("expected_version")?
+        .map(|v| {
+            u64::try_from(v).map_err(|_| {
+                ToolError::invalid(format!(
+                    "expected_version must be an integer >= 0 (stats.version of Read), got {v}."
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// Maps an error met while changing `shown` to a message for the model
+/// (shared by Write, Edit and MultiEdit).
+pub fn change_error(e: Error, shown: &str) -> ToolError {
+    let message = match e.kind() {
+        Error::AlreadyExists(_) => format!(
+            "File '{shown}' already exists. Read it first and pass the version from Read's stats \
+             as expected_version to overwrite it."
+        ),
+        Error::VersionMismatch { actual: 0, .. } => format!(
+            "File has been modified since you read it: '{shown}' no longer exists. Write it \
+             without expected_version to create it again."
+        ),
+        Error::VersionMismatch {
+            expected, actual, ..
+        } => format!(
+            "File has been modified since you read it (you read version {expected}, it is now \
+             version {actual}). Read '{shown}' again and retry with the version from Read's stats."
+        ),
+        Error::NotFound(_) => format!("File '{shown}' does not exist. Use Write to create it."),
+        Error::IsDirectory(_) => {
+            format!("Path '{shown}' is a directory. Use LS to explore it; write to a file path.")
+        }
+        Error::NotDirectory(dir) => {
+            format!("Cannot write '{shown}': {dir} is a file, not a directory.")
+        }
+        Error::Binary(_) => format!(
+            "File '{shown}' appears to be binary or is not valid UTF-8. Cannot edit it as text; \
+             use Write to replace it whole."
+        ),
+        Error::PermissionDenied(_) => format!("Permission denied accessing '{shown}'."),
+        Error::TooLarge(detail) => format!("Cannot write '{shown}': {detail}."),
+        _ => format!("Failed to write file - {e}"),
+    };
+    ToolError::new(e, message)
+}
+
+/// Refuses content over the file size limit.
+pub fn check_size(path: &VfsPath, len: usize, max: u64) -> crate::Result<()> {
+    if len as u64 > max {
+        return Err(Error::TooLarge(format!(
+            "{path} would be {len} bytes; the file size limit is {max} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// The text of a change's diff: the preview and a note when it was cut.
+pub fn push_diff(text: &mut String, d: &DiffPreview) {
+    if !d.text.is_empty() {
+        text.push_str("\n\n");
+        text.push_str(&d.text);
+    }
+    if d.truncated {
+        // Writing into a String cannot fail.
+        let _ = write!(
+            text,
+            "\n[Diff truncated: showing the first {} lines / {} bytes.]",
+            diff::MAX_DIFF_LINES,
+            diff::MAX_DIFF_BYTES
+        );
+    }
+}
+
+/// Runs Write.
+pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
+    let args = Args::new("Write", raw, PARAMS)?;
+    let path_arg = args.required_string("path")?;
+    let content = args.required_string("content")?.to_owned();
+    let dry_run = args.boolean("dry_run")?.unwrap_or(false);
+    let expected = expected_version(&args)?;
+    let path = call.resolve(path_arg, OUTSIDE)?;
+    let shown = call.display(&path);
+    call.check(&path, Op::Write)?;
+    let can_read = call.caller.principal.check(&path, Op::ReadFile).is_ok();
+    let (backend, scope, max) = (
+        call.backend.clone(),
+        call.caller.scope.clone(),
+        call.max_file_bytes,
+    );
+    let lines = format::split_lines(&content).len();
+    let bytes = content.len();
+    let shown_in = shown.clone();
+    let (existed, preview, version) = blocking(move || {
+        check_size(&path, bytes, max)?;
+        let current = if can_read {
+            backend
+                .read(&scope, &path)
+                .map(|(data, e)| (Some(String::from_utf8_lossy(&data).into_owned()), e))
+        } else {
+            backend.stat(&scope, &path).and_then(|e| {
+                if e.is_directory() {
+                    Err(Error::IsDirectory(path.to_string()))
+                } else {
+                    Ok((None, e))
+                }
+            })
+        };
+        let current = match current {
+            Ok((old, entry)) => Some((old, entry.version)),
+            Err(e) if matches!(e.kind(), Error::NotFound(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let pre = Precondition {
+            create_only: current.is_none(),
+            if_version: current.as_ref().map(|(_, v)| *v),
+        };
+        match (&current, expected) {
+            (Some(_), None) => return Err(Error::AlreadyExists(path.to_string())),
+            (Some((_, actual)), Some(e)) if e != *actual => {
+                return Err(Error::VersionMismatch {
+                    path: path.to_string(),
+                    expected: e,
+                    actual: *actual,
+                });
+            }
+            (None, Some(e)) if e != 0 => {
+                return Err(Error::VersionMismatch {
+                    path: path.to_string(),
+                    expected: e,
+                    actual: 0,
+                });
+            }
+            _ => {}
+        }
+        let preview = match &current {
+            Some((None, _)) => DiffPreview {
+                text: String::new(),
+                truncated: false,
+                added: lines,
+                removed: 0,
+            },
+            Some((Some(old), _)) => diff::preview(&shown_in, old, &content),
+            None => diff::preview(&shown_in, "", &content),
+        };
+        let existed = current.is_some();
+        let version = if dry_run {
+            current.map_or(0, |(_, v)| v)
+        } else {
+            backend
+                .write(&scope, &path, content.into_bytes(), pre)?
+                .version
+        };
+        Ok((existed, preview, version))
+    })
+    .await
+    .map_err(|e| change_error(e, &shown))?;
+
+    let (verb, operation) = match (dry_run, existed) {
+        (false, false) => ("Created", "create"),
+        (false, true) => ("Updated", "update"),
+        (true, false) => ("[Dry Run] Would create", "create"),
+        (true, true) => ("[Dry Run] Would update", "update"),
+    };
+    let mut text = if existed {
+        format!(
+            "{verb} '{shown}' (+{}/-{} lines, {bytes} bytes).",
+            preview.added, preview.removed
+        )
+    } else {
+        format!("{verb} '{shown}' ({lines} lines, {bytes} bytes).")
+    };
+    if existed && !can_read {
+        text.push_str("\n[No diff: reading this file is not granted.]");
+    } else if existed || dry_run {
+        push_diff(&mut text, &preview);
+    }
+    Ok(Outcome {
+        status: Status::Success,
+        data: object! {
+            "applied" => !dry_run,
+            "operation" => operation,
+            "diff_preview" => preview.text,
+            "diff_truncated" => preview.truncated,
+        },
+        text,
+        stats: object! {
+            "lines" => lines,
+            "bytes" => bytes,
+            "lines_added" => preview.added,
+            "lines_removed" => preview.removed,
+            "version" => version,
+        },
+    })
+}
