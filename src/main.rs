@@ -71,27 +71,19 @@ fn load(args: &ServeArgs) -> Result<Config, String> {
     Ok(config)
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are installed by the caller
+/// before it announces the listener, so a signal sent right after startup
+/// shuts down cleanly instead of killing the process.
+async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
     let ctrl_c = async {
         if let Err(err) = tokio::signal::ctrl_c().await {
             tracing::error!(cause = %err, "cannot listen for SIGINT");
             std::future::pending::<()>().await;
         }
     };
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut sig) => {
-                sig.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(cause = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
     tokio::select! {
         () = ctrl_c => {}
-        () = term => {}
+        _ = term.recv() => {}
     }
     tracing::info!("shutting down");
 }
@@ -100,6 +92,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
     let app = startup::build_app(&config)?;
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -108,7 +102,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         "agentvfs listening on {}",
         listener.local_addr().map_err(|e| e.to_string())?
     );
-    agentvfs::server::serve(listener, app, shutdown_signal())
+    agentvfs::server::serve(listener, app, shutdown_signal(term))
         .await
         .map_err(|e| e.to_string())
 }

@@ -6,7 +6,9 @@ use crate::auth::Auth;
 use crate::backend::Backend;
 use crate::backend::composite::{CompositeBackend, Mount};
 use crate::backend::state::StateBackend;
+use crate::backend::store::{StoreBackend, StoreOptions};
 use crate::config::{Config, TierConfig};
+use crate::error::Error;
 use crate::server::App;
 use std::sync::Arc;
 
@@ -19,7 +21,21 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 Arc::new(StateBackend::new(m.prefix.clone(), config.state)),
                 "state",
             ),
-            TierConfig::Store { .. } | TierConfig::Filesystem { .. } => {
+            TierConfig::Store { path, sync } => {
+                let options = StoreOptions {
+                    sync: *sync,
+                    max_file_bytes: config.max_file_bytes,
+                };
+                let store = StoreBackend::open(m.prefix.clone(), path, options).map_err(|e| {
+                    match e.kind() {
+                        // Startup problems read better without the kind prefix.
+                        Error::Internal(message) => format!("mount {}: {message}", m.prefix),
+                        other => format!("mount {}: {other}", m.prefix),
+                    }
+                })?;
+                (Arc::new(store), "store")
+            }
+            TierConfig::Filesystem { .. } => {
                 return Err(format!(
                     "mount {}: this tier is not available yet",
                     m.prefix

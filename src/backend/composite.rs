@@ -12,7 +12,7 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{Backend, Entry, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{Backend, ChunkReader, Entry, Precondition, Scope, UpdateFn, WriteOutcome};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
@@ -67,6 +67,17 @@ impl CompositeBackend {
         match self.owner(path) {
             Some(m) => Ok(m.backend.as_ref()),
             None => Err(Error::NotFound(path.to_string())),
+        }
+    }
+
+    /// Runs a file read on the owning tier; a path that only holds mount
+    /// points is a directory, not missing.
+    fn read_file<T>(&self, path: &VfsPath, f: impl FnOnce(&dyn Backend) -> Result<T>) -> Result<T> {
+        match self.route(path).and_then(f) {
+            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
+                Err(Error::IsDirectory(path.to_string()))
+            }
+            other => other,
         }
     }
 
@@ -220,12 +231,16 @@ impl Backend for CompositeBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        match self.route(path).and_then(|b| b.read(scope, path)) {
-            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
-                Err(Error::IsDirectory(path.to_string()))
-            }
-            other => other,
-        }
+        self.read_file(path, |b| b.read(scope, path))
+    }
+
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        self.read_file(path, |b| b.read_chunks(scope, path, max_chunk))
     }
 
     fn write(

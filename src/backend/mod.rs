@@ -14,6 +14,7 @@
 
 pub mod composite;
 pub mod state;
+pub mod store;
 
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -136,6 +137,21 @@ pub struct WriteOutcome {
 /// current bytes, return the new bytes (or an error to change nothing).
 pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
 
+/// A file's content in pieces, produced on demand (ReadBytes streams it, so a
+/// tier that stores chunks never holds a whole large file in memory).
+pub type ChunkReader = Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>;
+
+/// Cuts `data` into pieces of at most `max_chunk` bytes; an empty `data` is
+/// one empty piece, so a reader always yields at least one.
+pub fn split_chunks(data: Vec<u8>, max_chunk: usize) -> ChunkReader {
+    if data.len() <= max_chunk {
+        return Box::new(std::iter::once(Ok(data)));
+    }
+    let max_chunk = max_chunk.max(1);
+    let pieces: Vec<Result<Vec<u8>>> = data.chunks(max_chunk).map(|c| Ok(c.to_vec())).collect();
+    Box::new(pieces.into_iter())
+}
+
 /// The backend protocol (seed 000), structured.
 pub trait Backend: Send + Sync {
     /// Lists one directory level, sorted by path (segment order).
@@ -146,6 +162,19 @@ pub trait Backend: Send + Sync {
 
     /// The whole content of a file and its metadata.
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)>;
+
+    /// A file's metadata and its content as pieces of at most `max_chunk`
+    /// bytes. The default reads the whole file first; tiers that store files
+    /// in chunks override it to fetch one piece at a time.
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        let (data, entry) = self.read(scope, path)?;
+        Ok((entry, split_chunks(data, max_chunk)))
+    }
 
     /// Creates or replaces a file (creating parent directories as needed).
     fn write(

@@ -26,6 +26,10 @@ use tonic::{Request, Response, Status, Streaming};
 /// far below the 4 MiB default a client accepts.
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
+/// ReadBytes pieces read ahead of the client: two keep the network busy
+/// while the next piece is fetched.
+const READ_AHEAD_CHUNKS: usize = 2;
+
 /// A boxed server stream.
 pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -136,20 +140,28 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let path = authorize(&caller, &req.into_inner().path, Op::ReadBinary)?;
         let backend = self.backend.clone();
-        let (data, entry) = blocking(move || backend.read(&caller.scope, &path)).await?;
-        let mut info = Some(convert::file_info(&entry));
-        let chunks: Vec<Vec<u8>> = if data.is_empty() {
-            vec![Vec::new()]
-        } else {
-            data.chunks(READ_CHUNK_BYTES).map(<[u8]>::to_vec).collect()
-        };
-        let stream = tokio_stream::iter(chunks.into_iter().map(move |data| {
-            Ok(pb::ReadBytesResponse {
-                data,
-                info: info.take(),
-            })
-        }));
-        Ok(Response::new(Box::pin(stream)))
+        let (entry, chunks) =
+            blocking(move || backend.read_chunks(&caller.scope, &path, READ_CHUNK_BYTES)).await?;
+        // Pieces are fetched on a blocking thread as the client takes them:
+        // the bounded channel keeps at most READ_AHEAD_CHUNKS in memory.
+        let (tx, rx) = tokio::sync::mpsc::channel(READ_AHEAD_CHUNKS);
+        tokio::task::spawn_blocking(move || {
+            let mut info = Some(convert::file_info(&entry));
+            for chunk in chunks {
+                let msg = chunk
+                    .map_err(Status::from)
+                    .map(|data| pb::ReadBytesResponse {
+                        data,
+                        info: info.take(),
+                    });
+                if tx.blocking_send(msg).is_err() {
+                    break; // The client went away.
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {

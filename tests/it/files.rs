@@ -136,7 +136,7 @@ async fn list_info_shows_one_level_sorted() {
         .into_inner()
         .entries;
     let names: Vec<&str> = root.iter().map(|e| e.path.as_str()).collect();
-    assert_eq!(names, ["/d", "/d-other"]);
+    assert_eq!(names, ["/d", "/d-other", "/memories"]);
 }
 
 /// Stat describes files and implied directories.
