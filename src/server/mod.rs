@@ -18,6 +18,7 @@ use crate::pb;
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 
@@ -50,8 +51,12 @@ pub async fn serve(
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
-    let reflection_v1 = reflection().build_v1().expect("embedded descriptor sets are valid");
-    let reflection_v1alpha = reflection().build_v1alpha().expect("embedded descriptor sets are valid");
+    let reflection_v1 = reflection()
+        .build_v1()
+        .expect("embedded descriptor sets are valid");
+    let reflection_v1alpha = reflection()
+        .build_v1alpha()
+        .expect("embedded descriptor sets are valid");
 
     // A message may carry a whole file (Write, Read), numbered Read output
     // roughly doubles it.
@@ -73,11 +78,18 @@ pub async fn serve(
 
     let intercept = caller::interceptor(app.auth.clone());
     tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
+    // Nagle's algorithm held small replies until the client's delayed ACK:
+    // 44 ms per unary call (measured, `cargo bench --bench store`).
+    let incoming = TcpListenerStream::new(listener).map(|conn| {
+        let conn = conn?;
+        conn.set_nodelay(true)?;
+        Ok::<_, std::io::Error>(conn)
+    });
     tonic::transport::Server::builder()
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
         .add_service(InterceptedService::new(filesystem, intercept))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await
 }
