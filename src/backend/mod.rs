@@ -120,6 +120,26 @@ impl Precondition {
     }
 }
 
+/// Checks that a Delete naming a directory may go on: it must be recursive
+/// and carry no `if_version` (versions belong to files).
+pub fn check_directory_delete(
+    path: &VfsPath,
+    if_version: Option<u64>,
+    recursive: bool,
+) -> Result<()> {
+    if !recursive {
+        return Err(Error::IsDirectory(format!(
+            "{path} (pass recursive to delete a directory)"
+        )));
+    }
+    if if_version.is_some() {
+        return Err(Error::InvalidArgument(
+            "if_version applies to files, not directories".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteOutcome {

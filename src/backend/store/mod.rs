@@ -47,7 +47,10 @@ mod keys;
 mod locks;
 mod record;
 
-use super::{Backend, ChunkReader, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{
+    Backend, ChunkReader, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome,
+    check_directory_delete,
+};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::sorted::{self, SortedFiles};
@@ -264,6 +267,22 @@ impl StoreBackend {
             created: meta.created_time(),
             version: meta.version,
         }
+    }
+
+    /// The namespace, relative key and `meta` value of the file at `path`;
+    /// `IsDirectory` when a directory is there, `NotFound` when nothing is.
+    fn file_value(&self, scope: &Scope, path: &VfsPath) -> Result<(NsId, Vec<u8>, Vec<u8>)> {
+        let rel = self.keys.rel(path)?;
+        let ns = self.namespace(scope, false)?;
+        if let Some(ns) = ns
+            && !rel.is_empty()
+            && let Some(value) = self.get_meta(ns, &rel)?
+        {
+            return Ok((ns, rel, value));
+        }
+        // Exists (as an implied directory) or fails with NotFound.
+        self.lookup(ns, path, &rel)?;
+        Err(Error::IsDirectory(path.to_string()))
     }
 
     /// The first file strictly below the directory `rel`, if any.
@@ -494,17 +513,7 @@ impl Backend for StoreBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        let rel = self.keys.rel(path)?;
-        let ns = self.namespace(scope, false)?;
-        let value = match ns {
-            Some(ns) if !rel.is_empty() => self.get_meta(ns, &rel)?,
-            _ => None,
-        };
-        let Some(value) = value else {
-            // Exists (as an implied directory) or fails with NotFound.
-            self.lookup(ns, path, &rel)?;
-            return Err(Error::IsDirectory(path.to_string()));
-        };
+        let (ns, rel, value) = self.file_value(scope, path)?;
         let (meta, inline) = record::decode(path, &value)?;
         if meta.inline {
             return Ok((inline.to_vec(), self.entry(path.clone(), &meta)));
@@ -514,13 +523,10 @@ impl Backend for StoreBackend {
         let snapshot = self.db.snapshot();
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&snapshot);
-        let meta_now = match ns {
-            Some(ns) => self
-                .db
-                .get_cf_opt(self.cf(CF_META)?, keys::meta(ns, &rel), &opts)
-                .map_err(db_error("read metadata"))?,
-            None => None,
-        };
+        let meta_now = self
+            .db
+            .get_cf_opt(self.cf(CF_META)?, keys::meta(ns, &rel), &opts)
+            .map_err(db_error("read metadata"))?;
         let Some(value) = meta_now else {
             return Err(Error::NotFound(path.to_string()));
         };
@@ -539,16 +545,7 @@ impl Backend for StoreBackend {
         path: &VfsPath,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader)> {
-        let rel = self.keys.rel(path)?;
-        let ns = self.namespace(scope, false)?;
-        let value = match ns {
-            Some(ns) if !rel.is_empty() => self.get_meta(ns, &rel)?,
-            _ => None,
-        };
-        let Some(value) = value else {
-            self.lookup(ns, path, &rel)?;
-            return Err(Error::IsDirectory(path.to_string()));
-        };
+        let (ns, rel, value) = self.file_value(scope, path)?;
         let (meta, inline) = record::decode(path, &value)?;
         let entry = self.entry(path.clone(), &meta);
         if meta.inline {
@@ -557,7 +554,7 @@ impl Backend for StoreBackend {
         let reader = StreamedFile {
             db: self.db.clone(),
             path: path.clone(),
-            ns: ns.unwrap_or_default(),
+            ns,
             rel,
             meta,
             next: 0,
@@ -601,21 +598,13 @@ impl Backend for StoreBackend {
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
-        let rel = self.keys.rel(path)?;
-        let Some(ns) = self.namespace(scope, false)? else {
-            self.lookup(None, path, &rel)?;
-            return Err(Error::IsDirectory(path.to_string()));
+        // Lock first (a namespace never written holds no file to lock), then
+        // read what the edit applies to.
+        let _held = match self.namespace(scope, false)? {
+            Some(ns) => Some(self.locks.lock(ns, &self.keys.rel(path)?)),
+            None => None,
         };
-        let _held = self.locks.lock(ns, &rel);
-        let value = if rel.is_empty() {
-            None
-        } else {
-            self.get_meta(ns, &rel)?
-        };
-        let Some(value) = value else {
-            self.lookup(Some(ns), path, &rel)?;
-            return Err(Error::IsDirectory(path.to_string()));
-        };
+        let (ns, rel, value) = self.file_value(scope, path)?;
         let (meta, inline) = record::decode(path, &value)?;
         Precondition {
             create_only: false,
@@ -640,10 +629,10 @@ impl Backend for StoreBackend {
     ) -> Result<u64> {
         let rel = self.keys.rel(path)?;
         let Some(ns) = self.namespace(scope, false)? else {
+            // Only the (empty) mount root exists in a namespace never written.
             self.lookup(None, path, &rel)?;
-            return Err(Error::IsDirectory(format!(
-                "{path} (pass recursive to delete a directory)"
-            )));
+            check_directory_delete(path, if_version, recursive)?;
+            return Ok(0);
         };
         let _held = self.locks.lock(ns, &rel);
         let mut batch = WriteBatch::default();
@@ -667,16 +656,7 @@ impl Backend for StoreBackend {
             return Ok(1);
         }
         self.lookup(Some(ns), path, &rel)?;
-        if !recursive {
-            return Err(Error::IsDirectory(format!(
-                "{path} (pass recursive to delete a directory)"
-            )));
-        }
-        if if_version.is_some() {
-            return Err(Error::InvalidArgument(
-                "if_version applies to files, not directories".into(),
-            ));
-        }
+        check_directory_delete(path, if_version, recursive)?;
         // Everything below is excluded by the exclusive lock on `path`: count
         // the files and their chunks, then drop the range in one batch.
         let (lo, hi) = keys::subtree(ns, &rel);
