@@ -41,7 +41,11 @@
 //! the iterator it walks; the search iterator steps with `next` instead of a
 //! fresh seek when the walk asks for the key right after the previous one;
 //! big scans run with `fill_cache(false)` so one Grep does not evict the hot
-//! set. Measured numbers are in the README (`cargo bench --bench store`).
+//! set. Measured (`cargo bench --bench store`, 2 cores, README has the
+//! table): ListInfo of 10 entries takes 8.4 µs in-process among 100 files and
+//! 10.5 µs among 1,000,000; Grep over 100,000 stored files (112 MB) through
+//! gRPC takes 351 ms against ripgrep's 513 ms over the same files on disk;
+//! 1 KiB writes cost about twice bare RocksDB puts in-process.
 
 mod keys;
 mod locks;
@@ -407,26 +411,19 @@ impl StoreBackend {
         })
     }
 
-    /// Reads chunk `index` of file version `version` through `opts`.
-    fn chunk(
-        &self,
-        opts: &ReadOptions,
-        path: &VfsPath,
-        version: u64,
-        index: u32,
-    ) -> Result<Vec<u8>> {
-        self.db
-            .get_cf_opt(self.cf(CF_CHUNKS)?, keys::chunk(version, index), opts)
-            .map_err(db_error("read a chunk"))?
-            .ok_or_else(|| Error::Internal(format!("Store: chunk {index} of {path} is missing")))
-    }
-
-    /// The whole content of a chunked file, read from one snapshot.
+    /// The whole content of a chunked file, read through `opts` (a snapshot)
+    /// straight into one buffer: the file is in memory once.
     fn assemble(&self, opts: &ReadOptions, path: &VfsPath, meta: &Meta) -> Result<Vec<u8>> {
+        let chunks = self.cf(CF_CHUNKS)?;
         // Sizes are bounded by max_file_bytes, which the process can hold.
         let mut data = Vec::with_capacity(meta.size as usize);
         for i in 0..meta.chunks() {
-            data.extend_from_slice(&self.chunk(opts, path, meta.version, i)?);
+            let chunk = self
+                .db
+                .get_pinned_cf_opt(chunks, keys::chunk(meta.version, i), opts)
+                .map_err(db_error("read a chunk"))?
+                .ok_or_else(|| Error::Internal(format!("Store: chunk {i} of {path} is missing")))?;
+            data.extend_from_slice(&chunk);
         }
         Ok(data)
     }
