@@ -427,26 +427,6 @@ impl StoreBackend {
         }
         Ok(data)
     }
-
-    /// The number of files in the caller's namespace below `dir` (tests and
-    /// benchmarks; a full range scan).
-    pub fn count_files(&self, scope: &Scope, dir: &VfsPath) -> Result<u64> {
-        let Some(ns) = self.namespace(scope, false)? else {
-            return Ok(0);
-        };
-        let (lo, hi) = keys::subtree(ns, &self.keys.rel(dir)?);
-        let mut opts = bounded(lo.clone(), hi);
-        opts.fill_cache(false);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_META)?, opts);
-        it.seek(&lo);
-        let mut n = 0;
-        while it.valid() {
-            n += 1;
-            it.next();
-        }
-        it.status().map_err(db_error("scan"))?;
-        Ok(n)
-    }
 }
 
 /// Read options bounded to `[lo, hi)`.
