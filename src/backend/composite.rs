@@ -12,7 +12,9 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{Backend, ChunkReader, Entry, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{
+    Backend, ChunkReader, ChunkSource, Entry, Precondition, Scope, UpdateFn, WriteOutcome,
+};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
@@ -254,6 +256,19 @@ impl Backend for CompositeBackend {
             return Err(Error::IsDirectory(path.to_string()));
         }
         self.route(path)?.write(scope, path, data, pre)
+    }
+
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mounts(path) {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        self.route(path)?.write_chunks(scope, path, pre, pieces)
     }
 
     fn update(

@@ -161,6 +161,9 @@ pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
 /// tier that stores chunks never holds a whole large file in memory).
 pub type ChunkReader = Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>;
 
+/// A file's new content in pieces as they arrive (WriteBytes).
+pub type ChunkSource<'a> = dyn Iterator<Item = Result<Vec<u8>>> + 'a;
+
 /// Cuts `data` into pieces of at most `max_chunk` bytes; an empty `data` is
 /// one empty piece, so a reader always yields at least one.
 pub fn split_chunks(data: Vec<u8>, max_chunk: usize) -> ChunkReader {
@@ -204,6 +207,24 @@ pub trait Backend: Send + Sync {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome>;
+
+    /// Creates or replaces a file from pieces as they arrive (WriteBytes).
+    /// An `Err` piece aborts the write and leaves the file as it was. The
+    /// default gathers the pieces and calls [`Backend::write`]; a chunked tier
+    /// stores them as they come, so an upload is never whole in memory.
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        let mut data = Vec::new();
+        for piece in pieces {
+            data.extend_from_slice(&piece?);
+        }
+        self.write(scope, path, data, pre)
+    }
 
     /// Atomically replaces a file's content with `f(current)`, checking
     /// `if_version` against the version `f` saw. The file must exist.

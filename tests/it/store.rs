@@ -846,3 +846,109 @@ async fn grep_from_root_spans_state_and_store_in_path_order() {
     assert_eq!((one.len(), summary.files_searched), (1, 1));
     assert_eq!(one[0].line, "needle in store");
 }
+
+/// An upload cut short by SIGKILL after some chunks were stored leaves no
+/// file behind, and its chunks are removed at the next start.
+#[tokio::test]
+async fn upload_cut_short_by_a_crash_leaves_nothing_behind() {
+    let data = tempfile::tempdir().unwrap();
+    let mut server = start_on(data.path(), None);
+    let mut fs = server.fs().await;
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    tx.send(pb::WriteBytesRequest {
+        kind: Some(pb::write_bytes_request::Kind::Header(
+            pb::WriteBytesHeader {
+                path: "/memories/upload.bin".into(),
+                ..Default::default()
+            },
+        )),
+    })
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        tx.send(pb::WriteBytesRequest {
+            kind: Some(pb::write_bytes_request::Kind::Data(vec![7; 1 << 20])),
+        })
+        .await
+        .unwrap();
+    }
+    // The stream stays open: the upload can only be ended by the crash.
+    let upload = tokio::spawn(async move {
+        fs.write_bytes(tokio_stream::wrappers::ReceiverStream::new(rx))
+            .await
+    });
+    assert!(
+        server
+            .wait_for_log(
+                "stored upload chunk path=/memories/upload.bin",
+                Duration::from_secs(10)
+            )
+            .await
+    );
+    server.kill();
+    assert!(
+        upload.await.unwrap().is_err(),
+        "the upload was never acknowledged"
+    );
+    drop(tx);
+
+    let server = start_on(data.path(), None);
+    assert!(
+        server
+            .wait_for_log(
+                "removed unfinished uploads count=1",
+                Duration::from_secs(10)
+            )
+            .await
+    );
+    let mut fs = server.fs().await;
+    let err = fs
+        .stat(pb::StatRequest {
+            path: "/memories/upload.bin".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::NotFound, "NOT_FOUND");
+}
+
+/// A multi-chunk WriteBytes with a stale `if_version` is ABORTED and leaves
+/// the file as it was; with the right version it replaces it.
+#[tokio::test]
+async fn large_upload_checks_its_version_and_replaces_atomically() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let w = write(&mut fs, "/memories/big.bin", "small original").await;
+    let upload = |if_version: u64, byte: u8| {
+        let mut msgs = vec![pb::WriteBytesRequest {
+            kind: Some(pb::write_bytes_request::Kind::Header(
+                pb::WriteBytesHeader {
+                    path: "/memories/big.bin".into(),
+                    if_version: Some(if_version),
+                    ..Default::default()
+                },
+            )),
+        }];
+        msgs.extend((0..3).map(|_| pb::WriteBytesRequest {
+            kind: Some(pb::write_bytes_request::Kind::Data(vec![byte; 1 << 20])),
+        }));
+        tokio_stream::iter(msgs)
+    };
+    let err = fs
+        .write_bytes(upload(w.version + 1, b'a'))
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::Aborted, "CONFLICT");
+    assert_eq!(
+        read_text(&mut fs, "/memories/big.bin").await.content,
+        "small original"
+    );
+    let ok = fs
+        .write_bytes(upload(w.version, b'b'))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ok.bytes_written, 3 << 20);
+    let r = read_text(&mut fs, "/memories/big.bin").await;
+    assert_eq!((r.size, r.version), (3 << 20, ok.version));
+    assert!(r.content.bytes().all(|b| b == b'b'));
+}

@@ -6,10 +6,11 @@
 //!   a directory walk visits paths), a namespace is one key range, a
 //!   directory's subtree is one key range, and a store can be mounted at any
 //!   prefix because the prefix is not part of the key.
-//! - `chunks` column family: `version (u64, big-endian)` ++ `chunk index (u32,
-//!   big-endian)`. A version is unique in the store, so a file's chunks are
-//!   immutable for as long as that version exists and a reader that knows the
-//!   version never sees another write's bytes.
+//! - `chunks` column family: `blob id (u64, big-endian)` ++ `chunk index (u32,
+//!   big-endian)`. A blob id is drawn from the store's generation counter, so
+//!   it is unique: a file's chunks are immutable for as long as its metadata
+//!   points at them, and a reader that knows the id never sees another
+//!   write's bytes.
 //!
 //! Invariants: namespace ids are below `u32::MAX`, so `id + 1` is always the
 //! exclusive end of a namespace; relative keys never contain a `/` and never
@@ -22,8 +23,8 @@ use crate::path::{VfsPath, from_order_key, order_key};
 /// the `meta` column family's fixed prefix extractor, so bloom filters and
 /// iterators are per namespace.
 pub const NS_BYTES: usize = 4;
-/// Bytes of the version that starts every `chunks` key (its prefix extractor).
-pub const VERSION_BYTES: usize = 8;
+/// Bytes of the blob id that starts every `chunks` key (its prefix extractor).
+pub const BLOB_BYTES: usize = 8;
 
 /// A namespace's numeric id (its name is mapped to it once, persistently).
 pub type NsId = u32;
@@ -67,11 +68,11 @@ pub fn ancestors(rel: &[u8]) -> impl Iterator<Item = &[u8]> {
     )
 }
 
-/// The `chunks` key of chunk `index` of the file version `version`.
-pub fn chunk(version: u64, index: u32) -> [u8; VERSION_BYTES + 4] {
-    let mut key = [0; VERSION_BYTES + 4];
-    key[..VERSION_BYTES].copy_from_slice(&version.to_be_bytes());
-    key[VERSION_BYTES..].copy_from_slice(&index.to_be_bytes());
+/// The `chunks` key of chunk `index` of blob `blob`.
+pub fn chunk(blob: u64, index: u32) -> [u8; BLOB_BYTES + 4] {
+    let mut key = [0; BLOB_BYTES + 4];
+    key[..BLOB_BYTES].copy_from_slice(&blob.to_be_bytes());
+    key[BLOB_BYTES..].copy_from_slice(&index.to_be_bytes());
     key
 }
 

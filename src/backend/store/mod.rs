@@ -8,9 +8,9 @@
 //! Layout (see `keys` and `record`): the `meta` column family maps
 //! `namespace id ++ relative order key` to a file's metadata (and its content
 //! when it is small); the `chunks` column family holds large files in 1 MiB
-//! chunks keyed by version; the `default` column family holds the namespace
-//! name → id table and the generation counter. Directories are implied by file
-//! keys, as in the State tier.
+//! chunks keyed by blob id; the `default` column family holds the namespace
+//! name → id table, the generation counter and the markers of uploads in
+//! progress. Directories are implied by file keys, as in the State tier.
 //!
 //! Invariants:
 //! - two namespaces never see each other's files: every key starts with the
@@ -27,6 +27,10 @@
 //!   generation counter per store, persisted in the same batch as the write
 //!   through a `max` merge operator (so concurrent batches landing out of
 //!   order never lower it);
+//! - a streamed upload (WriteBytes) stores its chunks as they arrive under a
+//!   fresh blob id, recorded by an `up:` marker, and becomes visible only
+//!   with the batch that writes its metadata: a crash mid-upload leaves no
+//!   file, and the next open removes the orphaned chunks;
 //! - durability: the write-ahead log is always on, so an acknowledged write
 //!   survives a crash of the process (`kill -9`); `sync = true` also fsyncs
 //!   the log before acknowledging, for power loss. A second server on the
@@ -52,8 +56,8 @@ mod locks;
 mod record;
 
 use super::{
-    Backend, ChunkReader, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome,
-    check_directory_delete,
+    Backend, ChunkReader, ChunkSource, Entry, EntryKind, Precondition, Scope, UpdateFn,
+    WriteOutcome, check_directory_delete,
 };
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -81,6 +85,9 @@ const GENERATION_KEY: &[u8] = b"generation";
 /// Key prefix (default column family) of the namespace table: `ns:` ++ name
 /// → id (u32, big-endian).
 const NAMESPACE_PREFIX: &[u8] = b"ns:";
+/// Key prefix (default column family) of the uploads in progress: `up:` ++
+/// blob id. Written before an upload's first chunk, deleted with its commit.
+const UPLOAD_PREFIX: &[u8] = b"up:";
 /// Block cache shared by the column families: 64 MiB holds the index,
 /// filters and hot blocks of a few million small files.
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
@@ -121,6 +128,25 @@ fn merge_max(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> 
         .max()
         .unwrap_or(0);
     Some(max.to_be_bytes().to_vec())
+}
+
+/// The marker key of the upload of `blob`.
+fn upload_marker(blob: u64) -> Vec<u8> {
+    [UPLOAD_PREFIX, &blob.to_be_bytes()[..]].concat()
+}
+
+/// The new content of a file, as `commit` stores it.
+#[derive(Clone, Copy)]
+enum Content<'a> {
+    /// Bytes in memory, stored inline or as chunks in the commit's batch.
+    Bytes(&'a [u8]),
+    /// Chunks an upload already stored under `blob`.
+    Uploaded {
+        /// The upload's blob id.
+        blob: u64,
+        /// Bytes uploaded.
+        size: usize,
+    },
 }
 
 fn decode_u64(bytes: &[u8]) -> Option<u64> {
@@ -164,7 +190,7 @@ impl StoreBackend {
         let cfs = vec![
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, default_cf),
             ColumnFamilyDescriptor::new(CF_META, table(keys::NS_BYTES)),
-            ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::VERSION_BYTES)),
+            ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::BLOB_BYTES)),
         ];
         let db = DB::open_cf_descriptors(&db_options, dir, cfs).map_err(|e| {
             if e.to_string().contains("lock file") {
@@ -199,7 +225,7 @@ impl StoreBackend {
             generation, sync = options.sync, "opened store");
         let mut write_options = WriteOptions::default();
         write_options.set_sync(options.sync);
-        Ok(StoreBackend {
+        let store = StoreBackend {
             db: Arc::new(db),
             keys: MountKeys::new(mount),
             options,
@@ -208,7 +234,9 @@ impl StoreBackend {
             namespaces: RwLock::new(namespaces),
             new_namespace: Mutex::new(()),
             generation: AtomicU64::new(generation),
-        })
+        };
+        store.abandon_unfinished_uploads()?;
+        Ok(store)
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily> {
@@ -352,52 +380,58 @@ impl StoreBackend {
     fn delete_chunks(&self, batch: &mut WriteBatch, meta: &Meta) -> Result<()> {
         let chunks = self.cf(CF_CHUNKS)?;
         for i in 0..meta.chunks() {
-            batch.delete_cf(chunks, keys::chunk(meta.version, i));
+            batch.delete_cf(chunks, keys::chunk(meta.blob, i));
         }
         Ok(())
     }
 
-    /// Replaces (or creates) the file `rel` with `data` in one atomic batch.
-    /// The caller holds the path's lock and checked the preconditions.
-    fn put(
+    /// Replaces (or creates) the file `rel` with `content` in one atomic
+    /// batch. The caller holds the path's lock and checked the preconditions.
+    fn commit(
         &self,
         ns: NsId,
         path: &VfsPath,
         rel: &[u8],
         old: Option<Meta>,
-        data: &[u8],
+        content: Content<'_>,
     ) -> Result<WriteOutcome> {
-        self.check_size(path, data.len())?;
         let now = record::nanos(SystemTime::now());
         let version = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let (size, inline, blob) = match content {
+            Content::Bytes(data) if data.len() <= INLINE_MAX_BYTES => (data.len(), true, 0),
+            Content::Bytes(data) => (data.len(), false, version),
+            Content::Uploaded { blob, size } => (size, false, blob),
+        };
+        self.check_size(path, size)?;
         let meta = Meta {
             version,
-            size: data.len() as u64,
+            size: size as u64,
             created: old.map_or(now, |m| m.created),
             modified: now,
-            inline: data.len() <= INLINE_MAX_BYTES,
+            inline,
+            blob,
         };
         let mut batch = WriteBatch::default();
         if let Some(old) = &old {
             self.delete_chunks(&mut batch, old)?;
         }
-        if meta.inline {
-            batch.put_cf(
-                self.cf(CF_META)?,
-                keys::meta(ns, rel),
-                record::encode(&meta, Some(data)),
-            );
-        } else {
-            let chunks = self.cf(CF_CHUNKS)?;
-            for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
-                // i < meta.chunks(), which fits u32 (see `Meta::chunks`).
-                batch.put_cf(chunks, keys::chunk(version, i as u32), chunk);
+        let key = keys::meta(ns, rel);
+        match content {
+            Content::Bytes(data) if inline => {
+                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, Some(data)));
             }
-            batch.put_cf(
-                self.cf(CF_META)?,
-                keys::meta(ns, rel),
-                record::encode(&meta, None),
-            );
+            Content::Bytes(data) => {
+                let chunks = self.cf(CF_CHUNKS)?;
+                for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
+                    // i < meta.chunks(), which fits u32 (see `Meta::chunks`).
+                    batch.put_cf(chunks, keys::chunk(blob, i as u32), chunk);
+                }
+                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, None));
+            }
+            Content::Uploaded { .. } => {
+                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, None));
+                batch.delete(upload_marker(blob));
+            }
         }
         batch.merge(GENERATION_KEY, version.to_be_bytes());
         self.db
@@ -411,6 +445,119 @@ impl StoreBackend {
         })
     }
 
+    /// The current metadata of the file `rel`, if it is one.
+    fn file_meta(&self, ns: NsId, path: &VfsPath, rel: &[u8]) -> Result<Option<Meta>> {
+        match self.get_meta(ns, rel)? {
+            Some(value) => Ok(Some(record::decode(path, &value)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    /// Checks `pre` and writability, then commits `content`, all under the
+    /// path's lock: the read-check-write of every Write.
+    fn replace(
+        &self,
+        ns: NsId,
+        path: &VfsPath,
+        rel: &[u8],
+        pre: Precondition,
+        content: Content<'_>,
+    ) -> Result<WriteOutcome> {
+        let _held = self.locks.lock(ns, rel);
+        let old = self.file_meta(ns, path, rel)?;
+        pre.check(path, old.map(|m| m.version))?;
+        if old.is_none() {
+            self.check_writable(ns, path, rel)?;
+        }
+        self.commit(ns, path, rel, old, content)
+    }
+
+    /// Starts an upload: draws its blob id and records it, so the chunks of
+    /// an upload cut short by a crash are found and removed at the next open.
+    fn begin_upload(&self) -> Result<u64> {
+        let blob = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut batch = WriteBatch::default();
+        batch.put(upload_marker(blob), []);
+        batch.merge(GENERATION_KEY, blob.to_be_bytes());
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(db_error("start an upload"))?;
+        Ok(blob)
+    }
+
+    /// Stores `head` and then every piece as full chunks of `blob` as they
+    /// fill up; returns the size. Never holds more than two chunks.
+    fn upload(
+        &self,
+        path: &VfsPath,
+        blob: u64,
+        mut buf: Vec<u8>,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<usize> {
+        let chunks = self.cf(CF_CHUNKS)?;
+        let mut size = buf.len();
+        let mut index = 0u32;
+        let store = |data: &[u8], index: u32| {
+            tracing::debug!(path = %path, blob, chunk = index, "stored upload chunk");
+            self.db
+                .put_cf_opt(chunks, keys::chunk(blob, index), data, &self.write_options)
+                .map_err(db_error("store an upload chunk"))
+        };
+        loop {
+            while buf.len() >= CHUNK_BYTES {
+                store(&buf[..CHUNK_BYTES], index)?;
+                buf.drain(..CHUNK_BYTES);
+                index += 1;
+            }
+            match pieces.next() {
+                None => break,
+                Some(piece) => {
+                    let piece = piece?;
+                    size += piece.len();
+                    self.check_size(path, size)?;
+                    buf.extend_from_slice(&piece);
+                }
+            }
+        }
+        if !buf.is_empty() {
+            store(&buf, index)?;
+        }
+        Ok(size)
+    }
+
+    /// Removes the chunks and the marker of an upload that did not commit.
+    fn abandon_upload(&self, blob: u64) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.delete_range_cf(
+            self.cf(CF_CHUNKS)?,
+            keys::chunk(blob, 0),
+            keys::chunk(blob + 1, 0),
+        );
+        batch.delete(upload_marker(blob));
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(db_error("remove an unfinished upload"))
+    }
+
+    /// Removes what uploads cut short by a crash left behind (at open).
+    fn abandon_unfinished_uploads(&self) -> Result<()> {
+        let mut blobs = Vec::new();
+        for item in self.db.prefix_iterator(UPLOAD_PREFIX) {
+            let (key, _) = item.map_err(db_error("read upload markers"))?;
+            let Some(blob) = key.strip_prefix(UPLOAD_PREFIX).and_then(decode_u64) else {
+                break;
+            };
+            blobs.push(blob);
+        }
+        for &blob in &blobs {
+            self.abandon_upload(blob)?;
+        }
+        if !blobs.is_empty() {
+            tracing::info!(count = blobs.len(), "removed unfinished uploads");
+        }
+        Ok(())
+    }
+
     /// The whole content of a chunked file, read through `opts` (a snapshot)
     /// straight into one buffer: the file is in memory once.
     fn assemble(&self, opts: &ReadOptions, path: &VfsPath, meta: &Meta) -> Result<Vec<u8>> {
@@ -420,7 +567,7 @@ impl StoreBackend {
         for i in 0..meta.chunks() {
             let chunk = self
                 .db
-                .get_pinned_cf_opt(chunks, keys::chunk(meta.version, i), opts)
+                .get_pinned_cf_opt(chunks, keys::chunk(meta.blob, i), opts)
                 .map_err(db_error("read a chunk"))?
                 .ok_or_else(|| Error::Internal(format!("Store: chunk {i} of {path} is missing")))?;
             data.extend_from_slice(&chunk);
@@ -556,16 +703,40 @@ impl Backend for StoreBackend {
             return Err(Error::IsDirectory(path.to_string()));
         }
         let ns = self.namespace(scope, true)?.unwrap_or_default();
-        let _held = self.locks.lock(ns, &rel);
-        let old = match self.get_meta(ns, &rel)? {
-            Some(value) => Some(record::decode(path, &value)?.0),
-            None => None,
-        };
-        pre.check(path, old.map(|m| m.version))?;
-        if old.is_none() {
-            self.check_writable(ns, path, &rel)?;
+        self.replace(ns, path, &rel, pre, Content::Bytes(&data))
+    }
+
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        // Gather up to the inline limit: a small file is an ordinary write.
+        let mut head = Vec::new();
+        while head.len() <= INLINE_MAX_BYTES {
+            match pieces.next() {
+                None => return self.write(scope, path, head, pre),
+                Some(piece) => head.extend_from_slice(&piece?),
+            }
         }
-        self.put(ns, path, &rel, old, &data)
+        let rel = self.keys.rel(path)?;
+        if rel.is_empty() {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        let ns = self.namespace(scope, true)?.unwrap_or_default();
+        // Fail before storing megabytes when the write cannot succeed; the
+        // check is repeated under the lock at commit.
+        pre.check(path, self.file_meta(ns, path, &rel)?.map(|m| m.version))?;
+        let blob = self.begin_upload()?;
+        let outcome = self
+            .upload(path, blob, head, pieces)
+            .and_then(|size| self.replace(ns, path, &rel, pre, Content::Uploaded { blob, size }));
+        if outcome.is_err() {
+            self.abandon_upload(blob)?;
+        }
+        outcome
     }
 
     fn update(
@@ -594,7 +765,7 @@ impl Backend for StoreBackend {
             // Under the path lock no writer can replace the chunks.
             f(&self.assemble(&ReadOptions::default(), path, &meta)?)?
         };
-        self.put(ns, path, &rel, Some(meta), &current)
+        self.commit(ns, path, &rel, Some(meta), Content::Bytes(&current))
     }
 
     fn delete(
@@ -780,7 +951,7 @@ impl StreamedFile {
         };
         if let Some(data) = self
             .db
-            .get_cf(cf(CF_CHUNKS)?, keys::chunk(self.meta.version, index))
+            .get_cf(cf(CF_CHUNKS)?, keys::chunk(self.meta.blob, index))
             .map_err(db_error("read a chunk"))?
         {
             return Ok(data);

@@ -2,8 +2,8 @@
 //! file is small.
 //!
 //! Layout (big-endian): `format (1) | flags (1) | version (8) | size (8) |
-//! created ns (8) | modified ns (8)` then, when the `INLINE` flag is set, the
-//! whole content. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
+//! created ns (8) | modified ns (8) | blob id (8)` then, when the `INLINE`
+//! flag is set, the whole content. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
 //! read is one point lookup and Grep reads them straight from the iterator it
 //! walks with; larger files are cut into [`CHUNK_BYTES`] chunks in the `chunks`
 //! column family so no single value (or gRPC message) ever holds a huge file.
@@ -19,7 +19,7 @@ const FORMAT: u8 = 1;
 /// Flag: the content follows the header.
 const INLINE: u8 = 1;
 /// Header bytes before inline content.
-const HEADER_BYTES: usize = 2 + 4 * 8;
+const HEADER_BYTES: usize = 2 + 5 * 8;
 
 /// Largest file stored inside its metadata value: 64 KiB keeps directory
 /// listings (which read these values) cheap while covering typical notes and
@@ -42,6 +42,10 @@ pub struct Meta {
     pub modified: u64,
     /// True when the content is inside the value.
     pub inline: bool,
+    /// Id of the chunks holding a non-inline file's content (0 when inline).
+    /// Usually the version that stored them; a streamed upload draws its id
+    /// when it starts, before the version it commits with.
+    pub blob: u64,
 }
 
 impl Meta {
@@ -78,7 +82,13 @@ pub fn encode(meta: &Meta, content: Option<&[u8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + content.map_or(0, <[u8]>::len));
     out.push(FORMAT);
     out.push(if content.is_some() { INLINE } else { 0 });
-    for n in [meta.version, meta.size, meta.created, meta.modified] {
+    for n in [
+        meta.version,
+        meta.size,
+        meta.created,
+        meta.modified,
+        meta.blob,
+    ] {
         out.extend_from_slice(&n.to_be_bytes());
     }
     if let Some(content) = content {
@@ -109,6 +119,7 @@ pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta
         created: word(2),
         modified: word(3),
         inline,
+        blob: word(4),
     };
     let content = &value[HEADER_BYTES..];
     if inline && content.len() as u64 != meta.size {
@@ -129,12 +140,14 @@ mod tests {
             created: 1,
             modified: 2,
             inline: true,
+            blob: 0,
         };
         let value = encode(&meta, Some(b"abc"));
         assert_eq!(decode(&"/x", &value).unwrap(), (meta, &b"abc"[..]));
         let big = Meta {
             size: 3 * CHUNK_BYTES as u64 + 1,
             inline: false,
+            blob: 9,
             ..meta
         };
         let value = encode(&big, None);
@@ -153,6 +166,7 @@ mod tests {
                 created: 0,
                 modified: 0,
                 inline: true,
+                blob: 0,
             },
             Some(b"abc"),
         );
