@@ -46,10 +46,10 @@
 //! fresh seek when the walk asks for the key right after the previous one;
 //! big scans run with `fill_cache(false)` so one Grep does not evict the hot
 //! set. Measured (`cargo bench --bench store`, 2 cores, README has the
-//! table): ListInfo of 10 entries takes 8.4 µs in-process among 100 files and
-//! 10.5 µs among 1,000,000; Grep over 100,000 stored files (112 MB) through
-//! gRPC takes 351 ms against ripgrep's 513 ms over the same files on disk;
-//! 1 KiB writes cost about twice bare RocksDB puts in-process.
+//! table): ListInfo of 10 entries takes 8.5 µs in-process among 100 files and
+//! 10.4 µs among 1,000,000; Grep over 100,000 stored files (112 MB) through
+//! gRPC takes 288 ms against ripgrep's 318 ms over the same files on disk;
+//! in-process 1 KiB writes and reads cost 1–1.5× bare RocksDB.
 
 mod keys;
 mod locks;
