@@ -325,7 +325,7 @@ impl StoreBackend {
             .raw_iterator_cf_opt(self.cf(CF_META)?, bounded(lo.clone(), hi));
         it.seek(&lo);
         match it.item() {
-            Some((key, value)) => Ok(Some(record::decode(&key_path(key), value)?.0)),
+            Some((key, value)) => Ok(Some(record::decode(&KeyName(key), value)?.0)),
             None => it.status().map(|()| None).map_err(db_error("scan")),
         }
     }
@@ -584,9 +584,14 @@ fn bounded(lo: Vec<u8>, hi: Vec<u8>) -> ReadOptions {
     opts
 }
 
-/// A printable stand-in for a `meta` key in error messages.
-fn key_path(key: &[u8]) -> String {
-    crate::path::from_order_key(keys::rel_of(key))
+/// A `meta` key shown as its relative path, formatted only when an error
+/// message needs it (scans decode every key).
+struct KeyName<'a>(&'a [u8]);
+
+impl std::fmt::Display for KeyName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::path::from_order_key(keys::rel_of(self.0)))
+    }
 }
 
 impl Backend for StoreBackend {
@@ -611,7 +616,7 @@ impl Backend for StoreBackend {
         while let Some((key, value)) = it.item() {
             keys_read += 1;
             let child = key.get(prefix_len..).unwrap_or_default();
-            let (meta, _) = record::decode(&key_path(key), value)?;
+            let (meta, _) = record::decode(&KeyName(key), value)?;
             match child.iter().position(|b| *b == 0) {
                 // A subdirectory: show it once and seek past its subtree.
                 Some(end) => {
@@ -814,7 +819,7 @@ impl Backend for StoreBackend {
         it.seek(&lo);
         let mut files = 0;
         while let Some((key, value)) = it.item() {
-            let (meta, _) = record::decode(&key_path(key), value)?;
+            let (meta, _) = record::decode(&KeyName(key), value)?;
             self.delete_chunks(&mut batch, &meta)?;
             files += 1;
             it.next();
