@@ -401,7 +401,7 @@ mod tests {
         let c = embedded_default();
         assert_eq!(c.listen.to_string(), "127.0.0.1:50051");
         let prefixes: Vec<_> = c.mounts.iter().map(|m| m.prefix.to_string()).collect();
-        assert_eq!(prefixes, ["/", "/workspace"]);
+        assert_eq!(prefixes, ["/", "/memories", "/workspace"]);
         assert!(c.principals.is_empty());
     }
 

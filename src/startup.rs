@@ -7,7 +7,9 @@ use crate::backend::Backend;
 use crate::backend::composite::{CompositeBackend, Mount};
 use crate::backend::fs::FsBackend;
 use crate::backend::state::StateBackend;
+use crate::backend::store::{StoreBackend, StoreOptions};
 use crate::config::{Config, TierConfig};
+use crate::error::Error;
 use crate::server::App;
 use std::sync::Arc;
 
@@ -27,11 +29,19 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 ),
                 "filesystem",
             ),
-            TierConfig::Store { .. } => {
-                return Err(format!(
-                    "mount {}: this tier is not available yet",
-                    m.prefix
-                ));
+            TierConfig::Store { path, sync } => {
+                let options = StoreOptions {
+                    sync: *sync,
+                    max_file_bytes: config.max_file_bytes,
+                };
+                let store = StoreBackend::open(m.prefix.clone(), path, options).map_err(|e| {
+                    match e.kind() {
+                        // Startup problems read better without the kind prefix.
+                        Error::Internal(message) => format!("mount {}: {message}", m.prefix),
+                        other => format!("mount {}: {other}", m.prefix),
+                    }
+                })?;
+                (Arc::new(store), "store")
             }
         };
         mounts.push(Mount {

@@ -12,7 +12,9 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{Backend, Entry, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{
+    Backend, ChunkReader, ChunkSource, Entry, Precondition, Scope, UpdateFn, WriteOutcome,
+};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
@@ -73,6 +75,17 @@ impl CompositeBackend {
         match self.owner(path) {
             Some(m) => Ok(m.backend.as_ref()),
             None => Err(Error::NotFound(path.to_string())),
+        }
+    }
+
+    /// Runs a file read on the owning tier; a path that only holds mount
+    /// points is a directory, not missing.
+    fn read_file<T>(&self, path: &VfsPath, f: impl FnOnce(&dyn Backend) -> Result<T>) -> Result<T> {
+        match self.route(path).and_then(f) {
+            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
+                Err(Error::IsDirectory(path.to_string()))
+            }
+            other => other,
         }
     }
 
@@ -226,12 +239,16 @@ impl Backend for CompositeBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        match self.route(path).and_then(|b| b.read(scope, path)) {
-            Err(Error::NotFound(_)) if self.holds_mounts(path) => {
-                Err(Error::IsDirectory(path.to_string()))
-            }
-            other => other,
-        }
+        self.read_file(path, |b| b.read(scope, path))
+    }
+
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        self.read_file(path, |b| b.read_chunks(scope, path, max_chunk))
     }
 
     fn write(
@@ -245,6 +262,19 @@ impl Backend for CompositeBackend {
             return Err(Error::IsDirectory(path.to_string()));
         }
         self.route(path)?.write(scope, path, data, pre)
+    }
+
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mounts(path) {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        self.route(path)?.write_chunks(scope, path, pre, pieces)
     }
 
     fn update(

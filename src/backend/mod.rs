@@ -15,6 +15,7 @@
 pub mod composite;
 pub mod fs;
 pub mod state;
+pub mod store;
 
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -120,6 +121,26 @@ impl Precondition {
     }
 }
 
+/// Checks that a Delete naming a directory may go on: it must be recursive
+/// and carry no `if_version` (versions belong to files).
+pub fn check_directory_delete(
+    path: &VfsPath,
+    if_version: Option<u64>,
+    recursive: bool,
+) -> Result<()> {
+    if !recursive {
+        return Err(Error::IsDirectory(format!(
+            "{path} (pass recursive to delete a directory)"
+        )));
+    }
+    if if_version.is_some() {
+        return Err(Error::InvalidArgument(
+            "if_version applies to files, not directories".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// What a write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteOutcome {
@@ -137,6 +158,24 @@ pub struct WriteOutcome {
 /// current bytes, return the new bytes (or an error to change nothing).
 pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
 
+/// A file's content in pieces, produced on demand (ReadBytes streams it, so a
+/// tier that stores chunks never holds a whole large file in memory).
+pub type ChunkReader = Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>;
+
+/// A file's new content in pieces as they arrive (WriteBytes).
+pub type ChunkSource<'a> = dyn Iterator<Item = Result<Vec<u8>>> + 'a;
+
+/// Cuts `data` into pieces of at most `max_chunk` bytes; an empty `data` is
+/// one empty piece, so a reader always yields at least one.
+pub fn split_chunks(data: Vec<u8>, max_chunk: usize) -> ChunkReader {
+    if data.len() <= max_chunk {
+        return Box::new(std::iter::once(Ok(data)));
+    }
+    let max_chunk = max_chunk.max(1);
+    let pieces: Vec<Result<Vec<u8>>> = data.chunks(max_chunk).map(|c| Ok(c.to_vec())).collect();
+    Box::new(pieces.into_iter())
+}
+
 /// The backend protocol (seed 000), structured.
 pub trait Backend: Send + Sync {
     /// Lists one directory level, sorted by path (segment order).
@@ -148,6 +187,19 @@ pub trait Backend: Send + Sync {
     /// The whole content of a file and its metadata.
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)>;
 
+    /// A file's metadata and its content as pieces of at most `max_chunk`
+    /// bytes. The default reads the whole file first; tiers that store files
+    /// in chunks override it to fetch one piece at a time.
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        let (data, entry) = self.read(scope, path)?;
+        Ok((entry, split_chunks(data, max_chunk)))
+    }
+
     /// Creates or replaces a file (creating parent directories as needed).
     fn write(
         &self,
@@ -156,6 +208,24 @@ pub trait Backend: Send + Sync {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome>;
+
+    /// Creates or replaces a file from pieces as they arrive (WriteBytes).
+    /// An `Err` piece aborts the write and leaves the file as it was. The
+    /// default gathers the pieces and calls [`Backend::write`]; a chunked tier
+    /// stores them as they come, so an upload is never whole in memory.
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        let mut data = Vec::new();
+        for piece in pieces {
+            data.extend_from_slice(&piece?);
+        }
+        self.write(scope, path, data, pre)
+    }
 
     /// Atomically replaces a file's content with `f(current)`, checking
     /// `if_version` against the version `f` saw. The file must exist.

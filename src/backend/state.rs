@@ -12,7 +12,9 @@
 //! bounded by `max_total_bytes`; a write beyond it is `TooLarge`
 //! (RESOURCE_EXHAUSTED).
 
-use super::{Backend, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{
+    Backend, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome, check_directory_delete,
+};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::sorted::{self, SortedFiles, subtree_range};
@@ -339,16 +341,7 @@ impl Backend for StateBackend {
             return Ok(1);
         }
         self.lookup(&files, path)?;
-        if !recursive {
-            return Err(Error::IsDirectory(format!(
-                "{path} (pass recursive to delete a directory)"
-            )));
-        }
-        if if_version.is_some() {
-            return Err(Error::InvalidArgument(
-                "if_version applies to files, not directories".into(),
-            ));
-        }
+        check_directory_delete(path, if_version, recursive)?;
         let (start, end) = subtree_range(path);
         let doomed: Vec<Vec<u8>> = files.range(start..end).map(|(k, _)| k.clone()).collect();
         let mut bytes = 0;

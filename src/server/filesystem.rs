@@ -26,6 +26,10 @@ use tonic::{Request, Response, Status, Streaming};
 /// far below the 4 MiB default a client accepts.
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
+/// ReadBytes/WriteBytes pieces buffered between the network and the tier:
+/// two keep both busy while bounding memory to a few MiB per stream.
+const PIECES_IN_FLIGHT: usize = 2;
+
 /// A boxed server stream.
 pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
 
@@ -186,20 +190,28 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let path = authorize(&caller, &req.into_inner().path, Op::ReadBinary)?;
         let backend = self.backend.clone();
-        let (data, entry) = blocking(move || backend.read(&caller.scope, &path)).await?;
-        let mut info = Some(convert::file_info(&entry));
-        let chunks: Vec<Vec<u8>> = if data.is_empty() {
-            vec![Vec::new()]
-        } else {
-            data.chunks(READ_CHUNK_BYTES).map(<[u8]>::to_vec).collect()
-        };
-        let stream = tokio_stream::iter(chunks.into_iter().map(move |data| {
-            Ok(pb::ReadBytesResponse {
-                data,
-                info: info.take(),
-            })
-        }));
-        Ok(Response::new(Box::pin(stream)))
+        let (entry, chunks) =
+            blocking(move || backend.read_chunks(&caller.scope, &path, READ_CHUNK_BYTES)).await?;
+        // Pieces are fetched on a blocking thread as the client takes them:
+        // the bounded channel keeps at most PIECES_IN_FLIGHT in memory.
+        let (tx, rx) = tokio::sync::mpsc::channel(PIECES_IN_FLIGHT);
+        tokio::task::spawn_blocking(move || {
+            let mut info = Some(convert::file_info(&entry));
+            for chunk in chunks {
+                let msg = chunk
+                    .map_err(Status::from)
+                    .map(|data| pb::ReadBytesResponse {
+                        data,
+                        info: info.take(),
+                    });
+                if tx.blocking_send(msg).is_err() {
+                    break; // The client went away.
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
@@ -237,27 +249,53 @@ impl Filesystem for FilesystemService {
             }
         };
         let path = authorize(&caller, &header.path, Op::Write)?;
-        let mut data = Vec::new();
-        while let Some(msg) = stream.message().await? {
-            match msg.kind {
-                Some(Kind::Data(chunk)) => {
-                    self.check_size(&path, data.len() + chunk.len())?;
-                    data.extend_from_slice(&chunk);
-                }
-                _ => {
-                    return Err(Error::InvalidArgument(
-                        "only the first WriteBytes message may be a header".into(),
-                    )
-                    .into());
-                }
-            }
-        }
         let pre = Precondition {
             create_only: header.create_only,
             if_version: header.if_version,
         };
-        let backend = self.backend.clone();
-        let o = blocking(move || backend.write(&caller.scope, &path, data, pre)).await?;
+        // The tier takes the pieces on a blocking thread as they arrive; the
+        // bounded channel keeps at most PIECES_IN_FLIGHT of them in memory.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>>>(PIECES_IN_FLIGHT);
+        let (backend, target) = (self.backend.clone(), path.clone());
+        let writer = blocking(move || {
+            let mut pieces = std::iter::from_fn(|| rx.blocking_recv());
+            backend.write_chunks(&caller.scope, &target, pre, &mut pieces)
+        });
+        let max = self.max_file_bytes;
+        let feed = async move {
+            let mut size = 0;
+            loop {
+                let piece = match stream.message().await {
+                    // Dropping `tx` ends the pieces: the tier commits.
+                    Ok(None) => return Ok(()),
+                    Ok(Some(pb::WriteBytesRequest {
+                        kind: Some(Kind::Data(chunk)),
+                    })) => {
+                        size += chunk.len();
+                        check_len(&path, size, max).map(|()| chunk)
+                    }
+                    Ok(Some(_)) => Err(Error::InvalidArgument(
+                        "only the first WriteBytes message may be a header".into(),
+                    )),
+                    Err(status) => Err(Error::InvalidArgument(format!(
+                        "the WriteBytes stream failed: {}",
+                        status.message()
+                    ))),
+                };
+                let failed = piece.as_ref().err().cloned();
+                if tx.send(piece).await.is_err() {
+                    // The tier stopped early; its error is the answer.
+                    return Ok(());
+                }
+                if let Some(err) = failed {
+                    // The tier aborts on the same error; nothing is written.
+                    return Err(err);
+                }
+            }
+        };
+        let (fed, written) = tokio::join!(feed, writer);
+        fed?;
+        let o = written?;
         Ok(Response::new(pb::WriteBytesResponse {
             path: o.path.to_string(),
             bytes_written: o.bytes_written,

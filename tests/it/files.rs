@@ -136,8 +136,9 @@ async fn list_info_shows_one_level_sorted() {
         .into_inner()
         .entries;
     let names: Vec<&str> = root.iter().map(|e| e.path.as_str()).collect();
-    // The embedded default also mounts the working directory at /workspace.
-    assert_eq!(names, ["/d", "/d-other", "/workspace"]);
+    // The embedded default also mounts /memories (Store) and /workspace (the
+    // working directory).
+    assert_eq!(names, ["/d", "/d-other", "/memories", "/workspace"]);
 }
 
 /// Stat describes files and implied directories.

@@ -13,7 +13,8 @@
 //! - `sandbox`: the Filesystem tier's confinement, one test per attack;
 //! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
 //!   size limits, order, budgets, back-pressure);
-//! - `tools`: the LLM tools' envelopes, golden texts and an agent loop.
+//! - `tools`: the LLM tools' envelopes, golden texts and an agent loop;
+//! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency.
 
 mod access;
 mod cli;
@@ -24,5 +25,6 @@ mod mounts;
 mod sandbox;
 mod search;
 mod server;
+mod store;
 mod tools;
 mod util;

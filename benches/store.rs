@@ -1,0 +1,487 @@
+//! `cargo bench --bench store`: the Store tier measured side by side in one
+//! run, printed as a markdown table.
+//!
+//! 1. Small-file Write and Read throughput: RocksDB alone in-process, the
+//!    `StoreBackend` in-process, and the real server through gRPC, each with
+//!    the same number of concurrent callers; the ratios say what the tier and
+//!    gRPC cost on top of RocksDB.
+//! 2. Grep over 100,000 stored files through the server vs `rg` over the same
+//!    files on disk (warm page cache, best of three runs each).
+//! 3. ListInfo of a 10-entry directory in a store of 100 files vs one of
+//!    1,000,000 files: the range-scan property, in time.
+//!
+//! `AGENTVFS_BENCH_SCALE=0.1` shrinks every file count for a quick run.
+
+use agentvfs::VfsPath;
+use agentvfs::backend::store::{StoreBackend, StoreOptions};
+use agentvfs::backend::{Backend, Precondition, Scope};
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// Concurrent callers in the throughput rows (threads in-process, gRPC
+/// clients over their own connections).
+const CALLERS: usize = 8;
+/// Size of each small file.
+const SMALL_FILE_BYTES: usize = 1024;
+/// Matches `error <digits>`, present in one file out of ten.
+const GREP_PATTERN: &str = "error [0-9]+";
+/// Largest limits, so budgets never cut a benchmark short.
+const UNLIMITED: u64 = 1 << 40;
+
+/// The running server under measurement, killed on drop.
+struct Served {
+    child: Child,
+    url: String,
+}
+
+impl Served {
+    fn start(data: &Path) -> Served {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .current_dir(data.parent().expect("data dirs are inside a temp dir"))
+            .env("RUST_LOG", "agentvfs=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn agentvfs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("agentvfs listening on ")
+            .unwrap_or_else(|| panic!("server did not start: {line:?}"));
+        Served {
+            url: format!("http://{addr}"),
+            child,
+        }
+    }
+
+    async fn client(&self) -> FilesystemClient<Channel> {
+        FilesystemClient::connect(self.url.clone())
+            .await
+            .expect("connect")
+            .max_decoding_message_size(64 << 20)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // Best effort: the process may already be gone.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn scaled(n: usize) -> usize {
+    let scale: f64 = std::env::var("AGENTVFS_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    ((n as f64 * scale) as usize).max(CALLERS)
+}
+
+fn open_store(dir: &Path) -> StoreBackend {
+    let options = StoreOptions {
+        sync: false,
+        max_file_bytes: 64 << 20,
+    };
+    StoreBackend::open(VfsPath::parse("/memories").unwrap(), dir, options).expect("open store")
+}
+
+/// Runs `f(i)` for every `i < n` on [`CALLERS`] threads; returns elapsed time.
+fn parallel(n: usize, f: impl Fn(usize) + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..CALLERS {
+            let f = &f;
+            s.spawn(move || (t..n).step_by(CALLERS).for_each(f));
+        }
+    });
+    start.elapsed()
+}
+
+/// Runs `f(client, i)` for every `i < n` from [`CALLERS`] gRPC clients.
+async fn parallel_grpc<F, Fut>(served: &Served, n: usize, f: F) -> Duration
+where
+    F: Fn(FilesystemClient<Channel>, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let mut clients = Vec::new();
+    for _ in 0..CALLERS {
+        clients.push(served.client().await);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let f = f.clone();
+            tokio::spawn(async move {
+                for i in (t..n).step_by(CALLERS) {
+                    f(client.clone(), i).await;
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.expect("client task");
+    }
+    start.elapsed()
+}
+
+fn small_path(i: usize) -> String {
+    format!("/memories/small/d{}/f{i}.txt", i % 100)
+}
+
+fn small_content(i: usize) -> String {
+    let line = format!("small file {i} ");
+    line.repeat(SMALL_FILE_BYTES / line.len() + 1)[..SMALL_FILE_BYTES].to_owned()
+}
+
+/// Text of file `i` of the Grep corpus: ~1.3 KiB of lines, one file in ten
+/// holding one `error N` line.
+fn grep_content(i: usize) -> String {
+    const WORDS: [&str; 12] = [
+        "agent", "memory", "store", "plan", "result", "tool", "call", "note", "path", "value",
+        "index", "batch",
+    ];
+    let mut seed = i as u64 * 6_364_136_223_846_793_005 + 1_442_695_040_888_963_407;
+    let mut out = String::new();
+    for line in 0..24 {
+        for _ in 0..8 {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            out.push_str(WORDS[(seed >> 33) as usize % WORDS.len()]);
+            out.push(' ');
+        }
+        if i.is_multiple_of(10) && line == 12 {
+            out.push_str(&format!("error {i}"));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn grep_rel(i: usize) -> String {
+    format!("g{}/f{i}.txt", i / 1000)
+}
+
+/// A table row.
+struct Row {
+    what: String,
+    value: String,
+    note: String,
+}
+
+fn row(
+    rows: &mut Vec<Row>,
+    what: impl Into<String>,
+    value: impl Into<String>,
+    note: impl Into<String>,
+) {
+    let row = Row {
+        what: what.into(),
+        value: value.into(),
+        note: note.into(),
+    };
+    eprintln!("  {} = {} {}", row.what, row.value, row.note);
+    rows.push(row);
+}
+
+fn rate(n: usize, d: Duration) -> f64 {
+    n as f64 / d.as_secs_f64()
+}
+
+fn best_of<T>(runs: usize, mut f: impl FnMut() -> (Duration, T)) -> (Duration, T) {
+    let mut best = f();
+    for _ in 1..runs {
+        let next = f();
+        if next.0 < best.0 {
+            best = next;
+        }
+    }
+    best
+}
+
+fn throughput(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
+    let n = scaled(20_000);
+    eprintln!("small files: {n} × {SMALL_FILE_BYTES} B, {CALLERS} callers");
+    let scope = Scope::default();
+
+    // RocksDB alone: one put (WAL on, no fsync) and one get per file.
+    let raw_dir = tmp.join("raw");
+    let (raw_write, raw_read) = {
+        let mut opts = rocksdb::Options::default();
+        opts.create_if_missing(true);
+        let db = rocksdb::DB::open(&opts, &raw_dir).expect("open raw RocksDB");
+        let w = parallel(n, |i| {
+            db.put(small_path(i), small_content(i)).expect("put");
+        });
+        let r = parallel(n, |i| {
+            assert!(db.get(small_path(i)).expect("get").is_some());
+        });
+        (w, r)
+    };
+
+    let store_dir = tmp.join("inproc");
+    let (store_write, store_read) = {
+        let store = open_store(&store_dir);
+        let w = parallel(n, |i| {
+            let path = VfsPath::parse(&small_path(i)).unwrap();
+            let data = small_content(i).into_bytes();
+            store
+                .write(&scope, &path, data, Precondition::default())
+                .expect("write");
+        });
+        let r = parallel(n, |i| {
+            let path = VfsPath::parse(&small_path(i)).unwrap();
+            store.read(&scope, &path).expect("read");
+        });
+        (w, r)
+    };
+
+    let served = Served::start(&tmp.join("grpc"));
+    let (grpc_write, grpc_read) = rt.block_on(async {
+        let w = parallel_grpc(&served, n, |mut fs, i| async move {
+            fs.write(pb::WriteRequest {
+                path: small_path(i),
+                content: small_content(i),
+                ..Default::default()
+            })
+            .await
+            .expect("gRPC write");
+        })
+        .await;
+        let r = parallel_grpc(&served, n, |mut fs, i| async move {
+            fs.read(pb::ReadRequest {
+                path: small_path(i),
+                ..Default::default()
+            })
+            .await
+            .expect("gRPC read");
+        })
+        .await;
+        (w, r)
+    });
+    drop(served);
+
+    for (op, raw, store, grpc) in [
+        ("Write", raw_write, store_write, grpc_write),
+        ("Read", raw_read, store_read, grpc_read),
+    ] {
+        row(
+            rows,
+            format!("{op} 1 KiB: RocksDB alone, in-process"),
+            format!("{:.0} ops/s", rate(n, raw)),
+            "",
+        );
+        row(
+            rows,
+            format!("{op} 1 KiB: StoreBackend, in-process"),
+            format!("{:.0} ops/s", rate(n, store)),
+            format!(
+                "{:.2}× RocksDB's time",
+                store.as_secs_f64() / raw.as_secs_f64()
+            ),
+        );
+        row(
+            rows,
+            format!("{op} 1 KiB: agentvfs server over gRPC"),
+            format!("{:.0} ops/s", rate(n, grpc)),
+            format!(
+                "{:.2}× in-process StoreBackend's time",
+                grpc.as_secs_f64() / store.as_secs_f64()
+            ),
+        );
+    }
+}
+
+async fn grep_count(served: &Served) -> u64 {
+    let mut fs = served.client().await;
+    let mut stream = fs
+        .grep(pb::GrepRequest {
+            pattern: GREP_PATTERN.into(),
+            path: "/memories".into(),
+            max_visited: UNLIMITED,
+            max_duration_ms: UNLIMITED,
+            ..Default::default()
+        })
+        .await
+        .expect("grep")
+        .into_inner();
+    let mut matches = 0;
+    while let Some(msg) = stream.message().await.expect("grep stream") {
+        match msg.result {
+            Some(pb::grep_response::Result::Batch(b)) => matches += b.matches.len() as u64,
+            Some(pb::grep_response::Result::Summary(s)) => {
+                assert!(s.aborted_reason == 0, "grep aborted")
+            }
+            None => {}
+        }
+    }
+    matches
+}
+
+fn grep_vs_rg(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
+    let n = scaled(100_000);
+    eprintln!("grep: {n} files");
+    let tree = tmp.join("tree");
+    let data = tmp.join("grepstore");
+    {
+        let store = open_store(&data);
+        let scope = Scope::default();
+        parallel(n, |i| {
+            let rel = grep_rel(i);
+            let content = grep_content(i);
+            let file = tree.join(&rel);
+            std::fs::create_dir_all(file.parent().unwrap()).expect("mkdir");
+            std::fs::write(&file, &content).expect("write file");
+            let path = VfsPath::parse(&format!("/memories/{rel}")).unwrap();
+            store
+                .write(&scope, &path, content.into_bytes(), Precondition::default())
+                .expect("write");
+        });
+    }
+    let bytes: u64 = (0..n).map(|i| grep_content(i).len() as u64).sum();
+    let served = Served::start(&data);
+    let (store_time, store_matches) = best_of(3, || {
+        let start = Instant::now();
+        let matches = rt.block_on(grep_count(&served));
+        (start.elapsed(), matches)
+    });
+    drop(served);
+    let rg = std::env::var("RG").unwrap_or_else(|_| "rg".into());
+    let (rg_time, rg_matches) = best_of(3, || {
+        let start = Instant::now();
+        let out = Command::new(&rg)
+            .args(["-n", "--no-heading", GREP_PATTERN])
+            .arg(&tree)
+            .output()
+            .expect("run rg (cargo install ripgrep, or set RG=path)");
+        (
+            start.elapsed(),
+            out.stdout.iter().filter(|b| **b == b'\n').count() as u64,
+        )
+    });
+    assert_eq!(store_matches, rg_matches, "both must find the same lines");
+    let version = Command::new(&rg).arg("--version").output().map(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    });
+    row(
+        rows,
+        format!(
+            "Grep {n} stored files ({} MB): agentvfs over gRPC",
+            bytes / 1_000_000
+        ),
+        format!("{:.0} ms", store_time.as_secs_f64() * 1e3),
+        format!("{store_matches} matching lines"),
+    );
+    row(
+        rows,
+        format!(
+            "Grep the same {n} files on disk: {}",
+            version.unwrap_or_default()
+        ),
+        format!("{:.0} ms", rg_time.as_secs_f64() * 1e3),
+        format!(
+            "agentvfs/rg = {:.2}",
+            store_time.as_secs_f64() / rg_time.as_secs_f64()
+        ),
+    );
+}
+
+/// Fills a store with `total` files, 10 of them in `/memories/target`.
+fn fill(dir: &Path, total: usize) -> Duration {
+    let store = open_store(dir);
+    let scope = Scope::default();
+    parallel(total, |i| {
+        let path = if i < 10 {
+            format!("/memories/target/f{i}")
+        } else {
+            format!("/memories/other{}/f{i}", i % 1000)
+        };
+        let path = VfsPath::parse(&path).unwrap();
+        store
+            .write(&scope, &path, b"x".to_vec(), Precondition::default())
+            .expect("write");
+    })
+}
+
+fn list_scaling(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
+    const LISTS: u32 = 2000;
+    let big = scaled(1_000_000);
+    for total in [100, big] {
+        let dir = tmp.join(format!("list{total}"));
+        let load = fill(&dir, total);
+        eprintln!("list: loaded {total} files in {load:?}");
+        let inproc = {
+            let store = open_store(&dir);
+            let target = VfsPath::parse("/memories/target").unwrap();
+            let start = Instant::now();
+            for _ in 0..LISTS {
+                assert_eq!(
+                    store.list(&Scope::default(), &target).expect("list").len(),
+                    10
+                );
+            }
+            start.elapsed() / LISTS
+        };
+        let served = Served::start(&dir);
+        let grpc = rt.block_on(async {
+            let mut fs = served.client().await;
+            let start = Instant::now();
+            for _ in 0..LISTS {
+                let r = fs
+                    .list_info(pb::ListInfoRequest {
+                        path: "/memories/target".into(),
+                    })
+                    .await
+                    .expect("list");
+                assert_eq!(r.into_inner().entries.len(), 10);
+            }
+            start.elapsed() / LISTS
+        });
+        row(
+            rows,
+            format!("ListInfo of 10 entries among {total} files"),
+            format!(
+                "{:.1} µs gRPC, {:.1} µs in-process",
+                grpc.as_secs_f64() * 1e6,
+                inproc.as_secs_f64() * 1e6
+            ),
+            format!("store loaded at {:.0} files/s", rate(total, load)),
+        );
+    }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing else is accepted.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let mut rows = Vec::new();
+    throughput(&mut rows, &rt, tmp.path());
+    grep_vs_rg(&mut rows, &rt, tmp.path());
+    list_scaling(&mut rows, &rt, tmp.path());
+    println!("| measurement | result | note |");
+    println!("| --- | --- | --- |");
+    for r in rows {
+        println!("| {} | {} | {} |", r.what, r.value, r.note);
+    }
+}

@@ -1,0 +1,177 @@
+//! The value of a `meta` key: one file's metadata, and its content when the
+//! file is small.
+//!
+//! Layout (big-endian): `format (1) | flags (1) | version (8) | size (8) |
+//! created ns (8) | modified ns (8) | blob id (8)` then, when the `INLINE`
+//! flag is set, the whole content. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
+//! read is one point lookup and Grep reads them straight from the iterator it
+//! walks with; larger files are cut into [`CHUNK_BYTES`] chunks in the `chunks`
+//! column family so no single value (or gRPC message) ever holds a huge file.
+//!
+//! Errors: a value that does not decode is reported as `Internal` naming the
+//! path, never guessed at.
+
+use crate::error::{Error, Result};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Format byte written today; a different one is refused, not misread.
+const FORMAT: u8 = 1;
+/// Flag: the content follows the header.
+const INLINE: u8 = 1;
+/// Header bytes before inline content.
+const HEADER_BYTES: usize = 2 + 5 * 8;
+
+/// Largest file stored inside its metadata value: 64 KiB keeps directory
+/// listings (which read these values) cheap while covering typical notes and
+/// source files, so reads and Grep of them need no second lookup.
+pub const INLINE_MAX_BYTES: usize = 64 << 10;
+/// Size of one stored chunk of a large file: 1 MiB, the same as a ReadBytes
+/// message, so streaming a file is one lookup per message.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// One file's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// Generation, unique in the store and growing.
+    pub version: u64,
+    /// Content length in bytes.
+    pub size: u64,
+    /// Creation time, nanoseconds since the epoch.
+    pub created: u64,
+    /// Last change, nanoseconds since the epoch.
+    pub modified: u64,
+    /// True when the content is inside the value.
+    pub inline: bool,
+    /// Id of the chunks holding a non-inline file's content (0 when inline).
+    /// Usually the version that stored them; a streamed upload draws its id
+    /// when it starts, before the version it commits with.
+    pub blob: u64,
+}
+
+impl Meta {
+    /// Number of chunks of a non-inline file.
+    pub fn chunks(&self) -> u32 {
+        if self.inline {
+            0
+        } else {
+            // Sizes are bounded by max_file_bytes (at most 2^40), so the
+            // count fits easily in u32 chunks of 1 MiB.
+            self.size.div_ceil(CHUNK_BYTES as u64) as u32
+        }
+    }
+
+    /// Creation time.
+    pub fn created_time(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.created)
+    }
+
+    /// Modification time.
+    pub fn modified_time(&self) -> SystemTime {
+        UNIX_EPOCH + Duration::from_nanos(self.modified)
+    }
+}
+
+/// Nanoseconds since the epoch of `t` (0 before the epoch).
+pub fn nanos(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Encodes `meta`, with `content` inline when given.
+pub fn encode(meta: &Meta, content: Option<&[u8]>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES + content.map_or(0, <[u8]>::len));
+    out.push(FORMAT);
+    out.push(if content.is_some() { INLINE } else { 0 });
+    for n in [
+        meta.version,
+        meta.size,
+        meta.created,
+        meta.modified,
+        meta.blob,
+    ] {
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+    if let Some(content) = content {
+        out.extend_from_slice(content);
+    }
+    out
+}
+
+/// Decodes a value read for `path`: the metadata and the inline content.
+pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta, &'v [u8])> {
+    let corrupt = |why: &str| Error::Internal(format!("corrupt Store metadata for {path}: {why}"));
+    if value.len() < HEADER_BYTES {
+        return Err(corrupt("value too short"));
+    }
+    if value[0] != FORMAT {
+        return Err(corrupt(&format!("unknown format {}", value[0])));
+    }
+    let inline = value[1] & INLINE != 0;
+    let word = |i: usize| {
+        let at = 2 + i * 8;
+        let mut b = [0; 8];
+        b.copy_from_slice(&value[at..at + 8]);
+        u64::from_be_bytes(b)
+    };
+    let meta = Meta {
+        version: word(0),
+        size: word(1),
+        created: word(2),
+        modified: word(3),
+        inline,
+        blob: word(4),
+    };
+    let content = &value[HEADER_BYTES..];
+    if inline && content.len() as u64 != meta.size {
+        return Err(corrupt("inline content length differs from size"));
+    }
+    Ok((meta, content))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_round_trips_with_and_without_content() {
+        let meta = Meta {
+            version: 9,
+            size: 3,
+            created: 1,
+            modified: 2,
+            inline: true,
+            blob: 0,
+        };
+        let value = encode(&meta, Some(b"abc"));
+        assert_eq!(decode(&"/x", &value).unwrap(), (meta, &b"abc"[..]));
+        let big = Meta {
+            size: 3 * CHUNK_BYTES as u64 + 1,
+            inline: false,
+            blob: 9,
+            ..meta
+        };
+        let value = encode(&big, None);
+        let (back, rest) = decode(&"/x", &value).unwrap();
+        assert_eq!((back, rest.len(), back.chunks()), (big, 0, 4));
+    }
+
+    #[test]
+    fn corrupt_values_are_errors_naming_the_path() {
+        let err = decode(&"/m/x", b"\x01").unwrap_err();
+        assert!(err.to_string().contains("/m/x"), "{err}");
+        let mut bad = encode(
+            &Meta {
+                version: 1,
+                size: 5,
+                created: 0,
+                modified: 0,
+                inline: true,
+                blob: 0,
+            },
+            Some(b"abc"),
+        );
+        assert!(decode(&"/m/x", &bad).is_err());
+        bad[0] = 2;
+        assert!(decode(&"/m/x", &bad).is_err());
+    }
+}
