@@ -702,12 +702,16 @@ type GrepToolRequest struct {
 	Include       *string                `protobuf:"bytes,3,opt,name=include,proto3,oneof" json:"include,omitempty"`
 	CaseSensitive *bool                  `protobuf:"varint,4,opt,name=case_sensitive,json=caseSensitive,proto3,oneof" json:"case_sensitive,omitempty"`
 	// files_with_matches, content or count.
-	OutputMode    *string `protobuf:"bytes,5,opt,name=output_mode,json=outputMode,proto3,oneof" json:"output_mode,omitempty"`
-	Limit         *int64  `protobuf:"varint,6,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
-	Context       *int64  `protobuf:"varint,7,opt,name=context,proto3,oneof" json:"context,omitempty"`
-	ToolCallId    string  `protobuf:"bytes,8,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	OutputMode *string `protobuf:"bytes,5,opt,name=output_mode,json=outputMode,proto3,oneof" json:"output_mode,omitempty"`
+	Limit      *int64  `protobuf:"varint,6,opt,name=limit,proto3,oneof" json:"limit,omitempty"`
+	Context    *int64  `protobuf:"varint,7,opt,name=context,proto3,oneof" json:"context,omitempty"`
+	ToolCallId string  `protobuf:"bytes,8,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// Also search hidden files and directories (names starting with '.').
+	IncludeHidden *bool `protobuf:"varint,9,opt,name=include_hidden,json=includeHidden,proto3,oneof" json:"include_hidden,omitempty"`
+	// Also search ignored directories (node_modules, target, dist, ...).
+	IncludeIgnored *bool `protobuf:"varint,10,opt,name=include_ignored,json=includeIgnored,proto3,oneof" json:"include_ignored,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GrepToolRequest) Reset() {
@@ -794,6 +798,20 @@ func (x *GrepToolRequest) GetToolCallId() string {
 		return x.ToolCallId
 	}
 	return ""
+}
+
+func (x *GrepToolRequest) GetIncludeHidden() bool {
+	if x != nil && x.IncludeHidden != nil {
+		return *x.IncludeHidden
+	}
+	return false
+}
+
+func (x *GrepToolRequest) GetIncludeIgnored() bool {
+	if x != nil && x.IncludeIgnored != nil {
+		return *x.IncludeIgnored
+	}
+	return false
 }
 
 type GrepToolResponse struct {
@@ -1488,7 +1506,7 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x10_include_ignored\"j\n" +
 	"\x10GlobToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xdf\x02\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xe0\x03\n" +
 	"\x0fGrepToolRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x17\n" +
 	"\x04path\x18\x02 \x01(\tH\x00R\x04path\x88\x01\x01\x12\x1d\n" +
@@ -1499,7 +1517,10 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x05limit\x18\x06 \x01(\x03H\x04R\x05limit\x88\x01\x01\x12\x1d\n" +
 	"\acontext\x18\a \x01(\x03H\x05R\acontext\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\b \x01(\tR\n" +
-	"toolCallIdB\a\n" +
+	"toolCallId\x12*\n" +
+	"\x0einclude_hidden\x18\t \x01(\bH\x06R\rincludeHidden\x88\x01\x01\x12,\n" +
+	"\x0finclude_ignored\x18\n" +
+	" \x01(\bH\aR\x0eincludeIgnored\x88\x01\x01B\a\n" +
 	"\x05_pathB\n" +
 	"\n" +
 	"\b_includeB\x11\n" +
@@ -1507,7 +1528,9 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\f_output_modeB\b\n" +
 	"\x06_limitB\n" +
 	"\n" +
-	"\b_context\"j\n" +
+	"\b_contextB\x11\n" +
+	"\x0f_include_hiddenB\x12\n" +
+	"\x10_include_ignored\"j\n" +
 	"\x10GrepToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
 	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\x9f\x01\n" +

@@ -362,6 +362,8 @@ class GrepToolRequest(_message.Message):
     LIMIT_FIELD_NUMBER: _builtins.int
     CONTEXT_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    INCLUDE_HIDDEN_FIELD_NUMBER: _builtins.int
+    INCLUDE_IGNORED_FIELD_NUMBER: _builtins.int
     pattern: _builtins.str
     path: _builtins.str
     include: _builtins.str
@@ -371,6 +373,10 @@ class GrepToolRequest(_message.Message):
     limit: _builtins.int
     context: _builtins.int
     tool_call_id: _builtins.str
+    include_hidden: _builtins.bool
+    """Also search hidden files and directories (names starting with '.')."""
+    include_ignored: _builtins.bool
+    """Also search ignored directories (node_modules, target, dist, ...)."""
     def __init__(
         self,
         *,
@@ -382,10 +388,12 @@ class GrepToolRequest(_message.Message):
         limit: _builtins.int | None = ...,
         context: _builtins.int | None = ...,
         tool_call_id: _builtins.str = ...,
+        include_hidden: _builtins.bool | None = ...,
+        include_ignored: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_case_sensitive", b"_case_sensitive", "_context", b"_context", "_include", b"_include", "_limit", b"_limit", "_output_mode", b"_output_mode", "_path", b"_path", "case_sensitive", b"case_sensitive", "context", b"context", "include", b"include", "limit", b"limit", "output_mode", b"output_mode", "path", b"path"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_case_sensitive", b"_case_sensitive", "_context", b"_context", "_include", b"_include", "_include_hidden", b"_include_hidden", "_include_ignored", b"_include_ignored", "_limit", b"_limit", "_output_mode", b"_output_mode", "_path", b"_path", "case_sensitive", b"case_sensitive", "context", b"context", "include", b"include", "include_hidden", b"include_hidden", "include_ignored", b"include_ignored", "limit", b"limit", "output_mode", b"output_mode", "path", b"path"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_case_sensitive", b"_case_sensitive", "_context", b"_context", "_include", b"_include", "_limit", b"_limit", "_output_mode", b"_output_mode", "_path", b"_path", "case_sensitive", b"case_sensitive", "context", b"context", "include", b"include", "limit", b"limit", "output_mode", b"output_mode", "path", b"path", "pattern", b"pattern", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_case_sensitive", b"_case_sensitive", "_context", b"_context", "_include", b"_include", "_include_hidden", b"_include_hidden", "_include_ignored", b"_include_ignored", "_limit", b"_limit", "_output_mode", b"_output_mode", "_path", b"_path", "case_sensitive", b"case_sensitive", "context", b"context", "include", b"include", "include_hidden", b"include_hidden", "include_ignored", b"include_ignored", "limit", b"limit", "output_mode", b"output_mode", "path", b"path", "pattern", b"pattern", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__case_sensitive: _TypeAlias = _typing.Literal["case_sensitive"]  # noqa: Y015
     _WhichOneofArgType__case_sensitive: _TypeAlias = _typing.Literal["_case_sensitive", b"_case_sensitive"]  # noqa: Y015
@@ -393,6 +401,10 @@ class GrepToolRequest(_message.Message):
     _WhichOneofArgType__context: _TypeAlias = _typing.Literal["_context", b"_context"]  # noqa: Y015
     _WhichOneofReturnType__include: _TypeAlias = _typing.Literal["include"]  # noqa: Y015
     _WhichOneofArgType__include: _TypeAlias = _typing.Literal["_include", b"_include"]  # noqa: Y015
+    _WhichOneofReturnType__include_hidden: _TypeAlias = _typing.Literal["include_hidden"]  # noqa: Y015
+    _WhichOneofArgType__include_hidden: _TypeAlias = _typing.Literal["_include_hidden", b"_include_hidden"]  # noqa: Y015
+    _WhichOneofReturnType__include_ignored: _TypeAlias = _typing.Literal["include_ignored"]  # noqa: Y015
+    _WhichOneofArgType__include_ignored: _TypeAlias = _typing.Literal["_include_ignored", b"_include_ignored"]  # noqa: Y015
     _WhichOneofReturnType__limit: _TypeAlias = _typing.Literal["limit"]  # noqa: Y015
     _WhichOneofArgType__limit: _TypeAlias = _typing.Literal["_limit", b"_limit"]  # noqa: Y015
     _WhichOneofReturnType__output_mode: _TypeAlias = _typing.Literal["output_mode"]  # noqa: Y015
@@ -405,6 +417,10 @@ class GrepToolRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__context) -> _WhichOneofReturnType__context | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__include) -> _WhichOneofReturnType__include | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__include_hidden) -> _WhichOneofReturnType__include_hidden | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__include_ignored) -> _WhichOneofReturnType__include_ignored | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__limit) -> _WhichOneofReturnType__limit | None: ...
     @_typing.overload
