@@ -304,3 +304,120 @@ impl Backend for CompositeBackend {
         self.search_part(scope, run, part)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::state::{StateBackend, StateLimits};
+    use crate::search::{Budgets, SearchEvent, SearchSpec};
+    use std::time::Duration;
+
+    /// A tier whose storage has failed: every call is an internal error. No
+    /// real tier can be made to fail on demand in a test, so this one stands
+    /// in for a disk that went away.
+    struct Broken;
+
+    fn broken<T>() -> Result<T> {
+        Err(Error::Internal("the disk went away".into()))
+    }
+
+    impl Backend for Broken {
+        fn list(&self, _: &Scope, _: &VfsPath) -> Result<Vec<Entry>> {
+            broken()
+        }
+        fn stat(&self, _: &Scope, _: &VfsPath) -> Result<Entry> {
+            broken()
+        }
+        fn read(&self, _: &Scope, _: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+            broken()
+        }
+        fn write(
+            &self,
+            _: &Scope,
+            _: &VfsPath,
+            _: Vec<u8>,
+            _: Precondition,
+        ) -> Result<WriteOutcome> {
+            broken()
+        }
+        fn update(
+            &self,
+            _: &Scope,
+            _: &VfsPath,
+            _: Option<u64>,
+            _: &mut UpdateFn<'_>,
+        ) -> Result<WriteOutcome> {
+            broken()
+        }
+        fn delete(&self, _: &Scope, _: &VfsPath, _: Option<u64>, _: bool) -> Result<u64> {
+            broken()
+        }
+        fn search(&self, _: &Scope, _: &SearchRun, _: &SearchPart) -> Result<()> {
+            broken()
+        }
+    }
+
+    fn path(p: &str) -> VfsPath {
+        VfsPath::parse(p).unwrap()
+    }
+
+    /// A search from `/` over a failed mount still returns the other tiers'
+    /// results and names the failed mount in the summary's problems.
+    #[test]
+    fn failed_mount_is_reported_not_silently_dropped() {
+        let limits = StateLimits {
+            max_total_bytes: 1 << 20,
+            max_file_bytes: 1 << 20,
+            idle_ttl: Duration::from_secs(60),
+        };
+        let state = Arc::new(StateBackend::new(VfsPath::root(), limits));
+        let scope = Scope::default();
+        for p in ["/a.txt", "/z.txt"] {
+            state
+                .write(
+                    &scope,
+                    &path(p),
+                    b"needle\n".to_vec(),
+                    Precondition::default(),
+                )
+                .unwrap();
+        }
+        let table = CompositeBackend::new(vec![
+            Mount {
+                prefix: VfsPath::root(),
+                backend: state,
+                tier: "state",
+            },
+            Mount {
+                prefix: path("/broken"),
+                backend: Arc::new(Broken),
+                tier: "store",
+            },
+        ])
+        .unwrap();
+        let spec = SearchSpec::glob(VfsPath::root(), "**", Budgets::default()).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(64);
+        let run = SearchRun::new(spec, tx);
+        table
+            .search(&scope, &run, &SearchPart::whole(VfsPath::root()))
+            .unwrap();
+        run.finish(Ok(()));
+        let mut found = Vec::new();
+        let mut summary = None;
+        while let Ok(event) = rx.try_recv() {
+            match event {
+                SearchEvent::Batch(hits) => found.extend(hits.into_iter().map(|h| match h {
+                    crate::search::Hit::Entry(e) => e.path.to_string(),
+                    crate::search::Hit::File(f) => f.path.to_string(),
+                })),
+                SearchEvent::Summary(s) => summary = Some(s),
+                SearchEvent::Failed(err) => panic!("search failed: {err}"),
+            }
+        }
+        assert_eq!(found, ["/a.txt", "/z.txt"]);
+        let problems = summary.expect("summary sent").problems;
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].0, "/broken");
+        assert_eq!(problems[0].1.code(), "INTERNAL_ERROR");
+    }
+}
