@@ -15,10 +15,11 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::filesystem_server::Filesystem;
-use crate::search::{Budgets, GrepRequest, SearchEvent, SearchSpec};
+use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec};
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
 use std::sync::Arc;
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
@@ -397,16 +398,15 @@ impl Filesystem for FilesystemService {
             caller.scope,
             spec,
         )?;
-        let stream = events.map(|event| match event {
-            SearchEvent::Batch(hits) => Ok(pb::GrepResponse {
+        Ok(Response::new(respond(
+            events,
+            |hits| pb::GrepResponse {
                 result: Some(Item::Batch(convert::grep_batch(hits))),
-            }),
-            SearchEvent::Summary(s) => Ok(pb::GrepResponse {
-                result: Some(Item::Summary(convert::summary(s))),
-            }),
-            SearchEvent::Failed(err) => Err(Status::from(err)),
-        });
-        Ok(Response::new(Box::pin(stream)))
+            },
+            |summary| pb::GrepResponse {
+                result: Some(Item::Summary(summary)),
+            },
+        )))
     }
 
     type GlobStream = ResponseStream<pb::GlobResponse>;
@@ -431,17 +431,30 @@ impl Filesystem for FilesystemService {
             caller.scope,
             spec,
         )?;
-        let stream = events.map(|event| match event {
-            SearchEvent::Batch(hits) => Ok(pb::GlobResponse {
+        Ok(Response::new(respond(
+            events,
+            |hits| pb::GlobResponse {
                 result: Some(Item::Batch(convert::glob_batch(hits))),
-            }),
-            SearchEvent::Summary(s) => Ok(pb::GlobResponse {
-                result: Some(Item::Summary(convert::summary(s))),
-            }),
-            SearchEvent::Failed(err) => Err(Status::from(err)),
-        });
-        Ok(Response::new(Box::pin(stream)))
+            },
+            |summary| pb::GlobResponse {
+                result: Some(Item::Summary(summary)),
+            },
+        )))
     }
+}
+
+/// A search's events as a gRPC response stream: batches and the summary as
+/// messages, a failure as the stream's final status.
+fn respond<T: Send + 'static>(
+    events: ReceiverStream<SearchEvent>,
+    batch: fn(Vec<Hit>) -> T,
+    summary: fn(pb::SearchSummary) -> T,
+) -> ResponseStream<T> {
+    Box::pin(events.map(move |event| match event {
+        SearchEvent::Batch(hits) => Ok(batch(hits)),
+        SearchEvent::Summary(s) => Ok(summary(convert::summary(s))),
+        SearchEvent::Failed(err) => Err(Status::from(err)),
+    }))
 }
 
 /// Refuses content over the file size limit (RESOURCE_EXHAUSTED).

@@ -533,11 +533,13 @@ async fn tokens_never_reach_the_logs() {
         .await
         .unwrap()
         .into_inner();
-    let logs = server.logs.lock().unwrap().clone();
+    // The log reader runs on its own thread: wait for the line, then look.
     assert!(
-        logs.contains("handle created"),
-        "debug logging is on: {logs}"
+        server
+            .wait_for_log("handle created", std::time::Duration::from_secs(5))
+            .await
     );
+    let logs = server.logs.lock().unwrap().clone();
     for secret in [
         "admin-token-0001",
         "reader-token-0001",
