@@ -97,14 +97,19 @@ impl Runner {
             Some(s) => format!("{case_name}.{s}"),
             None => case_name.to_owned(),
         };
-        let token = step["token"].as_str().unwrap_or(&self.token);
+        let scope = Scope {
+            session: &session,
+            namespace: step["namespace"]
+                .as_str()
+                .map(|ns| format!("{case_name}.{ns}")),
+            token: step["token"].as_str().unwrap_or(&self.token),
+        };
         let request = substitute(&step["request"], vars);
         let outcome = self
             .call(
                 step["call"].as_str().ok_or("no \"call\"")?,
                 request,
-                &session,
-                token,
+                &scope,
                 step["cancel_after"].as_u64(),
             )
             .await?;
@@ -133,8 +138,7 @@ impl Runner {
         &self,
         call: &str,
         request: Value,
-        session: &str,
-        token: &str,
+        scope: &Scope<'_>,
         cancel_after: Option<u64>,
     ) -> Result<Result<Value, Value>, String> {
         let (service, method) = call.split_once('.').ok_or("call is Service.Method")?;
@@ -150,15 +154,11 @@ impl Runner {
         let mut grpc =
             tonic::client::Grpc::new(self.channel.clone()).max_decoding_message_size(256 << 20);
         grpc.ready().await.map_err(|e| e.to_string())?;
-        let metadata = |msg| with_metadata(msg, session, token);
+        let metadata = |msg| with_metadata(msg, scope);
         if method.is_client_streaming() {
             let msgs = upload_messages(&method.input(), &request)?;
             let response = grpc
-                .client_streaming(
-                    with_metadata(tokio_stream::iter(msgs), session, token),
-                    path,
-                    codec,
-                )
+                .client_streaming(with_metadata(tokio_stream::iter(msgs), scope), path, codec)
                 .await;
             return Ok(response
                 .map(|r| to_json(&r.into_inner()))
@@ -196,17 +196,33 @@ impl Runner {
     }
 }
 
-/// A request carrying the session and, unless `token` is empty, the token.
-fn with_metadata<T>(msg: T, session: &str, token: &str) -> Request<T> {
+/// Who a step calls as: its session, its namespace (`<case>.<namespace>`
+/// when the step names one) and its bearer token ("" for none).
+struct Scope<'a> {
+    session: &'a str,
+    namespace: Option<String>,
+    token: &'a str,
+}
+
+/// A request carrying the session, the namespace if any and, unless the
+/// token is empty, the token.
+fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
     let mut req = Request::new(msg);
     let md = req.metadata_mut();
-    // Case names and tokens are ASCII by the suite's rules; a bad one fails the run.
+    // Case names, namespaces and tokens are ASCII by the suite's rules; a bad
+    // one fails the run.
     md.insert(
         "x-agentvfs-session",
-        MetadataValue::try_from(session).expect("ASCII session"),
+        MetadataValue::try_from(scope.session).expect("ASCII session"),
     );
-    if !token.is_empty() {
-        let bearer = format!("Bearer {token}");
+    if let Some(namespace) = &scope.namespace {
+        md.insert(
+            "x-agentvfs-namespace",
+            MetadataValue::try_from(namespace.as_str()).expect("ASCII namespace"),
+        );
+    }
+    if !scope.token.is_empty() {
+        let bearer = format!("Bearer {}", scope.token);
         md.insert(
             "authorization",
             MetadataValue::try_from(bearer).expect("ASCII token"),
@@ -352,7 +368,7 @@ fn lookup<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
 
 /// Checks `actual` against the `expected` pattern (README: subset match,
 /// defaults for omitted fields, numbers equal to decimal strings, `$contains`,
-/// `$gte`).
+/// `$gte`, `$json`).
 fn check(expected: &Value, actual: &Value) -> Result<(), String> {
     let mut problems = Vec::new();
     check_at("$", expected, Some(actual), &mut problems);
@@ -374,6 +390,16 @@ fn check_at(at: &str, expected: &Value, actual: Option<&Value>, problems: &mut V
                     ("$gte", a) => number(a)
                         .zip(number(Some(arg)))
                         .is_some_and(|(a, b)| a >= b),
+                    ("$json", Some(Value::String(s))) => match serde_json::from_str(s) {
+                        Ok(parsed) => {
+                            check_at(&format!("{at}<json>"), arg, Some(&parsed), problems);
+                            true
+                        }
+                        Err(e) => {
+                            problems.push(format!("{at}: not JSON ({e}): {s}"));
+                            true
+                        }
+                    },
                     _ => false,
                 };
                 if !ok {
