@@ -27,9 +27,8 @@ use tonic_types::StatusExt;
 /// do not depend on it).
 const UPLOAD_CHUNK_BYTES: usize = 256 << 10;
 
-/// Every case of every conformance file passes against the real server.
-#[tokio::test]
-async fn every_conformance_case_passes() {
+/// The conformance files, sorted, each with its parsed suite.
+fn suites() -> Vec<(String, Value)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/conformance exists")
@@ -38,13 +37,54 @@ async fn every_conformance_case_passes() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no conformance files in {dir:?}");
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).expect("readable case file");
+            let suite = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", file.display()));
+            let name = file.file_name().expect("file name").to_string_lossy();
+            (name.into_owned(), suite)
+        })
+        .collect()
+}
+
+/// Every RPC of every service has at least one step in the suite, so every
+/// client is proven to reach all of them (issue 7).
+#[test]
+fn every_rpc_of_every_service_has_a_conformance_step() {
+    let called: std::collections::HashSet<String> = suites()
+        .iter()
+        .flat_map(|(_, suite)| suite["cases"].as_array().cloned().unwrap_or_default())
+        .flat_map(|case| case["steps"].as_array().cloned().unwrap_or_default())
+        .filter_map(|step| step["call"].as_str().map(str::to_owned))
+        .collect();
+    let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("valid descriptor set");
+    let services: Vec<_> = pool
+        .services()
+        .filter(|s| s.package_name() == "agentvfs.v1")
+        .collect();
+    assert_eq!(services.len(), 3, "Filesystem, Tools and Access");
+    let missing: Vec<String> = services
+        .iter()
+        .flat_map(|s| {
+            s.methods()
+                .map(move |m| format!("{}.{}", s.name(), m.name()))
+        })
+        .filter(|call| !called.contains(call))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "RPCs without a conformance step: {missing:?}"
+    );
+}
+
+/// Every case of every conformance file passes against the real server.
+#[tokio::test]
+async fn every_conformance_case_passes() {
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("valid descriptor set");
     let (mut passed, mut failures) = (0, Vec::new());
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable case file");
-        let suite: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", file.display()));
-        let name = file.file_name().expect("file name").to_string_lossy();
+    for (name, suite) in suites() {
         let config = suite.pointer("/server/config").and_then(Value::as_str);
         let server = Server::start_with(config, &[]);
         let runner = Runner {
