@@ -533,11 +533,16 @@ async fn tokens_never_reach_the_logs() {
         .await
         .unwrap()
         .into_inner();
-    let logs = server.logs.lock().unwrap().clone();
+    // The server logs before it answers, but the log pump thread may not
+    // have read the line yet: wait for it rather than race it.
     assert!(
-        logs.contains("handle created"),
-        "debug logging is on: {logs}"
+        server
+            .wait_for_log("handle created", std::time::Duration::from_secs(5))
+            .await,
+        "debug logging is on: {}",
+        server.logs.lock().unwrap()
     );
+    let logs = server.logs.lock().unwrap().clone();
     for secret in [
         "admin-token-0001",
         "reader-token-0001",
