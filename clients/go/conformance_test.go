@@ -46,6 +46,7 @@ type step struct {
 	Save        map[string]string `json:"save"`
 	Session     *string           `json:"session"`
 	Token       *string           `json:"token"`
+	Namespace   *string           `json:"namespace"`
 	CancelAfter *int              `json:"cancel_after"`
 }
 
@@ -65,7 +66,7 @@ func TestConformance(t *testing.T) {
 			if err := json.Unmarshal(text, &s); err != nil {
 				t.Fatalf("%s: %v", file, err)
 			}
-			r := &runner{addr: startServer(t, s.Server.Config), token: s.Token, clients: map[[2]string]*agentvfs.Client{}}
+			r := &runner{addr: startServer(t, s.Server.Config), token: s.Token, clients: map[[3]string]*agentvfs.Client{}}
 			defer r.close()
 			for _, c := range s.Cases {
 				t.Run(c.Name, func(t *testing.T) {
@@ -84,7 +85,7 @@ func TestConformance(t *testing.T) {
 type runner struct {
 	addr    string
 	token   string
-	clients map[[2]string]*agentvfs.Client
+	clients map[[3]string]*agentvfs.Client
 }
 
 func (r *runner) close() {
@@ -93,13 +94,14 @@ func (r *runner) close() {
 	}
 }
 
-// client returns the client of one (session, token).
-func (r *runner) client(session, token string) (*agentvfs.Client, error) {
-	key := [2]string{session, token}
+// client returns the client of one (session, namespace, token); an empty
+// namespace sends none.
+func (r *runner) client(session, namespace, token string) (*agentvfs.Client, error) {
+	key := [3]string{session, namespace, token}
 	if c, ok := r.clients[key]; ok {
 		return c, nil
 	}
-	c, err := agentvfs.Dial(r.addr, agentvfs.Options{Session: session, Token: token})
+	c, err := agentvfs.Dial(r.addr, agentvfs.Options{Session: session, Namespace: namespace, Token: token})
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +117,11 @@ func (r *runner) step(caseName string, st step, vars map[string]any) error {
 	if st.Token != nil {
 		token = *st.Token
 	}
-	c, err := r.client(session, token)
+	namespace := ""
+	if st.Namespace != nil {
+		namespace = caseName + "." + *st.Namespace
+	}
+	c, err := r.client(session, namespace, token)
 	if err != nil {
 		return err
 	}
@@ -399,6 +405,16 @@ func checkAt(at string, expected, actual any, present bool, problems *[]string) 
 			if !aok || !bok || a < b {
 				fail("%v is not >= %v", actual, arg)
 			}
+			return
+		}
+		if arg, ok := e["$json"]; ok {
+			s, isString := actual.(string)
+			var parsed any
+			if err := json.Unmarshal([]byte(s), &parsed); !isString || err != nil {
+				fail("%v is not a JSON string: %v", actual, err)
+				return
+			}
+			checkAt(at+"<json>", arg, parsed, true, problems)
 			return
 		}
 		got, ok := actual.(map[string]any)

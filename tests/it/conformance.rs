@@ -27,9 +27,8 @@ use tonic_types::StatusExt;
 /// do not depend on it).
 const UPLOAD_CHUNK_BYTES: usize = 256 << 10;
 
-/// Every case of every conformance file passes against the real server.
-#[tokio::test]
-async fn every_conformance_case_passes() {
+/// The conformance files, sorted, each with its parsed suite.
+fn suites() -> Vec<(String, Value)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("tests/conformance exists")
@@ -38,13 +37,54 @@ async fn every_conformance_case_passes() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no conformance files in {dir:?}");
+    files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(file).expect("readable case file");
+            let suite = serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", file.display()));
+            let name = file.file_name().expect("file name").to_string_lossy();
+            (name.into_owned(), suite)
+        })
+        .collect()
+}
+
+/// Every RPC of every service has at least one step in the suite, so every
+/// client is proven to reach all of them (issue 7).
+#[test]
+fn every_rpc_of_every_service_has_a_conformance_step() {
+    let called: std::collections::HashSet<String> = suites()
+        .iter()
+        .flat_map(|(_, suite)| suite["cases"].as_array().cloned().unwrap_or_default())
+        .flat_map(|case| case["steps"].as_array().cloned().unwrap_or_default())
+        .filter_map(|step| step["call"].as_str().map(str::to_owned))
+        .collect();
+    let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("valid descriptor set");
+    let services: Vec<_> = pool
+        .services()
+        .filter(|s| s.package_name() == "agentvfs.v1")
+        .collect();
+    assert_eq!(services.len(), 3, "Filesystem, Tools and Access");
+    let missing: Vec<String> = services
+        .iter()
+        .flat_map(|s| {
+            s.methods()
+                .map(move |m| format!("{}.{}", s.name(), m.name()))
+        })
+        .filter(|call| !called.contains(call))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "RPCs without a conformance step: {missing:?}"
+    );
+}
+
+/// Every case of every conformance file passes against the real server.
+#[tokio::test]
+async fn every_conformance_case_passes() {
     let pool = DescriptorPool::decode(FILE_DESCRIPTOR_SET).expect("valid descriptor set");
     let (mut passed, mut failures) = (0, Vec::new());
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable case file");
-        let suite: Value = serde_json::from_str(&text)
-            .unwrap_or_else(|e| panic!("{}: invalid JSON: {e}", file.display()));
-        let name = file.file_name().expect("file name").to_string_lossy();
+    for (name, suite) in suites() {
         let config = suite.pointer("/server/config").and_then(Value::as_str);
         let server = Server::start_with(config, &[]);
         let runner = Runner {
@@ -97,14 +137,19 @@ impl Runner {
             Some(s) => format!("{case_name}.{s}"),
             None => case_name.to_owned(),
         };
-        let token = step["token"].as_str().unwrap_or(&self.token);
+        let scope = Scope {
+            session: &session,
+            namespace: step["namespace"]
+                .as_str()
+                .map(|ns| format!("{case_name}.{ns}")),
+            token: step["token"].as_str().unwrap_or(&self.token),
+        };
         let request = substitute(&step["request"], vars);
         let outcome = self
             .call(
                 step["call"].as_str().ok_or("no \"call\"")?,
                 request,
-                &session,
-                token,
+                &scope,
                 step["cancel_after"].as_u64(),
             )
             .await?;
@@ -133,8 +178,7 @@ impl Runner {
         &self,
         call: &str,
         request: Value,
-        session: &str,
-        token: &str,
+        scope: &Scope<'_>,
         cancel_after: Option<u64>,
     ) -> Result<Result<Value, Value>, String> {
         let (service, method) = call.split_once('.').ok_or("call is Service.Method")?;
@@ -150,15 +194,11 @@ impl Runner {
         let mut grpc =
             tonic::client::Grpc::new(self.channel.clone()).max_decoding_message_size(256 << 20);
         grpc.ready().await.map_err(|e| e.to_string())?;
-        let metadata = |msg| with_metadata(msg, session, token);
+        let metadata = |msg| with_metadata(msg, scope);
         if method.is_client_streaming() {
             let msgs = upload_messages(&method.input(), &request)?;
             let response = grpc
-                .client_streaming(
-                    with_metadata(tokio_stream::iter(msgs), session, token),
-                    path,
-                    codec,
-                )
+                .client_streaming(with_metadata(tokio_stream::iter(msgs), scope), path, codec)
                 .await;
             return Ok(response
                 .map(|r| to_json(&r.into_inner()))
@@ -196,17 +236,33 @@ impl Runner {
     }
 }
 
-/// A request carrying the session and, unless `token` is empty, the token.
-fn with_metadata<T>(msg: T, session: &str, token: &str) -> Request<T> {
+/// Who a step calls as: its session, its namespace (`<case>.<namespace>`
+/// when the step names one) and its bearer token ("" for none).
+struct Scope<'a> {
+    session: &'a str,
+    namespace: Option<String>,
+    token: &'a str,
+}
+
+/// A request carrying the session, the namespace if any and, unless the
+/// token is empty, the token.
+fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
     let mut req = Request::new(msg);
     let md = req.metadata_mut();
-    // Case names and tokens are ASCII by the suite's rules; a bad one fails the run.
+    // Case names, namespaces and tokens are ASCII by the suite's rules; a bad
+    // one fails the run.
     md.insert(
         "x-agentvfs-session",
-        MetadataValue::try_from(session).expect("ASCII session"),
+        MetadataValue::try_from(scope.session).expect("ASCII session"),
     );
-    if !token.is_empty() {
-        let bearer = format!("Bearer {token}");
+    if let Some(namespace) = &scope.namespace {
+        md.insert(
+            "x-agentvfs-namespace",
+            MetadataValue::try_from(namespace.as_str()).expect("ASCII namespace"),
+        );
+    }
+    if !scope.token.is_empty() {
+        let bearer = format!("Bearer {}", scope.token);
         md.insert(
             "authorization",
             MetadataValue::try_from(bearer).expect("ASCII token"),
@@ -352,7 +408,7 @@ fn lookup<'a>(value: &'a Value, dotted: &str) -> Option<&'a Value> {
 
 /// Checks `actual` against the `expected` pattern (README: subset match,
 /// defaults for omitted fields, numbers equal to decimal strings, `$contains`,
-/// `$gte`).
+/// `$gte`, `$json`).
 fn check(expected: &Value, actual: &Value) -> Result<(), String> {
     let mut problems = Vec::new();
     check_at("$", expected, Some(actual), &mut problems);
@@ -374,6 +430,16 @@ fn check_at(at: &str, expected: &Value, actual: Option<&Value>, problems: &mut V
                     ("$gte", a) => number(a)
                         .zip(number(Some(arg)))
                         .is_some_and(|(a, b)| a >= b),
+                    ("$json", Some(Value::String(s))) => match serde_json::from_str(s) {
+                        Ok(parsed) => {
+                            check_at(&format!("{at}<json>"), arg, Some(&parsed), problems);
+                            true
+                        }
+                        Err(e) => {
+                            problems.push(format!("{at}: not JSON ({e}): {s}"));
+                            true
+                        }
+                    },
                     _ => false,
                 };
                 if !ok {

@@ -49,12 +49,13 @@ def test_the_suite_has_cases() -> None:
 def test_conformance_sync(suite: dict[str, Any], case: dict[str, Any], start_server: Callable[[str | None], Server]) -> None:
     """The case passes through the sync Client."""
     server = start_server(suite.get("server", {}).get("config"))
-    clients: dict[tuple[str, str], Client] = {}
+    clients: dict[tuple[str, str | None, str], Client] = {}
 
-    def client(session: str, token: str) -> Client:
-        if (session, token) not in clients:
-            clients[(session, token)] = Client(server.address, session=session, token=token or None)
-        return clients[(session, token)]
+    def client(session: str, namespace: str | None, token: str) -> Client:
+        key = (session, namespace, token)
+        if key not in clients:
+            clients[key] = Client(server.address, session=session, namespace=namespace, token=token or None)
+        return clients[key]
 
     try:
         asyncio.run(run_case(suite, case, "sync", client, sync_call))
@@ -69,12 +70,13 @@ async def test_conformance_async(
 ) -> None:
     """The case passes through the AsyncClient."""
     server = start_server(suite.get("server", {}).get("config"))
-    clients: dict[tuple[str, str], AsyncClient] = {}
+    clients: dict[tuple[str, str | None, str], AsyncClient] = {}
 
-    def client(session: str, token: str) -> AsyncClient:
-        if (session, token) not in clients:
-            clients[(session, token)] = AsyncClient(server.address, session=session, token=token or None)
-        return clients[(session, token)]
+    def client(session: str, namespace: str | None, token: str) -> AsyncClient:
+        key = (session, namespace, token)
+        if key not in clients:
+            clients[key] = AsyncClient(server.address, session=session, namespace=namespace, token=token or None)
+        return clients[key]
 
     try:
         await run_case(suite, case, "async", client, async_call)
@@ -83,17 +85,20 @@ async def test_conformance_async(
             await c.close()
 
 
-async def run_case(suite: dict[str, Any], case: dict[str, Any], mode: str, client: Callable[[str, str], Any], call: Call) -> None:
+async def run_case(
+    suite: dict[str, Any], case: dict[str, Any], mode: str, client: Callable[[str, str | None, str], Any], call: Call
+) -> None:
     variables: dict[str, Any] = {}
     for i, step in enumerate(case["steps"]):
         session = f"{mode}.{case['name']}" + (f".{step['session']}" if "session" in step else "")
+        namespace = f"{mode}.{case['name']}.{step['namespace']}" if "namespace" in step else None
         token = step.get("token", suite.get("token", ""))
         service, method = step["call"].split(".")
         md = descriptor_pool.Default().FindServiceByName(f"agentvfs.v1.{service}").methods_by_name[method]
         request = substitute(step.get("request", {}), variables)
         where = f"step {i} ({step['call']})"
         try:
-            result = await call(client(session, token), md, request, step.get("cancel_after"))
+            result = await call(client(session, namespace, token), md, request, step.get("cancel_after"))
         except AgentVfsError as err:
             assert "error" in step, f"{where}: unexpected error {err}"
             actual = {"grpc": err.grpc_code.name, "code": err.code, "message": err.message}
@@ -208,6 +213,14 @@ def check(where: str, expected: Any, actual: Any) -> None:
 def check_at(at: str, expected: Any, actual: Any, problems: list[str]) -> None:
     if isinstance(expected, dict) and any(k.startswith("$") for k in expected):
         for op, arg in expected.items():
+            if op == "$json" and isinstance(actual, str):
+                try:
+                    parsed = json.loads(actual)
+                except ValueError as err:
+                    problems.append(f"{at}: not JSON ({err}): {actual!r}")
+                    continue
+                check_at(f"{at}<json>", arg, parsed, problems)
+                continue
             ok = (op == "$contains" and isinstance(actual, str) and arg in actual) or (
                 op == "$gte" and number(actual) is not None and number(actual) >= number(arg)  # type: ignore[operator]
             )

@@ -37,6 +37,7 @@ interface Step {
   save?: Record<string, string>;
   session?: string;
   token?: string;
+  namespace?: string;
   cancel_after?: number;
 }
 
@@ -67,11 +68,11 @@ for (const file of files) {
       for (const c of clients.values()) c.close();
       await server.stop();
     });
-    const client = (session: string, token: string): AgentVfs => {
-      const key = `${session}\0${token}`;
+    const client = (session: string, namespace: string | undefined, token: string): AgentVfs => {
+      const key = `${session}\0${namespace ?? ""}\0${token}`;
       let c = clients.get(key);
       if (!c) {
-        c = new AgentVfs(server.address, { session, token });
+        c = new AgentVfs(server.address, { session, token, ...(namespace === undefined ? {} : { namespace }) });
         clients.set(key, c);
       }
       return c;
@@ -82,7 +83,8 @@ for (const file of files) {
         for (const [i, step] of c.steps.entries()) {
           const where = `step ${i} (${step.call})`;
           const session = `ts.${c.name}${step.session === undefined ? "" : `.${step.session}`}`;
-          const vfs = client(session, step.token ?? suite.token ?? "");
+          const namespace = step.namespace === undefined ? undefined : `ts.${c.name}.${step.namespace}`;
+          const vfs = client(session, namespace, step.token ?? suite.token ?? "");
           let result: Json;
           try {
             result = await call(vfs, step.call, substitute(step.request ?? {}, vars) as Obj, step.cancel_after);
@@ -185,6 +187,17 @@ function checkAt(at: string, expected: Json, actual: Actual, problems: string[])
     if (ops.length > 0) {
       for (const op of ops) {
         const arg = expected[op]!;
+        if (op === "$json" && typeof actual === "string") {
+          let parsed: Json;
+          try {
+            parsed = JSON.parse(actual) as Json;
+          } catch (err) {
+            problems.push(`${at}: not JSON (${String(err)}): ${actual}`);
+            continue;
+          }
+          checkAt(`${at}<json>`, arg, parsed, problems);
+          continue;
+        }
         const ok =
           (op === "$contains" && typeof actual === "string" && actual.includes(String(arg))) ||
           (op === "$gte" && num(actual) !== undefined && num(actual)! >= num(arg)!);
