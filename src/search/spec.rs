@@ -10,6 +10,9 @@ use std::time::Duration;
 pub const DEFAULT_MAX_VISITED: u64 = 20_000;
 /// Seed 003's time budget in milliseconds, the default of every search.
 pub const DEFAULT_MAX_DURATION_MS: u64 = 2_000;
+/// Most context lines before or after a match: more is never useful to an
+/// agent and would let one request hold a file's worth of lines per match.
+pub const MAX_CONTEXT_LINES: u32 = 1000;
 /// Files larger than this are skipped (and counted) by Grep: searching a
 /// multi-gigabyte log would blow every budget for little use to an agent.
 pub const DEFAULT_MAX_GREP_FILE_BYTES: u64 = 64 << 20;
@@ -154,6 +157,11 @@ impl SearchSpec {
         if request.pattern.is_empty() {
             return Err(Error::InvalidArgument("pattern must not be empty".into()));
         }
+        if request.before_context.max(request.after_context) > MAX_CONTEXT_LINES {
+            return Err(Error::InvalidArgument(format!(
+                "before_context and after_context must be at most {MAX_CONTEXT_LINES}"
+            )));
+        }
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(request.case_insensitive)
             .fixed_strings(request.literal)
@@ -244,6 +252,17 @@ mod tests {
         let by_path = FileFilter::new("src/*.rs").unwrap().unwrap();
         assert!(by_path.accepts("src/x.rs"));
         assert!(!by_path.accepts("lib/src/x.rs"));
+    }
+
+    #[test]
+    fn context_beyond_limit_is_invalid_param() {
+        let req = GrepRequest {
+            pattern: "x",
+            after_context: MAX_CONTEXT_LINES + 1,
+            ..Default::default()
+        };
+        let err = SearchSpec::grep(VfsPath::root(), req, Budgets::default()).unwrap_err();
+        assert!(err.to_string().contains("at most 1000"), "{err}");
     }
 
     #[test]
