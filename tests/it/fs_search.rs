@@ -192,6 +192,26 @@ async fn binary_and_oversized_files_are_skipped_and_counted() {
     assert_eq!(s.files_searched, 1);
 }
 
+/// As in ripgrep, a file whose NUL byte comes after the first 64 KiB buffer
+/// still reports the lines matched in the buffers before it, and is counted
+/// as binary, not as searched (ripgrep's `sherlock-nul.txt` case).
+#[tokio::test]
+async fn late_nul_reports_earlier_matches_and_counts_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let filler = "filler line of text\n".repeat(5_000);
+    put(
+        dir.path(),
+        "late.txt",
+        format!("needle one\n{filler}needle two\n\0needle three\n"),
+    );
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (matches, s) = grep_all(&mut fs, grep("needle")).await.unwrap();
+    let got: Vec<_> = matches.iter().map(|m| m.line_number).collect();
+    assert_eq!(got, [1]);
+    assert_eq!((s.skipped_binary, s.files_searched), (1, 0), "{s:?}");
+}
+
 /// Literal, case-insensitive, glob filter, context lines, per-file limit and
 /// a single file as the search root.
 #[tokio::test]
