@@ -37,6 +37,7 @@
 //! matches grew the server by 160 MB with a 256-file window and no byte
 //! budget.
 
+use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
 use crate::backend::{Entry, EntryKind};
 use crate::error::{Error, Result};
@@ -45,7 +46,7 @@ use crate::search::rules::{self, Skip};
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::io::Read;
@@ -76,17 +77,33 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
     if file_type(&st) != FileType::Directory {
         return search_one(run, top, fd, &st);
     }
+    let prefetch = &Prefetch::default();
     let mut walk = Walk {
         run,
         part,
         whole: *part == SearchPart::whole(top.clone()),
         levels: Vec::new(),
+        prefetch,
     };
     if !walk.enter_ancestors(sandbox)? {
         return Ok(());
     }
+    let listing = Listing::read(run, fd, top)?;
+    std::thread::scope(|scope| {
+        for _ in 0..PREFETCHERS {
+            scope.spawn(|| prefetch.work(run));
+        }
+        let _close = CloseOnDrop(prefetch);
+        walk_with(&mut walk, listing, top)
+    })
+}
+
+/// Walks from `top` (listed as `listing`), with Grep workers when the run is
+/// a Grep.
+fn walk_with(walk: &mut Walk<'_>, listing: Listing, top: &VfsPath) -> Result<()> {
+    let run = walk.run;
     match FileSearcher::new(run) {
-        None => walk.dir(Arc::new(fd), top, &mut Glob),
+        None => walk.dir(listing, top, &mut Glob),
         Some(mut searcher) => {
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
             let gate = &Gate::default();
@@ -124,7 +141,7 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
                     window: VecDeque::new(),
                     next: 0,
                 };
-                let walked = walk.dir(Arc::new(fd), top, &mut grep);
+                let walked = walk.dir(listing, top, &mut grep);
                 grep.finish(run);
                 walked
             })
@@ -223,7 +240,8 @@ fn grep_file(run: &SearchRun, searcher: &mut FileSearcher<'_>, task: &Task) -> O
 
 /// What the walk does with the files it keeps.
 trait Visitor {
-    /// A regular file or link (`kind`) at `path`, `rel` to the search root.
+    /// A regular file or link (`kind`) at `path`, `rel` to the search root,
+    /// with its `lstat` when the listing took it.
     fn file(
         &mut self,
         run: &SearchRun,
@@ -231,6 +249,7 @@ trait Visitor {
         path: VfsPath,
         rel: &str,
         kind: FileType,
+        stat: Option<&std::result::Result<Stat, Errno>>,
     );
 }
 
@@ -245,6 +264,7 @@ impl Visitor for Glob {
         path: VfsPath,
         rel: &str,
         kind: FileType,
+        stat: Option<&std::result::Result<Stat, Errno>>,
     ) {
         let SearchKind::Glob(glob) = &run.spec().kind else {
             return;
@@ -252,7 +272,11 @@ impl Visitor for Glob {
         if !glob.matcher.is_match(rel) {
             return;
         }
-        let st = match rustix::fs::statat(&**dir, path.name(), AtFlags::SYMLINK_NOFOLLOW) {
+        let stat = match stat {
+            Some(st) => *st,
+            None => rustix::fs::statat(&**dir, path.name(), AtFlags::SYMLINK_NOFOLLOW),
+        };
+        let st = match stat {
             Ok(st) => st,
             Err(Errno::NOENT) => return,
             Err(e) => return run.problem(path.as_str(), errno(&path, e)),
@@ -335,6 +359,7 @@ impl Visitor for Grep<'_, '_> {
         path: VfsPath,
         rel: &str,
         kind: FileType,
+        _stat: Option<&std::result::Result<Stat, Errno>>,
     ) {
         if kind != FileType::RegularFile || !self.filter.accepts(rel) {
             return;
@@ -381,6 +406,8 @@ struct Walk<'a> {
     /// Ignore rules of every directory from the mount root down to the
     /// directory being walked.
     levels: Vec<Level>,
+    /// Reads directory listings ahead of the walk.
+    prefetch: &'a Prefetch,
 }
 
 impl Walk<'_> {
@@ -422,14 +449,19 @@ impl Walk<'_> {
     /// Applies the hidden, default-ignore and ignore-file rules to `path`,
     /// counting a skip.
     fn skipped(&self, path: &VfsPath, is_dir: bool) -> bool {
-        let spec = self.run.spec();
-        match rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored) {
+        match self.skip(path, is_dir) {
             Some(Skip::Hidden) => self.run.skipped_hidden(),
             Some(Skip::Ignored) => self.run.skipped_ignored(),
-            None if self.ignored_by_files(path, is_dir) => self.run.skipped_ignored(),
             None => return false,
         }
         true
+    }
+
+    /// Why the hidden, default-ignore and ignore-file rules skip `path`.
+    fn skip(&self, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        let spec = self.run.spec();
+        rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
+            .or_else(|| self.ignored_by_files(path, is_dir).then_some(Skip::Ignored))
     }
 
     /// ripgrep's precedence: the deepest `.ignore` match, else the deepest
@@ -449,49 +481,53 @@ impl Walk<'_> {
         false
     }
 
-    /// Walks the directory open as `fd` at `path`.
-    fn dir(&mut self, fd: Arc<OwnedFd>, path: &VfsPath, visitor: &mut dyn Visitor) -> Result<()> {
-        let run = self.run;
-        let mut names = Vec::new();
-        for entry in Dir::read_from(&*fd).map_err(|e| errno(path, e))? {
-            let entry = entry.map_err(|e| errno(path, e))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push((name.to_vec(), entry.file_type()));
+    /// True when the part covers `child` (a directory when `is_dir`).
+    fn in_part(&self, child: &VfsPath, is_dir: bool) -> bool {
+        self.whole
+            || if is_dir {
+                self.part.overlaps_dir(child)
+            } else {
+                self.part.contains_key(&child.order_key())
             }
-        }
-        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    }
+
+    /// Walks the directory `listing` of `path`.
+    fn dir(&mut self, listing: Listing, path: &VfsPath, visitor: &mut dyn Visitor) -> Result<()> {
+        let run = self.run;
+        let Listing { fd, names } = listing;
         let level = self.load_level(&fd, path, |file| {
             names
-                .binary_search_by(|n| n.0.as_slice().cmp(file.as_bytes()))
+                .binary_search_by(|n| n.name.as_slice().cmp(file.as_bytes()))
                 .is_ok()
         });
         self.levels.push(level);
+        // Queue the subdirectories the walk will enter (same checks as
+        // below, without counting) so workers list them ahead.
+        for n in names.iter().filter(|n| n.kind == FileType::Directory) {
+            let child = std::str::from_utf8(&n.name)
+                .ok()
+                .filter(|name| check_name(name).is_ok())
+                .and_then(|name| path.join(name).ok());
+            if let Some(child) = child
+                && self.in_part(&child, true)
+                && self.skip(&child, true).is_none()
+            {
+                self.prefetch.submit(&fd, child);
+            }
+        }
         let root = &run.spec().root;
-        for (name, kind) in names {
+        for Name { name, kind, stat } in names {
             let Some(child) = self.child(path, &name) else {
                 continue;
             };
-            let kind = match kind {
-                FileType::Unknown => {
-                    match rustix::fs::statat(&*fd, child.name(), AtFlags::SYMLINK_NOFOLLOW) {
-                        Ok(st) => file_type(&st),
-                        Err(e) => {
-                            run.problem(child.as_str(), errno(&child, e));
-                            continue;
-                        }
-                    }
+            if kind == FileType::Unknown {
+                if let Some(Err(e)) = stat {
+                    run.problem(child.as_str(), errno(&child, e));
                 }
-                known => known,
-            };
+                continue;
+            }
             let is_dir = kind == FileType::Directory;
-            if !self.whole
-                && !(if is_dir {
-                    self.part.overlaps_dir(&child)
-                } else {
-                    self.part.contains_key(&child.order_key())
-                })
-            {
+            if !self.in_part(&child, is_dir) {
                 continue;
             }
             if !run.visit() {
@@ -503,15 +539,20 @@ impl Walk<'_> {
             let rel = child.relative_to(root).unwrap_or_default();
             match kind {
                 FileType::Directory => {
-                    let flags = DIR_FLAGS | OFlags::NOFOLLOW;
-                    match rustix::fs::openat(&*fd, child.name(), flags, Mode::empty()) {
-                        Ok(sub) => self.dir(Arc::new(sub), &child, visitor)?,
-                        Err(e) => run.problem(child.as_str(), errno(&child, e)),
+                    let listing = self.prefetch.take(&child).unwrap_or_else(|| {
+                        let flags = DIR_FLAGS | OFlags::NOFOLLOW;
+                        rustix::fs::openat(&*fd, child.name(), flags, Mode::empty())
+                            .map_err(|e| errno(&child, e))
+                            .and_then(|sub| Listing::read(run, sub, &child))
+                    });
+                    match listing {
+                        Ok(listing) => self.dir(listing, &child, visitor)?,
+                        Err(err) => run.problem(child.as_str(), err),
                     }
                 }
                 FileType::RegularFile | FileType::Symlink => {
                     let rel = rel.to_owned();
-                    visitor.file(run, &fd, child, &rel, kind);
+                    visitor.file(run, &fd, child, &rel, kind, stat.as_ref());
                 }
                 _ => {}
             }
