@@ -50,10 +50,7 @@ impl<'r> FileSearcher<'r> {
     /// True when the file at `rel` (relative to the search root) passes the
     /// glob filter. A walker can check this before it opens the file.
     pub fn accepts(&self, rel: &str) -> bool {
-        self.grep
-            .file_filter
-            .as_ref()
-            .is_none_or(|f| f.accepts(rel))
+        self.grep.accepts(rel)
     }
 
     /// True when a file of `size` bytes is within the size limit; counts it
