@@ -6,6 +6,12 @@
 //! the first NUL byte) and counted in the summary; as in ripgrep, lines that
 //! matched before the NUL was seen (a read file is searched buffer by buffer)
 //! are still reported, while an in-memory file is checked whole first.
+//! Which lines those are depends on the read buffer's size, and the searcher's
+//! buffer grows (and never shrinks) on a line longer than it; so after a file
+//! larger than the initial buffer the searcher is rebuilt, and every file is
+//! read as ripgrep reads it with a fresh 64 KiB buffer (without this, the
+//! 6 lines ripgrep reports before the NUL of its `sherlock-nul.txt` were lost
+//! when a worker had searched a long-line file before).
 
 use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -19,7 +25,25 @@ use std::time::SystemTime;
 pub struct FileSearcher<'r> {
     run: &'r SearchRun,
     grep: &'r GrepOptions,
+    builder: SearcherBuilder,
     searcher: Searcher,
+}
+
+/// grep-searcher's initial read buffer; a file no larger cannot grow it.
+const BUFFER_BYTES: u64 = 64 << 10;
+
+/// A reader that counts the bytes it gave.
+struct Counted<R> {
+    inner: R,
+    bytes: u64,
+}
+
+impl<R: io::Read> io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
 }
 
 impl<'r> FileSearcher<'r> {
@@ -28,15 +52,17 @@ impl<'r> FileSearcher<'r> {
         let SearchKind::Grep(grep) = &run.spec().kind else {
             return None;
         };
-        let searcher = SearcherBuilder::new()
+        let mut builder = SearcherBuilder::new();
+        builder
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
             .before_context(grep.before_context)
-            .after_context(grep.after_context)
-            .build();
+            .after_context(grep.after_context);
+        let searcher = builder.build();
         Some(FileSearcher {
             run,
             grep,
+            builder,
             searcher,
         })
     }
@@ -50,10 +76,7 @@ impl<'r> FileSearcher<'r> {
     /// True when the file at `rel` (relative to the search root) passes the
     /// glob filter. A walker can check this before it opens the file.
     pub fn accepts(&self, rel: &str) -> bool {
-        self.grep
-            .file_filter
-            .as_ref()
-            .is_none_or(|f| f.accepts(rel))
+        self.grep.accepts(rel)
     }
 
     /// True when a file of `size` bytes is within the size limit; counts it
@@ -89,9 +112,16 @@ impl<'r> FileSearcher<'r> {
         reader: impl io::Read,
     ) -> Option<FileHits> {
         let mut sink = Collect::new(&self.grep.matcher, self.grep.max_count_per_file, self.run);
+        let mut reader = Counted {
+            inner: reader,
+            bytes: 0,
+        };
         let outcome = self
             .searcher
-            .search_reader(&self.grep.matcher, reader, &mut sink);
+            .search_reader(&self.grep.matcher, &mut reader, &mut sink);
+        if reader.bytes > BUFFER_BYTES {
+            self.searcher = self.builder.build();
+        }
         self.finish(path, modified, sink, outcome)
     }
 

@@ -51,6 +51,14 @@ pub struct GrepOptions {
     pub max_file_bytes: u64,
 }
 
+impl GrepOptions {
+    /// True when the file at `rel` (relative to the search root) passes the
+    /// glob filter.
+    pub fn accepts(&self, rel: &str) -> bool {
+        self.file_filter.as_ref().is_none_or(|f| f.accepts(rel))
+    }
+}
+
 /// A glob restricting which files Grep searches. Like ripgrep's `-g`, a glob
 /// without `/` matches the file name at any depth; one with `/` matches the
 /// path relative to the search root.

@@ -192,6 +192,32 @@ async fn binary_and_oversized_files_are_skipped_and_counted() {
     assert_eq!(s.files_searched, 1);
 }
 
+/// As in ripgrep, a file whose NUL byte comes after the first 64 KiB buffer
+/// still reports the lines matched in the buffers before it, and is counted
+/// as binary, not as searched (ripgrep's `sherlock-nul.txt` case), also
+/// after files with lines longer than the read buffer.
+#[tokio::test]
+async fn late_nul_reports_earlier_matches_and_counts_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let filler = "filler line of text\n".repeat(5_000);
+    // Searched first: lines longer than the 64 KiB buffer make a reused
+    // searcher's buffer grow, which must not change how the next file reads.
+    for i in 0..8 {
+        put(dir.path(), &format!("a{i}.txt"), "x".repeat(300_000));
+    }
+    put(
+        dir.path(),
+        "late.txt",
+        format!("needle one\n{filler}needle two\n\0needle three\n"),
+    );
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (matches, s) = grep_all(&mut fs, grep("needle")).await.unwrap();
+    let got: Vec<_> = matches.iter().map(|m| m.line_number).collect();
+    assert_eq!(got, [1]);
+    assert_eq!((s.skipped_binary, s.files_searched), (1, 8), "{s:?}");
+}
+
 /// Literal, case-insensitive, glob filter, context lines, per-file limit and
 /// a single file as the search root.
 #[tokio::test]
@@ -424,4 +450,77 @@ async fn first_batch_arrives_before_the_search_ends() {
         first * 3 < end,
         "first batch at {first:?}, search ended at {end:?}"
     );
+}
+
+/// A tree of more directories than the walk reads ahead (nested, with names
+/// whose byte order differs from numeric order, hidden and ignored
+/// directories among them); returns it and its `.txt` files in path order.
+fn many_dirs_tree() -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for a in ["a", "a-b", "a.b", "b"] {
+        for b in 0..13 {
+            for c in 0..5 {
+                for f in [1, 10, 2] {
+                    let rel = format!("{a}/{b}/{c}/f{f}.txt");
+                    put(dir.path(), &rel, "hit\n");
+                    files.push(rel);
+                }
+            }
+            put(dir.path(), &format!("{a}/{b}/.hidden/x.txt"), "hit\n");
+            put(dir.path(), &format!("{a}/{b}/node_modules/x.txt"), "hit\n");
+        }
+    }
+    // Path order: segment by segment, by bytes.
+    files.sort_by(|x, y| x.split('/').cmp(y.split('/')));
+    let paths = files.iter().map(|f| format!("/workspace/{f}")).collect();
+    (dir, paths)
+}
+
+/// With directories listed ahead by worker threads (more directories than
+/// the read-ahead bound), Glob and Grep still emit in path order, identically
+/// on every run, and count every skipped directory.
+#[tokio::test]
+async fn parallel_walk_over_many_directories_emits_in_path_order() {
+    let (dir, expected) = many_dirs_tree();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    for _ in 0..3 {
+        let (paths, s) = glob_all(&mut fs, glob("**/*.txt")).await.unwrap();
+        assert_eq!(paths, expected);
+        assert_eq!((s.skipped_hidden, s.skipped_ignored), (52, 52), "{s:?}");
+        let (matches, s) = grep_all(&mut fs, grep("hit")).await.unwrap();
+        let paths: Vec<_> = matches.into_iter().map(|m| m.path).collect();
+        assert_eq!(paths, expected);
+        assert_eq!((s.skipped_hidden, s.skipped_ignored), (52, 52), "{s:?}");
+    }
+}
+
+/// max_visited counts entries in path order even though workers list
+/// directories ahead: each budget gives exactly that many visited entries
+/// and the same results, a prefix of the full result list.
+#[tokio::test]
+async fn visited_budget_is_deterministic_with_the_parallel_walk() {
+    let (dir, expected) = many_dirs_tree();
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    for budget in [50, 333, 700] {
+        let mut first = None;
+        for _ in 0..3 {
+            let mut req = glob("**/*.txt");
+            req.max_visited = budget;
+            let (paths, s) = glob_all(&mut fs, req).await.unwrap();
+            assert_eq!(s.visited, budget);
+            assert_eq!(s.aborted_reason(), AbortedReason::CountLimit);
+            assert!(!paths.is_empty() && paths.len() < expected.len());
+            assert_eq!(paths, expected[..paths.len()]);
+            let mut req = grep("hit");
+            req.max_visited = budget;
+            let (matches, s) = grep_all(&mut fs, req).await.unwrap();
+            assert_eq!(s.visited, budget);
+            let grepped: Vec<_> = matches.into_iter().map(|m| m.path).collect();
+            assert_eq!(grepped, paths);
+            assert_eq!(*first.get_or_insert_with(|| paths.clone()), paths);
+        }
+    }
 }

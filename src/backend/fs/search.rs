@@ -4,9 +4,10 @@
 //! Request flow: `FsBackend::search` → [`search`] → the shared
 //! [`SearchRun`] (budgets, counters, batched bounded output).
 //!
-//! The walk reads each directory once (`getdents64` on a handle opened
-//! beneath its parent's handle, never following a link), sorts the names, and
-//! visits them depth first, so entries come out in [`VfsPath::order_key`]
+//! Each directory is read once (`getdents64` on a handle opened beneath its
+//! parent's handle, never following a link) and its names sorted, mostly by
+//! read-ahead workers ([`super::prefetch`], which also apply the name rules
+//! below without counting); the walk visits the names depth first, so entries come out in [`VfsPath::order_key`]
 //! order, the same order the sorted tiers produce. Per entry, in order:
 //! `run.visit()` (visited budget, time budget, cancellation), name validity
 //! (non-UTF-8 or otherwise invalid names are skipped and listed as problems,
@@ -37,15 +38,16 @@
 //! matches grew the server by 160 MB with a 256-file window and no byte
 //! budget.
 
+use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch, Problem};
 use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
 use crate::backend::{Entry, EntryKind};
 use crate::error::{Error, Result};
-use crate::path::{VfsPath, check_name};
+use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::VecDeque;
 use std::io::Read;
@@ -76,18 +78,34 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
     if file_type(&st) != FileType::Directory {
         return search_one(run, top, fd, &st);
     }
+    let prefetch = &Prefetch::default();
     let mut walk = Walk {
         run,
         part,
         whole: *part == SearchPart::whole(top.clone()),
         levels: Vec::new(),
+        prefetch,
     };
     if !walk.enter_ancestors(sandbox)? {
         return Ok(());
     }
-    match FileSearcher::new(run) {
-        None => walk.dir(Arc::new(fd), top, &mut Glob),
-        Some(mut searcher) => {
+    let listing = Listing::read(run, fd, top, &walk.levels)?;
+    std::thread::scope(|scope| {
+        for _ in 0..PREFETCHERS {
+            scope.spawn(|| prefetch.work(run));
+        }
+        let _close = CloseOnDrop(prefetch);
+        walk_with(&mut walk, listing)
+    })
+}
+
+/// Walks from the search's top directory (`listing`), with Grep workers when the run is
+/// a Grep.
+fn walk_with(walk: &mut Walk<'_>, listing: Listing) -> Result<()> {
+    let run = walk.run;
+    match &run.spec().kind {
+        SearchKind::Glob(_) => walk.dir(listing, &mut Glob),
+        SearchKind::Grep(_) => {
             let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
             let gate = &Gate::default();
             std::thread::scope(|scope| {
@@ -118,13 +136,12 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
                 drop(done_tx);
                 let mut grep = Grep {
                     gate,
-                    filter: &mut searcher,
                     tasks: Some(tasks_tx),
                     done: done_rx,
                     window: VecDeque::new(),
                     next: 0,
                 };
-                let walked = walk.dir(Arc::new(fd), top, &mut grep);
+                let walked = walk.dir(listing, &mut grep);
                 grep.finish(run);
                 walked
             })
@@ -223,42 +240,25 @@ fn grep_file(run: &SearchRun, searcher: &mut FileSearcher<'_>, task: &Task) -> O
 
 /// What the walk does with the files it keeps.
 trait Visitor {
-    /// A regular file or link (`kind`) at `path`, `rel` to the search root.
-    fn file(
-        &mut self,
-        run: &SearchRun,
-        dir: &Arc<OwnedFd>,
-        path: VfsPath,
-        rel: &str,
-        kind: FileType,
-    );
+    /// A regular file or link at `path`, not skipped, as listed in `name`.
+    fn file(&mut self, run: &SearchRun, dir: &Arc<OwnedFd>, path: VfsPath, name: Name);
 }
 
 /// Glob: match the relative path, emit in walk order.
 struct Glob;
 
 impl Visitor for Glob {
-    fn file(
-        &mut self,
-        run: &SearchRun,
-        dir: &Arc<OwnedFd>,
-        path: VfsPath,
-        rel: &str,
-        kind: FileType,
-    ) {
-        let SearchKind::Glob(glob) = &run.spec().kind else {
-            return;
-        };
-        if !glob.matcher.is_match(rel) {
-            return;
-        }
-        let st = match rustix::fs::statat(&**dir, path.name(), AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => st,
-            Err(Errno::NOENT) => return,
-            Err(e) => return run.problem(path.as_str(), errno(&path, e)),
+    fn file(&mut self, run: &SearchRun, _dir: &Arc<OwnedFd>, path: VfsPath, name: Name) {
+        // The listing took the `lstat` of every file the pattern keeps.
+        let st = match (name.wanted, name.stat) {
+            (true, Some(Ok(st))) => st,
+            (true, Some(Err(e))) if e != Errno::NOENT => {
+                return run.problem(path.as_str(), errno(&path, e));
+            }
+            _ => return,
         };
         let modified = sandbox::modified(&st);
-        let link = kind == FileType::Symlink;
+        let link = name.kind == FileType::Symlink;
         run.emit_entry(Entry {
             path,
             kind: if link {
@@ -278,10 +278,8 @@ impl Visitor for Glob {
 }
 
 /// Grep: hand files to the workers, emit results in order.
-struct Grep<'s, 'r> {
+struct Grep<'s> {
     gate: &'s Gate,
-    /// The walker's own searcher, used for the glob filter only.
-    filter: &'s mut FileSearcher<'r>,
     tasks: Option<crossbeam_channel::Sender<Task>>,
     done: crossbeam_channel::Receiver<(u64, Option<FileHits>)>,
     /// Results of files `next..`, `None` while a file is in flight.
@@ -289,7 +287,7 @@ struct Grep<'s, 'r> {
     next: u64,
 }
 
-impl Grep<'_, '_> {
+impl Grep<'_> {
     /// Emits every finished file at the head of the window.
     fn emit_ready(&mut self, run: &SearchRun) {
         let mut released = 0;
@@ -327,16 +325,9 @@ impl Grep<'_, '_> {
     }
 }
 
-impl Visitor for Grep<'_, '_> {
-    fn file(
-        &mut self,
-        run: &SearchRun,
-        dir: &Arc<OwnedFd>,
-        path: VfsPath,
-        rel: &str,
-        kind: FileType,
-    ) {
-        if kind != FileType::RegularFile || !self.filter.accepts(rel) {
+impl Visitor for Grep<'_> {
+    fn file(&mut self, run: &SearchRun, dir: &Arc<OwnedFd>, path: VfsPath, name: Name) {
+        if !name.wanted {
             return;
         }
         while self.window.len() >= WINDOW {
@@ -367,7 +358,7 @@ impl Visitor for Grep<'_, '_> {
 
 /// The ignore files of one directory of the walk.
 #[derive(Default)]
-struct Level {
+pub struct Level {
     /// By [`IGNORE_FILES`] index.
     matchers: [Option<Gitignore>; 2],
 }
@@ -380,7 +371,9 @@ struct Walk<'a> {
     whole: bool,
     /// Ignore rules of every directory from the mount root down to the
     /// directory being walked.
-    levels: Vec<Level>,
+    levels: Vec<Arc<Level>>,
+    /// Reads directory listings ahead of the walk.
+    prefetch: &'a Prefetch,
 }
 
 impl Walk<'_> {
@@ -388,159 +381,180 @@ impl Walk<'_> {
     /// the skip rules to those between the search root and `part.top`; false
     /// when `part.top` itself is skipped.
     fn enter_ancestors(&mut self, sandbox: &Sandbox) -> Result<bool> {
+        let run = self.run;
         let top = &self.part.top;
-        let root = &self.run.spec().root;
+        let root = &run.spec().root;
         let mut dir = sandbox.mount().clone();
         while dir != *top {
             let fd = sandbox.open_at(&dir, DIR_FLAGS)?;
-            let level = self.load_level(&fd, &dir, |_| true);
-            self.levels.push(level);
+            let mut problems = Vec::new();
+            let level = load_level(run, &fd, &dir, |_| true, &mut problems);
+            for (path, err) in problems {
+                run.problem(path, err);
+            }
+            self.levels.push(Arc::new(level));
             let rel = top.relative_to(&dir).unwrap_or_default();
             let next = rel.split('/').next().unwrap_or(rel);
             dir = dir.join(next)?;
-            if dir.is_within(root) && dir != *root && self.skipped(&dir, true) {
+            if dir.is_within(root)
+                && dir != *root
+                && let Some(skip) = skip_of(run, &self.levels, &dir, true)
+            {
+                count_skip(run, skip);
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    /// Reads the ignore files of `dir` that `present` says exist.
-    fn load_level(&self, fd: &OwnedFd, dir: &VfsPath, present: impl Fn(&str) -> bool) -> Level {
-        let mut level = Level::default();
-        if self.run.spec().include_ignored {
-            return level;
-        }
-        for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
-            if present(name) {
-                *slot = load_ignore_file(self.run, fd, dir, name);
+    /// True when the part covers `child` (a directory when `is_dir`).
+    fn in_part(&self, child: &VfsPath, is_dir: bool) -> bool {
+        self.whole
+            || if is_dir {
+                self.part.overlaps_dir(child)
+            } else {
+                self.part.contains_key(&child.order_key())
             }
-        }
-        level
     }
 
-    /// Applies the hidden, default-ignore and ignore-file rules to `path`,
-    /// counting a skip.
-    fn skipped(&self, path: &VfsPath, is_dir: bool) -> bool {
-        let spec = self.run.spec();
-        match rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored) {
-            Some(Skip::Hidden) => self.run.skipped_hidden(),
-            Some(Skip::Ignored) => self.run.skipped_ignored(),
-            None if self.ignored_by_files(path, is_dir) => self.run.skipped_ignored(),
-            None => return false,
-        }
-        true
-    }
-
-    /// ripgrep's precedence: the deepest `.ignore` match, else the deepest
-    /// `.gitignore` match.
-    fn ignored_by_files(&self, path: &VfsPath, is_dir: bool) -> bool {
-        for kind in 0..IGNORE_FILES.len() {
-            for level in self.levels.iter().rev() {
-                if let Some(m) = &level.matchers[kind] {
-                    match m.matched(path.as_str(), is_dir) {
-                        Match::None => {}
-                        Match::Ignore(_) => return true,
-                        Match::Whitelist(_) => return false,
-                    }
-                }
-            }
-        }
-        false
-    }
-
-    /// Walks the directory open as `fd` at `path`.
-    fn dir(&mut self, fd: Arc<OwnedFd>, path: &VfsPath, visitor: &mut dyn Visitor) -> Result<()> {
+    /// Walks the directory `listing`: per entry, in path order,
+    /// reports problems, applies the part's range and the visited budget,
+    /// counts skips, enters directories and hands files to `visitor`.
+    fn dir(&mut self, listing: Listing, visitor: &mut dyn Visitor) -> Result<()> {
         let run = self.run;
-        let mut names = Vec::new();
-        for entry in Dir::read_from(&*fd).map_err(|e| errno(path, e))? {
-            let entry = entry.map_err(|e| errno(path, e))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push((name.to_vec(), entry.file_type()));
+        let Listing {
+            fd,
+            level,
+            problems,
+            names,
+        } = listing;
+        for (shown, err) in problems {
+            run.problem(shown, err);
+        }
+        self.levels.push(level);
+        // Queue the subdirectories the walk will enter so workers list them
+        // ahead.
+        for n in &names {
+            if let (Ok(child), FileType::Directory, None) = (&n.child, n.kind, n.skip)
+                && self.in_part(child, true)
+            {
+                self.prefetch.submit(&fd, child.clone(), &self.levels);
             }
         }
-        names.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let level = self.load_level(&fd, path, |file| {
-            names
-                .binary_search_by(|n| n.0.as_slice().cmp(file.as_bytes()))
-                .is_ok()
-        });
-        self.levels.push(level);
-        let root = &run.spec().root;
-        for (name, kind) in names {
-            let Some(child) = self.child(path, &name) else {
-                continue;
-            };
-            let kind = match kind {
-                FileType::Unknown => {
-                    match rustix::fs::statat(&*fd, child.name(), AtFlags::SYMLINK_NOFOLLOW) {
-                        Ok(st) => file_type(&st),
-                        Err(e) => {
-                            run.problem(child.as_str(), errno(&child, e));
-                            continue;
-                        }
-                    }
+        for name in names {
+            let child = match &name.child {
+                Ok(child) => child.clone(),
+                Err((shown, err)) => {
+                    run.problem(shown.clone(), err.clone());
+                    continue;
                 }
-                known => known,
             };
-            let is_dir = kind == FileType::Directory;
-            if !self.whole
-                && !(if is_dir {
-                    self.part.overlaps_dir(&child)
-                } else {
-                    self.part.contains_key(&child.order_key())
-                })
-            {
+            if name.kind == FileType::Unknown {
+                if let Some(Err(e)) = name.stat {
+                    run.problem(child.as_str(), errno(&child, e));
+                }
+                continue;
+            }
+            let is_dir = name.kind == FileType::Directory;
+            if !self.in_part(&child, is_dir) {
                 continue;
             }
             if !run.visit() {
                 break;
             }
-            if self.skipped(&child, is_dir) {
+            if let Some(skip) = name.skip {
+                count_skip(run, skip);
                 continue;
             }
-            let rel = child.relative_to(root).unwrap_or_default();
-            match kind {
+            match name.kind {
                 FileType::Directory => {
-                    let flags = DIR_FLAGS | OFlags::NOFOLLOW;
-                    match rustix::fs::openat(&*fd, child.name(), flags, Mode::empty()) {
-                        Ok(sub) => self.dir(Arc::new(sub), &child, visitor)?,
-                        Err(e) => run.problem(child.as_str(), errno(&child, e)),
+                    let listing = self.prefetch.take(&child).unwrap_or_else(|| {
+                        let flags = DIR_FLAGS | OFlags::NOFOLLOW;
+                        rustix::fs::openat(&*fd, child.name(), flags, Mode::empty())
+                            .map_err(|e| errno(&child, e))
+                            .and_then(|sub| Listing::read(run, sub, &child, &self.levels))
+                    });
+                    match listing {
+                        Ok(listing) => self.dir(listing, visitor)?,
+                        Err(err) => run.problem(child.as_str(), err),
                     }
                 }
-                FileType::RegularFile | FileType::Symlink => {
-                    let rel = rel.to_owned();
-                    visitor.file(run, &fd, child, &rel, kind);
-                }
+                FileType::RegularFile | FileType::Symlink => visitor.file(run, &fd, child, name),
                 _ => {}
             }
         }
         self.levels.pop();
         Ok(())
     }
+}
 
-    /// The logical path of a name found in `dir`, or `None` (reported as a
-    /// problem) when the name cannot be one.
-    fn child(&self, dir: &VfsPath, name: &[u8]) -> Option<VfsPath> {
-        let shown = || format!("{dir}/{}", name.escape_ascii());
-        let checked = std::str::from_utf8(name)
-            .map_err(|_| Error::invalid_path(&shown(), "file name is not valid UTF-8; skipped"))
-            .and_then(|n| check_name(n).map(|()| n))
-            .and_then(|n| dir.join(n));
-        match checked {
-            Ok(path) => Some(path),
-            Err(err) => {
-                self.run.problem(shown(), err);
-                None
-            }
-        }
+/// Counts a skipped entry under its rule.
+fn count_skip(run: &SearchRun, skip: Skip) {
+    match skip {
+        Skip::Hidden => run.skipped_hidden(),
+        Skip::Ignored => run.skipped_ignored(),
     }
 }
 
+/// Why the hidden, default-ignore and ignore-file rules (of `levels`, the
+/// directories from the mount root down to `path`'s parent) skip `path`.
+pub fn skip_of(
+    run: &SearchRun,
+    levels: &[Arc<Level>],
+    path: &VfsPath,
+    is_dir: bool,
+) -> Option<Skip> {
+    let spec = run.spec();
+    rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
+        .or_else(|| ignored_by_files(levels, path, is_dir).then_some(Skip::Ignored))
+}
+
+/// ripgrep's precedence: the deepest `.ignore` match, else the deepest
+/// `.gitignore` match.
+fn ignored_by_files(levels: &[Arc<Level>], path: &VfsPath, is_dir: bool) -> bool {
+    for kind in 0..IGNORE_FILES.len() {
+        for level in levels.iter().rev() {
+            if let Some(m) = &level.matchers[kind] {
+                match m.matched(path.as_str(), is_dir) {
+                    Match::None => {}
+                    Match::Ignore(_) => return true,
+                    Match::Whitelist(_) => return false,
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Reads the ignore files of `dir` (open as `fd`) that `present` says exist;
+/// unreadable files and bad rules go to `problems`.
+pub fn load_level(
+    run: &SearchRun,
+    fd: &OwnedFd,
+    dir: &VfsPath,
+    present: impl Fn(&str) -> bool,
+    problems: &mut Vec<Problem>,
+) -> Level {
+    let mut level = Level::default();
+    if run.spec().include_ignored {
+        return level;
+    }
+    for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
+        if present(name) {
+            *slot = load_ignore_file(fd, dir, name, problems);
+        }
+    }
+    level
+}
+
 /// Reads one ignore file (not following links) into a matcher rooted at
-/// `dir`; unreadable files and bad rules are problems of the run.
-fn load_ignore_file(run: &SearchRun, fd: &OwnedFd, dir: &VfsPath, name: &str) -> Option<Gitignore> {
+/// `dir`.
+fn load_ignore_file(
+    fd: &OwnedFd,
+    dir: &VfsPath,
+    name: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<Gitignore> {
     let path = dir.join(name).ok()?;
     let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
     let mut text = String::new();
@@ -556,23 +570,23 @@ fn load_ignore_file(run: &SearchRun, fd: &OwnedFd, dir: &VfsPath, name: &str) ->
         Ok(_) => {}
         Err(Error::NotFound(_)) => return None,
         Err(err) => {
-            run.problem(path.as_str(), err);
+            problems.push((path.to_string(), err));
             return None;
         }
     }
     let mut builder = GitignoreBuilder::new(dir.as_str());
     for line in text.lines() {
         if let Err(e) = builder.add_line(None, line) {
-            run.problem(
-                path.as_str(),
+            problems.push((
+                path.to_string(),
                 Error::InvalidArgument(format!("ignore rule {line:?} skipped: {e}")),
-            );
+            ));
         }
     }
     match builder.build() {
         Ok(matcher) => Some(matcher),
         Err(e) => {
-            run.problem(path.as_str(), Error::InvalidArgument(e.to_string()));
+            problems.push((path.to_string(), Error::InvalidArgument(e.to_string())));
             None
         }
     }
