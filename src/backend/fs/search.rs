@@ -433,13 +433,17 @@ impl Walk<'_> {
         }
         self.levels.push(level);
         // Queue the subdirectories the walk will enter so workers list them
-        // ahead.
-        for n in &names {
-            if let (Ok(child), FileType::Directory, None) = (&n.child, n.kind, n.skip)
-                && self.in_part(child, true)
-            {
-                self.prefetch.submit(&fd, child.clone(), &self.levels);
-            }
+        // ahead. Not the first: the walk needs it at once, and reading it
+        // itself beats waiting for a worker that just picked it up (Glob over
+        // the cargo registry: 62 → 57 ms median, two runs of 9 each way).
+        let subdirs = names
+            .iter()
+            .filter_map(|n| match (&n.child, n.kind, n.skip) {
+                (Ok(child), FileType::Directory, None) if self.in_part(child, true) => Some(child),
+                _ => None,
+            });
+        for child in subdirs.skip(1) {
+            self.prefetch.submit(&fd, child.clone(), &self.levels);
         }
         for name in names {
             let child = match &name.child {
