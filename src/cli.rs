@@ -90,18 +90,9 @@ pub enum Verb {
         /// File filter glob.
         #[arg(short, long, default_value = "")]
         glob: String,
-        /// Include hidden files.
-        #[arg(long)]
-        hidden: bool,
-        /// Include ignored files.
-        #[arg(long)]
-        no_ignore: bool,
-        /// Visited-entries budget (0: default 20000).
-        #[arg(long, default_value_t = 0)]
-        max_visited: u64,
-        /// Time budget in ms (0: default 2000).
-        #[arg(long, default_value_t = 0)]
-        max_duration_ms: u64,
+        /// Hidden/ignored switches and budgets.
+        #[command(flatten)]
+        limits: SearchFlags,
     },
     /// Find files by glob.
     Glob {
@@ -110,19 +101,27 @@ pub enum Verb {
         /// Where to search.
         #[arg(default_value = "/")]
         path: String,
-        /// Include hidden files.
-        #[arg(long)]
-        hidden: bool,
-        /// Include ignored files.
-        #[arg(long)]
-        no_ignore: bool,
-        /// Visited-entries budget (0: default 20000).
-        #[arg(long, default_value_t = 0)]
-        max_visited: u64,
-        /// Time budget in ms (0: default 2000).
-        #[arg(long, default_value_t = 0)]
-        max_duration_ms: u64,
+        /// Hidden/ignored switches and budgets.
+        #[command(flatten)]
+        limits: SearchFlags,
     },
+}
+
+/// The walk switches and budgets shared by `grep` and `glob`.
+#[derive(Debug, clap::Args)]
+pub struct SearchFlags {
+    /// Include hidden files.
+    #[arg(long)]
+    hidden: bool,
+    /// Include ignored files.
+    #[arg(long)]
+    no_ignore: bool,
+    /// Visited-entries budget (0: default 20000).
+    #[arg(long, default_value_t = 0)]
+    max_visited: u64,
+    /// Time budget in ms (0: default 2000).
+    #[arg(long, default_value_t = 0)]
+    max_duration_ms: u64,
 }
 
 /// Adds the token and session metadata to every call.
@@ -271,10 +270,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             ignore_case,
             fixed_strings,
             glob,
-            hidden,
-            no_ignore,
-            max_visited,
-            max_duration_ms,
+            limits,
         } => {
             let req = pb::GrepRequest {
                 pattern,
@@ -282,10 +278,10 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 glob,
                 literal: fixed_strings,
                 case_insensitive: ignore_case,
-                include_hidden: hidden,
-                include_ignored: no_ignore,
-                max_visited,
-                max_duration_ms,
+                include_hidden: limits.hidden,
+                include_ignored: limits.no_ignore,
+                max_visited: limits.max_visited,
+                max_duration_ms: limits.max_duration_ms,
                 ..Default::default()
             };
             let mut stream = fs.grep(req).await.map_err(fail)?.into_inner();
@@ -306,18 +302,15 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
         Verb::Glob {
             pattern,
             path,
-            hidden,
-            no_ignore,
-            max_visited,
-            max_duration_ms,
+            limits,
         } => {
             let req = pb::GlobRequest {
                 pattern,
                 path,
-                include_hidden: hidden,
-                include_ignored: no_ignore,
-                max_visited,
-                max_duration_ms,
+                include_hidden: limits.hidden,
+                include_ignored: limits.no_ignore,
+                max_visited: limits.max_visited,
+                max_duration_ms: limits.max_duration_ms,
                 ..Default::default()
             };
             let mut stream = fs.glob(req).await.map_err(fail)?.into_inner();

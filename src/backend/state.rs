@@ -40,6 +40,9 @@ pub struct StateLimits {
 
 struct FileRecord {
     path: VfsPath,
+    /// `path.order_key()`, kept so snapshot seeks compare slices instead of
+    /// building a key per comparison.
+    key: Vec<u8>,
     data: Arc<[u8]>,
     created: SystemTime,
     modified: SystemTime,
@@ -213,6 +216,7 @@ impl StateBackend {
         let now = SystemTime::now();
         let record = FileRecord {
             path: path.clone(),
+            key: path.order_key(),
             data: data.into(),
             created: created.unwrap_or(now),
             modified: now,
@@ -224,7 +228,7 @@ impl StateBackend {
             version: record.version,
             created: created.is_none(),
         };
-        files.insert(path.order_key(), Arc::new(record));
+        files.insert(record.key.clone(), Arc::new(record));
         outcome
     }
 }
@@ -385,15 +389,13 @@ impl SortedFiles for Snapshot {
     type Data = Arc<[u8]>;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        let at = self
-            .files
-            .partition_point(|f| f.path.order_key().as_slice() < from);
+        let at = self.files.partition_point(|f| f.key.as_slice() < from);
         self.files.get(at).map(|f| Ok(f.entry()))
     }
 
     fn load(&mut self, entry: &Entry) -> Result<Arc<[u8]>> {
         let key = entry.path.order_key();
-        let at = self.files.partition_point(|f| f.path.order_key() < key);
+        let at = self.files.partition_point(|f| f.key < key);
         match self.files.get(at) {
             Some(f) if f.path == entry.path => Ok(f.data.clone()),
             _ => Err(Error::NotFound(entry.path.to_string())),

@@ -39,7 +39,9 @@ pub mod prefetch;
 pub mod sandbox;
 pub mod search;
 
-use super::{Backend, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome};
+use super::{
+    Backend, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome, check_directory_delete,
+};
 use crate::error::{Error, Result};
 use crate::path::{VfsPath, check_name};
 use crate::search::{SearchPart, SearchRun};
@@ -389,16 +391,7 @@ impl Backend for FsBackend {
         let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| errno(path, e))?;
         if file_type(&st) == FileType::Directory {
-            if !recursive {
-                return Err(Error::IsDirectory(format!(
-                    "{path} (pass recursive to delete a directory)"
-                )));
-            }
-            if if_version.is_some() {
-                return Err(Error::InvalidArgument(
-                    "if_version applies to files, not directories".into(),
-                ));
-            }
+            check_directory_delete(path, if_version, recursive)?;
             let name = CString::new(name)
                 .map_err(|_| Error::invalid_path(path.as_str(), "NUL in name"))?;
             return remove_tree(&dir, &name, path);
