@@ -221,9 +221,11 @@ async fn run_ours(
     client: &mut FilesystemClient<Channel>,
     kind: &Kind,
 ) -> (Duration, Option<Duration>, Results) {
+    // Batches are kept as decoded and turned into a result set after the
+    // clock stops, as rg's and fd's output is parsed after theirs.
+    let (mut grep_batches, mut glob_batches) = (Vec::new(), Vec::new());
     let start = Instant::now();
     let mut first = None;
-    let mut results = Results::new();
     match kind {
         Kind::Grep {
             pattern,
@@ -244,7 +246,7 @@ async fn run_ours(
                 match msg.result {
                     Some(pb::grep_response::Result::Batch(b)) => {
                         first.get_or_insert_with(|| start.elapsed());
-                        results.extend(b.matches.into_iter().map(|m| (m.path, m.line_number)));
+                        grep_batches.push(b);
                     }
                     Some(pb::grep_response::Result::Summary(s)) => check_summary(&s),
                     None => {}
@@ -255,6 +257,8 @@ async fn run_ours(
             let req = pb::GlobRequest {
                 pattern: (*pattern).into(),
                 path: "/workspace".into(),
+                // fd prints paths only; so does this Glob.
+                paths_only: true,
                 max_visited: MAX_VISITED,
                 max_duration_ms: MAX_DURATION_MS,
                 ..Default::default()
@@ -264,7 +268,7 @@ async fn run_ours(
                 match msg.result {
                     Some(pb::glob_response::Result::Batch(b)) => {
                         first.get_or_insert_with(|| start.elapsed());
-                        results.extend(b.entries.into_iter().map(|e| (e.path, 0)));
+                        glob_batches.push(b);
                     }
                     Some(pb::glob_response::Result::Summary(s)) => check_summary(&s),
                     None => {}
@@ -272,7 +276,16 @@ async fn run_ours(
             }
         }
     }
-    (start.elapsed(), first, results)
+    let elapsed = start.elapsed();
+    let grep_results = grep_batches
+        .into_iter()
+        .flat_map(|b: pb::GrepBatch| b.matches)
+        .map(|m| (m.path, m.line_number));
+    let glob_results = glob_batches
+        .into_iter()
+        .flat_map(|b: pb::GlobBatch| b.entries)
+        .map(|e| (e.path, 0));
+    (elapsed, first, grep_results.chain(glob_results).collect())
 }
 
 fn check_summary(s: &pb::SearchSummary) {

@@ -311,6 +311,8 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 include_ignored: limits.no_ignore,
                 max_visited: limits.max_visited,
                 max_duration_ms: limits.max_duration_ms,
+                // Only paths are printed.
+                paths_only: true,
                 ..Default::default()
             };
             let mut stream = fs.glob(req).await.map_err(fail)?.into_inner();

@@ -109,18 +109,25 @@ impl VfsPath {
         }
     }
 
+    /// True when `name` is a plain segment that [`VfsPath::join`] accepts
+    /// without parsing the joined path again (no `/`, `\\`, wildcard or
+    /// control character, not `.` or `..`, within the length limits). Every
+    /// valid name is plain, except under paths near [`MAX_PATH_BYTES`].
+    pub fn joins_plainly(&self, name: &str) -> bool {
+        !matches!(name, "" | "." | "..")
+            && name.len() <= MAX_SEGMENT_BYTES
+            && self.0.len() + 1 + name.len() <= MAX_PATH_BYTES
+            && !name.contains(['/', '\\', '*', '?'])
+            && !name.chars().any(char::is_control)
+    }
+
     /// Appends one segment, which must be a valid file name (no `/`).
     pub fn join(&self, name: &str) -> Result<VfsPath> {
         // Fast path (the search walk joins every entry it visits): `self` is
         // valid already, so a plain name only needs its own checks;
         // re-parsing the whole path cost ~3% of a Glob's CPU. Anything
         // unusual takes the full parse below for its exact error.
-        let plain = !matches!(name, "" | "." | "..")
-            && name.len() <= MAX_SEGMENT_BYTES
-            && self.0.len() + 1 + name.len() <= MAX_PATH_BYTES
-            && !name.contains(['/', '\\', '*', '?'])
-            && !name.chars().any(char::is_control);
-        if plain {
+        if self.joins_plainly(name) {
             let mut joined = String::with_capacity(self.0.len() + 1 + name.len());
             joined.push_str(if self.is_root() { "" } else { &self.0 });
             joined.push('/');

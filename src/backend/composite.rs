@@ -395,7 +395,7 @@ mod tests {
             },
         ])
         .unwrap();
-        let spec = SearchSpec::glob(VfsPath::root(), "**", Budgets::default()).unwrap();
+        let spec = SearchSpec::glob(VfsPath::root(), "**", false, Budgets::default()).unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
         let run = SearchRun::new(spec, tx);
         table
@@ -408,6 +408,7 @@ mod tests {
             match event {
                 SearchEvent::Batch(hits) => found.extend(hits.into_iter().map(|h| match h {
                     crate::search::Hit::Entry(e) => e.path.to_string(),
+                    crate::search::Hit::Path { path, .. } => path.to_string(),
                     crate::search::Hit::File(f) => f.path.to_string(),
                 })),
                 SearchEvent::Summary(s) => summary = Some(s),

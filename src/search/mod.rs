@@ -119,8 +119,15 @@ pub struct FileHits {
 /// One result of a search, in path order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hit {
-    /// A path matched by Glob.
+    /// A path matched by Glob, with its metadata.
     Entry(Entry),
+    /// A path matched by a `paths_only` Glob.
+    Path {
+        /// Logical path.
+        path: VfsPath,
+        /// True for a symbolic link (never followed).
+        symlink: bool,
+    },
     /// A file's matches found by Grep.
     File(FileHits),
 }

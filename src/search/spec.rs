@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use globset::{GlobBuilder, GlobMatcher};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use std::time::Duration;
 
@@ -30,7 +30,11 @@ pub enum SearchKind {
 #[derive(Debug)]
 pub struct GlobOptions {
     /// Pattern relative to the root; `*`/`?` never cross `/`.
-    pub matcher: GlobMatcher,
+    pub matcher: GlobSet,
+    /// Emit paths without metadata ([`crate::search::Hit::Path`]), so tiers
+    /// that would look it up per match (the Filesystem tier's `lstat`) skip
+    /// that.
+    pub paths_only: bool,
 }
 
 /// Grep search.
@@ -64,7 +68,7 @@ impl GrepOptions {
 /// path relative to the search root.
 #[derive(Debug)]
 pub struct FileFilter {
-    matcher: GlobMatcher,
+    matcher: GlobSet,
     whole_path: bool,
 }
 
@@ -140,8 +144,14 @@ impl SearchSpec {
         }
     }
 
-    /// A Glob search; the pattern is relative to `root`.
-    pub fn glob(root: VfsPath, pattern: &str, budgets: Budgets) -> Result<SearchSpec> {
+    /// A Glob search; the pattern is relative to `root`. With `paths_only`
+    /// results carry no metadata.
+    pub fn glob(
+        root: VfsPath,
+        pattern: &str,
+        paths_only: bool,
+        budgets: Budgets,
+    ) -> Result<SearchSpec> {
         if pattern.is_empty() {
             return Err(Error::InvalidArgument(
                 "Missing required parameter 'pattern'.".into(),
@@ -155,7 +165,10 @@ impl SearchSpec {
         let matcher = compile_glob(normalize_pattern(pattern), "pattern")?;
         Ok(SearchSpec::new(
             root,
-            SearchKind::Glob(GlobOptions { matcher }),
+            SearchKind::Glob(GlobOptions {
+                matcher,
+                paths_only,
+            }),
             budgets,
         ))
     }
@@ -221,13 +234,20 @@ pub fn normalize_pattern(pattern: &str) -> &str {
 }
 
 /// Compiles a glob where `*` and `?` never match `/` (seed 003 §5.4).
-fn compile_glob(pattern: &str, what: &str) -> Result<GlobMatcher> {
-    GlobBuilder::new(pattern)
+///
+/// A set of one glob rather than a `GlobMatcher`: the set picks a matching
+/// strategy by the glob's shape (`**/*.rs` becomes a lookup of the extension)
+/// where the matcher always runs a regex, which was 5% of a Glob's CPU.
+fn compile_glob(pattern: &str, what: &str) -> Result<GlobSet> {
+    let invalid = |e: globset::Error| {
+        Error::InvalidArgument(format!("invalid {what} {pattern:?}: {}", e.kind()))
+    };
+    let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .backslash_escape(true)
         .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| Error::InvalidArgument(format!("invalid {what} {pattern:?}: {}", e.kind())))
+        .map_err(invalid)?;
+    GlobSetBuilder::new().add(glob).build().map_err(invalid)
 }
 
 #[cfg(test)]

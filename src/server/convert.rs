@@ -77,6 +77,11 @@ pub fn glob_batch(hits: Vec<Hit>) -> pb::GlobBatch {
         .iter()
         .filter_map(|h| match h {
             Hit::Entry(e) => Some(file_info(e)),
+            Hit::Path { path, symlink } => Some(pb::FileInfo {
+                path: path.to_string(),
+                is_symlink: *symlink,
+                ..Default::default()
+            }),
             Hit::File(_) => None,
         })
         .collect();

@@ -423,7 +423,7 @@ impl Filesystem for FilesystemService {
             include_hidden: req.include_hidden,
             include_ignored: req.include_ignored,
         };
-        let spec = SearchSpec::glob(root, &req.pattern, budgets)?;
+        let spec = SearchSpec::glob(root, &req.pattern, req.paths_only, budgets)?;
         let events = start(
             self.backend.clone(),
             &caller.principal,

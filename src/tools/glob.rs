@@ -83,7 +83,8 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         include_ignored,
         ..Budgets::default()
     };
-    let spec = SearchSpec::glob(root.clone(), &normalized, budgets).map_err(ToolError::from)?;
+    let spec =
+        SearchSpec::glob(root.clone(), &normalized, true, budgets).map_err(ToolError::from)?;
     let (hits, summary) = call
         .search(spec, Op::List)
         .await
@@ -92,6 +93,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let mut paths: Vec<String> = hits
         .iter()
         .filter_map(|h| match h {
+            Hit::Path { path, .. } => Some(call.display(path)),
             Hit::Entry(e) => Some(call.display(&e.path)),
             Hit::File(_) => None,
         })

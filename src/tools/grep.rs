@@ -145,7 +145,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         .into_iter()
         .filter_map(|h| match h {
             Hit::File(f) => Some(f),
-            Hit::Entry(_) => None,
+            Hit::Entry(_) | Hit::Path { .. } => None,
         })
         .collect();
     files.sort_by(|a, b| {

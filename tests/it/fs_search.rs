@@ -145,6 +145,106 @@ async fn ignore_files_above_the_search_root_apply() {
     assert_eq!(s.skipped_ignored, 1);
 }
 
+/// Rules of a nested ignore file are relative to its own directory: an
+/// anchored rule (`/x`) or one with a `/` inside matches only there, an
+/// unanchored name at any depth below it, and nothing outside it.
+#[tokio::test]
+async fn nested_ignore_rules_are_relative_to_their_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    put(
+        r,
+        "sub/.gitignore",
+        "/top.txt
+deep/x.txt
+any.txt
+",
+    );
+    for file in [
+        "top.txt",
+        "any.txt",
+        "sub/top.txt",
+        "sub/a/top.txt",
+        "sub/deep/x.txt",
+        "sub/a/deep/x.txt",
+        "sub/any.txt",
+        "sub/a/any.txt",
+    ] {
+        put(r, file, "x\n");
+    }
+    let server = serve(r);
+    let mut fs = server.fs().await;
+    let (paths, s) = glob_all(&mut fs, glob("**/*.txt")).await.unwrap();
+    assert_eq!(
+        paths,
+        [
+            "/workspace/any.txt",
+            "/workspace/sub/a/deep/x.txt",
+            "/workspace/sub/a/top.txt",
+            "/workspace/top.txt",
+        ]
+    );
+    assert_eq!(s.skipped_ignored, 4, "{s:?}");
+    // The same rules when the search starts below the ignore file.
+    let mut req = glob("**/*.txt");
+    req.path = "/workspace/sub/a".into();
+    let (paths, _) = glob_all(&mut fs, req).await.unwrap();
+    assert_eq!(
+        paths,
+        ["/workspace/sub/a/deep/x.txt", "/workspace/sub/a/top.txt"]
+    );
+}
+
+/// `paths_only` returns the same paths in the same order, without metadata;
+/// links stay marked as links.
+#[tokio::test]
+async fn glob_paths_only_returns_the_same_paths_without_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a.rs", "12345");
+    put(dir.path(), "src/b.rs", "x");
+    std::os::unix::fs::symlink("a.rs", dir.path().join("link.rs")).unwrap();
+    let server = serve(dir.path());
+    let fs = server.fs().await;
+    let entries = |req: pb::GlobRequest| {
+        let mut fs = fs.clone();
+        async move {
+            let mut stream = fs.glob(req).await.unwrap().into_inner();
+            let mut entries = Vec::new();
+            while let Some(msg) = stream.message().await.unwrap() {
+                if let Some(pb::glob_response::Result::Batch(b)) = msg.result {
+                    entries.extend(b.entries);
+                }
+            }
+            entries
+        }
+    };
+    let full = entries(glob("**/*.rs")).await;
+    let mut req = glob("**/*.rs");
+    req.paths_only = true;
+    let bare = entries(req).await;
+    let paths = |e: &[pb::FileInfo]| e.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
+    assert_eq!(paths(&bare), paths(&full));
+    assert_eq!(
+        paths(&bare),
+        [
+            "/workspace/a.rs",
+            "/workspace/link.rs",
+            "/workspace/src/b.rs"
+        ]
+    );
+    assert_eq!(full[0].size, 5);
+    assert!(full[0].modified_time.is_some());
+    for e in &bare {
+        assert_eq!((e.size, e.version), (0, 0), "{e:?}");
+        assert!(
+            e.modified_time.is_none() && e.created_time.is_none(),
+            "{e:?}"
+        );
+    }
+    let links: Vec<bool> = bare.iter().map(|e| e.is_symlink).collect();
+    assert_eq!(links, [false, true, false]);
+}
+
 /// Glob semantics of seed 003: `*` stays in one directory, `**/x` matches at
 /// depth zero, patterns are relative to the search path.
 #[tokio::test]

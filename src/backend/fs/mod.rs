@@ -45,7 +45,7 @@ use super::{
 use crate::error::{Error, Result};
 use crate::path::{VfsPath, check_name};
 use crate::search::{SearchPart, SearchRun};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
 use rustix::io::Errno;
 use sandbox::{DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
 use std::ffi::{CStr, CString};
@@ -256,21 +256,18 @@ impl FsBackend {
 /// into one.
 fn child_names(dir: &VfsPath, fd: &OwnedFd) -> Result<Vec<(String, FileType)>> {
     let mut out = Vec::new();
-    for entry in Dir::read_from(fd).map_err(|e| errno(dir, e))? {
-        let entry = entry.map_err(|e| errno(dir, e))?;
-        let bytes = entry.file_name().to_bytes();
-        if bytes == b"." || bytes == b".." {
-            continue;
-        }
+    sandbox::for_each_entry(fd, |name, kind| {
+        let bytes = name.to_bytes();
         match std::str::from_utf8(bytes).map(|n| (check_name(n), n)) {
-            Ok((Ok(()), name)) => out.push((name.to_owned(), entry.file_type())),
+            Ok((Ok(()), name)) => out.push((name.to_owned(), kind)),
             _ => tracing::warn!(
                 dir = %dir,
                 name = %bytes.escape_ascii(),
                 "skipping a file name that is not a valid logical path segment"
             ),
         }
-    }
+    })
+    .map_err(|e| errno(dir, e))?;
     Ok(out)
 }
 
@@ -281,13 +278,8 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
     let flags = DIR_FLAGS | OFlags::NOFOLLOW;
     let fd = rustix::fs::openat(parent, name, flags, Mode::empty()).map_err(os)?;
     let mut children = Vec::new();
-    for entry in Dir::read_from(&fd).map_err(os)? {
-        let entry = entry.map_err(os)?;
-        let child = entry.file_name().to_owned();
-        if child.as_bytes() != b"." && child.as_bytes() != b".." {
-            children.push((child, entry.file_type()));
-        }
-    }
+    sandbox::for_each_entry(&fd, |name, kind| children.push((name.to_owned(), kind)))
+        .map_err(os)?;
     let mut removed = 0;
     // Names are passed as raw bytes: non-UTF-8 names are removed too.
     for (child, kind) in children {

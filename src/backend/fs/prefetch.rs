@@ -8,7 +8,7 @@
 //! builds its [`Listing`]: its ignore files loaded, names sorted, types
 //! resolved, each name's logical path, skip rule and the run's name filter
 //! decided, and for a Glob the `lstat` of every file the pattern keeps
-//! (emission needs size and times).
+//! (emission needs size and times, unless the Glob is `paths_only`).
 //!
 //! Invariants: workers only read; every decision that counts (visited budget,
 //! skip rules and their counters, problems, emission) stays with the ordered
@@ -30,19 +30,18 @@
 //! machine. The rest is mostly CPU fd does not spend (the `lstat` per result
 //! that Glob's entries carry, gRPC encoding).
 
-use super::sandbox::{DIR_FLAGS, errno, file_type};
+use super::sandbox::{DIR_FLAGS, errno, file_type, for_each_entry};
 use super::search::{Level, load_level, skip_of};
 use crate::error::{Error, Result};
-use crate::path::{VfsPath, check_name};
+use crate::path::VfsPath;
 use crate::search::rules::Skip;
 use crate::search::{SearchKind, SearchRun};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
-use std::ffi::OsStr;
+use std::ops::Range;
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// `lstat`, never following a link.
@@ -56,31 +55,41 @@ pub const PREFETCHERS: usize = 2;
 pub type Problem = (String, Error);
 
 /// One entry of a directory with every decision that needs no counting
-/// made: its logical path, type, skip rule, and the run's name filter.
+/// made: its type, skip rule, the run's name filter and, for the entries the
+/// walk will use, its logical path.
 pub struct Name {
-    /// The logical path, or the problem that the name cannot be one.
-    pub child: std::result::Result<VfsPath, Problem>,
-    /// Its type (`Unknown` only when `stat` failed).
+    /// Where its file name lies in [`Listing::arena`].
+    span: Range<usize>,
+    /// Its type (never `Unknown`: the listing resolves it with `lstat`).
     pub kind: FileType,
-    /// `lstat` of the entry when it was needed: for an entry whose type the
-    /// directory did not say, and for a file a Glob keeps.
+    /// `lstat` of a file a Glob with metadata keeps (or of an entry whose
+    /// type the directory did not say).
     pub stat: Option<std::result::Result<Stat, Errno>>,
     /// The hidden/ignore rule that skips it, if any.
     pub skip: Option<Skip>,
     /// True when the run's name filter keeps this file (Glob pattern, Grep
     /// `glob` filter).
     pub wanted: bool,
+    /// The logical path of a directory that is not skipped and of a wanted
+    /// file; `None` for the rest, most entries of a typical search, which
+    /// thus cost no allocation.
+    pub path: Option<VfsPath>,
 }
 
 /// A directory's handle, ignore rules and entries sorted by name.
 pub struct Listing {
     /// The open directory (files are opened beneath it).
     pub fd: Arc<OwnedFd>,
+    /// Its logical path.
+    pub path: VfsPath,
     /// The directory's own ignore rules.
     pub level: Arc<Level>,
-    /// Problems of its ignore files.
+    /// Problems of its ignore files and of names that cannot be logical
+    /// paths (reported, never mangled).
     pub problems: Vec<Problem>,
-    /// Entries other than `.` and `..`, sorted by name bytes.
+    /// The valid entry names, one after the other.
+    arena: String,
+    /// Entries other than `.` and `..` with valid names, sorted by name bytes.
     pub names: Vec<Name>,
 }
 
@@ -93,88 +102,121 @@ impl Listing {
         path: &VfsPath,
         levels: &[Arc<Level>],
     ) -> Result<Listing> {
-        let mut raw = Vec::new();
-        for entry in Dir::read_from(&fd).map_err(|e| errno(path, e))? {
-            let entry = entry.map_err(|e| errno(path, e))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                raw.push((name.to_vec(), entry.file_type()));
-            }
-        }
-        raw.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        // Names go to one buffer and are sorted by their spans: one
+        // allocation per directory instead of one per entry.
+        let mut bytes = Vec::new();
+        let mut raw: Vec<(Range<usize>, FileType)> = Vec::new();
+        for_each_entry(&fd, |name, kind| {
+            let start = bytes.len();
+            bytes.extend_from_slice(name.to_bytes());
+            raw.push((start..bytes.len(), kind));
+        })
+        .map_err(|e| errno(path, e))?;
+        raw.sort_unstable_by(|a, b| bytes[a.0.clone()].cmp(&bytes[b.0.clone()]));
         let mut problems = Vec::new();
         let present = |file: &str| {
-            raw.binary_search_by(|n| n.0.as_slice().cmp(file.as_bytes()))
+            raw.binary_search_by(|(span, _)| bytes[span.clone()].cmp(file.as_bytes()))
                 .is_ok()
         };
         let level = Arc::new(load_level(run, &fd, path, present, &mut problems));
         let mut levels = levels.to_vec();
         levels.push(level.clone());
         let spec = run.spec();
-        let names = raw
-            .into_iter()
-            .map(|(name, kind)| {
-                let child = child_path(path, &name);
-                let (mut kind, mut stat) = (kind, None);
-                if kind == FileType::Unknown {
-                    let st = rustix::fs::statat(&fd, OsStr::from_bytes(&name), NOFOLLOW);
-                    if let Ok(st) = &st {
-                        kind = file_type(st);
+        let glob_stats = matches!(&spec.kind, SearchKind::Glob(g) if !g.paths_only);
+        // Each child's logical path is built in `full` without allocating;
+        // the part the name filters match (relative to the search root) is
+        // a suffix of it.
+        let dir_rel = path.relative_to(&spec.root).map(str::len);
+        let mut full = String::with_capacity(path.as_str().len() + 64);
+        if !path.is_root() {
+            full.push_str(path.as_str());
+        }
+        full.push('/');
+        let base = full.len();
+        let mut arena = String::with_capacity(bytes.len());
+        let mut names = Vec::with_capacity(raw.len());
+        for (span, mut kind) in raw {
+            let name = match valid_name(path, &bytes[span]) {
+                Ok(name) => name,
+                Err(problem) => {
+                    problems.push(problem);
+                    continue;
+                }
+            };
+            let mut stat = None;
+            if kind == FileType::Unknown {
+                match rustix::fs::statat(&fd, name, NOFOLLOW) {
+                    Ok(st) => {
+                        kind = file_type(&st);
+                        stat = Some(Ok(st));
                     }
-                    stat = Some(st);
+                    Err(e) => {
+                        let child = path.join(name)?;
+                        problems.push((child.to_string(), errno(&child, e)));
+                        continue;
+                    }
                 }
-                let Ok(child_ref) = &child else {
-                    return Name {
-                        child,
-                        kind,
-                        stat,
-                        skip: None,
-                        wanted: false,
-                    };
+            }
+            full.truncate(base);
+            full.push_str(name);
+            let is_dir = kind == FileType::Directory;
+            let skip = skip_of(run, &levels, &full, is_dir);
+            let rel = match dir_rel {
+                None => "",
+                Some(0) => name,
+                Some(len) => &full[full.len() - len - 1 - name.len()..],
+            };
+            let wanted = skip.is_none()
+                && match &spec.kind {
+                    SearchKind::Glob(glob) => {
+                        matches!(kind, FileType::RegularFile | FileType::Symlink)
+                            && glob.matcher.is_match(rel)
+                    }
+                    SearchKind::Grep(grep) => kind == FileType::RegularFile && grep.accepts(rel),
                 };
-                let is_dir = kind == FileType::Directory;
-                let skip = skip_of(run, &levels, child_ref, is_dir);
-                let rel = child_ref.relative_to(&spec.root).unwrap_or_default();
-                let wanted = skip.is_none()
-                    && match &spec.kind {
-                        SearchKind::Glob(glob) => {
-                            matches!(kind, FileType::RegularFile | FileType::Symlink)
-                                && glob.matcher.is_match(rel)
-                        }
-                        SearchKind::Grep(grep) => {
-                            kind == FileType::RegularFile && grep.accepts(rel)
-                        }
-                    };
-                if wanted && stat.is_none() && matches!(spec.kind, SearchKind::Glob(_)) {
-                    stat = Some(rustix::fs::statat(&fd, OsStr::from_bytes(&name), NOFOLLOW));
-                }
-                Name {
-                    child,
-                    kind,
-                    stat,
-                    skip,
-                    wanted,
-                }
-            })
-            .collect();
+            if wanted && glob_stats && stat.is_none() {
+                stat = Some(rustix::fs::statat(&fd, name, NOFOLLOW));
+            }
+            let used = wanted || (is_dir && skip.is_none());
+            let start = arena.len();
+            arena.push_str(name);
+            names.push(Name {
+                span: start..arena.len(),
+                kind,
+                stat,
+                skip,
+                wanted,
+                path: if used { Some(path.join(name)?) } else { None },
+            });
+        }
         Ok(Listing {
             fd: Arc::new(fd),
+            path: path.clone(),
             level,
             problems,
+            arena,
             names,
         })
     }
+
+    /// The file name of `name`, one of this listing's entries.
+    pub fn file_name(&self, name: &Name) -> &str {
+        &self.arena[name.span.clone()]
+    }
 }
 
-/// The logical path of a name found in `dir`, or the problem (never a
-/// mangled name) when the name cannot be one.
-fn child_path(dir: &VfsPath, name: &[u8]) -> std::result::Result<VfsPath, Problem> {
+/// `name` (found in `dir`) as a file name, or the problem (never a mangled
+/// name) when it cannot be one.
+fn valid_name<'n>(dir: &VfsPath, name: &'n [u8]) -> std::result::Result<&'n str, Problem> {
     let shown = || format!("{dir}/{}", name.escape_ascii());
-    std::str::from_utf8(name)
-        .map_err(|_| Error::invalid_path(&shown(), "file name is not valid UTF-8; skipped"))
-        .and_then(|n| check_name(n).map(|()| n))
-        .and_then(|n| dir.join(n))
-        .map_err(|err| (shown(), err))
+    let name = std::str::from_utf8(name).map_err(|_| {
+        let err = Error::invalid_path(&shown(), "file name is not valid UTF-8; skipped");
+        (shown(), err)
+    })?;
+    if dir.joins_plainly(name) {
+        return Ok(name);
+    }
+    dir.join(name).map(|_| name).map_err(|err| (shown(), err))
 }
 
 /// Where a submitted directory is.

@@ -21,8 +21,10 @@
 
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, ResolveFlags, Stat};
 use rustix::io::Errno;
+use std::ffi::CStr;
+use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -38,6 +40,11 @@ pub const DIR_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC);
 /// Flags of a file opened for reading.
 pub const READ_FLAGS: OFlags = OFlags::RDONLY.union(OFlags::CLOEXEC);
+/// Bytes of `getdents64` output taken per system call, as glibc's `readdir`.
+/// rustix's `Dir` starts at 768 bytes and duplicates the handle on open
+/// (`openat(fd, ".")` and `fcntl`): three more system calls per directory,
+/// 7,600 of them in a Glob over 2,550 directories.
+const DIR_BUFFER_BYTES: usize = 32 << 10;
 
 /// The root handle of one Filesystem mount and its logical prefix.
 pub struct Sandbox {
@@ -161,6 +168,25 @@ pub fn errno(path: &VfsPath, e: Errno) -> Error {
         )),
         other => Error::io(path.as_str(), other.into()),
     }
+}
+
+/// Calls `each` with the name and type (`Unknown` when the file system does
+/// not say) of every entry of the directory open as `fd`, except `.` and
+/// `..`. Reads from the handle's position: pass a freshly opened one.
+pub fn for_each_entry(
+    fd: &OwnedFd,
+    mut each: impl FnMut(&CStr, FileType),
+) -> rustix::io::Result<()> {
+    let mut buf = [MaybeUninit::<u8>::uninit(); DIR_BUFFER_BYTES];
+    let mut dir = RawDir::new(fd, &mut buf);
+    while let Some(entry) = dir.next() {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !matches!(name.to_bytes(), b"." | b"..") {
+            each(name, entry.file_type());
+        }
+    }
+    Ok(())
 }
 
 /// The file type recorded in a `Stat`.

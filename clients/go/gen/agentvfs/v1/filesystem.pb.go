@@ -1895,8 +1895,12 @@ type GlobRequest struct {
 	IncludeIgnored bool   `protobuf:"varint,5,opt,name=include_ignored,json=includeIgnored,proto3" json:"include_ignored,omitempty"`
 	MaxVisited     uint64 `protobuf:"varint,6,opt,name=max_visited,json=maxVisited,proto3" json:"max_visited,omitempty"`
 	MaxDurationMs  uint64 `protobuf:"varint,7,opt,name=max_duration_ms,json=maxDurationMs,proto3" json:"max_duration_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Entries carry only `path` and `is_symlink` (size 0, no times, version 0):
+	// the Filesystem tier then skips one `lstat` per match, as `fd` does. Use it
+	// when only the paths matter (the Tools service's Glob does).
+	PathsOnly     bool `protobuf:"varint,8,opt,name=paths_only,json=pathsOnly,proto3" json:"paths_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GlobRequest) Reset() {
@@ -1976,6 +1980,13 @@ func (x *GlobRequest) GetMaxDurationMs() uint64 {
 		return x.MaxDurationMs
 	}
 	return 0
+}
+
+func (x *GlobRequest) GetPathsOnly() bool {
+	if x != nil {
+		return x.PathsOnly
+	}
+	return false
 }
 
 type GlobBatch struct {
@@ -2447,7 +2458,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\fGrepResponse\x12.\n" +
 	"\x05batch\x18\x01 \x01(\v2\x16.agentvfs.v1.GrepBatchH\x00R\x05batch\x126\n" +
 	"\asummary\x18\x02 \x01(\v2\x1a.agentvfs.v1.SearchSummaryH\x00R\asummaryB\b\n" +
-	"\x06result\"\xf5\x01\n" +
+	"\x06result\"\x94\x02\n" +
 	"\vGlobRequest\x12\x18\n" +
 	"\apattern\x18\x01 \x01(\tR\apattern\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1f\n" +
@@ -2457,7 +2468,9 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x0finclude_ignored\x18\x05 \x01(\bR\x0eincludeIgnored\x12\x1f\n" +
 	"\vmax_visited\x18\x06 \x01(\x04R\n" +
 	"maxVisited\x12&\n" +
-	"\x0fmax_duration_ms\x18\a \x01(\x04R\rmaxDurationMs\"<\n" +
+	"\x0fmax_duration_ms\x18\a \x01(\x04R\rmaxDurationMs\x12\x1d\n" +
+	"\n" +
+	"paths_only\x18\b \x01(\bR\tpathsOnly\"<\n" +
 	"\tGlobBatch\x12/\n" +
 	"\aentries\x18\x01 \x03(\v2\x15.agentvfs.v1.FileInfoR\aentries\"\x80\x01\n" +
 	"\fGlobResponse\x12.\n" +

@@ -854,6 +854,7 @@ class GlobRequest(_message.Message):
     INCLUDE_IGNORED_FIELD_NUMBER: _builtins.int
     MAX_VISITED_FIELD_NUMBER: _builtins.int
     MAX_DURATION_MS_FIELD_NUMBER: _builtins.int
+    PATHS_ONLY_FIELD_NUMBER: _builtins.int
     pattern: _builtins.str
     """Relative to `path`; `*` and `?` never cross `/`, `**` does, `**/x` also
     matches `x`, `{a,b}` alternates.
@@ -866,6 +867,11 @@ class GlobRequest(_message.Message):
     include_ignored: _builtins.bool
     max_visited: _builtins.int
     max_duration_ms: _builtins.int
+    paths_only: _builtins.bool
+    """Entries carry only `path` and `is_symlink` (size 0, no times, version 0):
+    the Filesystem tier then skips one `lstat` per match, as `fd` does. Use it
+    when only the paths matter (the Tools service's Glob does).
+    """
     def __init__(
         self,
         *,
@@ -876,10 +882,11 @@ class GlobRequest(_message.Message):
         include_ignored: _builtins.bool = ...,
         max_visited: _builtins.int = ...,
         max_duration_ms: _builtins.int = ...,
+        paths_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_hidden", b"include_hidden", "include_ignored", b"include_ignored", "max_duration_ms", b"max_duration_ms", "max_results", b"max_results", "max_visited", b"max_visited", "path", b"path", "pattern", b"pattern"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["include_hidden", b"include_hidden", "include_ignored", b"include_ignored", "max_duration_ms", b"max_duration_ms", "max_results", b"max_results", "max_visited", b"max_visited", "path", b"path", "paths_only", b"paths_only", "pattern", b"pattern"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
