@@ -195,6 +195,23 @@ any.txt
     );
 }
 
+/// Compiled ignore files are reused across searches, yet an edited ignore
+/// file takes effect on the next search.
+#[tokio::test]
+async fn an_edited_ignore_file_applies_to_the_next_search() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a/.gitignore", "*.log\n");
+    put(dir.path(), "a/x.log", "x\n");
+    put(dir.path(), "a/y.txt", "x\n");
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (paths, _) = glob_all(&mut fs, glob("**/*.*")).await.unwrap();
+    assert_eq!(paths, ["/workspace/a/y.txt"]);
+    put(dir.path(), "a/.gitignore", "*.txt\n");
+    let (paths, _) = glob_all(&mut fs, glob("**/*.*")).await.unwrap();
+    assert_eq!(paths, ["/workspace/a/x.log"]);
+}
+
 /// `paths_only` returns the same paths in the same order, without metadata;
 /// links stay marked as links.
 #[tokio::test]

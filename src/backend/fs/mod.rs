@@ -35,6 +35,7 @@
 //! logical path, links leading out `PERMISSION_DENIED`, missing paths
 //! `NOT_FOUND`, files over the size limit `RESOURCE_EXHAUSTED`.
 
+pub mod ignore_cache;
 pub mod prefetch;
 pub mod sandbox;
 pub mod search;

@@ -253,20 +253,37 @@ impl Prefetch {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues directory `path` (a child of the directory open as `parent`,
-    /// under the ignore rules `levels`) for reading ahead; does nothing when
-    /// [`MAX_AHEAD`] are pending.
-    pub fn submit(&self, parent: &Arc<OwnedFd>, path: VfsPath, levels: &[Arc<Level>]) {
+    /// Queues the directories `paths` (children of the directory open as
+    /// `parent`, under the ignore rules `levels`) for reading ahead, under
+    /// one lock and one wake-up (per directory they were 7% of a Glob's
+    /// CPU); stops at [`MAX_AHEAD`] pending.
+    pub fn submit<'p>(
+        &self,
+        parent: &Arc<OwnedFd>,
+        paths: impl Iterator<Item = &'p VfsPath>,
+        levels: &[Arc<Level>],
+    ) {
         let mut state = self.lock();
-        if state.closed || state.slots.len() >= MAX_AHEAD || state.slots.contains_key(&path) {
-            return;
+        let mut queued = 0;
+        for path in paths {
+            if state.closed || state.slots.len() >= MAX_AHEAD {
+                break;
+            }
+            if state.slots.contains_key(path) {
+                continue;
+            }
+            state.queue.push(Reverse((path.order_key(), path.clone())));
+            state
+                .slots
+                .insert(path.clone(), Slot::Queued(parent.clone(), levels.to_vec()));
+            queued += 1;
         }
-        state.queue.push(Reverse((path.order_key(), path.clone())));
-        state
-            .slots
-            .insert(path, Slot::Queued(parent.clone(), levels.to_vec()));
         drop(state);
-        self.work.notify_one();
+        match queued {
+            0 => {}
+            1 => self.work.notify_one(),
+            _ => self.work.notify_all(),
+        }
     }
 
     /// The listing of `path` if it was submitted and a worker has started

@@ -38,6 +38,7 @@
 //! matches grew the server by 160 MB with a 256-file window and no byte
 //! budget.
 
+use super::ignore_cache::{self, Compiled};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch, Problem};
 use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
 use crate::backend::{Entry, EntryKind};
@@ -46,7 +47,6 @@ use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
 use ignore::Match;
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::VecDeque;
@@ -363,7 +363,7 @@ impl Visitor for Grep<'_> {
 #[derive(Default)]
 pub struct Level {
     /// By [`IGNORE_FILES`] index.
-    matchers: [Option<Gitignore>; 2],
+    matchers: [Option<Arc<Compiled>>; 2],
     /// Bytes of the directory's logical path and the `/` after it: what to
     /// cut from a path below it to match it against these rules.
     prefix_len: usize,
@@ -443,10 +443,8 @@ impl Walk<'_> {
                 (Some(child), FileType::Directory) if self.in_part(child, true) => Some(child),
                 _ => None,
             });
-        for child in subdirs.skip(1) {
-            self.prefetch
-                .submit(&listing.fd, child.clone(), &self.levels);
-        }
+        self.prefetch
+            .submit(&listing.fd, subdirs.skip(1), &self.levels);
         for mut name in std::mem::take(&mut listing.names) {
             let is_dir = name.kind == FileType::Directory;
             if !self.whole {
@@ -519,7 +517,10 @@ pub fn skip_of(run: &SearchRun, levels: &[Arc<Level>], path: &str, is_dir: bool)
 fn ignored_by_files(levels: &[Arc<Level>], path: &str, is_dir: bool) -> bool {
     for kind in 0..IGNORE_FILES.len() {
         for level in levels.iter().rev() {
-            if let Some(m) = &level.matchers[kind] {
+            if let Some(m) = level.matchers[kind]
+                .as_ref()
+                .and_then(|c| c.matcher.as_ref())
+            {
                 // Relative to the rules' directory (the matcher's root is
                 // `.`), so `matched` has no prefix to strip: stripping
                 // compared `Path`s component by component, 5% of a Glob.
@@ -570,7 +571,7 @@ fn load_ignore_file(
     dir: &VfsPath,
     name: &str,
     problems: &mut Vec<Problem>,
-) -> Option<Gitignore> {
+) -> Option<Arc<Compiled>> {
     let path = dir.join(name).ok()?;
     let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
     let mut text = String::new();
@@ -590,20 +591,9 @@ fn load_ignore_file(
             return None;
         }
     }
-    let mut builder = GitignoreBuilder::new(".");
-    for line in text.lines() {
-        if let Err(e) = builder.add_line(None, line) {
-            problems.push((
-                path.to_string(),
-                Error::InvalidArgument(format!("ignore rule {line:?} skipped: {e}")),
-            ));
-        }
+    let compiled = ignore_cache::compiled(text);
+    for message in &compiled.errors {
+        problems.push((path.to_string(), Error::InvalidArgument(message.clone())));
     }
-    match builder.build() {
-        Ok(matcher) => Some(matcher),
-        Err(e) => {
-            problems.push((path.to_string(), Error::InvalidArgument(e.to_string())));
-            None
-        }
-    }
+    Some(compiled)
 }
