@@ -1,14 +1,16 @@
 //! Directory listings read ahead of the ordered search walk by worker threads.
 //!
-//! Request flow: `fs::search::search` starts [`PREFETCHERS`] threads running
-//! [`Prefetch::work`]; the ordered walk (one thread, path order) calls
-//! [`Prefetch::submit`] for the subdirectories it will enter and
+//! Request flow: for a Glob, `fs::search::search` starts [`PREFETCHERS`]
+//! threads running [`Prefetch::work`]; the ordered walk (one thread, path
+//! order) calls [`Prefetch::submit`] for the subdirectories it will enter and
 //! [`Prefetch::take`] when it enters one. A worker opens the directory beneath
 //! its parent's handle (`O_NOFOLLOW`, so confinement is the walk's own) and
 //! builds its [`Listing`]: its ignore files loaded, names sorted, types
-//! resolved, each name's logical path, skip rule and the run's name filter
-//! decided, and for a Glob the `lstat` of every file the pattern keeps
-//! (emission needs size and times, unless the Glob is `paths_only`).
+//! resolved, each name's skip rule and the run's name filter decided, logical
+//! paths made for the entries the walk will use, and for a Glob the `lstat`
+//! of every file the pattern keeps (emission needs size and times, unless
+//! the Glob is `paths_only`). A Grep's walk reads its directories itself
+//! ([`Listing::read`] is the same code).
 //!
 //! Invariants: workers only read; every decision that counts (visited budget,
 //! skip rules and their counters, problems, emission) stays with the ordered
@@ -241,6 +243,8 @@ struct State {
 /// The shared read-ahead queue of one search.
 #[derive(Default)]
 pub struct Prefetch {
+    /// False when no worker runs: nothing is queued, the walk reads all.
+    enabled: bool,
     state: Mutex<State>,
     /// Signalled when a listing is ready.
     ready: Condvar,
@@ -249,6 +253,15 @@ pub struct Prefetch {
 }
 
 impl Prefetch {
+    /// A queue for workers to read ahead from, or (`enabled` false) one that
+    /// takes nothing, for a walk without workers.
+    pub fn new(enabled: bool) -> Prefetch {
+        Prefetch {
+            enabled,
+            ..Prefetch::default()
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -263,6 +276,9 @@ impl Prefetch {
         paths: impl Iterator<Item = &'p VfsPath>,
         levels: &[Arc<Level>],
     ) {
+        if !self.enabled {
+            return;
+        }
         let mut state = self.lock();
         let mut queued = 0;
         for path in paths {
