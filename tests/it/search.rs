@@ -201,6 +201,33 @@ async fn glob_semantics() {
     assert_error(&err, Code::NotFound, "NOT_FOUND");
 }
 
+/// `paths_only` on the State tier: the same paths, no size, times or version.
+#[tokio::test]
+async fn glob_paths_only_drops_metadata() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/g/a.rs", "12345").await;
+    write(&mut fs, "/g/b/c.rs", "x").await;
+    let mut req = glob("**/*.rs", "/g");
+    req.paths_only = true;
+    let mut stream = fs.glob(req).await.unwrap().into_inner();
+    let mut entries = Vec::new();
+    while let Some(msg) = stream.message().await.unwrap() {
+        if let Some(pb::glob_response::Result::Batch(b)) = msg.result {
+            entries.extend(b.entries);
+        }
+    }
+    let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["/g/a.rs", "/g/b/c.rs"]);
+    for e in &entries {
+        assert_eq!((e.size, e.version, e.is_symlink), (0, 0, false), "{e:?}");
+        assert!(
+            e.modified_time.is_none() && e.created_time.is_none(),
+            "{e:?}"
+        );
+    }
+}
+
 /// Many matches arrive batched (many per message), and max_results stops the
 /// search with aborted_reason LIMIT.
 #[tokio::test]

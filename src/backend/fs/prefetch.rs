@@ -60,7 +60,7 @@ pub type Problem = (String, Error);
 /// made: its type, skip rule, the run's name filter and, for the entries the
 /// walk will use, its logical path.
 pub struct Name {
-    /// Where its file name lies in [`Listing::arena`].
+    /// Where its file name lies in its listing's `arena`.
     span: Range<usize>,
     /// Its type (never `Unknown`: the listing resolves it with `lstat`).
     pub kind: FileType,

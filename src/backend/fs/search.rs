@@ -5,15 +5,17 @@
 //! [`SearchRun`] (budgets, counters, batched bounded output).
 //!
 //! Each directory is read once (`getdents64` on a handle opened beneath its
-//! parent's handle, never following a link) and its names sorted, mostly by
-//! read-ahead workers ([`super::prefetch`], which also apply the name rules
-//! below without counting); the walk visits the names depth first, so entries come out in [`VfsPath::order_key`]
-//! order, the same order the sorted tiers produce. Per entry, in order:
-//! `run.visit()` (visited budget, time budget, cancellation), name validity
-//! (non-UTF-8 or otherwise invalid names are skipped and listed as problems,
-//! never mangled), the shared hidden/default-ignore rules
+//! parent's handle, never following a link) into a [`Listing`]: names sorted,
+//! the name rules below applied without counting, for a Glob mostly by
+//! read-ahead workers ([`super::prefetch`]). The walk visits the names depth
+//! first, so entries come out in [`VfsPath::order_key`] order, the same order
+//! the sorted tiers produce. Names that are not valid logical path segments
+//! (not UTF-8, control characters, ...) are listed as problems, never
+//! mangled. Per entry, in order: `run.visit()` (visited budget, time budget,
+//! cancellation), the shared hidden/default-ignore rules
 //! ([`crate::search::rules`]), then `.ignore`/`.gitignore` rules matched with
-//! the `ignore` crate's gitignore matcher. Every skip is counted.
+//! the `ignore` crate's gitignore matcher (compiled once per distinct file
+//! text, [`super::ignore_cache`]). Every skip is counted.
 //!
 //! Ignore files follow ripgrep: rules in deeper directories win, and any
 //! `.ignore` match wins over any `.gitignore` match; ignore files of the
