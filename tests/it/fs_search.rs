@@ -3,7 +3,7 @@
 //! parallel workers, budgets, cancellation, back-pressure and early first
 //! batches.
 
-use crate::util::{Server, assert_error, glob_all, grep_all, write};
+use crate::util::{Server, assert_error, glob_all, glob_entries, grep_all, write};
 use agentvfs::pb::{self, AbortedReason};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -221,24 +221,11 @@ async fn glob_paths_only_returns_the_same_paths_without_metadata() {
     put(dir.path(), "src/b.rs", "x");
     std::os::unix::fs::symlink("a.rs", dir.path().join("link.rs")).unwrap();
     let server = serve(dir.path());
-    let fs = server.fs().await;
-    let entries = |req: pb::GlobRequest| {
-        let mut fs = fs.clone();
-        async move {
-            let mut stream = fs.glob(req).await.unwrap().into_inner();
-            let mut entries = Vec::new();
-            while let Some(msg) = stream.message().await.unwrap() {
-                if let Some(pb::glob_response::Result::Batch(b)) = msg.result {
-                    entries.extend(b.entries);
-                }
-            }
-            entries
-        }
-    };
-    let full = entries(glob("**/*.rs")).await;
+    let mut fs = server.fs().await;
+    let (full, _) = glob_entries(&mut fs, glob("**/*.rs")).await.unwrap();
     let mut req = glob("**/*.rs");
     req.paths_only = true;
-    let bare = entries(req).await;
+    let (bare, _) = glob_entries(&mut fs, req).await.unwrap();
     let paths = |e: &[pb::FileInfo]| e.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(paths(&bare), paths(&full));
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Grep and Glob through gRPC: semantics, order, streaming, budgets and
 //! cancellation (State tier).
 
-use crate::util::{Server, assert_error, glob_all, grep_all, write};
+use crate::util::{Server, assert_error, glob_all, glob_entries, grep_all, write};
 use agentvfs::pb::{self, AbortedReason};
 use std::time::Duration;
 use tonic::Code;
@@ -210,13 +210,7 @@ async fn glob_paths_only_drops_metadata() {
     write(&mut fs, "/g/b/c.rs", "x").await;
     let mut req = glob("**/*.rs", "/g");
     req.paths_only = true;
-    let mut stream = fs.glob(req).await.unwrap().into_inner();
-    let mut entries = Vec::new();
-    while let Some(msg) = stream.message().await.unwrap() {
-        if let Some(pb::glob_response::Result::Batch(b)) = msg.result {
-            entries.extend(b.entries);
-        }
-    }
+    let (entries, _) = glob_entries(&mut fs, req).await.unwrap();
     let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["/g/a.rs", "/g/b/c.rs"]);
     for e in &entries {

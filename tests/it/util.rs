@@ -183,18 +183,25 @@ pub async fn grep_all(
     panic!("grep stream ended without a summary")
 }
 
-/// Everything a Glob stream sends.
+/// The paths a Glob stream sends, and its summary.
 pub async fn glob_all(
     fs: &mut FilesystemClient<Channel>,
     req: pb::GlobRequest,
 ) -> Result<(Vec<String>, pb::SearchSummary), Status> {
+    let (entries, summary) = glob_entries(fs, req).await?;
+    Ok((entries.into_iter().map(|e| e.path).collect(), summary))
+}
+
+/// Runs a Glob to its end: every entry in order, and the summary.
+pub async fn glob_entries(
+    fs: &mut FilesystemClient<Channel>,
+    req: pb::GlobRequest,
+) -> Result<(Vec<pb::FileInfo>, pb::SearchSummary), Status> {
     let mut stream = fs.glob(req).await?.into_inner();
     let mut paths = Vec::new();
     while let Some(msg) = stream.message().await? {
         match msg.result.expect("result set") {
-            pb::glob_response::Result::Batch(b) => {
-                paths.extend(b.entries.into_iter().map(|e| e.path))
-            }
+            pb::glob_response::Result::Batch(b) => paths.extend(b.entries),
             pb::glob_response::Result::Summary(s) => {
                 assert!(stream.message().await?.is_none(), "summary must be last");
                 return Ok((paths, s));
