@@ -17,26 +17,34 @@ pub mod fs;
 pub mod state;
 pub mod store;
 
+use crate::access::Principal;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::{SearchPart, SearchRun};
+use std::sync::Arc;
 use std::time::SystemTime;
 
-/// Whose data a call sees: the State tier is scoped by session, the Store tier
-/// by namespace.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Whose data a call sees and whose rights apply: the State tier is scoped by
+/// session, the Store tier by namespace, and the Filesystem tier follows a
+/// symbolic link only where the principal's grants hold for the link's
+/// target as they do for the path that named it (see `fs::sandbox`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Scope {
     /// The `x-agentvfs-session` of the request (`default` when absent).
     pub session: String,
     /// The principal's Store namespace (`default` when not configured).
     pub namespace: String,
+    /// The caller, whose grants decide which links may be followed.
+    pub principal: Arc<Principal>,
 }
 
 impl Default for Scope {
+    /// The local principal's default session and namespace (every right).
     fn default() -> Self {
         Scope {
             session: "default".into(),
             namespace: "default".into(),
+            principal: Arc::new(Principal::local()),
         }
     }
 }

@@ -93,6 +93,7 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
     let scope = Scope {
         session: session.to_owned(),
         namespace: namespace.to_owned(),
+        principal: principal.clone(),
     };
     Ok(Caller {
         principal,

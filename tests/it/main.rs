@@ -11,6 +11,8 @@
 //! - `conformance`: the shared cases of `tests/conformance/` that every client
 //!   runs too;
 //! - `sandbox`: the Filesystem tier's confinement, one test per attack;
+//! - `links`: grants hold through symbolic links; the Filesystem tier's other
+//!   hostile-input defences (setuid, time stamps, deep trees, kill -9);
 //! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
 //!   size limits, order, budgets, back-pressure);
 //! - `tools`: the LLM tools' envelopes, golden texts and an agent loop;
@@ -21,6 +23,7 @@ mod cli;
 mod conformance;
 mod files;
 mod fs_search;
+mod links;
 mod mounts;
 mod sandbox;
 mod search;

@@ -1,15 +1,23 @@
 //! Confinement: every host file the Filesystem tier touches is reached from
 //! one directory handle held open on the root, never through a host path.
 //!
-//! Lookups go through `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`:
-//! the kernel resolves the relative path component by component from the root
-//! handle and refuses, atomically, any step that would leave it (an absolute
-//! symbolic link, a link whose `..` climbs above the root, a `/proc` magic
-//! link). A symbolic link that stays inside the root is followed; one that
-//! leads out fails with `EXDEV`, reported as `PERMISSION_DENIED` naming the
-//! logical path. Because the check happens inside the same system call that
-//! opens the file, swapping a directory for a link between a check and a use
-//! (a time-of-check/time-of-use race) cannot get out either.
+//! Lookups go through `openat2(2)` with `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
+//! | RESOLVE_NO_SYMLINKS`: the kernel resolves the relative path component by
+//! component from the root handle and refuses, atomically, any step that
+//! would leave it or go through a symbolic link. So the object a lookup
+//! reaches is the one its logical path names, and a grant checked on that
+//! path holds for it.
+//!
+//! Symbolic links ([`Links`]): writes, edits and deletes never go through a
+//! link in any component ([`Links::Refuse`]). Reads, listings, stats and
+//! search roots may ([`Links::Follow`]): a link is resolved in user space,
+//! component by component and never above the root (absolute targets and
+//! `..` past the root are `PERMISSION_DENIED`), to the logical path it leads
+//! to; the caller's grants are checked on that path; and it is then opened
+//! with `RESOLVE_NO_SYMLINKS` again, so swapping a directory for a link
+//! between the check and the use (a time-of-check/time-of-use race) makes
+//! the open fail instead of leading elsewhere. A path with no link costs one
+//! `openat2`, as before.
 //!
 //! Operations on the last component itself (stat of a link, unlink, rename)
 //! use `*at` calls on the already-confined parent handle with
@@ -31,6 +39,9 @@ use std::time::{Duration, SystemTime};
 
 /// How lookups resolve: beneath the root handle, no magic links.
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
+/// Most symbolic links followed while resolving one path (the kernel's own
+/// limit, `MAXSYMLINKS`).
+const MAX_LINK_HOPS: usize = 40;
 /// `openat2` returns `EAGAIN` when a concurrent rename makes a `..` step
 /// ambiguous; a handful of retries always suffices in practice.
 const EAGAIN_RETRIES: usize = 8;
@@ -82,78 +93,256 @@ impl Sandbox {
         }
     }
 
-    /// Opens `path` confined to the root, following links only while they
-    /// stay inside it.
-    pub fn open_at(&self, path: &VfsPath, flags: OFlags) -> Result<OwnedFd> {
-        let rel = self.relative(path)?;
+    /// Opens `path` confined to the root, treating symbolic links on the way
+    /// as `links` says.
+    ///
+    /// The common case costs one system call: `openat2` with
+    /// `RESOLVE_NO_SYMLINKS` succeeds when no component is a link, and then
+    /// the object reached is the one the logical path names. Only when that
+    /// fails with `ELOOP` (a link on the way) are links resolved, by
+    /// [`Sandbox::resolve`], to the logical path they lead to; `links` decides
+    /// whether that path may be reached, and it is then opened again with
+    /// `RESOLVE_NO_SYMLINKS`, so a link planted after the check makes the
+    /// open fail instead of leading elsewhere.
+    pub fn open_at(&self, path: &VfsPath, flags: OFlags, links: Links<'_>) -> Result<OwnedFd> {
+        match self.open_exact(path, flags) {
+            Err(Errno::LOOP) => {}
+            other => return other.map_err(|e| errno(path, e)),
+        }
+        let Links::Follow(allowed) = links else {
+            return Err(through_link(path));
+        };
+        let target = self.resolve(path, !flags.contains(OFlags::NOFOLLOW), allowed)?;
+        allowed(&target)?;
+        self.open_exact(&target, flags).map_err(|e| errno(path, e))
+    }
+
+    /// Opens `path` with no symbolic link in any component.
+    fn open_exact(&self, path: &VfsPath, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        let rel = match path.relative_to(&self.mount) {
+            Some("") => ".",
+            Some(rel) => rel,
+            None => return Err(Errno::NOENT),
+        };
         let mut tries = 0;
         loop {
-            match rustix::fs::openat2(&self.root, rel, flags, Mode::empty(), RESOLVE) {
+            let resolve = RESOLVE | ResolveFlags::NO_SYMLINKS;
+            match rustix::fs::openat2(&self.root, rel, flags, Mode::empty(), resolve) {
                 Err(Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
-                other => return other.map_err(|e| errno(path, e)),
+                other => return other,
             }
         }
     }
 
+    /// The logical path `path` leads to once the symbolic links on the way
+    /// (and in its last component when `follow_last`) are followed, as the
+    /// kernel would follow them but without leaving the root: an absolute
+    /// target or a `..` above the root is `PERMISSION_DENIED`, more than
+    /// [`MAX_LINK_HOPS`] links a loop. A failure partway is reported as
+    /// `allowed` judges the place it was reached, so a link cannot be used
+    /// to learn what exists where the caller has no grant.
+    fn resolve(
+        &self,
+        path: &VfsPath,
+        follow_last: bool,
+        allowed: &dyn Fn(&VfsPath) -> Result<()>,
+    ) -> Result<VfsPath> {
+        let outside = || {
+            Error::PermissionDenied(format!(
+                "{path}: a symbolic link on the way leads outside the filesystem root"
+            ))
+        };
+        let rel = path.relative_to(&self.mount).unwrap_or_default();
+        // Components still to walk, the next one last.
+        let mut pending: Vec<String> = rel.rsplit('/').map(str::to_owned).collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut dir = self.open_dir_exact(&done).map_err(|e| errno(path, e))?;
+        let mut hops = 0;
+        // A failure where `done` leads: denied when the caller may not be there.
+        let fail = |done: &[String], err: Error| match self.logical(path, done) {
+            Ok(reached) => allowed(&reached).err().unwrap_or(err),
+            Err(denied) => denied,
+        };
+        while let Some(name) = pending.pop() {
+            match name.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    done.pop().ok_or_else(outside)?;
+                    dir = self
+                        .open_dir_exact(&done)
+                        .map_err(|e| fail(&done, errno(path, e)))?;
+                    continue;
+                }
+                _ => {}
+            }
+            let last = pending.iter().all(|n| n.is_empty() || n == ".");
+            let st = rustix::fs::statat(&dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| fail(&done, errno(path, e)))?;
+            match file_type(&st) {
+                FileType::Symlink if !last || follow_last => {
+                    hops += 1;
+                    if hops > MAX_LINK_HOPS {
+                        return Err(errno(path, Errno::LOOP));
+                    }
+                    let target = rustix::fs::readlinkat(&dir, name.as_str(), Vec::new())
+                        .map_err(|e| fail(&done, errno(path, e)))?;
+                    let target = target.to_str().map_err(|_| {
+                        fail(
+                            &done,
+                            Error::PermissionDenied(format!(
+                                "{path}: a symbolic link on the way has a target that is not UTF-8"
+                            )),
+                        )
+                    })?;
+                    if target.starts_with('/') {
+                        return Err(outside());
+                    }
+                    pending.extend(target.rsplit('/').map(str::to_owned));
+                }
+                FileType::Directory if !last => {
+                    let flags =
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    dir = rustix::fs::openat(&dir, name.as_str(), flags, Mode::empty())
+                        .map_err(|e| fail(&done, errno(path, e)))?;
+                    done.push(name);
+                }
+                _ if !last => return Err(fail(&done, Error::NotDirectory(path.to_string()))),
+                _ => done.push(name),
+            }
+        }
+        self.logical(path, &done)
+    }
+
+    /// The logical path of the components `done` below the root; a name that
+    /// cannot be part of a logical path (reached through a link) is refused.
+    fn logical(&self, path: &VfsPath, done: &[String]) -> Result<VfsPath> {
+        done.iter().try_fold(self.mount.clone(), |at, name| {
+            at.join(name).map_err(|_| {
+                Error::PermissionDenied(format!(
+                    "{path}: a symbolic link on the way leads to a name that is not a valid \
+                     logical path"
+                ))
+            })
+        })
+    }
+
+    /// A path-only handle on the directory `done` below the root, reached
+    /// with no link in any component.
+    fn open_dir_exact(&self, done: &[String]) -> rustix::io::Result<OwnedFd> {
+        let rel = if done.is_empty() {
+            ".".to_owned()
+        } else {
+            done.join("/")
+        };
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        rustix::fs::openat2(
+            &self.root,
+            rel.as_str(),
+            flags,
+            Mode::empty(),
+            RESOLVE | ResolveFlags::NO_SYMLINKS,
+        )
+    }
+
     /// The parent directory of `path`, opened as a directory handle, and the
-    /// last component's name. Fails for the mount root itself.
-    pub fn parent<'p>(&self, path: &'p VfsPath) -> Result<(OwnedFd, &'p str)> {
+    /// last component's name. Fails for the mount root itself. With
+    /// [`Links::Follow`], `allowed` judges the path the last component has
+    /// below the resolved parent.
+    pub fn parent<'p>(&self, path: &'p VfsPath, links: Links<'_>) -> Result<(OwnedFd, &'p str)> {
         if *path == self.mount {
             return Err(Error::PermissionDenied(format!(
                 "{path} is the root of a filesystem mount"
             )));
         }
-        let fd = self.open_at(&path.parent(), DIR_FLAGS)?;
-        Ok((fd, path.name()))
+        let name = path.name();
+        let fd = match links {
+            Links::Refuse => self.open_at(&path.parent(), DIR_FLAGS, Links::Refuse)?,
+            Links::Follow(allowed) => {
+                let child = |dir: &VfsPath| allowed(&dir.join(name)?);
+                self.open_at(&path.parent(), DIR_FLAGS, Links::Follow(&child))?
+            }
+        };
+        Ok((fd, name))
     }
 
-    /// Like [`Sandbox::parent`], creating missing directories on the way.
-    /// Each component is opened beneath the previous one's handle, so a link
-    /// planted during creation cannot redirect it.
+    /// Like [`Sandbox::parent`] with [`Links::Refuse`], creating missing
+    /// directories on the way. Each component is opened beneath the previous
+    /// one's handle with no link followed, so a link planted during creation
+    /// cannot redirect it.
     pub fn parent_creating<'p>(&self, path: &'p VfsPath) -> Result<(OwnedFd, &'p str)> {
-        match self.parent(path) {
+        match self.parent(path, Links::Refuse) {
             Err(Error::NotFound(_)) => {}
             other => return other,
         }
-        let mut dir = self.open_at(&self.mount, DIR_FLAGS)?;
+        let mut dir = self
+            .open_exact(&self.mount, DIR_FLAGS)
+            .map_err(|e| errno(&self.mount, e))?;
         let mut logical = self.mount.clone();
         let parent = path.parent();
         let rel = self.relative(&parent)?;
+        let resolve = RESOLVE | ResolveFlags::NO_SYMLINKS;
         for segment in rel.split('/') {
             logical = logical.join(segment)?;
-            let opened = match rustix::fs::openat2(&dir, segment, DIR_FLAGS, Mode::empty(), RESOLVE)
+            let opened = match rustix::fs::openat2(&dir, segment, DIR_FLAGS, Mode::empty(), resolve)
             {
                 Err(Errno::NOENT) => {
                     match rustix::fs::mkdirat(&dir, segment, Mode::from_raw_mode(0o777)) {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(errno(&logical, e)),
                     }
-                    rustix::fs::openat2(&dir, segment, DIR_FLAGS, Mode::empty(), RESOLVE)
+                    rustix::fs::openat2(&dir, segment, DIR_FLAGS, Mode::empty(), resolve)
                 }
                 other => other,
             };
-            dir = opened.map_err(|e| errno(&logical, e))?;
+            dir = opened.map_err(|e| match e {
+                Errno::LOOP => through_link(path),
+                e => errno(&logical, e),
+            })?;
         }
         Ok((dir, path.name()))
     }
 
     /// Metadata of `path` without following a link in its last component.
-    pub fn lstat(&self, path: &VfsPath) -> Result<Stat> {
+    pub fn lstat(&self, path: &VfsPath, links: Links<'_>) -> Result<Stat> {
         if *path == self.mount {
             return rustix::fs::fstat(&self.root).map_err(|e| errno(path, e));
         }
-        let (dir, name) = self.parent(path)?;
+        let (dir, name) = self.parent(path, links)?;
         rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(|e| errno(path, e))
     }
 
     /// What a link at `path` leads to: `Some(stat)` of its target when it
-    /// resolves inside the root, `None` when it dangles or leads out.
-    pub fn link_target(&self, path: &VfsPath) -> Option<Stat> {
-        let fd = self
-            .open_at(path, OFlags::PATH.union(OFlags::CLOEXEC))
-            .ok()?;
+    /// resolves inside the root to a place `allowed` accepts, `None` when it
+    /// dangles, leads out or is not for this caller.
+    pub fn link_target(
+        &self,
+        path: &VfsPath,
+        allowed: &dyn Fn(&VfsPath) -> Result<()>,
+    ) -> Option<Stat> {
+        let flags = OFlags::PATH.union(OFlags::CLOEXEC);
+        let fd = self.open_at(path, flags, Links::Follow(allowed)).ok()?;
         rustix::fs::fstat(fd).ok()
     }
+}
+
+/// What a lookup may do with symbolic links on the way to its target.
+#[derive(Clone, Copy)]
+pub enum Links<'a> {
+    /// A link in any component is refused (`PERMISSION_DENIED`): writes,
+    /// edits and deletes act on the object the logical path names, never on
+    /// one a link leads to.
+    Refuse,
+    /// Links that stay inside the root are followed when the function
+    /// accepts the logical path they lead to (the caller's grants must hold
+    /// there; see `FsBackend`).
+    Follow(&'a dyn Fn(&VfsPath) -> Result<()>),
+}
+
+/// The error of a write, edit or delete whose path goes through a link.
+fn through_link(path: &VfsPath) -> Error {
+    Error::PermissionDenied(format!(
+        "{path}: a symbolic link on the way; writes, edits and deletes never go through links"
+    ))
 }
 
 /// A system call error met on `path`, as a domain error: links leading out
@@ -165,6 +354,10 @@ pub fn errno(path: &VfsPath, e: Errno) -> Error {
         )),
         Errno::LOOP => Error::PermissionDenied(format!(
             "{path}: symbolic link not followed (a loop, or a link where a file is required)"
+        )),
+        // Opening a socket (or a device with no driver) for reading.
+        Errno::NXIO => Error::InvalidArgument(format!(
+            "{path} is not a regular file (device, socket or pipe)"
         )),
         other => Error::io(path.as_str(), other.into()),
     }
@@ -194,8 +387,17 @@ pub fn file_type(st: &Stat) -> FileType {
     FileType::from_raw_mode(st.st_mode as _)
 }
 
+/// Seconds from the epoch to 0001-01-01 and to 9999-12-31T23:59:59, the
+/// range of a protobuf `Timestamp`.
+const TIMESTAMP_RANGE: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402_300_799;
+
+/// A file time as a `SystemTime`, clamped to what a protobuf `Timestamp` can
+/// carry: a file whose time stamp is absurd (any process may set one, up to
+/// `i64::MIN` seconds) is shown at the nearest end of that range instead of
+/// breaking the listing of its directory.
 fn time(secs: i64, nanos: u64) -> SystemTime {
-    let nanos = Duration::from_nanos(nanos);
+    let secs = secs.clamp(*TIMESTAMP_RANGE.start(), *TIMESTAMP_RANGE.end());
+    let nanos = Duration::from_nanos(nanos.min(999_999_999));
     if secs >= 0 {
         SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64) + nanos
     } else {

@@ -42,8 +42,9 @@
 
 use super::ignore_cache::{self, Compiled};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch, Problem};
-use super::sandbox::{self, DIR_FLAGS, READ_FLAGS, Sandbox, errno, file_type};
-use crate::backend::{Entry, EntryKind};
+use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
+use crate::access::Op;
+use crate::backend::{Entry, EntryKind, Scope};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules::{self, Skip};
@@ -78,9 +79,19 @@ pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
 const IGNORE_FILES: [&str; 2] = [".ignore", ".gitignore"];
 
 /// Runs the search of `run` over `part` in the tree of `sandbox`.
-pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<()> {
+/// Links on the way to `part.top` are followed where `rule` accepts their
+/// target; the walk below it never follows one. Problems with ignore files
+/// the caller may not read are left out of the summary: their text is not
+/// the caller's to see.
+pub fn search(
+    sandbox: &Sandbox,
+    scope: &Scope,
+    rule: &dyn Fn(&VfsPath) -> Result<()>,
+    run: &SearchRun,
+    part: &SearchPart,
+) -> Result<()> {
     let top = &part.top;
-    let fd = sandbox.open_at(top, READ_FLAGS | OFlags::NONBLOCK)?;
+    let fd = sandbox.open_at(top, READ_FLAGS | OFlags::NONBLOCK, Links::Follow(rule))?;
     let st = rustix::fs::fstat(&fd).map_err(|e| errno(top, e))?;
     if file_type(&st) != FileType::Directory {
         return search_one(run, top, fd, &st);
@@ -97,7 +108,7 @@ pub fn search(sandbox: &Sandbox, run: &SearchRun, part: &SearchPart) -> Result<(
         levels: Vec::new(),
         prefetch,
     };
-    if !walk.enter_ancestors(sandbox)? {
+    if !walk.enter_ancestors(sandbox, scope, rule)? {
         return Ok(());
     }
     let listing = Listing::read(run, fd, top, &walk.levels)?;
@@ -426,17 +437,27 @@ impl Walk<'_> {
     /// Loads the ignore rules of the directories above `part.top` and applies
     /// the skip rules to those between the search root and `part.top`; false
     /// when `part.top` itself is skipped.
-    fn enter_ancestors(&mut self, sandbox: &Sandbox) -> Result<bool> {
+    fn enter_ancestors(
+        &mut self,
+        sandbox: &Sandbox,
+        scope: &Scope,
+        rule: &dyn Fn(&VfsPath) -> Result<()>,
+    ) -> Result<bool> {
         let run = self.run;
         let top = &self.part.top;
         let root = &run.spec().root;
         let mut dir = sandbox.mount().clone();
         while dir != *top {
-            let fd = sandbox.open_at(&dir, DIR_FLAGS)?;
+            let fd = sandbox.open_at(&dir, DIR_FLAGS, Links::Follow(rule))?;
             let mut problems = Vec::new();
             let level = load_level(run, &fd, &dir, |_| true, &mut problems);
             for (path, err) in problems {
-                run.problem(path, err);
+                // Above the granted top: report only what the caller may read.
+                let readable = VfsPath::parse(&path)
+                    .is_ok_and(|p| scope.principal.ops_on(&p).contains(Op::ReadFile));
+                if readable {
+                    run.problem(path, err);
+                }
             }
             self.levels.push(Arc::new(level));
             let rel = top.relative_to(&dir).unwrap_or_default();
