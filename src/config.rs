@@ -298,8 +298,12 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
             }
             "store" => {
                 unexpected(&m.root, "root", "store")?;
+                let path = match &m.path {
+                    Some(path) => PathBuf::from(path.get_ref()),
+                    None => default_store_path(&prefix).map_err(|e| at(span, e))?,
+                };
                 TierConfig::Store {
-                    path: needs(&m.path, "path", "store")?,
+                    path,
                     sync: m.sync.unwrap_or(false),
                 }
             }
@@ -384,6 +388,32 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         mounts,
         principals,
     })
+}
+
+/// Where a Store mount without `path` keeps its data: `agentvfs/<prefix>`
+/// (the prefix's `/` as `_`, `root` for `/`) in the user's data directory —
+/// `$XDG_DATA_HOME`, else `~/.local/share` — so the database lies outside
+/// every served directory by default (a Filesystem mount over the working
+/// directory would otherwise let any client overwrite it).
+pub fn default_store_path(prefix: &VfsPath) -> Result<PathBuf, String> {
+    let env_dir = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let base = env_dir("XDG_DATA_HOME")
+        .or_else(|| env_dir("HOME").map(|home| home.join(".local/share")))
+        .ok_or_else(|| {
+            format!(
+                "mount {prefix}: no data directory (neither XDG_DATA_HOME nor HOME is set); \
+                 give the mount a `path`"
+            )
+        })?;
+    let name = match prefix.as_str().trim_start_matches('/') {
+        "" => "root".to_owned(),
+        rel => rel.replace('/', "_"),
+    };
+    Ok(base.join("agentvfs").join(name))
 }
 
 /// The embedded default configuration.

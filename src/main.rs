@@ -97,6 +97,7 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
+    startup::check_data_dirs(&config)?;
     let app = startup::build_app(&config)?;
     let shutdown = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(config.listen)

@@ -59,6 +59,56 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     })
 }
 
+/// Refuses a Store data directory inside a Filesystem mount's root: any
+/// client could then overwrite the database's files through the mount (and
+/// a corrupted `CURRENT` keeps the server from starting again).
+pub fn check_data_dirs(config: &Config) -> Result<(), String> {
+    for store in &config.mounts {
+        let TierConfig::Store { path, .. } = &store.tier else {
+            continue;
+        };
+        let data = real_path(path)?;
+        for served in &config.mounts {
+            let TierConfig::Filesystem { root } = &served.tier else {
+                continue;
+            };
+            let root_real = real_path(root)?;
+            if data.starts_with(&root_real) {
+                return Err(format!(
+                    "mount {}: data directory {} lies inside {}, the directory served at {}; \
+                     any client could overwrite the database. Give the store a `path` (or \
+                     --data DIR) outside every served directory",
+                    store.prefix,
+                    path.display(),
+                    root.display(),
+                    served.prefix
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path` made absolute with every link resolved, as far as it exists: the
+/// missing rest (a data directory not created yet) is appended as written.
+fn real_path(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let absolute = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        match existing.canonicalize() {
+            Ok(real) => return Ok(rest.iter().rev().fold(real, |p, name| p.join(name))),
+            Err(_) => match (existing.parent(), existing.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name.to_owned());
+                    existing = parent;
+                }
+                _ => return Ok(absolute),
+            },
+        }
+    }
+}
+
 /// Refuses to serve a non-loopback address without authentication unless
 /// explicitly allowed: an open server on a network would give anyone every
 /// right.

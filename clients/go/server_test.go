@@ -30,6 +30,9 @@ func startServer(t *testing.T, config string) string {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
+	// The default Store data directory is the user's; each test server keeps its
+	// own, outside the working directory it serves at /workspace.
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+t.TempDir())
 	var logs bytes.Buffer // the server's log, shown when the test fails
 	cmd.Stderr = &logs
 	stdout, err := cmd.StdoutPipe()

@@ -21,6 +21,8 @@ pub struct Server {
     /// The server's working directory (holds relative data paths); removed
     /// when the server is dropped.
     _dir: tempfile::TempDir,
+    /// Its user data directory (the default Store's home); removed on drop.
+    _data: tempfile::TempDir,
 }
 
 impl Server {
@@ -48,7 +50,13 @@ impl Server {
         if !args.contains(&"--listen") && !config.is_some_and(|c| c.contains("listen")) {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
-        cmd.args(args).env("RUST_LOG", "agentvfs=debug");
+        // The default Store data directory is the user's; each test server
+        // keeps its own, outside its working directory (which the default
+        // configuration serves at /workspace).
+        let data = tempfile::tempdir().expect("temp dir");
+        cmd.args(args)
+            .env("RUST_LOG", "agentvfs=debug")
+            .env("XDG_DATA_HOME", data.path());
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn agentvfs");
         let logs = Arc::new(Mutex::new(String::new()));
@@ -77,6 +85,7 @@ impl Server {
             url,
             logs,
             _dir: dir,
+            _data: data,
         }
     }
 
@@ -167,7 +176,7 @@ pub async fn write(
 /// Everything a Grep stream sends: the matches and the final summary.
 pub async fn grep_all(
     fs: &mut FilesystemClient<Channel>,
-    req: pb::GrepRequest,
+    req: impl tonic::IntoRequest<pb::GrepRequest>,
 ) -> Result<(Vec<pb::GrepMatch>, pb::SearchSummary), Status> {
     let mut stream = fs.grep(req).await?.into_inner();
     let mut matches = Vec::new();
@@ -186,7 +195,7 @@ pub async fn grep_all(
 /// The paths a Glob stream sends, and its summary.
 pub async fn glob_all(
     fs: &mut FilesystemClient<Channel>,
-    req: pb::GlobRequest,
+    req: impl tonic::IntoRequest<pb::GlobRequest>,
 ) -> Result<(Vec<String>, pb::SearchSummary), Status> {
     let (entries, summary) = glob_entries(fs, req).await?;
     Ok((entries.into_iter().map(|e| e.path).collect(), summary))
@@ -195,7 +204,7 @@ pub async fn glob_all(
 /// Runs a Glob to its end: every entry in order, and the summary.
 pub async fn glob_entries(
     fs: &mut FilesystemClient<Channel>,
-    req: pb::GlobRequest,
+    req: impl tonic::IntoRequest<pb::GlobRequest>,
 ) -> Result<(Vec<pb::FileInfo>, pb::SearchSummary), Status> {
     let mut stream = fs.glob(req).await?.into_inner();
     let mut paths = Vec::new();

@@ -21,6 +21,7 @@ class Server:
         if not bin_path:
             raise RuntimeError("AGENTVFS_BIN must name the agentvfs binary (scripts/test-python sets it)")
         self._dir = tempfile.TemporaryDirectory()
+        self._data = tempfile.TemporaryDirectory()
         args = [bin_path, "serve", "--listen", "127.0.0.1:0"]
         if config:
             path = Path(self._dir.name) / "agentvfs.toml"
@@ -28,7 +29,10 @@ class Server:
             args += ["--config", str(path)]
         self.log = Path(self._dir.name) / "server.log"
         with self.log.open("wb") as log:
-            self._proc = subprocess.Popen(args, cwd=self._dir.name, stdout=subprocess.PIPE, stderr=log)
+            # The default Store data directory is the user's; each test server keeps its
+            # own, outside the working directory it serves at /workspace.
+            env = {**os.environ, "XDG_DATA_HOME": self._data.name}
+            self._proc = subprocess.Popen(args, cwd=self._dir.name, env=env, stdout=subprocess.PIPE, stderr=log)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().decode().strip()
         if not line.startswith(PREFIX):
@@ -42,6 +46,7 @@ class Server:
         if self._proc.stdout is not None:
             self._proc.stdout.close()
         self._dir.cleanup()
+        self._data.cleanup()
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 /** Starting the real agentvfs server ($AGENTVFS_BIN) for the tests. */
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -28,7 +28,14 @@ export class Server {
       writeFileSync(join(dir, "agentvfs.toml"), config);
       args.push("--config", join(dir, "agentvfs.toml"));
     }
-    const proc = spawn(bin, args, { cwd: dir, stdio: ["ignore", "pipe", "pipe"] });
+    // The default Store data directory is the user's; each test server keeps its
+    // own, outside the working directory it serves at /workspace.
+    const cwd = join(dir, "cwd");
+    const data = join(dir, "data");
+    mkdirSync(cwd);
+    mkdirSync(data);
+    const env = { ...process.env, XDG_DATA_HOME: data };
+    const proc = spawn(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
     const log: string[] = [];
     proc.stderr?.on("data", (chunk: Buffer) => log.push(chunk.toString()));
     const lines = createInterface({ input: proc.stdout! });
