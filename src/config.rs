@@ -97,6 +97,27 @@ pub struct ToolsConfig {
     pub max_output_bytes: u64,
 }
 
+/// The `[access]` section: whether requests without a token are allowed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessConfig {
+    /// Token-less requests act as the local principal holding every grant:
+    /// for one trusted local user, where handles are labels, not limits.
+    /// Default: on when no `[[principal]]` is configured; refused with
+    /// principals.
+    pub anonymous: bool,
+    /// With `anonymous = false` and no principal: where the server writes a
+    /// fresh operator token holding every grant at start-up, for the
+    /// orchestrator that mints handles for sub-agents.
+    pub operator_token_file: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAccess {
+    anonymous: Option<Spanned<bool>>,
+    operator_token_file: Option<Spanned<String>>,
+}
+
 /// A validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -110,8 +131,10 @@ pub struct Config {
     pub tools: ToolsConfig,
     /// Mount table.
     pub mounts: Vec<MountConfig>,
-    /// `(token, principal)` pairs; empty: no authentication.
+    /// `(token, principal)` pairs.
     pub principals: Vec<(String, Principal)>,
+    /// Anonymous mode and the operator token.
+    pub access: AccessConfig,
 }
 
 #[derive(Deserialize)]
@@ -125,6 +148,7 @@ struct RawConfig {
     mounts: Vec<Spanned<RawMount>>,
     #[serde(default, rename = "principal")]
     principals: Vec<Spanned<RawPrincipal>>,
+    access: Option<RawAccess>,
 }
 
 #[derive(Deserialize)]
@@ -380,6 +404,50 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
             },
         ));
     }
+
+    // Anonymous access with principals would hand every right to anyone who
+    // leaves the token out; without principals and without it, only an
+    // operator token can let anybody in.
+    let raw_access = raw.access.as_ref();
+    let anonymous = raw_access.and_then(|a| a.anonymous.as_ref());
+    let operator_file = raw_access.and_then(|a| a.operator_token_file.as_ref());
+    let access = AccessConfig {
+        anonymous: anonymous.map_or(principals.is_empty(), |a| *a.get_ref()),
+        operator_token_file: operator_file.map(|f| PathBuf::from(f.get_ref())),
+    };
+    match (anonymous, operator_file) {
+        (Some(a), _) if access.anonymous && !principals.is_empty() => {
+            return Err(at(
+                a.span().start,
+                "access anonymous = true is refused with [[principal]] configured: every request \
+                 without a token would hold every right"
+                    .into(),
+            ));
+        }
+        (Some(a), None) if !access.anonymous && principals.is_empty() => {
+            return Err(at(
+                a.span().start,
+                "access anonymous = false with no [[principal]] needs operator_token_file: \
+                 nobody could call the server"
+                    .into(),
+            ));
+        }
+        (_, Some(f)) if access.anonymous || !principals.is_empty() => {
+            return Err(at(
+                f.span().start,
+                "access operator_token_file is only for anonymous = false with no [[principal]]; \
+                 with principals, configure one holding the grants the orchestrator needs"
+                    .into(),
+            ));
+        }
+        (_, Some(f)) if f.get_ref().is_empty() => {
+            return Err(at(
+                f.span().start,
+                "access operator_token_file must name a file".into(),
+            ));
+        }
+        _ => {}
+    }
     Ok(Config {
         listen,
         max_file_bytes,
@@ -387,6 +455,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         tools,
         mounts,
         principals,
+        access,
     })
 }
 
@@ -433,6 +502,13 @@ mod tests {
         let prefixes: Vec<_> = c.mounts.iter().map(|m| m.prefix.to_string()).collect();
         assert_eq!(prefixes, ["/", "/memories", "/workspace"]);
         assert!(c.principals.is_empty());
+        assert_eq!(
+            c.access,
+            AccessConfig {
+                anonymous: true,
+                operator_token_file: None
+            }
+        );
     }
 
     #[test]
@@ -443,6 +519,65 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.principals.len(), 2);
+        assert!(!c.access.anonymous);
+    }
+
+    #[test]
+    fn access_section_allows_only_safe_combinations() {
+        const MOUNT: &str = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        const PRINCIPAL: &str = "[[principal]]\nname=\"a\"\ntoken=\"12345678\"\n";
+        let closed = parse(
+            "x.toml",
+            &format!("{MOUNT}[access]\nanonymous = false\noperator_token_file = \"op.token\"\n"),
+        )
+        .unwrap();
+        assert_eq!(
+            closed.access,
+            AccessConfig {
+                anonymous: false,
+                operator_token_file: Some(PathBuf::from("op.token"))
+            }
+        );
+        assert!(
+            !parse("x.toml", &format!("{MOUNT}{PRINCIPAL}"))
+                .unwrap()
+                .access
+                .anonymous
+        );
+        let err = |src: String| parse("x.toml", &src).unwrap_err().to_string();
+        assert_eq!(
+            err(format!("{MOUNT}{PRINCIPAL}[access]\nanonymous = true\n")),
+            "x.toml:8: access anonymous = true is refused with [[principal]] configured: every \
+             request without a token would hold every right"
+        );
+        assert_eq!(
+            err(format!("{MOUNT}[access]\nanonymous = false\n")),
+            "x.toml:5: access anonymous = false with no [[principal]] needs operator_token_file: \
+             nobody could call the server"
+        );
+        for (src, line) in [
+            (
+                format!("{MOUNT}[access]\noperator_token_file = \"op.token\"\n"),
+                5,
+            ),
+            (
+                format!("{MOUNT}{PRINCIPAL}[access]\noperator_token_file = \"op.token\"\n"),
+                8,
+            ),
+        ] {
+            assert!(
+                err(src).starts_with(&format!(
+                    "x.toml:{line}: access operator_token_file is only for anonymous = false"
+                )),
+                "line {line}"
+            );
+        }
+        assert_eq!(
+            err(format!(
+                "{MOUNT}[access]\nanonymous = false\noperator_token_file = \"\"\n"
+            )),
+            "x.toml:6: access operator_token_file must name a file"
+        );
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     let backend = CompositeBackend::new(mounts).map_err(|e| e.to_string())?;
     Ok(App {
         backend: Arc::new(backend),
-        auth: Arc::new(Auth::new(config.principals.clone())),
+        auth: Arc::new(Auth::from_config(config)?),
         max_file_bytes: config.max_file_bytes,
         tools: config.tools.clone(),
     })
@@ -113,7 +113,7 @@ fn real_path(path: &std::path::Path) -> Result<std::path::PathBuf, String> {
 /// explicitly allowed: an open server on a network would give anyone every
 /// right.
 pub fn check_listener(config: &Config, allow_unauthenticated: bool) -> Result<(), String> {
-    if config.principals.is_empty() && !config.listen.ip().is_loopback() && !allow_unauthenticated {
+    if config.access.anonymous && !config.listen.ip().is_loopback() && !allow_unauthenticated {
         return Err(format!(
             "refusing to listen on {} with no [[principal]] configured: anyone could read and write \
              everything. Configure principals, listen on loopback, or pass --allow-unauthenticated",

@@ -55,13 +55,7 @@ impl Access for AccessService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let requested = from_pb(&req.grants)?;
-        if requested.is_empty() {
-            return Err(
-                Error::InvalidArgument("grants must name at least one grant".into()).into(),
-            );
-        }
         let handle = self.auth.create_handle(
-            &caller.principal,
             caller.token.as_ref().map(|t| t.0.as_str()),
             &requested,
             Duration::from_secs(req.ttl_seconds),

@@ -3,8 +3,9 @@
 //!
 //! - `authorization: Bearer <token>` names the principal (see [`Auth`]);
 //! - `x-agentvfs-session` scopes the State tier (default `default`);
-//! - `x-agentvfs-namespace` picks the Store namespace when no principal is
-//!   configured; a configured principal is bound to its own namespace.
+//! - `x-agentvfs-namespace` picks the Store namespace in anonymous mode
+//!   (`[access] anonymous`); otherwise every caller, handles included, is
+//!   bound to its principal's namespace.
 //!
 //! Header values are validated like names ([`check_scope_name`]) so they can
 //! never smuggle a path or a control character into storage keys. Tokens are
@@ -77,8 +78,8 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
     let principal = auth.authenticate(token)?;
     let session = header(req, SESSION_HEADER)?.unwrap_or("default");
     check_scope_name("session", session)?;
-    // Without configured principals the (local) caller may pick any
-    // namespace; a configured principal is bound to its own.
+    // In anonymous mode the caller may pick any namespace (it could drop its
+    // token anyway); otherwise it is bound to its principal's.
     let namespace = match header(req, NAMESPACE_HEADER)? {
         Some(ns) if !auth.requires_token() => ns,
         Some(ns) if ns != principal.namespace => {

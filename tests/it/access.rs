@@ -644,3 +644,386 @@ async fn idle_sessions_expire() {
             .await
     );
 }
+
+/// Asks `token` (`None`: no token) for a handle on `grants`.
+async fn mint(
+    access: &mut AccessClient<Channel>,
+    token: Option<&str>,
+    grants: &[(&str, &[&str])],
+    ttl_seconds: u64,
+) -> Result<pb::CreateHandleResponse, Status> {
+    let grants = grants
+        .iter()
+        .map(|(prefix, ops)| pb::Grant {
+            prefix: (*prefix).into(),
+            ops: ops.iter().map(|op| (*op).into()).collect(),
+        })
+        .collect();
+    let req = pb::CreateHandleRequest {
+        grants,
+        ttl_seconds,
+    };
+    access
+        .create_handle(authed(req, token))
+        .await
+        .map(|r| r.into_inner())
+}
+
+const READ_WORKSPACE: &[(&str, &[&str])] = &[("/workspace/", &["read_file", "list"])];
+
+/// The expiry a CreateHandle response announces.
+fn expiry(handle: &pb::CreateHandleResponse) -> std::time::SystemTime {
+    let at = handle.expires_at.expect("expires_at set");
+    std::time::SystemTime::try_from(at).expect("a valid timestamp")
+}
+
+/// Revoking a handle revokes the handles it minted and theirs, at once; a
+/// sibling minted by the same principal keeps working.
+#[tokio::test]
+async fn revoking_a_handle_revokes_every_handle_below_it() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut fs = server.fs().await;
+    let mut access = AccessClient::new(server.channel().await);
+    call(&mut fs, "Write", "/workspace/a.txt", "admin-token-0001")
+        .await
+        .unwrap();
+    let admin = Some("admin-token-0001");
+    let h1 = mint(&mut access, admin, READ_WORKSPACE, 600).await.unwrap();
+    let h2 = mint(&mut access, Some(&h1.token), READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+    let h3 = mint(&mut access, Some(&h2.token), READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+    let sibling = mint(&mut access, admin, READ_WORKSPACE, 600).await.unwrap();
+    for h in [&h1, &h2, &h3, &sibling] {
+        call(&mut fs, "Read", "/workspace/a.txt", &h.token)
+            .await
+            .unwrap();
+    }
+    access
+        .revoke_handle(authed(
+            pb::RevokeHandleRequest {
+                token: h1.token.clone(),
+            },
+            admin,
+        ))
+        .await
+        .unwrap();
+    for h in [&h1, &h2, &h3] {
+        let err = call(&mut fs, "Read", "/workspace/a.txt", &h.token)
+            .await
+            .unwrap_err();
+        assert_error(&err, Code::Unauthenticated, "ACCESS_DENIED");
+        let err = mint(&mut access, Some(&h.token), READ_WORKSPACE, 60)
+            .await
+            .unwrap_err();
+        assert_error(&err, Code::Unauthenticated, "ACCESS_DENIED");
+    }
+    call(&mut fs, "Read", "/workspace/a.txt", &sibling.token)
+        .await
+        .unwrap();
+}
+
+/// A child asking for 30 days under a parent living 1 s gets the parent's
+/// expiry, and both stop working when it passes.
+#[tokio::test]
+async fn a_handle_never_outlives_its_parent() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut fs = server.fs().await;
+    let mut access = AccessClient::new(server.channel().await);
+    call(&mut fs, "Write", "/workspace/a.txt", "admin-token-0001")
+        .await
+        .unwrap();
+    let parent = mint(&mut access, Some("admin-token-0001"), READ_WORKSPACE, 1)
+        .await
+        .unwrap();
+    let child = mint(
+        &mut access,
+        Some(&parent.token),
+        READ_WORKSPACE,
+        30 * 24 * 3600,
+    )
+    .await
+    .unwrap();
+    assert_eq!(expiry(&child), expiry(&parent));
+    // Wait until the server's announced expiry is past (same clock).
+    let past = expiry(&parent) + std::time::Duration::from_millis(200);
+    if let Ok(wait) = past.duration_since(std::time::SystemTime::now()) {
+        tokio::time::sleep(wait).await;
+    }
+    for h in [&parent, &child] {
+        let err = call(&mut fs, "Read", "/workspace/a.txt", &h.token)
+            .await
+            .unwrap_err();
+        assert_error(&err, Code::Unauthenticated, "ACCESS_DENIED");
+    }
+}
+
+/// Chains stop at depth 8 with RESOURCE_EXHAUSTED, and the principal name
+/// names the depth instead of growing with it.
+#[tokio::test]
+async fn handle_chains_are_at_most_8_deep() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut access = AccessClient::new(server.channel().await);
+    let mut token = "admin-token-0001".to_owned();
+    for _ in 0..8 {
+        token = mint(&mut access, Some(&token), READ_WORKSPACE, 600)
+            .await
+            .unwrap()
+            .token;
+    }
+    let described = access
+        .describe_grants(authed(pb::DescribeGrantsRequest {}, Some(&token)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(described.principal, "handle of admin (depth 8)");
+    let err = mint(&mut access, Some(&token), READ_WORKSPACE, 600)
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(err.message().contains("at most 8 deep"), "{err:?}");
+}
+
+/// A principal's tree holds at most 1,000 live handles; its handles' handles
+/// count too, other principals keep their own budget, and revoking frees room.
+#[tokio::test]
+async fn a_principal_holds_at_most_1000_live_handles() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut access = AccessClient::new(server.channel().await);
+    let reader = Some("reader-token-0001");
+    let first = mint(&mut access, reader, READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+    for _ in 1..1000 {
+        mint(&mut access, reader, READ_WORKSPACE, 600)
+            .await
+            .unwrap();
+    }
+    for creator in [reader, Some(first.token.as_str())] {
+        let err = mint(&mut access, creator, READ_WORKSPACE, 600)
+            .await
+            .unwrap_err();
+        assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+        assert!(
+            err.message()
+                .contains("principal reader already has 1000 live handles"),
+            "{err:?}"
+        );
+    }
+    mint(&mut access, Some("writer-token-0001"), READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+    access
+        .revoke_handle(authed(
+            pb::RevokeHandleRequest { token: first.token },
+            reader,
+        ))
+        .await
+        .unwrap();
+    mint(&mut access, reader, READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+}
+
+/// The server's resident memory in bytes (Linux `VmRSS`).
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS line");
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .expect("VmRSS in kB");
+    kb * 1024
+}
+
+/// An agent chaining CreateHandle as deep as it can 2,000 times (starting a
+/// new chain when refused, revoking the old one) leaves the server's memory
+/// nearly where it was: ancestry is a parent pointer, not a copied list.
+#[tokio::test]
+async fn chained_create_handle_keeps_memory_bounded() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut access = AccessClient::new(server.channel().await);
+    let admin = "admin-token-0001";
+    mint(&mut access, Some(admin), READ_WORKSPACE, 600)
+        .await
+        .unwrap();
+    let before = rss_bytes(server.pid());
+    let mut chain: Vec<String> = Vec::new();
+    let mut refused = 0;
+    for _ in 0..2000 {
+        let creator = chain.last().map_or(admin, String::as_str);
+        match mint(&mut access, Some(creator), READ_WORKSPACE, 600).await {
+            Ok(h) => chain.push(h.token),
+            Err(err) => {
+                assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+                refused += 1;
+                let head = chain.first().expect("a refused chain has a head").clone();
+                access
+                    .revoke_handle(authed(pb::RevokeHandleRequest { token: head }, Some(admin)))
+                    .await
+                    .unwrap();
+                chain.clear();
+            }
+        }
+    }
+    let grown = rss_bytes(server.pid()).saturating_sub(before);
+    assert!(grown < 64 << 20, "server memory grew by {grown} bytes");
+    assert!(refused > 0, "the chain was never refused");
+}
+
+/// A handle must ask for something the caller holds: no grants, or grants
+/// sharing nothing with the caller's, are INVALID_ARGUMENT naming the problem.
+#[tokio::test]
+async fn handles_must_hold_a_right() {
+    let server = Server::start_with(Some(&config()), &[]);
+    let mut access = AccessClient::new(server.channel().await);
+    let reader = Some("reader-token-0001");
+    let err = mint(&mut access, reader, &[], 60).await.unwrap_err();
+    assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(err.message().contains("at least one grant"), "{err:?}");
+    for grants in [
+        &[("/secret/", &["read_file"][..])][..],
+        &[("/workspace/", &["write", "delete"][..])][..],
+    ] {
+        let err = mint(&mut access, reader, grants, 60).await.unwrap_err();
+        assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+        assert!(
+            err.message()
+                .contains("none of the requested grants overlaps the caller's grants"),
+            "{err:?}"
+        );
+    }
+}
+
+/// With `anonymous = false` and no principal, a request without a token is
+/// UNAUTHENTICATED; the operator token the server wrote (mode 0600, replacing
+/// a stale file) works and mints handles; a handle's holder that drops the
+/// token gets nothing, and the token never reaches the logs.
+#[tokio::test]
+async fn without_anonymous_mode_a_handle_cannot_be_shed() {
+    use std::os::unix::fs::PermissionsExt;
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("operator.token");
+    std::fs::write(&token_file, "stale-token").unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n[access]\nanonymous = false\n\
+         operator_token_file = {:?}\n",
+        token_file.display().to_string()
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let operator = std::fs::read_to_string(&token_file).unwrap();
+    assert!(operator.starts_with("avfs_"), "{operator:?}");
+    let mode = std::fs::metadata(&token_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+
+    let mut fs = server.fs().await;
+    let mut access = AccessClient::new(server.channel().await);
+    let stat = |token: Option<&str>| {
+        authed(
+            pb::StatRequest {
+                path: "/workspace/a.txt".into(),
+            },
+            token,
+        )
+    };
+    assert_error(
+        &fs.stat(stat(None)).await.unwrap_err(),
+        Code::Unauthenticated,
+        "ACCESS_DENIED",
+    );
+    call(&mut fs, "Write", "/workspace/a.txt", &operator)
+        .await
+        .unwrap();
+    let handle = mint(
+        &mut access,
+        Some(&operator),
+        &[("/workspace/", &["read_file"])],
+        600,
+    )
+    .await
+    .unwrap();
+    call(&mut fs, "Read", "/workspace/a.txt", &handle.token)
+        .await
+        .unwrap();
+    assert_error(
+        &call(&mut fs, "Write", "/workspace/a.txt", &handle.token)
+            .await
+            .unwrap_err(),
+        Code::PermissionDenied,
+        "ACCESS_DENIED",
+    );
+    // The holder drops the handle to shed its limits: refused.
+    let read = authed(
+        pb::ReadRequest {
+            path: "/workspace/a.txt".into(),
+            ..Default::default()
+        },
+        None,
+    );
+    assert_error(
+        &fs.read(read).await.unwrap_err(),
+        Code::Unauthenticated,
+        "ACCESS_DENIED",
+    );
+    assert_error(
+        &mint(&mut access, None, READ_WORKSPACE, 60)
+            .await
+            .unwrap_err(),
+        Code::Unauthenticated,
+        "ACCESS_DENIED",
+    );
+    assert!(
+        server
+            .wait_for_log("handle created", std::time::Duration::from_secs(5))
+            .await
+    );
+    let logs = server.logs.lock().unwrap().clone();
+    assert!(
+        !logs.contains(&operator),
+        "the operator token leaked into logs"
+    );
+}
+
+/// Unsafe or unusable `[access]` settings stop the server before it listens,
+/// naming the file, the line and the problem.
+#[test]
+fn unsafe_access_settings_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n[[principal]]\nname = \"a\"\n\
+             token = \"token-0001\"\n[access]\nanonymous = true\n",
+            "agentvfs.toml:8: access anonymous = true is refused with [[principal]] configured",
+        ),
+        (
+            "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n[access]\nanonymous = false\n",
+            "agentvfs.toml:5: access anonymous = false with no [[principal]] needs \
+             operator_token_file",
+        ),
+        (
+            "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n[access]\nanonymous = false\n\
+             operator_token_file = \"missing-dir/operator.token\"\n",
+            "access operator_token_file missing-dir/operator.token: No such file or directory",
+        ),
+    ];
+    for (config, expected) in cases {
+        let path = dir.path().join("agentvfs.toml");
+        std::fs::write(&path, config).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&path)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{expected:?} not in {stderr}");
+    }
+}
