@@ -135,6 +135,8 @@ pub struct Config {
     pub principals: Vec<(String, Principal)>,
     /// Anonymous mode and the operator token.
     pub access: AccessConfig,
+    /// Stream, search and idle bounds.
+    pub limits: LimitsConfig,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +146,7 @@ struct RawConfig {
     max_file_bytes: Option<Spanned<u64>>,
     state: Option<RawState>,
     tools: Option<RawTools>,
+    limits: Option<RawLimits>,
     #[serde(default, rename = "mount")]
     mounts: Vec<Spanned<RawMount>>,
     #[serde(default, rename = "principal")]
@@ -456,6 +459,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         mounts,
         principals,
         access,
+        limits: parse_limits(raw.limits.as_ref(), &at)?,
     })
 }
 
@@ -483,6 +487,105 @@ pub fn default_store_path(prefix: &VfsPath) -> Result<PathBuf, String> {
         rel => rel.replace('/', "_"),
     };
     Ok(base.join("agentvfs").join(name))
+}
+
+/// Default `max_streams_per_connection`: HTTP/2 streams (calls) one
+/// connection may have open at once.
+pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 128;
+/// Default `max_streams_per_principal`: ReadBytes, WriteBytes, Grep and Glob
+/// streams one principal may have running at once.
+pub const DEFAULT_MAX_STREAMS_PER_PRINCIPAL: u64 = 32;
+/// Default `max_concurrent_searches`: Grep and Glob runs (Filesystem and
+/// Tools services together) at once, server-wide.
+pub const DEFAULT_MAX_CONCURRENT_SEARCHES: u64 = 16;
+/// Most `max_concurrent_searches`: a Filesystem search may use up to four
+/// threads, and tokio's blocking pool (512 threads) must keep room for every
+/// unary call.
+pub const MAX_CONCURRENT_SEARCHES: u64 = 64;
+/// Default `stream_idle_timeout_seconds`: how long a stream may wait on its
+/// client before it is cut.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS: u64 = 30;
+
+/// The `[limits]` section: bounds that keep stalled or hostile clients from
+/// holding the server's threads and memory (see `agentvfs.example.toml`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`: calls one connection may
+    /// have open at once (the client queues the rest).
+    pub max_streams_per_connection: u32,
+    /// ReadBytes, WriteBytes, Grep and Glob streams one principal may have
+    /// running at once; more are refused with RESOURCE_EXHAUSTED. A handle
+    /// counts against the principal that minted it.
+    pub max_streams_per_principal: usize,
+    /// Searches running at once on the whole server; more are refused with
+    /// RESOURCE_EXHAUSTED. Each holds a blocking thread (and a Filesystem
+    /// search up to three more), so this keeps threads free for other calls.
+    pub max_concurrent_searches: usize,
+    /// The longest a stream waits on its client (the next WriteBytes
+    /// message, room for the next ReadBytes, Grep or Glob message) before it
+    /// is aborted and its resources are freed.
+    pub stream_idle_timeout: Duration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_streams_per_connection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
+            max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL as usize,
+            max_concurrent_searches: DEFAULT_MAX_CONCURRENT_SEARCHES as usize,
+            stream_idle_timeout: Duration::from_secs(DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_streams_per_connection: Option<Spanned<u64>>,
+    max_streams_per_principal: Option<Spanned<u64>>,
+    max_concurrent_searches: Option<Spanned<u64>>,
+    stream_idle_timeout_seconds: Option<Spanned<u64>>,
+}
+
+/// Validates `[limits]`: every value must lie in its range.
+fn parse_limits(
+    raw: Option<&RawLimits>,
+    at: &dyn Fn(usize, String) -> ConfigError,
+) -> Result<LimitsConfig, ConfigError> {
+    let value = |field: Option<&Spanned<u64>>, name: &str, max: u64, default: u64| match field {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+        Some(v) => Err(at(
+            v.span().start,
+            format!("limits {name} must be between 1 and {max}"),
+        )),
+    };
+    Ok(LimitsConfig {
+        max_streams_per_connection: value(
+            raw.and_then(|r| r.max_streams_per_connection.as_ref()),
+            "max_streams_per_connection",
+            u64::from(u32::MAX),
+            u64::from(DEFAULT_MAX_STREAMS_PER_CONNECTION),
+        )? as u32,
+        max_streams_per_principal: value(
+            raw.and_then(|r| r.max_streams_per_principal.as_ref()),
+            "max_streams_per_principal",
+            1 << 20,
+            DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
+        )? as usize,
+        max_concurrent_searches: value(
+            raw.and_then(|r| r.max_concurrent_searches.as_ref()),
+            "max_concurrent_searches",
+            MAX_CONCURRENT_SEARCHES,
+            DEFAULT_MAX_CONCURRENT_SEARCHES,
+        )? as usize,
+        stream_idle_timeout: Duration::from_secs(value(
+            raw.and_then(|r| r.stream_idle_timeout_seconds.as_ref()),
+            "stream_idle_timeout_seconds",
+            24 * 3600,
+            DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS,
+        )?),
+    })
 }
 
 /// The embedded default configuration.
@@ -590,6 +693,23 @@ mod tests {
         assert_eq!(
             parse("x.toml", src).unwrap_err().to_string(),
             "x.toml:2: tools max_output_lines must be at least 200"
+        );
+    }
+
+    #[test]
+    fn limits_section_has_defaults_and_bounds() {
+        assert_eq!(embedded_default().limits, LimitsConfig::default());
+        let mount = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        let src = format!(
+            "[limits]\nmax_streams_per_principal = 8\nstream_idle_timeout_seconds = 2\n{mount}"
+        );
+        let limits = parse("x.toml", &src).unwrap().limits;
+        assert_eq!(limits.max_streams_per_principal, 8);
+        assert_eq!(limits.stream_idle_timeout, Duration::from_secs(2));
+        let src = format!("[limits]\nmax_concurrent_searches = 0\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:2: limits max_concurrent_searches must be between 1 and 64"
         );
     }
 

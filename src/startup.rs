@@ -56,6 +56,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
         auth: Arc::new(Auth::from_config(config)?),
         max_file_bytes: config.max_file_bytes,
         tools: config.tools.clone(),
+        limits: config.limits,
     })
 }
 

@@ -397,7 +397,7 @@ mod tests {
         .unwrap();
         let spec = SearchSpec::glob(VfsPath::root(), "**", false, Budgets::default()).unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-        let run = SearchRun::new(spec, tx);
+        let run = SearchRun::new(spec, tx, Duration::from_secs(1));
         table
             .search(&scope, &run, &SearchPart::whole(VfsPath::root()))
             .unwrap();

@@ -12,6 +12,15 @@
 //! read as ripgrep reads it with a fresh 64 KiB buffer (without this, the
 //! 6 lines ripgrep reports before the NUL of its `sherlock-nul.txt` were lost
 //! when a worker had searched a long-line file before).
+//!
+//! One file's matches are collected before they are emitted (the Filesystem
+//! tier restores path order across its workers), so the collection is bounded:
+//! it stops at the run's remaining `max_results` (one match for
+//! `max_results=1`, however many lines match), and past
+//! [`MAX_FILE_HITS_BYTES`] of results the rest of the file is left out and
+//! listed in the summary's problems. A line longer than [`MAX_LINE_BYTES`]
+//! (minified code, a one-line dump) is cut there and ends with
+//! `… [line truncated: N bytes]`; so is a match that long.
 
 use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -31,6 +40,11 @@ pub struct FileSearcher<'r> {
 
 /// grep-searcher's initial read buffer; a file no larger cannot grow it.
 const BUFFER_BYTES: u64 = 64 << 10;
+/// Longest line (and match) text a result carries; longer ones are cut.
+pub const MAX_LINE_BYTES: usize = 16 << 10;
+/// Estimated memory of one file's collected results beyond which the rest
+/// of the file is left out (reported as a problem): about 200,000 short lines.
+pub const MAX_FILE_HITS_BYTES: usize = 16 << 20;
 
 /// A reader that counts the bytes it gave.
 struct Counted<R> {
@@ -97,7 +111,7 @@ impl<'r> FileSearcher<'r> {
         modified: SystemTime,
         data: &[u8],
     ) -> Option<FileHits> {
-        let mut sink = Collect::new(&self.grep.matcher, self.grep.max_count_per_file, self.run);
+        let mut sink = Collect::new(self.grep, self.run);
         let outcome = self
             .searcher
             .search_slice(&self.grep.matcher, data, &mut sink);
@@ -111,7 +125,7 @@ impl<'r> FileSearcher<'r> {
         modified: SystemTime,
         reader: impl io::Read,
     ) -> Option<FileHits> {
-        let mut sink = Collect::new(&self.grep.matcher, self.grep.max_count_per_file, self.run);
+        let mut sink = Collect::new(self.grep, self.run);
         let mut reader = Counted {
             inner: reader,
             bytes: 0,
@@ -137,6 +151,16 @@ impl<'r> FileSearcher<'r> {
                 .problem(path.as_str(), crate::error::Error::io(path.as_str(), err));
             return None;
         }
+        if sink.bytes >= MAX_FILE_HITS_BYTES {
+            self.run.problem(
+                path.as_str(),
+                crate::error::Error::TooLarge(format!(
+                    "{path}: matches past the first {} MiB of results in this file were left \
+                     out; narrow the pattern or set max_count_per_file",
+                    MAX_FILE_HITS_BYTES >> 20
+                )),
+            );
+        }
         if sink.binary {
             // Like ripgrep, lines matched before the binary data showed up
             // (past the first buffer of a read file) are still reported.
@@ -155,27 +179,40 @@ impl<'r> FileSearcher<'r> {
     }
 }
 
-/// Collects one file's lines; stops at the per-file limit, at binary data,
-/// and when the run must stop.
+/// Collects one file's lines; stops at the per-file limit, at the run's
+/// remaining results, at [`MAX_FILE_HITS_BYTES`], at binary data, and when
+/// the run must stop.
 struct Collect<'a> {
     matcher: &'a RegexMatcher,
+    /// Matching lines wanted at most: the per-file limit or the results the
+    /// run may still send, whichever is lower.
     max_count: u64,
     run: &'a SearchRun,
     matches: u64,
+    /// Estimated memory of `lines`.
+    bytes: usize,
     binary: bool,
     lines: Vec<LineHit>,
 }
 
 impl<'a> Collect<'a> {
-    fn new(matcher: &'a RegexMatcher, max_count: u64, run: &'a SearchRun) -> Self {
+    fn new(grep: &'a GrepOptions, run: &'a SearchRun) -> Self {
         Collect {
-            matcher,
-            max_count,
+            matcher: &grep.matcher,
+            max_count: grep.max_count_per_file.min(run.remaining_results()),
             run,
             matches: 0,
+            bytes: 0,
             binary: false,
             lines: Vec::new(),
         }
+    }
+
+    /// Adds a line; false when the file's results are full.
+    fn add(&mut self, hit: LineHit) -> bool {
+        self.bytes += hit.line.len() + hit.matched.len() + std::mem::size_of::<LineHit>();
+        self.lines.push(hit);
+        self.bytes < MAX_FILE_HITS_BYTES
     }
 }
 
@@ -184,33 +221,50 @@ fn trim_terminator(bytes: &[u8]) -> &[u8] {
     bytes.strip_suffix(b"\r").unwrap_or(bytes)
 }
 
+/// The text of a line or match, cut at [`MAX_LINE_BYTES`] (on a character
+/// boundary) with a marker giving the full length.
+fn clip(bytes: &[u8]) -> String {
+    if bytes.len() <= MAX_LINE_BYTES {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut end = MAX_LINE_BYTES;
+    // Back off a cut UTF-8 sequence (continuation bytes are 0b10xxxxxx).
+    while end > MAX_LINE_BYTES - 3 && bytes[end] & 0xC0 == 0x80 {
+        end -= 1;
+    }
+    format!(
+        "{}… [line truncated: {} bytes]",
+        String::from_utf8_lossy(&bytes[..end]),
+        bytes.len()
+    )
+}
+
 impl Sink for Collect<'_> {
     type Error = io::Error;
 
     fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
         let line = trim_terminator(m.bytes());
         let matched = match self.matcher.find(line) {
-            Ok(Some(range)) => String::from_utf8_lossy(&line[range]).into_owned(),
+            Ok(Some(range)) => clip(&line[range]),
             _ => String::new(),
         };
-        self.lines.push(LineHit {
+        let room = self.add(LineHit {
             line_number: m.line_number().unwrap_or(0),
-            line: String::from_utf8_lossy(line).into_owned(),
+            line: clip(line),
             matched,
             is_context: false,
         });
         self.matches += 1;
-        Ok(self.matches < self.max_count && !self.run.should_halt())
+        Ok(room && self.matches < self.max_count && !self.run.should_halt())
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
-        self.lines.push(LineHit {
+        Ok(self.add(LineHit {
             line_number: c.line_number().unwrap_or(0),
-            line: String::from_utf8_lossy(trim_terminator(c.bytes())).into_owned(),
+            line: clip(trim_terminator(c.bytes())),
             matched: String::new(),
             is_context: true,
-        });
-        Ok(true)
+        }))
     }
 
     fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {

@@ -1,12 +1,14 @@
 //! One search engine, Grep and Glob, for every tier.
 //!
 //! The gRPC layer validates a request into a [`SearchSpec`] (pattern compiled
-//! once), starts a [`SearchRun`] on a blocking thread and hands it to
-//! `Backend::search`. The tier walks its entries in path order and feeds them to
+//! once, on a blocking thread, under size limits), starts a [`SearchRun`] on a
+//! blocking thread and hands it to `Backend::search`. The tier walks its entries in path order and feeds them to
 //! the run, which applies the shared rules (hidden and ignored names, globs,
 //! binary and size limits), enforces the budgets (visited count, time,
 //! max_results, cancellation) and streams results in batches through a bounded
-//! channel, ending with one [`Summary`].
+//! channel, ending with one [`Summary`]. Nothing in a search waits on its
+//! client without a bound (see `run`), and one file's results are bounded too
+//! (see `grep`).
 //!
 //! Layout:
 //! - `spec`: the validated request and its defaults;
@@ -21,11 +23,12 @@ mod run;
 pub mod sorted;
 mod spec;
 
-pub use grep::FileSearcher;
-pub use run::{EVENT_CHANNEL_CAPACITY, SearchEvent, SearchRun};
+pub use grep::{FileSearcher, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
+pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};
 pub use spec::{
     Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED, FileFilter,
-    GlobOptions, GrepOptions, GrepRequest, SearchKind, SearchSpec, normalize_pattern,
+    GlobOptions, GrepOptions, GrepRequest, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, SearchKind,
+    SearchSpec, normalize_pattern,
 };
 
 use crate::backend::Entry;

@@ -19,13 +19,27 @@
 //! first results as quick and sends ~15. A batch whose producer found nothing
 //! more to add is flushed by [`SearchRun::should_stop`], which every walker
 //! calls per entry.
+//!
+//! Message size: a batch holds at most [`MAX_BATCH_BYTES`] of results (plus
+//! one result when a single one is larger), so a file with many matches goes
+//! out as several `Hit::File` pieces of the same path, in line order, across
+//! messages.
+//!
+//! A send never waits on the client without a bound: a batch waits for room
+//! at most until the time budget ends (the search then stops with
+//! `time_limit`, that batch dropped) or the idle timeout passes (the client
+//! stopped reading: the search stops as `cancelled` and sends nothing more).
+//! The last batch and the summary wait at most the idle timeout. So a client
+//! that stops reading holds a search thread for a bounded time, never forever.
 
 use super::{AbortReason, FileHits, Hit, SearchKind, SearchSpec, Summary};
 use crate::backend::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use std::sync::Mutex;
+use std::pin::pin;
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -44,6 +58,15 @@ pub const MAX_BATCH_AGE: Duration = Duration::from_millis(20);
 pub const MIN_BATCH_AGE: Duration = Duration::from_millis(1);
 /// `SearchRun::pending_since` when no batch is pending.
 const NOTHING_PENDING: u64 = u64::MAX;
+
+/// Why an event could not be sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unsent {
+    /// The consumer went away.
+    Closed,
+    /// No room before the deadline.
+    TimedOut,
+}
 
 /// What a search sends to its consumer.
 #[derive(Debug)]
@@ -92,11 +115,18 @@ pub struct SearchRun {
     /// Batches sent so far.
     batches_sent: AtomicU32,
     tx: mpsc::Sender<SearchEvent>,
+    /// The longest one send waits for the consumer to make room.
+    idle_timeout: Duration,
 }
 
 impl SearchRun {
-    /// Starts a run whose events go to `tx`.
-    pub fn new(spec: SearchSpec, tx: mpsc::Sender<SearchEvent>) -> SearchRun {
+    /// Starts a run whose events go to `tx`; a send finding no room for
+    /// `idle_timeout` means the client stopped reading (see the module doc).
+    pub fn new(
+        spec: SearchSpec,
+        tx: mpsc::Sender<SearchEvent>,
+        idle_timeout: Duration,
+    ) -> SearchRun {
         let now = Instant::now();
         SearchRun {
             spec,
@@ -113,6 +143,7 @@ impl SearchRun {
             pending_since: AtomicU64::new(NOTHING_PENDING),
             batches_sent: AtomicU32::new(0),
             tx,
+            idle_timeout,
         }
     }
 
@@ -290,13 +321,39 @@ impl SearchRun {
             }
         }
         self.counters.matched_files.fetch_add(1, Relaxed);
-        let bytes = hits
-            .lines
-            .iter()
-            .map(|l| l.line.len() + l.matched.len() + hits.path.as_str().len() + 16)
-            .sum();
-        let items = hits.lines.len();
-        self.push(Hit::File(hits), items, bytes);
+        // Pieces of at most MAX_BATCH_BYTES, so no message carries a whole
+        // file of matches (clients reject messages over 4 MiB).
+        let per_line = hits.path.as_str().len() + 16;
+        let mut piece = Vec::new();
+        let mut bytes = 0;
+        for line in std::mem::take(&mut hits.lines) {
+            let size = line.line.len() + line.matched.len() + per_line;
+            if !piece.is_empty() && bytes + size > MAX_BATCH_BYTES {
+                self.push_piece(&hits, std::mem::take(&mut piece), bytes);
+                bytes = 0;
+            }
+            piece.push(line);
+            bytes += size;
+        }
+        self.push_piece(&hits, piece, bytes);
+    }
+
+    fn push_piece(&self, file: &FileHits, lines: Vec<super::LineHit>, bytes: usize) {
+        let items = lines.len();
+        let piece = FileHits {
+            path: file.path.clone(),
+            modified: file.modified,
+            lines,
+        };
+        self.push(Hit::File(piece), items, bytes);
+    }
+
+    /// Results still allowed under `max_results`: a file's matcher stops
+    /// collecting there, since more could never be sent.
+    pub fn remaining_results(&self) -> u64 {
+        self.spec
+            .max_results
+            .saturating_sub(self.counters.matched.load(Relaxed))
     }
 
     /// Reserves up to `wanted` results under `max_results`; on reaching the
@@ -320,6 +377,9 @@ impl SearchRun {
 
     fn push(&self, hit: Hit, items: usize, bytes: usize) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.bytes + bytes > MAX_BATCH_BYTES {
+            self.flush(&mut pending);
+        }
         if pending.hits.is_empty() {
             pending.since = Instant::now();
             let since = pending.since.duration_since(self.started).as_nanos() as u64;
@@ -344,21 +404,79 @@ impl SearchRun {
         pending.items = 0;
         pending.bytes = 0;
         self.pending_since.store(NOTHING_PENDING, Relaxed);
+        if self.aborted() == Some(AbortReason::Cancelled) {
+            return; // Nobody takes it.
+        }
         self.batches_sent.fetch_add(1, Relaxed);
-        if self.tx.blocking_send(SearchEvent::Batch(hits)).is_err() {
-            self.abort(AbortReason::Cancelled);
+        let budget_end = self.started + self.spec.max_duration;
+        let idle_end = Instant::now() + self.idle_timeout;
+        match self.send(SearchEvent::Batch(hits), budget_end.min(idle_end)) {
+            Ok(()) => {}
+            Err(Unsent::TimedOut) if budget_end <= idle_end => self.abort(AbortReason::TimeLimit),
+            Err(unsent) => self.client_gone(unsent),
+        }
+    }
+
+    /// Stops the search because its client left or stopped reading.
+    fn client_gone(&self, unsent: Unsent) {
+        if unsent == Unsent::TimedOut {
+            tracing::info!(
+                idle_ms = self.idle_timeout.as_millis() as u64,
+                "search client stopped reading; cutting the search"
+            );
+        }
+        self.abort(AbortReason::Cancelled);
+    }
+
+    /// Sends `event`, waiting for room in the channel until `deadline` at
+    /// most: the thread parks and the receiver wakes it when it takes a
+    /// message or goes away.
+    fn send(&self, event: SearchEvent, deadline: Instant) -> Result<(), Unsent> {
+        struct Unpark(std::thread::Thread);
+        impl futures_util::task::ArcWake for Unpark {
+            fn wake_by_ref(this: &Arc<Self>) {
+                this.0.unpark();
+            }
+        }
+        let waker = futures_util::task::waker(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        let mut reserve = pin!(self.tx.reserve());
+        loop {
+            match reserve.as_mut().poll(&mut cx) {
+                Poll::Ready(Ok(permit)) => {
+                    permit.send(event);
+                    return Ok(());
+                }
+                Poll::Ready(Err(_closed)) => return Err(Unsent::Closed),
+                Poll::Pending => {}
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Unsent::TimedOut);
+            }
+            // A spurious wake-up only polls again.
+            std::thread::park_timeout(deadline - now);
         }
     }
 
     /// Ends the run: flushes the last batch and sends the summary, or the
     /// error that kept the search from producing anything.
     pub fn finish(self, outcome: Result<()>) {
+        // The last events wait for the client at most the idle timeout, also
+        // when the time budget is spent: the summary reports it.
+        let deadline = Instant::now() + self.idle_timeout;
         let event = match outcome {
             Err(err) => SearchEvent::Failed(err),
             Ok(()) => {
                 let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                self.flush(&mut pending);
+                let hits = std::mem::take(&mut pending.hits);
                 drop(pending);
+                if !hits.is_empty()
+                    && self.aborted() != Some(AbortReason::Cancelled)
+                    && let Err(unsent) = self.send(SearchEvent::Batch(hits), deadline)
+                {
+                    self.client_gone(unsent);
+                }
                 let summary = self.summary();
                 tracing::info!(
                     visited = summary.visited,
@@ -384,7 +502,7 @@ impl SearchRun {
                 }
             }
         };
-        if self.tx.blocking_send(event).is_err() {
+        if self.aborted() == Some(AbortReason::Cancelled) || self.send(event, deadline).is_err() {
             tracing::debug!("search client left before the summary");
         }
     }

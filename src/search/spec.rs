@@ -1,4 +1,9 @@
 //! A validated search request: patterns compiled once, defaults applied.
+//!
+//! Compiling is CPU work bounded by size limits ([`REGEX_SIZE_LIMIT`],
+//! [`REGEX_DFA_SIZE_LIMIT`]; globset bounds its globs' regexes alike), and
+//! callers run it on a blocking thread, never on the async runtime: a pattern
+//! like `\p{L}{5000}` would otherwise stall every call sharing the worker.
 
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -16,6 +21,13 @@ pub const MAX_CONTEXT_LINES: u32 = 1000;
 /// Files larger than this are skipped (and counted) by Grep: searching a
 /// multi-gigabyte log would blow every budget for little use to an agent.
 pub const DEFAULT_MAX_GREP_FILE_BYTES: u64 = 64 << 20;
+/// Largest compiled regex (its NFA), the regex crate's own default: enough
+/// for any pattern an agent writes, while `\p{L}{5000}` is refused at once
+/// instead of compiling for seconds (grep-regex's default is 100 MiB).
+pub const REGEX_SIZE_LIMIT: usize = 10 << 20;
+/// Cache of the lazy DFA per matcher (grep-regex's default is 1000 MiB,
+/// meant for one ripgrep process, not for many searches in one server).
+pub const REGEX_DFA_SIZE_LIMIT: usize = 10 << 20;
 
 /// What to look for.
 #[derive(Debug)]
@@ -187,6 +199,8 @@ impl SearchSpec {
             .case_insensitive(request.case_insensitive)
             .fixed_strings(request.literal)
             .line_terminator(Some(b'\n'))
+            .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
             .build(request.pattern)
             .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
         let options = GrepOptions {
@@ -291,6 +305,18 @@ mod tests {
         };
         let err = SearchSpec::grep(VfsPath::root(), req, Budgets::default()).unwrap_err();
         assert!(err.to_string().contains("at most 1000"), "{err}");
+    }
+
+    #[test]
+    fn huge_compiled_regex_is_refused_by_the_size_limit() {
+        let req = GrepRequest {
+            pattern: r"\p{L}{5000}",
+            ..Default::default()
+        };
+        let err = SearchSpec::grep(VfsPath::root(), req, Budgets::default()).unwrap_err();
+        let limit = format!("size limit of {REGEX_SIZE_LIMIT}");
+        assert!(err.to_string().ends_with(&limit), "{err}");
+        assert_eq!(err.code(), "INVALID_PARAM");
     }
 
     #[test]

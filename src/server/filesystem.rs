@@ -5,12 +5,20 @@
 //! parse the path, check the grant (seed 002 order: path, grant, arguments,
 //! existence), make one backend call on a blocking thread, convert the result.
 //! Errors leave only through `From<Error> for Status`.
+//!
+//! The streaming RPCs (ReadBytes, WriteBytes, Grep, Glob) are admitted under
+//! the server's [`Limits`] and never let a thread wait on the client: ReadBytes
+//! reads one chunk per blocking call as the client takes them, WriteBytes
+//! waits for each message at most the idle timeout, and a search's sends are
+//! bounded likewise (`crate::search`). Patterns compile on a blocking thread.
 
 use super::caller::{Caller, caller};
 use super::convert;
+use super::limits::{Limits, StreamPermit};
+use super::message_limit::too_large;
 use super::search_stream::{blocking, start};
 use crate::access::Op;
-use crate::backend::{Backend, Precondition};
+use crate::backend::{Backend, ChunkReader, Entry, Precondition};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
@@ -19,6 +27,7 @@ use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec};
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -38,14 +47,17 @@ pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send
 pub struct FilesystemService {
     backend: Arc<dyn Backend>,
     max_file_bytes: u64,
+    limits: Limits,
 }
 
 impl FilesystemService {
-    /// A service over `backend` refusing files over `max_file_bytes`.
-    pub fn new(backend: Arc<dyn Backend>, max_file_bytes: u64) -> Self {
+    /// A service over `backend` refusing files over `max_file_bytes`, its
+    /// streams admitted under `limits`.
+    pub fn new(backend: Arc<dyn Backend>, max_file_bytes: u64, limits: Limits) -> Self {
         FilesystemService {
             backend,
             max_file_bytes,
+            limits,
         }
     }
 
@@ -190,28 +202,16 @@ impl Filesystem for FilesystemService {
     async fn read_bytes(&self, req: Request<pb::ReadBytesRequest>) -> Reply<Self::ReadBytesStream> {
         let caller = caller(&req)?;
         let path = authorize(&caller, &req.into_inner().path, Op::ReadBinary)?;
-        let backend = self.backend.clone();
+        let permit = self.limits.stream(&caller.principal)?;
+        let (backend, shown) = (self.backend.clone(), path.to_string());
         let (entry, chunks) =
             blocking(move || backend.read_chunks(&caller.scope, &path, READ_CHUNK_BYTES)).await?;
-        // Pieces are fetched on a blocking thread as the client takes them:
-        // the bounded channel keeps at most PIECES_IN_FLIGHT in memory.
-        let (tx, rx) = tokio::sync::mpsc::channel(PIECES_IN_FLIGHT);
-        tokio::task::spawn_blocking(move || {
-            let mut info = Some(convert::file_info(&entry));
-            for chunk in chunks {
-                let msg = chunk
-                    .map_err(Status::from)
-                    .map(|data| pb::ReadBytesResponse {
-                        data,
-                        info: info.take(),
-                    });
-                if tx.blocking_send(msg).is_err() {
-                    break; // The client went away.
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
+        Ok(Response::new(chunk_stream(
+            shown,
+            entry,
+            chunks,
+            permit,
+            self.limits.idle_timeout(),
         )))
     }
 
@@ -237,8 +237,10 @@ impl Filesystem for FilesystemService {
     ) -> Reply<pb::WriteBytesResponse> {
         use pb::write_bytes_request::Kind;
         let caller = caller(&req)?;
+        let _permit = self.limits.stream(&caller.principal)?;
+        let idle = self.limits.idle_timeout();
         let mut stream = req.into_inner();
-        let header = match stream.message().await? {
+        let header = match next_message(&mut stream, idle).await? {
             Some(pb::WriteBytesRequest {
                 kind: Some(Kind::Header(h)),
             }) => h,
@@ -266,7 +268,7 @@ impl Filesystem for FilesystemService {
         let feed = async move {
             let mut size = 0;
             loop {
-                let piece = match stream.message().await {
+                let piece = match next_message(&mut stream, idle).await {
                     // Dropping `tx` ends the pieces: the tier commits.
                     Ok(None) => return Ok(()),
                     Ok(Some(pb::WriteBytesRequest {
@@ -278,10 +280,7 @@ impl Filesystem for FilesystemService {
                     Ok(Some(_)) => Err(Error::InvalidArgument(
                         "only the first WriteBytes message may be a header".into(),
                     )),
-                    Err(status) => Err(Error::InvalidArgument(format!(
-                        "the WriteBytes stream failed: {}",
-                        status.message()
-                    ))),
+                    Err(err) => Err(err),
                 };
                 let failed = piece.as_ref().err().cloned();
                 if tx.send(piece).await.is_err() {
@@ -355,10 +354,12 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let path = authorize(&caller, &req.path, Op::ReadRe)?;
-        regex::Regex::new(&req.pattern)
-            .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
         let backend = self.backend.clone();
         let matches = blocking(move || {
+            // Compiled here, off the runtime, and before the read: a bad
+            // pattern is INVALID_ARGUMENT even for a missing file (seed 002).
+            regex::Regex::new(&req.pattern)
+                .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
             let (data, _) = backend.read(&caller.scope, &path)?;
             let decoded = text::decode(path.as_str(), &data)?;
             text::regex_windows(&decoded.text, &req.pattern, req.overlap.unwrap_or(0))
@@ -374,15 +375,7 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let root = search_root(&req.path)?;
-        let grep = GrepRequest {
-            pattern: &req.pattern,
-            glob: &req.glob,
-            literal: req.literal,
-            case_insensitive: req.case_insensitive,
-            before_context: req.before_context,
-            after_context: req.after_context,
-            max_count_per_file: req.max_count_per_file,
-        };
+        let permit = self.limits.stream(&caller.principal)?;
         let budgets = Budgets {
             max_results: req.max_results,
             max_visited: req.max_visited,
@@ -390,8 +383,22 @@ impl Filesystem for FilesystemService {
             include_hidden: req.include_hidden,
             include_ignored: req.include_ignored,
         };
-        let spec = SearchSpec::grep(root, grep, budgets)?;
+        let spec = blocking(move || {
+            let grep = GrepRequest {
+                pattern: &req.pattern,
+                glob: &req.glob,
+                literal: req.literal,
+                case_insensitive: req.case_insensitive,
+                before_context: req.before_context,
+                after_context: req.after_context,
+                max_count_per_file: req.max_count_per_file,
+            };
+            SearchSpec::grep(root, grep, budgets)
+        })
+        .await?;
         let events = start(
+            &self.limits,
+            Some(permit),
             self.backend.clone(),
             &caller.principal,
             Op::ReadRe,
@@ -423,8 +430,12 @@ impl Filesystem for FilesystemService {
             include_hidden: req.include_hidden,
             include_ignored: req.include_ignored,
         };
-        let spec = SearchSpec::glob(root, &req.pattern, req.paths_only, budgets)?;
+        let permit = self.limits.stream(&caller.principal)?;
+        let spec =
+            blocking(move || SearchSpec::glob(root, &req.pattern, req.paths_only, budgets)).await?;
         let events = start(
+            &self.limits,
+            Some(permit),
             self.backend.clone(),
             &caller.principal,
             Op::List,
@@ -455,6 +466,86 @@ fn respond<T: Send + 'static>(
         SearchEvent::Summary(s) => Ok(summary(convert::summary(s))),
         SearchEvent::Failed(err) => Err(Status::from(err)),
     }))
+}
+
+/// ReadBytes' response: a task fetches one chunk per blocking call and hands
+/// it over as the client takes them (at most PIECES_IN_FLIGHT waiting), so no
+/// thread waits on the client. A client that takes nothing for `idle` cuts
+/// the download: the reader and the permit are freed at once, and the
+/// stream ends with DEADLINE_EXCEEDED after what was already queued.
+fn chunk_stream(
+    path: String,
+    entry: Entry,
+    chunks: ChunkReader,
+    permit: StreamPermit,
+    idle: Duration,
+) -> ResponseStream<pb::ReadBytesResponse> {
+    let (tx, rx) = tokio::sync::mpsc::channel(PIECES_IN_FLIGHT);
+    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<Status>();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let mut info = Some(convert::file_info(&entry));
+        let mut reader = Some(chunks);
+        while let Some(mut chunks) = reader.take() {
+            let next = blocking(move || {
+                let piece = chunks.next();
+                Ok((chunks, piece))
+            })
+            .await;
+            let piece = match next {
+                Ok((rest, Some(piece))) => {
+                    if piece.is_ok() {
+                        reader = Some(rest);
+                    }
+                    piece
+                }
+                Ok((_, None)) => return,
+                Err(err) => Err(err),
+            };
+            let msg = piece
+                .map_err(Status::from)
+                .map(|data| pb::ReadBytesResponse {
+                    data,
+                    info: info.take(),
+                });
+            match tokio::time::timeout(idle, tx.send(msg)).await {
+                // Sent (after an error `reader` is None: that was the last),
+                // or the client went away (`reader` is dropped with the task).
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    let cut = Error::Timeout(format!(
+                        "{path}: the client took no data for {} s (the server's \
+                         stream_idle_timeout_seconds); the download was cut",
+                        idle.as_secs()
+                    ));
+                    let _unread = cut_tx.send(cut.into());
+                    return;
+                }
+            }
+        }
+    });
+    let cut = futures_util::stream::once(cut_rx).filter_map(|cut| cut.ok().map(Err));
+    Box::pin(ReceiverStream::new(rx).chain(cut))
+}
+
+/// The next message of a client stream, waiting at most `idle`; a stalled
+/// stream is DEADLINE_EXCEEDED, an oversized message RESOURCE_EXHAUSTED.
+async fn next_message<T>(stream: &mut Streaming<T>, idle: Duration) -> Result<Option<T>> {
+    match tokio::time::timeout(idle, stream.message()).await {
+        Ok(Ok(message)) => Ok(message),
+        Ok(Err(status)) => Err(too_large(&status).unwrap_or_else(|| {
+            Error::InvalidArgument(format!(
+                "the WriteBytes stream failed: {}",
+                status.message()
+            ))
+        })),
+        Err(_) => Err(Error::Timeout(format!(
+            "no WriteBytes message for {} s (the server's stream_idle_timeout_seconds); the \
+             upload was aborted and nothing was written",
+            idle.as_secs()
+        ))),
+    }
 }
 
 /// Refuses content over the file size limit (RESOURCE_EXHAUSTED).

@@ -1,18 +1,25 @@
 //! The gRPC server: services, interceptor, health, reflection, shutdown.
 //!
 //! [`serve`] takes a bound listener and a shutdown future (as mini-redis does),
-//! so `main` stays thin and tests can start a server on port 0.
+//! so `main` stays thin and tests can start a server on port 0. The
+//! `[limits]` of the configuration bound streams per connection (HTTP/2),
+//! streams per principal and searches ([`Limits`]); oversized requests answer
+//! RESOURCE_EXHAUSTED ([`TooLargeStatus`]).
 
 mod access;
 mod caller;
 mod convert;
 mod filesystem;
+mod limits;
+mod message_limit;
 mod search_stream;
 mod tools;
 
 pub use access::AccessService;
 pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, check_scope_name, identify};
 pub use filesystem::FilesystemService;
+pub use limits::{Limits, SearchPermit, StreamPermit};
+pub use message_limit::{TooLargeStatus, too_large};
 pub use search_stream::{blocking, start as start_search};
 pub use tools::ToolsService;
 
@@ -39,6 +46,8 @@ pub struct App {
     pub max_file_bytes: u64,
     /// The Tools service's root and output budget.
     pub tools: crate::config::ToolsConfig,
+    /// Stream, search and idle bounds.
+    pub limits: crate::config::LimitsConfig,
 }
 
 /// Accepted connections with Nagle's algorithm off: a response larger than
@@ -84,9 +93,11 @@ pub async fn serve(
     let max_message = (app.max_file_bytes as usize)
         .saturating_mul(2)
         .saturating_add(MESSAGE_OVERHEAD_BYTES);
+    let limits = Limits::new(app.limits);
     let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
         app.backend.clone(),
         app.max_file_bytes,
+        limits.clone(),
     ))
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
@@ -97,6 +108,7 @@ pub async fn serve(
         app.backend.clone(),
         app.tools.clone(),
         app.max_file_bytes,
+        limits.clone(),
     )))
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);
@@ -115,12 +127,19 @@ pub async fn serve(
     let intercept = caller::interceptor(app.auth.clone());
     tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
     tonic::transport::Server::builder()
+        .max_concurrent_streams(limits.config().max_streams_per_connection)
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(InterceptedService::new(filesystem, intercept.clone()))
-        .add_service(InterceptedService::new(access, intercept.clone()))
-        .add_service(InterceptedService::new(tools, intercept))
+        .add_service(TooLargeStatus(InterceptedService::new(
+            filesystem,
+            intercept.clone(),
+        )))
+        .add_service(TooLargeStatus(InterceptedService::new(
+            access,
+            intercept.clone(),
+        )))
+        .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)))
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
 }

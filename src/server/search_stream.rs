@@ -1,5 +1,11 @@
 //! Runs a search on a blocking thread and exposes its events as a stream.
+//!
+//! A search is admitted under the server's [`Limits`]: it takes one of the
+//! `max_concurrent_searches` slots before its thread starts and holds it
+//! (with the caller's stream permit, if any) until the thread ends, which the
+//! idle timeout bounds even when the client stops reading.
 
+use super::limits::{Limits, StreamPermit};
 use crate::access::{Op, Principal};
 use crate::backend::{Backend, Scope};
 use crate::error::{Error, Result};
@@ -9,8 +15,13 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Starts `spec` over every part of its root the principal may use `op` on,
-/// in path order, under one budget. Fails at once when nothing is visible.
+/// in path order, under one budget. Fails at once when nothing is visible
+/// or the server runs its maximum of searches. `stream` is the caller's
+/// stream permit (None when the server itself consumes the results, as the
+/// Tools do), held until the search ends.
 pub fn start(
+    limits: &Limits,
+    stream: Option<StreamPermit>,
     backend: Arc<dyn Backend>,
     principal: &Principal,
     op: Op,
@@ -21,12 +32,15 @@ pub fn start(
     if tops.is_empty() {
         principal.check(&spec.root, op)?;
     }
+    let slot = limits.search()?;
+    let idle_timeout = limits.idle_timeout();
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
     // When only parts of the root are granted, a granted prefix that does
     // not exist is simply empty: the root the caller named does exist.
     let partial = tops.first() != Some(&spec.root);
     tokio::task::spawn_blocking(move || {
-        let run = SearchRun::new(spec, tx);
+        let _held = (slot, stream);
+        let run = SearchRun::new(spec, tx, idle_timeout);
         let mut outcome = Ok(());
         for top in tops {
             if run.should_stop() {

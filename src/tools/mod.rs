@@ -65,7 +65,7 @@ use crate::error::Error;
 use crate::path::VfsPath;
 use crate::pb;
 use crate::search::{Hit, SearchEvent, SearchSpec, Summary};
-use crate::server::{Caller, start_search};
+use crate::server::{Caller, Limits, start_search};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
@@ -163,6 +163,7 @@ pub struct Tools {
     backend: Arc<dyn Backend>,
     config: ToolsConfig,
     max_file_bytes: u64,
+    limits: Limits,
 }
 
 /// One tool invocation: who calls, where the root is, what was resolved.
@@ -177,6 +178,8 @@ pub struct Call {
     pub max_file_bytes: u64,
     /// The envelope's context, filled as the call proceeds.
     pub context: Object,
+    /// The server's bounds (searches are admitted under them).
+    pub limits: Limits,
     started: Instant,
 }
 
@@ -252,6 +255,8 @@ impl Call {
     /// `max_results` bounds the memory this takes.
     pub async fn search(&self, spec: SearchSpec, op: Op) -> Result<(Vec<Hit>, Summary), Error> {
         let mut events = start_search(
+            &self.limits,
+            None,
             self.backend.clone(),
             &self.caller.principal,
             op,
@@ -271,12 +276,19 @@ impl Call {
 }
 
 impl Tools {
-    /// The tools over `backend` with `config`'s root and budget.
-    pub fn new(backend: Arc<dyn Backend>, config: ToolsConfig, max_file_bytes: u64) -> Tools {
+    /// The tools over `backend` with `config`'s root and budget, their
+    /// searches admitted under `limits`.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        config: ToolsConfig,
+        max_file_bytes: u64,
+        limits: Limits,
+    ) -> Tools {
         Tools {
             backend,
             config,
             max_file_bytes,
+            limits,
         }
     }
 
@@ -338,6 +350,7 @@ impl Tools {
             root: self.config.root.clone(),
             max_file_bytes: self.max_file_bytes,
             context,
+            limits: self.limits.clone(),
             started: Instant::now(),
         };
         let tool = ToolName::parse(name);

@@ -470,11 +470,77 @@ async fn time_budget_stops_a_long_search() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
+/// A memory figure of a process in KiB: `VmRSS` (now) or `VmHWM` (peak).
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| {
+            l.strip_prefix(field)
+                .is_some_and(|rest| rest.starts_with(':'))
+        })
+        .unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
 /// VmRSS of a process in KiB.
 fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    memory_kib(pid, "VmRSS")
+}
+
+/// `max_results` bounds the memory of one file's search, not only what is
+/// sent: one match asked of an 8 MiB file whose 4 million lines all match
+/// (it took 500 MB when every line was collected before the cut).
+#[tokio::test]
+async fn max_results_stops_inside_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a.txt", "a\n".repeat(4 << 20));
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let before = memory_kib(server.pid(), "VmHWM");
+    let (matches, summary) = grep_all(
+        &mut fs,
+        pb::GrepRequest {
+            max_results: 1,
+            ..grep("a")
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!((matches.len(), summary.matched), (1, 1));
+    assert_eq!(summary.aborted_reason(), AbortedReason::Limit);
+    let grown_kib = memory_kib(server.pid(), "VmHWM").saturating_sub(before);
+    assert!(
+        grown_kib < 64 * 1024,
+        "the server's peak grew by {grown_kib} KiB for one match"
+    );
+}
+
+/// One file's results are bounded however many lines match: past
+/// MAX_FILE_HITS_BYTES the rest of the file is left out and named in the
+/// summary's problems, and the results already found are still sent.
+#[tokio::test]
+async fn one_files_results_are_capped_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "a.txt", "a\n".repeat(4 << 20));
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (matches, summary) = grep_all(&mut fs, grep("a")).await.unwrap();
+    assert!(
+        !matches.is_empty() && matches.len() < 1 << 20,
+        "{} matches",
+        matches.len()
+    );
+    assert_eq!(summary.problems.len(), 1, "{:?}", summary.problems);
+    let problem = &summary.problems[0];
+    assert_eq!(
+        (problem.path.as_str(), problem.code.as_str()),
+        ("/workspace/a.txt", "INVALID_PARAM")
+    );
+    assert!(
+        problem.message.contains("max_count_per_file"),
+        "{problem:?}"
+    );
 }
 
 /// A client that stops reading holds the search back: server memory stays

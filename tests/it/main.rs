@@ -16,13 +16,16 @@
 //! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
 //!   size limits, order, budgets, back-pressure);
 //! - `tools`: the LLM tools' envelopes, golden texts and an agent loop;
-//! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency.
+//! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency;
+//! - `limits`: streams per principal, searches server-wide, idle timeouts and
+//!   oversized messages against stalled and hostile clients.
 
 mod access;
 mod cli;
 mod conformance;
 mod files;
 mod fs_search;
+mod limits;
 mod links;
 mod mounts;
 mod sandbox;

@@ -2,7 +2,9 @@
 //! cancellation (State tier).
 
 use crate::util::{Server, assert_error, glob_all, glob_entries, grep_all, write};
+use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::pb::{self, AbortedReason};
+use agentvfs::search::{MAX_LINE_BYTES, REGEX_SIZE_LIMIT};
 use std::time::Duration;
 use tonic::Code;
 
@@ -340,4 +342,107 @@ async fn cancelled_stream_stops_the_search() {
         "search did not stop: {}",
         server.logs.lock().unwrap()
     );
+}
+
+/// A file with 200,000 matching lines goes out in messages of bounded size,
+/// all accepted by a client with gRPC's default 4 MiB limit (it was one
+/// message of about 7 MB).
+#[tokio::test]
+async fn one_files_matches_span_bounded_messages() {
+    use prost::Message;
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let body: String = (0..200_000).map(|i| format!("{i}\n")).collect();
+    write(&mut fs, "/many/matches.txt", &body).await;
+    let mut default_client = FilesystemClient::new(server.channel().await);
+    let mut stream = default_client
+        .grep(grep(r"\d", "/many"))
+        .await
+        .unwrap()
+        .into_inner();
+    let (mut matches, mut largest, mut summary) = (0, 0, None);
+    while let Some(msg) = stream.message().await.unwrap() {
+        largest = largest.max(msg.encoded_len());
+        match msg.result.unwrap() {
+            pb::grep_response::Result::Batch(b) => {
+                assert!(b.matches.iter().all(|m| m.path == "/many/matches.txt"));
+                matches += b.matches.len();
+            }
+            pb::grep_response::Result::Summary(s) => summary = Some(s),
+        }
+    }
+    assert_eq!(matches, 200_000);
+    assert!(largest < 1 << 20, "a message of {largest} bytes");
+    let summary = summary.expect("summary");
+    assert_eq!((summary.matched, summary.matched_files), (200_000, 1));
+    assert!(summary.problems.is_empty(), "{:?}", summary.problems);
+}
+
+/// One matching 8 MiB line is cut at MAX_LINE_BYTES with a marker naming its
+/// length, instead of making an 8 MiB message.
+#[tokio::test]
+async fn a_long_matching_line_is_cut() {
+    use prost::Message;
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let line = format!("needle{}", "x".repeat(8 << 20));
+    write(&mut fs, "/long.txt", &format!("{line}\nneedle\n")).await;
+    let mut stream = fs.grep(grep("needle", "/")).await.unwrap().into_inner();
+    let mut matches = Vec::new();
+    while let Some(msg) = stream.message().await.unwrap() {
+        assert!(msg.encoded_len() < 1 << 20, "{} bytes", msg.encoded_len());
+        if let Some(pb::grep_response::Result::Batch(b)) = msg.result {
+            matches.extend(b.matches);
+        }
+    }
+    assert_eq!(matches.len(), 2);
+    let cut = &matches[0];
+    assert_eq!(cut.r#match, "needle");
+    assert_eq!(
+        cut.line.len(),
+        MAX_LINE_BYTES + "… [line truncated: 8388614 bytes]".len()
+    );
+    assert!(cut.line.starts_with("needlexxx"));
+    assert!(
+        cut.line.ends_with("… [line truncated: 8388614 bytes]"),
+        "{}",
+        &cut.line[MAX_LINE_BYTES - 8..]
+    );
+    assert_eq!(matches[1].line, "needle");
+}
+
+/// A regex whose compiled form is huge (`\p{L}{5000}`) is refused by the size
+/// limit as INVALID_ARGUMENT, for Grep and ReadRe, while other calls answer.
+#[tokio::test]
+async fn huge_regex_is_refused_by_the_size_limit() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/r.txt", "text\n").await;
+    let pattern = r"\p{L}{5000}";
+    let greps: Vec<_> = (0..4)
+        .map(|_| {
+            let mut fs = fs.clone();
+            tokio::spawn(async move { grep_all(&mut fs, grep(pattern, "/")).await })
+        })
+        .collect();
+    let stat = fs.stat(pb::StatRequest {
+        path: "/r.txt".into(),
+    });
+    assert!(stat.await.is_ok());
+    for grep in greps {
+        let err = grep.await.unwrap().unwrap_err();
+        assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+        // Refused by our limit, not after seconds by grep-regex's 100 MiB.
+        let limit = format!("size limit of {REGEX_SIZE_LIMIT}");
+        assert!(err.message().ends_with(&limit), "{err:?}");
+    }
+    let err = fs
+        .read_re(pb::ReadReRequest {
+            path: "/r.txt".into(),
+            pattern: pattern.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
 }
