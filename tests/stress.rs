@@ -20,9 +20,10 @@
 //! Every request has a client-side deadline ([`DEADLINE`]), so a hung server
 //! shows as faults, never as a hung test. Faults are answers UNAVAILABLE,
 //! UNKNOWN or CANCELLED (transport failures) and client-side timeouts;
-//! INTERNAL answers are counted apart. When the server dies or crosses the
-//! memory bound, the report names the requests in flight at that moment and
-//! those started just before.
+//! INTERNAL answers are counted apart; the first of either is printed for
+//! each kind. When the server dies or crosses the memory bound, the report
+//! names the requests in flight at that moment, those started just before
+//! and those whose client gave up while the server may still run them.
 
 use agentvfs::pb;
 use agentvfs::pb::access_client::AccessClient;
@@ -455,8 +456,8 @@ struct Shared {
     /// The last client-side timeouts: (time, kind). The server may still be
     /// working on them, so they belong in a failure's attribution.
     timeouts: Mutex<VecDeque<(Instant, &'static str)>>,
-    /// The first INTERNAL answers: `kind: message`.
-    internals: Mutex<Vec<String>>,
+    /// The first fault or INTERNAL answer of each kind.
+    first_faults: Mutex<BTreeMap<&'static str, String>>,
     /// Responses that showed bytes from outside the sandbox.
     escapes: Mutex<Vec<String>>,
     /// Memory crossings and the server's death, with their attribution.
@@ -602,16 +603,20 @@ impl Worker {
         s.max_ms = s.max_ms.max(started.elapsed().as_millis());
         match result {
             Ok(Ok(v)) => Outcome::Ok(v),
-            Ok(Err(status)) if is_fault(status.code()) => {
-                s.faults += 1;
-                Outcome::Fault
-            }
-            Ok(Err(status)) if status.code() == Code::Internal => {
-                s.internal += 1;
-                let mut internals = self.shared.internals.lock().unwrap();
-                if internals.len() < 10 {
-                    internals.push(format!("{kind}: {}", status.message()));
+            Ok(Err(status)) if is_fault(status.code()) || status.code() == Code::Internal => {
+                if status.code() == Code::Internal {
+                    s.internal += 1;
+                } else {
+                    s.faults += 1;
                 }
+                let mut message = status.message().to_owned();
+                message.truncate(160);
+                self.shared
+                    .first_faults
+                    .lock()
+                    .unwrap()
+                    .entry(kind)
+                    .or_insert_with(|| format!("{:?}: {message}", status.code()));
                 Outcome::Fault
             }
             Ok(Err(status)) => Outcome::Refused(status),
@@ -1751,7 +1756,7 @@ async fn run(settings: Settings) -> Vec<String> {
         in_flight: Mutex::new(vec![None; settings.workers]),
         recent: Mutex::new(VecDeque::new()),
         timeouts: Mutex::new(VecDeque::new()),
-        internals: Mutex::new(Vec::new()),
+        first_faults: Mutex::new(BTreeMap::new()),
         escapes: Mutex::new(Vec::new()),
         events: Mutex::new(Vec::new()),
     });
@@ -1821,8 +1826,8 @@ async fn run(settings: Settings) -> Vec<String> {
     for e in shared.events.lock().unwrap().iter() {
         println!("stress: event {e}");
     }
-    for e in shared.internals.lock().unwrap().iter() {
-        println!("stress: INTERNAL answer {e}");
+    for (kind, e) in shared.first_faults.lock().unwrap().iter() {
+        println!("stress: first fault or INTERNAL answer of {kind}: {e}");
     }
     for e in &examples {
         println!("stress: lost write {e}");
