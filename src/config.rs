@@ -26,6 +26,8 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
 pub const DEFAULT_STATE_MAX_TOTAL_BYTES: u64 = 1 << 30;
 /// Default idle time before a State session is dropped: one hour.
 pub const DEFAULT_STATE_IDLE_TTL_SECONDS: u64 = 3600;
+/// Default most State sessions at once (of all namespaces together).
+pub const DEFAULT_STATE_MAX_SESSIONS: usize = 10_000;
 /// Default logical directory where tool results over the output budget are
 /// saved in full (one file per tool call id).
 pub const DEFAULT_LARGE_RESULT_PREFIX: &str = "/large_tool_results";
@@ -159,6 +161,7 @@ struct RawConfig {
 struct RawState {
     max_total_bytes: Option<u64>,
     idle_ttl_seconds: Option<u64>,
+    max_sessions: Option<Spanned<usize>>,
 }
 
 #[derive(Deserialize)]
@@ -248,6 +251,16 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 .and_then(|s| s.idle_ttl_seconds)
                 .unwrap_or(DEFAULT_STATE_IDLE_TTL_SECONDS),
         ),
+        max_sessions: match raw.state.as_ref().and_then(|s| s.max_sessions.as_ref()) {
+            None => DEFAULT_STATE_MAX_SESSIONS,
+            Some(m) if *m.get_ref() == 0 => {
+                return Err(at(
+                    m.span().start,
+                    "state max_sessions must be at least 1".into(),
+                ));
+            }
+            Some(m) => *m.get_ref(),
+        },
     };
     let tools = {
         let t = raw.tools.as_ref();
@@ -710,6 +723,22 @@ mod tests {
         assert_eq!(
             parse("x.toml", &src).unwrap_err().to_string(),
             "x.toml:2: limits max_concurrent_searches must be between 1 and 64"
+        );
+    }
+
+    #[test]
+    fn state_max_sessions_has_a_default_and_a_floor() {
+        assert_eq!(
+            embedded_default().state.max_sessions,
+            DEFAULT_STATE_MAX_SESSIONS
+        );
+        let src = |n: u32| {
+            format!("[state]\nmax_sessions = {n}\n[[mount]]\nprefix=\"/\"\ntier=\"state\"\n")
+        };
+        assert_eq!(parse("x.toml", &src(3)).unwrap().state.max_sessions, 3);
+        assert_eq!(
+            parse("x.toml", &src(0)).unwrap_err().to_string(),
+            "x.toml:2: state max_sessions must be at least 1"
         );
     }
 

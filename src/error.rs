@@ -4,13 +4,43 @@
 //! only through `From<Error> for Status` below, and the Tools layer turns it into
 //! an envelope error through [`Error::code`]. Both therefore agree on the code a
 //! client sees. Payloads carry logical paths only, never host paths.
+//!
+//! Errors never echo unbounded input: caller input quoted in a message goes
+//! through [`echo`], and the mapping to a status caps the whole message and
+//! every `ErrorInfo.metadata` value. A status travels in HTTP/2 trailers, and
+//! grpc-core clients refuse trailers over 8 KiB with RESOURCE_EXHAUSTED
+//! instead of showing the error, so a 16 KiB path must not reach them whole.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
 /// `google.rpc.ErrorInfo.domain` of every error this server returns.
 pub const ERROR_DOMAIN: &str = "agentvfs";
+
+/// Most characters of caller input (a path, an `old_string`, a name) an
+/// error quotes; the rest is replaced by `… (N bytes)`.
+pub const MAX_ECHO_CHARS: usize = 256;
+
+/// Most characters of a status message (messages quote input through
+/// [`echo`], so only composed messages come near it).
+pub const MAX_STATUS_MESSAGE_CHARS: usize = 1024;
+
+/// `input` as an error may quote it: whole when it has at most
+/// [`MAX_ECHO_CHARS`] characters, else its first [`MAX_ECHO_CHARS`]
+/// characters followed by `… (N bytes)`, N being the whole input's length.
+pub fn echo(input: &str) -> Cow<'_, str> {
+    clip(input, MAX_ECHO_CHARS)
+}
+
+/// `text` cut after `max_chars` characters, with `… (N bytes)` appended.
+fn clip(text: &str, max_chars: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max_chars) {
+        None => Cow::Borrowed(text),
+        Some((cut, _)) => Cow::Owned(format!("{}… ({} bytes)", &text[..cut], text.len())),
+    }
+}
 
 /// Shorthand used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -84,10 +114,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// Builds an [`Error::InvalidPath`].
+    /// Builds an [`Error::InvalidPath`], quoting the path through [`echo`]
+    /// (an invalid path may be as long as a message).
     pub fn invalid_path(path: &str, reason: impl Into<String>) -> Self {
         Error::InvalidPath {
-            path: path.to_owned(),
+            path: echo(path).into_owned(),
             reason: reason.into(),
         }
     }
@@ -212,8 +243,18 @@ impl From<Error> for Status {
         if code == Code::Internal {
             tracing::error!(cause = %err, "internal error");
         }
-        let details = ErrorDetails::with_error_info(err.code(), ERROR_DOMAIN, err.metadata());
-        Status::with_error_details(code, err.to_string(), details)
+        let metadata = err
+            .metadata()
+            .into_iter()
+            .map(|(k, v)| {
+                let v = echo(&v).into_owned();
+                (k, v)
+            })
+            .collect::<HashMap<_, _>>();
+        let details = ErrorDetails::with_error_info(err.code(), ERROR_DOMAIN, metadata);
+        let message = err.to_string();
+        let message = clip(&message, MAX_STATUS_MESSAGE_CHARS);
+        Status::with_error_details(code, message, details)
     }
 }
 
@@ -233,6 +274,35 @@ mod tests {
         let info = status.get_details_error_info().expect("ErrorInfo attached");
         assert_eq!(info.reason, "CONFLICT");
         assert_eq!(info.metadata["actual_version"], "2");
+    }
+
+    #[test]
+    fn echo_caps_input_and_names_its_length() {
+        assert_eq!(echo("short"), "short");
+        let long = "é".repeat(300);
+        let shown = echo(&long);
+        assert!(shown.starts_with(&"é".repeat(MAX_ECHO_CHARS)), "{shown}");
+        assert!(shown.ends_with("é… (600 bytes)"), "{shown}");
+    }
+
+    #[test]
+    fn statuses_never_carry_unbounded_input() {
+        let path = format!("/{}", "a".repeat(16 << 10));
+        let status: Status = Error::NotFound(path.clone()).into();
+        assert!(status.message().len() < 2048, "{}", status.message().len());
+        assert!(
+            status
+                .message()
+                .ends_with(&format!("({} bytes)", path.len() + 11))
+        );
+        let info = status.get_details_error_info().unwrap();
+        assert!(info.metadata["path"].len() < 1024);
+        let err = Error::invalid_path(&path, "path is longer than 4096 bytes");
+        assert!(err.to_string().len() < 1024, "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("… (16385 bytes)\": path is longer than 4096 bytes")
+        );
     }
 
     #[test]

@@ -194,27 +194,54 @@ pub fn format_lines_numbered<'a>(
 
 /// Pushes one logical line as one or more rows (see [`format_lines_numbered`]).
 fn push_numbered_line(out: &mut String, line_num: u64, line: &str) {
-    // A line of at most MAX_LINE_LENGTH bytes has at most that many chars.
-    if line.len() <= MAX_LINE_LENGTH {
-        push_row(out, line_num, line);
-        return;
-    }
-    let mut rest = line;
-    let mut chunk_idx: u64 = 0;
-    while !rest.is_empty() {
-        let end = rest
-            .char_indices()
-            .nth(MAX_LINE_LENGTH)
-            .map_or(rest.len(), |(i, _)| i);
-        let (chunk, tail) = rest.split_at(end);
+    for (chunk_idx, chunk) in rows(line) {
         if chunk_idx == 0 {
             push_row(out, line_num, chunk);
         } else {
             push_row(out, format!("{line_num}.{chunk_idx}"), chunk);
         }
+    }
+}
+
+/// The rows one logical line is shown as: its continuation index (0 for the
+/// first row) and text, cut every [`MAX_LINE_LENGTH`] characters.
+fn rows(line: &str) -> impl Iterator<Item = (u64, &str)> {
+    let mut rest = line;
+    let mut chunk_idx: u64 = 0;
+    std::iter::from_fn(move || {
+        if chunk_idx > 0 && rest.is_empty() {
+            return None;
+        }
+        // A line of at most MAX_LINE_LENGTH bytes has at most that many chars.
+        let end = if rest.len() <= MAX_LINE_LENGTH {
+            rest.len()
+        } else {
+            rest.char_indices()
+                .nth(MAX_LINE_LENGTH)
+                .map_or(rest.len(), |(i, _)| i)
+        };
+        let (chunk, tail) = rest.split_at(end);
         rest = tail;
         chunk_idx += 1;
-    }
+        Some((chunk_idx - 1, chunk))
+    })
+}
+
+/// Bytes [`format_lines_numbered`] spends on one line numbered `line_num`
+/// (all its rows, without the `\n` that precedes it after another line), so
+/// a caller can bound an answer before building it.
+pub fn numbered_line_len(line_num: u64, line: &str) -> usize {
+    let digits = |n: u64| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+    rows(line)
+        .map(|(chunk_idx, chunk)| {
+            let label = match chunk_idx {
+                0 => digits(line_num),
+                i => digits(line_num) + 1 + digits(i),
+            };
+            // Row separator, label padded to the column, tab, text.
+            usize::from(chunk_idx > 0) + label.max(LINE_NUMBER_WIDTH) + 1 + chunk.len()
+        })
+        .sum()
 }
 
 /// Pushes one `{label:>6}\t{text}` row, preceded by `\n` unless it is the first.
@@ -242,6 +269,13 @@ pub fn format_content_with_line_numbers(content: &str, start_line: u64) -> Strin
 /// `"a\nb\n"` and `"a\nb"` give `["a", "b"]`, `""` gives `[]`, `"\n"` gives `[""]`.
 pub fn split_lines(content: &str) -> Vec<&str> {
     content.lines().collect()
+}
+
+/// The number of lines [`split_lines`] finds in `content`, counted without
+/// collecting them (a file of short lines has millions).
+pub fn count_lines(content: &[u8]) -> usize {
+    let breaks = memchr::memchr_iter(b'\n', content).count();
+    breaks + usize::from(!content.is_empty() && !content.ends_with(b"\n"))
 }
 
 /// Returns [`EMPTY_CONTENT_WARNING`] when `content` is empty or only
@@ -563,6 +597,35 @@ mod tests {
             format_content_with_line_numbers("one\r\ntwo\r\n", 1),
             "     1\tone\n     2\ttwo"
         );
+    }
+
+    #[test]
+    fn numbered_line_len_is_the_formatted_length() {
+        let long = "é".repeat(MAX_LINE_LENGTH * 2 + 3);
+        for (n, line) in [
+            (1, ""),
+            (7, "abc"),
+            (1_234_567, "x"),
+            (42, long.as_str()),
+            (9_999_999, long.as_str()),
+        ] {
+            assert_eq!(
+                numbered_line_len(n, line),
+                format_lines_numbered([line], n).len(),
+                "line {n}"
+            );
+        }
+    }
+
+    #[test]
+    fn count_lines_agrees_with_split_lines() {
+        for text in ["", "\n", "a", "a\n", "a\nb", "a\r\n\r\nb\n", "a\rb"] {
+            assert_eq!(
+                count_lines(text.as_bytes()),
+                split_lines(text).len(),
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -309,7 +309,7 @@ proptest! {
     fn text_read_window_counts(body in text_body(), offset in 0u64..16, limit in 0u64..16, numbered: bool) {
         let lines: Vec<&str> = body.lines().collect();
         let total = lines.len() as u64;
-        let got = text::read_window("/f", &body, offset, limit, numbered);
+        let got = text::read_window("/f", body.as_bytes(), offset, limit, numbered, usize::MAX);
         if offset == 0 && body.trim().is_empty() {
             let w = got.unwrap();
             prop_assert_eq!(w.content.as_str(), format::EMPTY_CONTENT_WARNING);
@@ -355,7 +355,7 @@ proptest! {
     #[test]
     fn text_apply_edit_matches_reference(body in edit_text(), old in needle(), new in "[abéx]{0,3}", all: bool) {
         let e = EditSpec { old: &old, new: &new, replace_all: all };
-        let got = text::apply_edit(&body, &e);
+        let got = text::apply_edit(&body, &e, u64::MAX);
         match reference_ranges(&body, &e) {
             None => prop_assert!(got.is_err(), "{:?} on {:?} should fail: {:?}", e, body, got.map(|g| g.0)),
             Some(ranges) => {
@@ -379,7 +379,7 @@ proptest! {
             .iter()
             .map(|(old, new, all)| EditSpec { old, new, replace_all: *all })
             .collect();
-        let got = text::apply_edits(&body, &specs);
+        let got = text::apply_edits(&body, &specs, u64::MAX);
         let mut plan = Vec::new();
         let mut first_bad = None;
         for (i, e) in specs.iter().enumerate() {

@@ -369,6 +369,7 @@ mod tests {
             max_total_bytes: 1 << 20,
             max_file_bytes: 1 << 20,
             idle_ttl: Duration::from_secs(60),
+            max_sessions: 8,
         };
         let state = Arc::new(StateBackend::new(VfsPath::root(), limits));
         let scope = Scope::default();

@@ -8,8 +8,13 @@
 //! `Arc`s, so writers are never blocked by a slow search.
 //!
 //! Sessions idle longer than `idle_ttl` are dropped (checked lazily on access,
-//! at most once per [`SWEEP_INTERVAL`]). The bytes of all sessions together are
-//! bounded by `max_total_bytes`; a write beyond it is `TooLarge`
+//! at most once per [`SWEEP_INTERVAL`]). A session is created by its first
+//! write, never by a read, list, stat, search or delete (those see an empty
+//! session), and at most `max_sessions` exist at once. The memory of all
+//! sessions together is bounded by `max_total_bytes`, each file counting its
+//! content, its path (held three times: the path, its order key in the map
+//! and in the record) and [`FILE_OVERHEAD_BYTES`], so empty files with long
+//! paths fill the tier too. Beyond either bound a write is `TooLarge`
 //! (RESOURCE_EXHAUSTED).
 
 use super::{
@@ -27,6 +32,10 @@ use std::time::{Duration, Instant, SystemTime};
 /// How often idle sessions are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
+/// What one file costs beyond its content and path copies: the record, its
+/// `Arc`, and its share of the map's nodes (a generous round figure).
+pub const FILE_OVERHEAD_BYTES: u64 = 256;
+
 /// Bounds of the State tier.
 #[derive(Clone, Copy, Debug)]
 pub struct StateLimits {
@@ -36,6 +45,8 @@ pub struct StateLimits {
     pub max_file_bytes: u64,
     /// A session unused this long is dropped with its files.
     pub idle_ttl: Duration,
+    /// Sessions (of all namespaces) that may exist at once.
+    pub max_sessions: usize,
 }
 
 struct FileRecord {
@@ -50,6 +61,11 @@ struct FileRecord {
 }
 
 impl FileRecord {
+    /// What this file counts against `max_total_bytes`.
+    fn cost(&self) -> u64 {
+        cost(&self.path, self.data.len())
+    }
+
     fn entry(&self) -> Entry {
         Entry {
             path: self.path.clone(),
@@ -63,6 +79,12 @@ impl FileRecord {
 }
 
 type Files = BTreeMap<Vec<u8>, Arc<FileRecord>>;
+
+/// What a file of `len` bytes at `path` counts against `max_total_bytes`:
+/// the content, the three copies of its path and [`FILE_OVERHEAD_BYTES`].
+fn cost(path: &VfsPath, len: usize) -> u64 {
+    len as u64 + 3 * path.as_str().len() as u64 + FILE_OVERHEAD_BYTES
+}
 
 struct Session {
     files: Mutex<Files>,
@@ -105,25 +127,56 @@ impl StateBackend {
         }
     }
 
-    /// Bytes held by all sessions.
+    /// Bytes held by all sessions, as counted against `max_total_bytes`.
     pub fn total_bytes(&self) -> u64 {
         self.total_bytes.load(Ordering::Relaxed)
     }
 
-    fn session(&self, scope: &Scope) -> Arc<Session> {
+    /// The scope's session when it exists (a read never creates one).
+    fn existing(&self, scope: &Scope) -> Option<Arc<Session>> {
+        self.sweep_idle();
+        let session = lock(&self.sessions)
+            .get(&(scope.namespace.clone(), scope.session.clone()))
+            .cloned()?;
+        *lock(&session.last_used) = Instant::now();
+        Some(session)
+    }
+
+    /// Runs `f` on the scope's files, an empty map when it has no session.
+    fn with_files<R>(&self, scope: &Scope, f: impl FnOnce(&Files) -> R) -> R {
+        match self.existing(scope) {
+            Some(session) => f(&lock(&session.files)),
+            None => f(&Files::new()),
+        }
+    }
+
+    /// The scope's session for a write: created when missing, unless
+    /// `max_sessions` already exist.
+    fn session_for_write(&self, scope: &Scope) -> Result<Arc<Session>> {
         self.sweep_idle();
         let mut sessions = lock(&self.sessions);
-        let session = sessions
-            .entry((scope.namespace.clone(), scope.session.clone()))
-            .or_insert_with(|| {
-                Arc::new(Session {
-                    files: Mutex::new(BTreeMap::new()),
-                    last_used: Mutex::new(Instant::now()),
+        let key = (scope.namespace.clone(), scope.session.clone());
+        let session = match sessions.get(&key) {
+            Some(session) => session.clone(),
+            None if sessions.len() >= self.limits.max_sessions => {
+                return Err(Error::TooLarge(format!(
+                    "the State tier already holds {} sessions, its limit (max_sessions); write \
+                     in an existing session or wait for idle ones to expire",
+                    self.limits.max_sessions
+                )));
+            }
+            None => sessions
+                .entry(key)
+                .or_insert_with(|| {
+                    Arc::new(Session {
+                        files: Mutex::new(BTreeMap::new()),
+                        last_used: Mutex::new(Instant::now()),
+                    })
                 })
-            })
-            .clone();
+                .clone(),
+        };
         *lock(&session.last_used) = Instant::now();
-        session
+        Ok(session)
     }
 
     /// Drops sessions idle longer than `idle_ttl`, at most once per
@@ -140,10 +193,7 @@ impl StateBackend {
         lock(&self.sessions).retain(|(namespace, name), session| {
             let keep = lock(&session.last_used).elapsed() < ttl;
             if !keep {
-                let bytes: u64 = lock(&session.files)
-                    .values()
-                    .map(|f| f.data.len() as u64)
-                    .sum();
+                let bytes: u64 = lock(&session.files).values().map(|f| f.cost()).sum();
                 self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 tracing::info!(%namespace, session = %name, bytes, "dropped idle State session");
             }
@@ -155,14 +205,16 @@ impl StateBackend {
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
 
-    /// Reserves room for a file growing from `old` to `new` bytes.
-    fn reserve(&self, path: &VfsPath, old: u64, new: u64) -> Result<()> {
-        if new > self.limits.max_file_bytes {
+    /// Reserves room for the file at `path` to hold `len` bytes, replacing
+    /// `old` (what it costs now, 0 when new).
+    fn reserve(&self, path: &VfsPath, old: u64, len: usize) -> Result<()> {
+        if len as u64 > self.limits.max_file_bytes {
             return Err(Error::TooLarge(format!(
-                "{path} would be {new} bytes; the file size limit is {} bytes",
+                "{path} would be {len} bytes; the file size limit is {} bytes",
                 self.limits.max_file_bytes
             )));
         }
+        let new = cost(path, len);
         let max = self.limits.max_total_bytes;
         self.total_bytes
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
@@ -231,13 +283,19 @@ impl StateBackend {
         files.insert(record.key.clone(), Arc::new(record));
         outcome
     }
-}
 
-impl Backend for StateBackend {
-    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
-        let session = self.session(scope);
-        let files = lock(&session.files);
-        let this = self.lookup(&files, dir)?;
+    /// Why `path`, which names no file in `files`, cannot be read as one:
+    /// it is a directory (implied or the mount root), or it does not exist.
+    fn not_a_file(&self, files: &Files, path: &VfsPath) -> Error {
+        match self.lookup(files, path) {
+            Ok(_) => Error::IsDirectory(path.to_string()),
+            Err(e) => e,
+        }
+    }
+
+    /// One directory level of `files`.
+    fn list_in(&self, files: &Files, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let this = self.lookup(files, dir)?;
         if !this.is_directory() {
             return Err(Error::NotDirectory(dir.to_string()));
         }
@@ -262,23 +320,55 @@ impl Backend for StateBackend {
         Ok(out)
     }
 
+    /// Deletes a file or, when `recursive`, a directory tree of `files`.
+    fn delete_in(
+        &self,
+        files: &mut Files,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64> {
+        let key = path.order_key();
+        if let Some(file) = files.get(&key) {
+            Precondition {
+                create_only: false,
+                if_version,
+            }
+            .check(path, Some(file.version))?;
+            let bytes = file.cost();
+            files.remove(&key);
+            self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
+            return Ok(1);
+        }
+        self.lookup(files, path)?;
+        check_directory_delete(path, if_version, recursive)?;
+        let (start, end) = subtree_range(path);
+        let doomed: Vec<Vec<u8>> = files.range(start..end).map(|(k, _)| k.clone()).collect();
+        let mut bytes = 0;
+        for key in &doomed {
+            if let Some(file) = files.remove(key) {
+                bytes += file.cost();
+            }
+        }
+        self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        Ok(doomed.len() as u64)
+    }
+}
+
+impl Backend for StateBackend {
+    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        self.with_files(scope, |files| self.list_in(files, dir))
+    }
+
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
-        let session = self.session(scope);
-        let files = lock(&session.files);
-        self.lookup(&files, path)
+        self.with_files(scope, |files| self.lookup(files, path))
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        let session = self.session(scope);
-        let files = lock(&session.files);
-        match files.get(&path.order_key()) {
+        self.with_files(scope, |files| match files.get(&path.order_key()) {
             Some(file) => Ok((file.data.to_vec(), file.entry())),
-            None => {
-                // Exists (as an implied directory) or fails with NotFound.
-                self.lookup(&files, path)?;
-                Err(Error::IsDirectory(path.to_string()))
-            }
-        }
+            None => Err(self.not_a_file(files, path)),
+        })
     }
 
     fn write(
@@ -288,15 +378,15 @@ impl Backend for StateBackend {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
-        let session = self.session(scope);
+        let session = self.session_for_write(scope)?;
         let mut files = lock(&session.files);
         let existing = files.get(&path.order_key()).cloned();
         pre.check(path, existing.as_ref().map(|f| f.version))?;
         if existing.is_none() {
             self.check_writable(&files, path)?;
         }
-        let old = existing.as_ref().map_or(0, |f| f.data.len() as u64);
-        self.reserve(path, old, data.len() as u64)?;
+        let old = existing.as_ref().map_or(0, |f| f.cost());
+        self.reserve(path, old, data.len())?;
         Ok(self.store(&mut files, path, data, existing.map(|f| f.created)))
     }
 
@@ -307,11 +397,12 @@ impl Backend for StateBackend {
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
-        let session = self.session(scope);
+        let Some(session) = self.existing(scope) else {
+            return Err(self.not_a_file(&Files::new(), path));
+        };
         let mut files = lock(&session.files);
         let Some(existing) = files.get(&path.order_key()).cloned() else {
-            self.lookup(&files, path)?;
-            return Err(Error::IsDirectory(path.to_string()));
+            return Err(self.not_a_file(&files, path));
         };
         Precondition {
             create_only: false,
@@ -319,7 +410,7 @@ impl Backend for StateBackend {
         }
         .check(path, Some(existing.version))?;
         let data = f(&existing.data)?;
-        self.reserve(path, existing.data.len() as u64, data.len() as u64)?;
+        self.reserve(path, existing.cost(), data.len())?;
         Ok(self.store(&mut files, path, data, Some(existing.created)))
     }
 
@@ -330,48 +421,24 @@ impl Backend for StateBackend {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64> {
-        let session = self.session(scope);
-        let mut files = lock(&session.files);
-        let key = path.order_key();
-        if let Some(file) = files.get(&key) {
-            Precondition {
-                create_only: false,
-                if_version,
-            }
-            .check(path, Some(file.version))?;
-            let bytes = file.data.len() as u64;
-            files.remove(&key);
-            self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            return Ok(1);
+        match self.existing(scope) {
+            Some(session) => self.delete_in(&mut lock(&session.files), path, if_version, recursive),
+            None => self.delete_in(&mut Files::new(), path, if_version, recursive),
         }
-        self.lookup(&files, path)?;
-        check_directory_delete(path, if_version, recursive)?;
-        let (start, end) = subtree_range(path);
-        let doomed: Vec<Vec<u8>> = files.range(start..end).map(|(k, _)| k.clone()).collect();
-        let mut bytes = 0;
-        for key in &doomed {
-            if let Some(file) = files.remove(key) {
-                bytes += file.data.len() as u64;
-            }
-        }
-        self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        Ok(doomed.len() as u64)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
-        let session = self.session(scope);
         let root = &part.top;
-        let (root_entry, mut snapshot) = {
-            let files = lock(&session.files);
-            let root_entry = self.lookup(&files, root)?;
+        let (root_entry, mut snapshot) = self.with_files(scope, |files| {
+            let root_entry = self.lookup(files, root)?;
             let (start, end) = subtree_range(root);
             let mut snapshot: Vec<Arc<FileRecord>> =
                 files.range(start..end).map(|(_, f)| f.clone()).collect();
             if let Some(file) = files.get(&root.order_key()) {
                 snapshot.push(file.clone());
             }
-            (root_entry, Snapshot { files: snapshot })
-        };
+            Ok::<_, Error>((root_entry, Snapshot { files: snapshot }))
+        })?;
         if root_entry.is_directory() {
             sorted::walk(run, &mut snapshot, part)
         } else {

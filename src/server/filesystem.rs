@@ -90,6 +90,8 @@ impl FilesystemService {
         }
         let (backend, max) = (self.backend.clone(), self.max_file_bytes);
         blocking(move || {
+            // Only the new text is computed under the tier's lock; its size
+            // is checked before it is built.
             let specs: Vec<EditSpec<'_>> = edits
                 .iter()
                 .map(|e| EditSpec {
@@ -102,12 +104,11 @@ impl FilesystemService {
             let outcome = backend.update(&caller.scope, &path, if_version, &mut |data| {
                 let text = text::decode_strict(path.as_str(), data)?;
                 let (new, n) = if indexed {
-                    text::apply_edits(text, &specs)?
+                    text::apply_edits(text, &specs, max)?
                 } else {
-                    text::apply_edit(text, &specs[0])?
+                    text::apply_edit(text, &specs[0], max)?
                 };
                 made = n;
-                check_len(&path, new.len(), max)?;
                 Ok(new.into_bytes())
             })?;
             Ok((outcome.path.to_string(), made, outcome.version))
@@ -172,15 +173,17 @@ impl Filesystem for FilesystemService {
         let req = req.into_inner();
         let path = authorize(&caller, &req.path, Op::ReadFile)?;
         let backend = self.backend.clone();
+        // An answer the server could not send is refused before it is built.
+        let max_answer = super::max_answer_bytes(self.max_file_bytes);
         let out = blocking(move || {
             let (data, entry) = backend.read(&caller.scope, &path)?;
-            let decoded = text::decode(path.as_str(), &data)?;
             let window = text::read_window(
                 path.as_str(),
-                &decoded.text,
+                &data,
                 req.offset,
                 req.limit,
                 req.numbered,
+                max_answer,
             )?;
             Ok(pb::ReadResponse {
                 content: window.content,
@@ -188,7 +191,7 @@ impl Filesystem for FilesystemService {
                 version: entry.version,
                 path: path.to_string(),
                 lines_returned: window.lines_returned,
-                lossy: decoded.lossy,
+                lossy: window.lossy,
                 size: entry.size,
                 modified_time: Some(entry.modified.into()),
             })

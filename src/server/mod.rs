@@ -35,6 +35,15 @@ use tonic::service::interceptor::InterceptedService;
 /// Room for protobuf framing on top of the largest file a message may carry.
 const MESSAGE_OVERHEAD_BYTES: usize = 1 << 20;
 
+/// Most bytes of text one answer carries (a Read's content): twice the
+/// largest file, so a whole file fits numbered. Messages are this plus
+/// [`MESSAGE_OVERHEAD_BYTES`], so an answer within it can always be sent.
+pub fn max_answer_bytes(max_file_bytes: u64) -> usize {
+    usize::try_from(max_file_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(2)
+}
+
 /// Everything the services share.
 #[derive(Clone)]
 pub struct App {
@@ -88,11 +97,8 @@ pub async fn serve(
         .build_v1alpha()
         .expect("embedded descriptor sets are valid");
 
-    // A message may carry a whole file (Write, Read), numbered Read output
-    // roughly doubles it.
-    let max_message = (app.max_file_bytes as usize)
-        .saturating_mul(2)
-        .saturating_add(MESSAGE_OVERHEAD_BYTES);
+    // A message may carry a whole file (Write) or an answer (Read).
+    let max_message = max_answer_bytes(app.max_file_bytes).saturating_add(MESSAGE_OVERHEAD_BYTES);
     let limits = Limits::new(app.limits);
     let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
         app.backend.clone(),

@@ -37,7 +37,8 @@ impl<'a> Args<'a> {
     pub fn new(tool: &str, map: &'a Object, known: &[&str]) -> Result<Args<'a>, ToolError> {
         if let Some(unknown) = map.keys().find(|k| !known.contains(&k.as_str())) {
             return Err(ToolError::invalid(format!(
-                "Unknown parameter '{unknown}' for {tool}. Valid parameters: {}.",
+                "Unknown parameter '{}' for {tool}. Valid parameters: {}.",
+                crate::error::echo(unknown),
                 known.join(", ")
             )));
         }

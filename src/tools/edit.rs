@@ -3,9 +3,16 @@
 //! Flow (shared with MultiEdit through [`modify`]): resolve, check `read_file`
 //! and `write`, then one atomic `Backend::update` with `if_version =
 //! expected_version`, whose closure decodes the file (strict UTF-8: writing
-//! back a lossy decoding would corrupt it), applies the change with
-//! [`text::apply_edit`] and checks the size. A dry run reads instead and
-//! writes nothing. The answer carries a unified diff and the new version.
+//! back a lossy decoding would corrupt it) and applies the change with
+//! [`text::apply_edit`], which refuses a result over the file size limit
+//! before building it. A dry run reads instead and writes nothing. The answer
+//! carries a unified diff and the new version.
+//!
+//! The closure runs under the tier's lock on the file (the State session's
+//! lock), so it computes the new text and nothing else: it keeps the changed
+//! lines ([`diff::Change`]) or, when `old_string` is missing, a copy of the
+//! file, and the diff and the closest-match hint are built after the update
+//! returned. A concurrent Read never waits for them.
 //!
 //! Line endings: in a CRLF file an `old_string`/`new_string` written with
 //! `\n` is matched and written as `\r\n`, so CRLF files stay CRLF.
@@ -19,7 +26,7 @@
 use super::args::Args;
 use super::diff;
 use super::hint;
-use super::write::{change_error, check_size, expected_version, push_diff};
+use super::write::{change_error, expected_version, push_diff};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
@@ -71,30 +78,91 @@ pub fn adapt_endings<'a>(file: &str, old: &'a str, new: &'a str) -> (Cow<'a, str
     }
 }
 
-/// Checks that `old` occurs in `file` as the edit requires: at least once,
-/// and once only unless `replace_all`.
-pub fn check_matches(file: &str, old: &str, replace_all: bool) -> Result<(), ToolError> {
-    let at: Vec<usize> = file.match_indices(old).map(|(i, _)| i).collect();
-    match at.len() {
-        0 => Err(ToolError::invalid(hint::not_found(file, old))),
-        1 => Ok(()),
-        n if replace_all => {
-            debug_assert!(n > 1);
-            Ok(())
+/// Why a transformation changed nothing.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Told to the model as it is.
+    Tool(ToolError),
+    /// A domain error (the file size limit), worded like Write's by
+    /// [`change_error`].
+    Error(Error),
+    /// `old_string` (of MultiEdit's edit `index`) is not in the file: the
+    /// hint is built once the update released the file.
+    Missing {
+        /// The string looked for (line endings adapted to the file).
+        old: String,
+        /// Which edit of a MultiEdit; `None` for Edit.
+        index: Option<usize>,
+    },
+}
+
+impl Refusal {
+    /// The refusal of MultiEdit's edit `index` (`edits[i]: ` and
+    /// `data.failed_index`).
+    pub fn at(self, index: usize) -> Refusal {
+        match self {
+            Refusal::Tool(e) => Refusal::Tool(at_edit(index, e)),
+            Refusal::Missing { old, .. } => Refusal::Missing {
+                old,
+                index: Some(index),
+            },
+            error => error,
         }
+    }
+}
+
+/// MultiEdit's error for edit `index`: the message prefixed with
+/// `edits[index]: ` and `data.failed_index` set.
+pub fn at_edit(index: usize, e: ToolError) -> ToolError {
+    ToolError {
+        message: format!("edits[{index}]: {}", e.message),
+        ..e
+    }
+    .with_data("failed_index", index)
+}
+
+/// Most match positions named when `old_string` is not unique.
+const MAX_NAMED_MATCHES: usize = 10;
+
+/// Checks that `old` occurs in `file` as the edit requires: at least once,
+/// and once only unless `replace_all`. Counts without collecting (a
+/// `replace_all` may match millions of times).
+pub fn check_matches(file: &str, old: &str, replace_all: bool) -> Result<(), Refusal> {
+    let mut found = file.match_indices(old).map(|(i, _)| i);
+    let Some(first) = found.next() else {
+        return Err(Refusal::Missing {
+            old: old.to_owned(),
+            index: None,
+        });
+    };
+    if replace_all {
+        return Ok(());
+    }
+    let mut at = vec![first];
+    let mut n = 1;
+    for i in found {
+        if at.len() < MAX_NAMED_MATCHES {
+            at.push(i);
+        }
+        n += 1;
+    }
+    match n {
+        1 => Ok(()),
         n => {
-            let lines: Vec<String> = at
-                .iter()
-                .take(10)
-                .map(|&i| (file[..i].matches('\n').count() + 1).to_string())
-                .collect();
-            Err(ToolError::invalid(format!(
+            let mut lines = Vec::with_capacity(at.len());
+            let (mut line, mut from) = (1, 0);
+            for i in at {
+                line += memchr::memchr_iter(b'\n', &file.as_bytes()[from..i]).count();
+                from = i;
+                lines.push(line.to_string());
+            }
+            Err(Refusal::Tool(ToolError::invalid(format!(
                 "old_string matches {n} times in file. It must be unique. Include more \
                  surrounding context (2-5 lines) to make it unique, or set replace_all to \
                  replace every occurrence. Matches start at lines {}{}.",
                 lines.join(", "),
-                if n > 10 { ", ..." } else { "" }
-            )))
+                if n > MAX_NAMED_MATCHES { ", ..." } else { "" }
+            ))))
         }
     }
 }
@@ -115,7 +183,25 @@ pub fn check_strings(old: &str, new: &str) -> Result<(), ToolError> {
 }
 
 /// A transformation of a file's text: the new text and the replacements made.
-pub type Transform = dyn FnMut(&str) -> Result<(String, u64), ToolError> + Send;
+/// The file size limit is its argument: a result over it is refused before
+/// it is built.
+pub type Transform = dyn FnMut(&str, u64) -> Result<(String, u64), Refusal> + Send;
+
+/// The error a refusal gives the model; `file` is the text `old_string` was
+/// looked for in (only kept for [`Refusal::Missing`]).
+fn refusal_error(refusal: Refusal, file: &str, shown: &str) -> ToolError {
+    match refusal {
+        Refusal::Tool(e) => e,
+        Refusal::Error(e) => change_error(e, shown),
+        Refusal::Missing { old, index } => {
+            let e = ToolError::invalid(hint::not_found(file, &old));
+            match index {
+                Some(i) => at_edit(i, e),
+                None => e,
+            }
+        }
+    }
+}
 
 /// Applies `transform` to the file at `path_arg` atomically (or, for a dry
 /// run, only computes it) and renders the result as `verb` ("Edited").
@@ -143,24 +229,26 @@ pub async fn modify(
     );
     let shown_in = shown.clone();
     let result = blocking(move || {
-        // The transform's own error (with its hint) travels beside the
-        // domain error that aborts the update.
-        let mut failed: Option<ToolError> = None;
+        // Under the lock: the new text only. What the diff or the hint needs
+        // is kept for after the update.
+        let mut refused: Option<(Refusal, String)> = None;
         let mut change = None;
         let mut apply = |data: &[u8]| -> crate::Result<Vec<u8>> {
             let old = text::decode_strict(path.as_str(), data)?;
-            match transform(old) {
+            match transform(old, max) {
                 Ok((new, replacements)) => {
-                    check_size(&path, new.len(), max)?;
-                    let preview = diff::preview(&shown_in, old, &new);
-                    let bytes = new.into_bytes();
-                    change = Some((preview, replacements, bytes.len()));
-                    Ok(bytes)
+                    change = Some((diff::Change::new(old, &new), replacements, new.len()));
+                    Ok(new.into_bytes())
                 }
-                Err(e) => {
-                    let kind = Error::InvalidArgument(e.message.clone());
-                    failed = Some(e);
-                    Err(kind)
+                Err(refusal) => {
+                    // Aborts the update; the refusal is the answer.
+                    let abort = Error::InvalidArgument("the edit was refused".into());
+                    let file = match refusal {
+                        Refusal::Missing { .. } => old.to_owned(),
+                        _ => String::new(),
+                    };
+                    refused = Some((refusal, file));
+                    Err(abort)
                 }
             }
         };
@@ -178,20 +266,22 @@ pub async fn modify(
                 .update(&scope, &path, Some(expected), &mut apply)
                 .map(|o| o.version)
         };
-        Ok((outcome, failed, change))
+        // The file is released: build the hint or the diff now.
+        match (outcome, refused, change) {
+            (Err(_), Some((refusal, file)), _) => Ok(Err(refusal_error(refusal, &file, &shown_in))),
+            (Err(e), None, _) => Err(e),
+            (Ok(version), _, Some((change, replacements, bytes))) => Ok(Ok((
+                version,
+                change.preview(&shown_in),
+                replacements,
+                bytes,
+            ))),
+            (Ok(_), _, None) => Err(Error::Internal("edit finished without a change".into())),
+        }
     })
     .await
     .map_err(|e| change_error(e, &shown))?;
-    let version = match result {
-        (Ok(version), _, _) => version,
-        (Err(_), Some(failed), _) => return Err(failed),
-        (Err(e), None, _) => return Err(change_error(e, &shown)),
-    };
-    let Some((preview, replacements, bytes)) = result.2 else {
-        return Err(ToolError::from(Error::Internal(
-            "edit finished without a change".into(),
-        )));
-    };
+    let (version, preview, replacements, bytes) = result?;
     let verb = if dry_run {
         "[Dry Run] Would edit"
     } else {
@@ -236,7 +326,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         path_arg,
         dry_run,
         expected,
-        Box::new(move |file: &str| {
+        Box::new(move |file: &str, max: u64| {
             let (old, new) = adapt_endings(file, &old, &new);
             check_matches(file, &old, replace_all)?;
             let spec = EditSpec {
@@ -244,7 +334,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
                 new: &new,
                 replace_all,
             };
-            Ok(text::apply_edit(file, &spec)?)
+            text::apply_edit(file, &spec, max).map_err(Refusal::Error)
         }),
     )
     .await
@@ -264,7 +354,9 @@ mod tests {
 
     #[test]
     fn several_matches_name_their_lines() {
-        let err = check_matches("x\ny\nx\n", "x", false).unwrap_err();
+        let Err(Refusal::Tool(err)) = check_matches("x\ny\nx\n", "x", false) else {
+            panic!("two matches are refused");
+        };
         assert!(err.message.starts_with("old_string matches 2 times in file. It must be unique. Include more surrounding context (2-5 lines)"));
         assert!(
             err.message.ends_with("Matches start at lines 1, 3."),

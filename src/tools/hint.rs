@@ -4,25 +4,31 @@
 //! case, or the first differing characters).
 //!
 //! The closest region is the window of as many lines as `old_string` has with
-//! the highest character similarity (`similar`'s ratio). Scoring every window
-//! costs O(lines × window); files with more than [`MAX_SCORED_WINDOWS`]
-//! windows are first narrowed by a cheap score (lines equal after trimming),
-//! so a hint on a large file stays in the milliseconds; all scoring stops at
-//! [`HINT_BUDGET`] and region lines are cut to [`MAX_REGION_LINE_CHARS`], so
-//! the message stays small and fast whatever the file.
+//! the highest similarity (`similar`'s ratio: of characters, or of lines for
+//! an `old_string` over [`MAX_CHAR_SCORED_BYTES`]). When there are more than
+//! [`MAX_SCORED_WINDOWS`] windows, or the `old_string` is long, the windows
+//! are first ranked by a cheap score (how many of their lines, trimmed, are
+//! lines of `old_string`: one hash lookup per line and a sliding sum, so
+//! linear in the file) and only the best are scored. All scoring stops at
+//! [`HINT_BUDGET`], files over [`MAX_HINT_FILE_BYTES`] are not searched, and
+//! region lines are cut to [`MAX_REGION_LINE_CHARS`], so the message stays
+//! small and fast whatever the file. The Edit tools build it after the
+//! update released the file (`super::edit`), so no lock waits on it.
 
 use crate::format;
 use similar::{Algorithm, DiffOp, TextDiff};
+use std::cmp::Reverse;
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-/// Windows scored by character similarity; more are prefiltered.
+/// Windows scored by similarity; more are ranked by the cheap score first.
 pub const MAX_SCORED_WINDOWS: usize = 2000;
 /// Lines of the closest region shown.
 pub const MAX_REGION_LINES: usize = 30;
 /// Below this similarity no region is shown.
 pub const MIN_SIMILARITY: f32 = 0.5;
-/// Time for one character diff; past it `similar` gives a coarser answer.
+/// Time for one diff; past it `similar` gives a coarser answer.
 const DIFF_DEADLINE: Duration = Duration::from_millis(20);
 /// Time for scoring all windows: files of very long lines must not make an
 /// error message slow. Measured on a 10,000-line file: 8 ms for a one-line
@@ -30,41 +36,83 @@ const DIFF_DEADLINE: Duration = Duration::from_millis(20);
 pub const HINT_BUDGET: Duration = Duration::from_millis(250);
 /// Longest region line shown, in characters (minified files).
 pub const MAX_REGION_LINE_CHARS: usize = 500;
+/// Largest file searched for a closest region: the search holds every line
+/// of the file and a few numbers per line.
+pub const MAX_HINT_FILE_BYTES: usize = 2 << 20;
+/// Longest `old_string` compared character by character; a longer one is
+/// compared line by line (a character diff of two 40 KB texts is slow).
+pub const MAX_CHAR_SCORED_BYTES: usize = 2048;
 
 fn ratio(a: &str, b: &str) -> f32 {
-    TextDiff::configure()
+    let mut config = TextDiff::configure();
+    config
         .algorithm(Algorithm::Myers)
-        .deadline(Instant::now() + DIFF_DEADLINE)
-        .diff_chars(a, b)
-        .ratio()
+        .deadline(Instant::now() + DIFF_DEADLINE);
+    if b.len() > MAX_CHAR_SCORED_BYTES {
+        config.diff_lines(a, b).ratio()
+    } else {
+        config.diff_chars(a, b).ratio()
+    }
+}
+
+/// The windows of `width` lines worth scoring, best first by the cheap
+/// score (ties: earlier first), at most [`MAX_SCORED_WINDOWS`] of them.
+fn ranked_windows(lines: &[&str], old: &str, width: usize) -> Vec<usize> {
+    let wanted: HashSet<&str> = format::split_lines(old)
+        .into_iter()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let hits: Vec<u32> = lines
+        .iter()
+        .map(|l| u32::from(wanted.contains(l.trim())))
+        .collect();
+    let windows = lines.len() - width + 1;
+    let mut scores = Vec::with_capacity(windows);
+    let mut sum: u32 = hits[..width].iter().sum();
+    for i in 0..windows {
+        scores.push(sum);
+        if i + width < lines.len() {
+            sum = sum + hits[i + width] - hits[i];
+        }
+    }
+    let key = |i: &usize| (Reverse(scores[*i]), *i);
+    let mut candidates: Vec<usize> = (0..windows).collect();
+    if candidates.len() > MAX_SCORED_WINDOWS {
+        candidates.select_nth_unstable_by_key(MAX_SCORED_WINDOWS - 1, key);
+        candidates.truncate(MAX_SCORED_WINDOWS);
+    }
+    candidates.sort_unstable_by_key(key);
+    candidates
 }
 
 /// The message for an `old_string` that `text` does not contain.
 pub fn not_found(text: &str, old: &str) -> String {
     let mut out = String::from("old_string not found in file.");
+    if text.len() > MAX_HINT_FILE_BYTES {
+        // Writing into a String cannot fail.
+        let _ = write!(
+            out,
+            " The file is too large to look for similar text ({} bytes); Grep for a distinctive \
+             line of old_string to find where the text is, then Read it there.",
+            text.len()
+        );
+        return out;
+    }
     let lines = format::split_lines(text);
-    let want = format::split_lines(old).len().max(1);
+    let want = format::count_lines(old.as_bytes()).max(1);
     if lines.is_empty() {
         out.push_str(" The file is empty.");
         return out;
     }
     let width = want.min(lines.len());
     let windows = lines.len() - width + 1;
-    let mut candidates: Vec<usize> = (0..windows).collect();
-    if windows > MAX_SCORED_WINDOWS {
-        let wanted: Vec<&str> = format::split_lines(old).iter().map(|l| l.trim()).collect();
-        let cheap = |i: usize| {
-            lines[i..i + width]
-                .iter()
-                .filter(|l| {
-                    let t = l.trim();
-                    !t.is_empty() && wanted.contains(&t)
-                })
-                .count()
+    let candidates: Vec<usize> =
+        if windows > MAX_SCORED_WINDOWS || old.len() > MAX_CHAR_SCORED_BYTES {
+            ranked_windows(&lines, old, width)
+        } else {
+            (0..windows).collect()
         };
-        candidates.sort_by_key(|&i| std::cmp::Reverse(cheap(i)));
-        candidates.truncate(MAX_SCORED_WINDOWS);
-    }
     // Best window so far; the first wins ties. Scoring stops at the budget.
     let started = Instant::now();
     let mut best_window: Option<(usize, f32)> = None;
@@ -263,6 +311,35 @@ mod tests {
             started.elapsed()
         );
         assert!(msg.len() < 2000, "{} bytes", msg.len());
+    }
+
+    /// A long `old_string` missing from a long file: linear ranking, line
+    /// scoring, and the region it was copied from is found.
+    #[test]
+    fn long_old_strings_in_long_files_are_ranked_cheaply() {
+        let file: String = (0..20_000)
+            .map(|i| format!("    let value_{i} = compute({i});\n"))
+            .collect();
+        let old: String = (5_000..5_800)
+            .map(|i| format!("    let value_{i} = compute({i});\n"))
+            .collect::<String>()
+            .replace("compute(5400)", "compute(5401)");
+        let started = Instant::now();
+        let msg = not_found(&file, &old);
+        assert!(
+            started.elapsed() < HINT_BUDGET * 8,
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(msg.contains("Closest match (lines 5001-5800"), "{msg}");
+        assert!(msg.contains("... (770 more lines)"), "{msg}");
+    }
+
+    #[test]
+    fn files_too_large_to_search_say_so() {
+        let file = "x\n".repeat(MAX_HINT_FILE_BYTES);
+        let msg = not_found(&file, "y");
+        assert!(msg.contains("too large to look for similar text"), "{msg}");
     }
 
     #[test]

@@ -90,7 +90,10 @@ impl IgnoreSet {
             let posix = raw.replace('\\', "/");
             let pattern = posix.trim_start_matches("./").trim_end_matches('/');
             let glob = Glob::new(pattern).map_err(|e| {
-                ToolError::invalid(format!("{INVALID_TYPES} Bad ignore pattern '{raw}': {e}."))
+                ToolError::invalid(format!(
+                    "{INVALID_TYPES} Bad ignore pattern '{}': {e}.",
+                    crate::error::echo(raw)
+                ))
             })?;
             if pattern.contains('/') {
                 by_path.add(glob);

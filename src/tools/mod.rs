@@ -21,7 +21,9 @@
 //!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
 //!   Edit/MultiEdit `read_file` + `write`);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
-//!   envelope, `context.path_resolved` once a path was resolved.
+//!   envelope, `context.path_resolved` once a path was resolved;
+//! - messages quote raw input (paths, names, strings) through
+//!   [`crate::error::echo`], so a 16 KiB argument never comes back whole.
 //!
 //! Performance: tools reuse the Filesystem service's machinery (one backend
 //! call on a blocking thread, the streaming search engine), so a call costs
@@ -61,7 +63,7 @@ pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::backend::Backend;
 use crate::config::ToolsConfig;
-use crate::error::Error;
+use crate::error::{Error, echo};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::search::{Hit, SearchEvent, SearchSpec, Summary};
@@ -193,7 +195,7 @@ impl Call {
         let posix = raw.replace('\\', "/");
         let denied = || {
             ToolError::new(
-                Error::PermissionDenied(format!("{raw} is outside the project root")),
+                Error::PermissionDenied(format!("{} is outside the project root", echo(raw))),
                 outside,
             )
         };
@@ -216,7 +218,7 @@ impl Call {
                 Error::InvalidPath { reason, .. } => reason.clone(),
                 other => other.to_string(),
             };
-            ToolError::new(e, format!("Invalid path '{raw}': {reason}."))
+            ToolError::new(e, format!("Invalid path '{}': {reason}.", echo(raw)))
         })?;
         if !path.is_within(&self.root) {
             return Err(denied());
@@ -357,7 +359,8 @@ impl Tools {
         let result = match (tool, args) {
             (_, Err(e)) => Err(e),
             (None, _) => Err(ToolError::invalid(format!(
-                "Unknown tool '{name}'. Available tools: {}.",
+                "Unknown tool '{}'. Available tools: {}.",
+                echo(name),
                 ToolName::ALL.map(ToolName::as_str).join(", ")
             ))),
             (Some(tool), Ok(args)) => run(tool, &mut call, &args).await,

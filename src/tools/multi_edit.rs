@@ -7,7 +7,7 @@
 //! nothing is written and `data.failed_index` (0-based) names it.
 
 use super::args::Args;
-use super::edit::{adapt_endings, check_matches, check_strings, modify};
+use super::edit::{Refusal, adapt_endings, at_edit, check_matches, check_strings, modify};
 use super::write::expected_version;
 use super::{Call, Object, Outcome, ToolError, object_schema};
 use crate::error::Error;
@@ -57,14 +57,6 @@ struct OneEdit {
     replace_all: bool,
 }
 
-fn at(index: usize, e: ToolError) -> ToolError {
-    ToolError {
-        message: format!("edits[{index}]: {}", e.message),
-        ..e
-    }
-    .with_data("failed_index", index)
-}
-
 /// Runs MultiEdit.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let args = Args::new("MultiEdit", raw, PARAMS)?;
@@ -89,18 +81,18 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             check_strings(&edit.old, &edit.new)?;
             Ok(edit)
         })();
-        edits.push(parsed.map_err(|e| at(i, e))?);
+        edits.push(parsed.map_err(|e| at_edit(i, e))?);
     }
     modify(
         call,
         path_arg,
         dry_run,
         expected,
-        Box::new(move |file: &str| {
+        Box::new(move |file: &str, max: u64| {
             let mut adapted = Vec::with_capacity(edits.len());
             for (i, e) in edits.iter().enumerate() {
                 let (old, new) = adapt_endings(file, &e.old, &e.new);
-                check_matches(file, &old, e.replace_all).map_err(|err| at(i, err))?;
+                check_matches(file, &old, e.replace_all).map_err(|r| r.at(i))?;
                 adapted.push((old, new, e.replace_all));
             }
             let specs: Vec<EditSpec<'_>> = adapted
@@ -111,7 +103,10 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
                     replace_all: *replace_all,
                 })
                 .collect();
-            text::apply_edits(file, &specs).map_err(|err| {
+            text::apply_edits(file, &specs, max).map_err(|err| {
+                if matches!(err.kind(), Error::TooLarge(_)) {
+                    return Refusal::Error(err);
+                }
                 let index = match &err {
                     Error::Context { metadata, .. } => metadata
                         .iter()
@@ -124,10 +119,10 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
                     _ => err.to_string(),
                 };
                 let failure = ToolError::new(err, message);
-                match index {
-                    Some(i) => at(i, failure),
+                Refusal::Tool(match index {
+                    Some(i) => at_edit(i, failure),
                     None => failure,
-                }
+                })
             })
         }),
     )

@@ -2,9 +2,10 @@
 //!
 //! Flow: resolve, check `read_file`, one `Backend::read` on a blocking thread,
 //! refuse binary content (a NUL byte near the start, as git and ripgrep
-//! decide), decode (invalid UTF-8 replaced, status partial, with a warning),
-//! number lines `[start_line, start_line + limit)` with seed 000's numbering
-//! (long lines continue as `5.1`, `5.2`).
+//! decide), count the lines without collecting them, decode only lines
+//! `[start_line, start_line + limit)` (invalid UTF-8 replaced, status partial,
+//! with a warning) and number them with seed 000's numbering (long lines
+//! continue as `5.1`, `5.2`).
 //!
 //! `stats.version` is the file's version: Write, Edit and MultiEdit need it as
 //! `expected_version`, so a model cannot overwrite what it has not read.
@@ -79,12 +80,24 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let shown = call.display(&path);
     call.check(&path, Op::ReadFile)?;
     let (backend, scope) = (call.backend.clone(), call.caller.scope.clone());
-    let (data, entry) = blocking(move || backend.read(&scope, &path))
-        .await
-        .map_err(|e| read_error(e, &shown))?;
-    let decoded = text::decode(&shown, &data).map_err(|e| read_error(e, &shown))?;
-    let lines = format::split_lines(&decoded.text);
-    let total = lines.len();
+    // Lines are counted, not collected, and only the window is decoded and
+    // numbered, all on the blocking thread.
+    let (entry, lossy, total, numbered) = blocking(move || {
+        let (data, entry) = backend.read(&scope, &path)?;
+        if format::is_binary(&data) {
+            return Err(Error::Binary(path.to_string()));
+        }
+        let lossy = std::str::from_utf8(&data).is_err();
+        let total = format::count_lines(&data);
+        let end = total.min(start - 1 + limit);
+        let numbered = (start <= end).then(|| {
+            let window = String::from_utf8_lossy(&data[text::line_range(&data, start - 1, end)]);
+            format::format_lines_numbered(window.lines(), start as u64)
+        });
+        Ok((entry, lossy, total, numbered))
+    })
+    .await
+    .map_err(|e| read_error(e, &shown))?;
     let mut stats = object! {
         "total_lines" => total,
         "lines_returned" => 0,
@@ -92,7 +105,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         "file_mtime_ms" => entry.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
         "version" => entry.version,
     };
-    if data.is_empty() {
+    if total == 0 {
         return Ok(Outcome {
             status: Status::Success,
             data: object! {"path" => shown.clone(), "start_line" => 1, "end_line" => 0, "truncated" => false},
@@ -100,42 +113,35 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             stats,
         });
     }
-    if start > total {
+    let Some(numbered) = numbered else {
         return Err(ToolError::invalid(format!(
             "start_line ({start}) exceeds file length ({total} lines). Valid range: 1 to {total}."
         )));
-    }
+    };
     let end = total.min(start - 1 + limit);
-    let window = &lines[start - 1..end];
+    let returned = end - (start - 1);
     let truncated = end < total;
-    let mut out = format!(
-        "Read {} lines from '{shown}' (Lines {start}-{end}).",
-        window.len()
-    );
+    let mut out = format!("Read {returned} lines from '{shown}' (Lines {start}-{end}).");
     if truncated {
         // Writing into a String cannot fail.
         let _ = write!(
             out,
-            "\n[Truncated: Showing {} of {total} lines. Use start_line={} to continue ({} lines remaining).]",
-            window.len(),
+            "\n[Truncated: Showing {returned} of {total} lines. Use start_line={} to continue ({} lines remaining).]",
             end + 1,
             total - end
         );
     }
-    if decoded.lossy {
+    if lossy {
         out.push_str(
             "\n[Warning: File is not valid UTF-8; invalid bytes are shown as U+FFFD. Edit and \
              MultiEdit cannot change it; Write replaces it whole.]",
         );
     }
     out.push_str("\n\n");
-    out.push_str(&format::format_lines_numbered(
-        window.iter().copied(),
-        start as u64,
-    ));
-    stats.insert("lines_returned".into(), window.len().into());
+    out.push_str(&numbered);
+    stats.insert("lines_returned".into(), returned.into());
     Ok(Outcome {
-        status: Status::partial_if(truncated || decoded.lossy),
+        status: Status::partial_if(truncated || lossy),
         data: object! {
             "path" => shown,
             "start_line" => start,

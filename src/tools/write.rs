@@ -105,11 +105,21 @@ pub fn check_size(path: &VfsPath, len: usize, max: u64) -> crate::Result<()> {
     Ok(())
 }
 
-/// The text of a change's diff: the preview and a note when it was cut.
+/// The text of a change's diff: the preview and a note when it was cut or
+/// is coarse.
 pub fn push_diff(text: &mut String, d: &DiffPreview) {
     if !d.text.is_empty() {
         text.push_str("\n\n");
         text.push_str(&d.text);
+    }
+    if d.coarse {
+        // Writing into a String cannot fail.
+        let _ = write!(
+            text,
+            "\n[Diff summarised: the changed lines are over {} bytes, so they are shown as \
+             removed then added instead of diffed line by line.]",
+            diff::MAX_DIFFED_BYTES
+        );
     }
     if d.truncated {
         // Writing into a String cannot fail.
@@ -138,15 +148,17 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         call.caller.scope.clone(),
         call.max_file_bytes,
     );
-    let lines = format::split_lines(&content).len();
+    let lines = format::count_lines(content.as_bytes());
     let bytes = content.len();
     let shown_in = shown.clone();
     let (existed, preview, version) = blocking(move || {
         check_size(&path, bytes, max)?;
         let current = if can_read {
-            backend
-                .read(&scope, &path)
-                .map(|(data, e)| (Some(String::from_utf8_lossy(&data).into_owned()), e))
+            backend.read(&scope, &path).map(|(data, e)| {
+                let old = String::from_utf8(data)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                (Some(old), e)
+            })
         } else {
             backend.stat(&scope, &path).and_then(|e| {
                 if e.is_directory() {
@@ -187,6 +199,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             Some((None, _)) => DiffPreview {
                 text: String::new(),
                 truncated: false,
+                coarse: false,
                 added: lines,
                 removed: 0,
             },

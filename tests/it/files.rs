@@ -592,3 +592,257 @@ async fn concurrent_edits_lose_nothing() {
         .unwrap();
     assert_eq!(r.into_inner().content.matches(": done").count(), 40);
 }
+
+/// The server's peak resident memory (VmHWM) in KiB, after resetting it to
+/// the current resident memory, or the peak since the last reset.
+fn peak_rss_kib(server: &Server, reset: bool) -> u64 {
+    let pid = server.pid();
+    if reset {
+        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
+    }
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .expect("VmHWM line");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A `replace_all` whose result would be 8 GiB (1 MiB of `a`, each replaced
+/// by 8 KiB) is refused before it is built, naming the size and the limit,
+/// by Edit and MultiEdit alike, and the server keeps answering with its
+/// memory peak barely moved.
+#[tokio::test]
+async fn replace_all_bomb_is_refused_before_it_is_built() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/bomb.txt", &"a".repeat(1 << 20)).await;
+    let before = peak_rss_kib(&server, true);
+    let bomb = pb::EditOperation {
+        old_string: "a".into(),
+        new_string: "b".repeat(8 << 10),
+        replace_all: true,
+    };
+    let err = fs
+        .edit(pb::EditRequest {
+            path: "/bomb.txt".into(),
+            old_string: bomb.old_string.clone(),
+            new_string: bomb.new_string.clone(),
+            replace_all: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    assert_eq!(
+        err.message(),
+        "too large: the edited file would be 8589934592 bytes, over the file size limit of \
+         67108864 bytes"
+    );
+    let err = fs
+        .multi_edit(pb::MultiEditRequest {
+            path: "/bomb.txt".into(),
+            edits: vec![bomb],
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    let read = fs
+        .stat(pb::StatRequest {
+            path: "/bomb.txt".into(),
+        })
+        .await
+        .expect("the server still answers")
+        .into_inner();
+    assert_eq!(read.info.unwrap().size, 1 << 20);
+    let growth = peak_rss_kib(&server, false).saturating_sub(before);
+    assert!(growth < 64 << 10, "peak grew by {growth} KiB");
+}
+
+/// A numbered Read of an 8 MiB file of short lines (4M lines) neither
+/// collects its lines nor builds an answer it cannot send: a window of it
+/// costs about one copy of the file, and the whole file numbered (about
+/// 36 MB, over the 16 MiB answer bound of max_file_bytes = 8 MiB) is refused
+/// up front, telling the caller to page.
+#[tokio::test]
+async fn numbered_read_of_a_large_file_is_bounded() {
+    let config = "max_file_bytes = 8388608\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    let lines = 4 << 20;
+    write(&mut fs, "/big.txt", &"x\n".repeat(lines)).await;
+    let before = peak_rss_kib(&server, true);
+    let window = fs
+        .read(pb::ReadRequest {
+            path: "/big.txt".into(),
+            offset: 2_000_000,
+            limit: 3,
+            numbered: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(window.content, "2000001\tx\n2000002\tx\n2000003\tx");
+    assert_eq!(window.total_lines, lines as u64);
+    let err = fs
+        .read(pb::ReadRequest {
+            path: "/big.txt".into(),
+            numbered: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    assert_eq!(
+        err.message(),
+        "too large: reading lines 0 to 4194303 of /big.txt would answer 40943040 bytes, over \
+         the limit of 16777216 bytes for one Read; read fewer lines at a time with offset and \
+         limit"
+    );
+    let growth = peak_rss_kib(&server, false).saturating_sub(before);
+    // One copy of the file is 8 MiB; collecting the lines alone took 64 MiB.
+    assert!(growth < 32 << 10, "peak grew by {growth} KiB");
+}
+
+/// The State tier's quota counts paths and per-file overhead, not only
+/// content: empty files with ~3.8 KB paths fill a 1 MiB tier within a few
+/// hundred writes, and the write past it names the limit.
+#[tokio::test]
+async fn state_quota_counts_paths() {
+    let config =
+        "[state]\nmax_total_bytes = 1048576\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    let dir: String = (b'a'..b'o')
+        .map(|c| format!("/{}", char::from(c).to_string().repeat(250)))
+        .collect();
+    let mut refused = None;
+    for i in 0..1000 {
+        let req = pb::WriteRequest {
+            path: format!("{dir}/{i:0>250}"),
+            ..Default::default()
+        };
+        if let Err(err) = fs.write(req).await {
+            refused = Some((i, err));
+            break;
+        }
+    }
+    let (written, err) = refused.expect("1000 empty files with long paths must not fit in 1 MiB");
+    assert!(
+        written > 10 && written < 200,
+        "{written} files fitted: {err:?}"
+    );
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(
+        err.message()
+            .contains("the State tier is full (1048576 bytes)"),
+        "{}",
+        err.message()
+    );
+}
+
+/// Reads, stats, listings and searches with new session names create no
+/// session; writes do, up to `[state] max_sessions`, and the write that would
+/// create one more is RESOURCE_EXHAUSTED naming the limit.
+#[tokio::test]
+async fn sessions_are_created_by_writes_only_and_bounded() {
+    let config = "[state]\nmax_sessions = 2\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    for i in 0..10 {
+        let session = format!("reader-{i}");
+        let read = pb::ReadRequest {
+            path: "/x".into(),
+            ..Default::default()
+        };
+        let err = fs.read(with_session(read, &session)).await.unwrap_err();
+        assert_error(&err, Code::NotFound, "NOT_FOUND");
+        let stat = pb::StatRequest { path: "/x".into() };
+        assert!(fs.stat(with_session(stat, &session)).await.is_err());
+        let list = pb::ListInfoRequest { path: "/".into() };
+        let listed = fs.list_info(with_session(list, &session)).await.unwrap();
+        assert!(listed.into_inner().entries.is_empty());
+        let glob = pb::GlobRequest {
+            pattern: "**".into(),
+            path: "/".into(),
+            ..Default::default()
+        };
+        let mut stream = fs
+            .glob(with_session(glob, &session))
+            .await
+            .unwrap()
+            .into_inner();
+        while stream.next().await.transpose().unwrap().is_some() {}
+    }
+    let write_in = |session: &str| {
+        with_session(
+            pb::WriteRequest {
+                path: "/w.txt".into(),
+                content: "w".into(),
+                ..Default::default()
+            },
+            session,
+        )
+    };
+    fs.write(write_in("first")).await.expect("first session");
+    fs.write(write_in("second")).await.expect("second session");
+    let err = fs.write(write_in("third")).await.unwrap_err();
+    assert_error(&err, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(
+        err.message()
+            .contains("already holds 2 sessions, its limit (max_sessions)"),
+        "{}",
+        err.message()
+    );
+    fs.write(write_in("first"))
+        .await
+        .expect("existing sessions still write");
+}
+
+/// Errors never echo unbounded input: a 16 KiB path, a 4 KiB valid path and
+/// a 16 KiB missing old_string come back with short messages and metadata
+/// (grpc-core clients refuse trailers over 8 KiB and would see
+/// RESOURCE_EXHAUSTED instead of the error).
+#[tokio::test]
+async fn errors_echo_input_capped() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let huge = format!("/{}", "p".repeat(16 << 10));
+    let err = fs
+        .read(pb::ReadRequest {
+            path: huge,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(err.message().len() < 2048, "{} bytes", err.message().len());
+    assert!(
+        err.message().contains("… (16385 bytes)"),
+        "{}",
+        err.message()
+    );
+    let info = tonic_types::StatusExt::get_details_error_info(&err).unwrap();
+    assert!(info.metadata["path"].len() < 2048);
+    let long: String = (0..16).map(|_| format!("/{}", "q".repeat(250))).collect();
+    let err = fs.stat(pb::StatRequest { path: long }).await.unwrap_err();
+    assert_error(&err, Code::NotFound, "NOT_FOUND");
+    assert!(err.message().len() < 2048, "{} bytes", err.message().len());
+    write(&mut fs, "/small.txt", "abc\n").await;
+    let err = fs
+        .edit(pb::EditRequest {
+            path: "/small.txt".into(),
+            old_string: "o".repeat(16 << 10),
+            new_string: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(err.message().len() < 2048, "{} bytes", err.message().len());
+    assert!(
+        err.message()
+            .starts_with("old_string not found in file: \"ooo")
+    );
+}

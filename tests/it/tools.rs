@@ -1399,3 +1399,111 @@ async fn search_budgets_make_partial_results_or_timeout_errors() {
         )
         .await;
 }
+
+/// Edit's and MultiEdit's `replace_all` whose result would be 8 GiB is
+/// refused before it is built with the size and the limit, and the tools
+/// keep answering.
+#[tokio::test]
+async fn edit_replace_all_bomb_is_refused_before_it_is_built() {
+    let (server, mut agent) = start().await;
+    let mut fs = server.fs().await;
+    write(&mut fs, "/bomb.txt", &"a".repeat(1 << 20)).await;
+    let v = agent.version("bomb.txt").await;
+    let huge = "b".repeat(8 << 10);
+    agent
+        .expect_error(
+            "Edit",
+            json!({"path": "bomb.txt", "old_string": "a", "new_string": huge, "replace_all": true, "expected_version": v}),
+            "INVALID_PARAM",
+            "Cannot write 'bomb.txt': the edited file would be 8589934592 bytes, over the file \
+             size limit of 67108864 bytes.",
+        )
+        .await;
+    let edits = json!([{"old_string": "a", "new_string": huge, "replace_all": true}]);
+    agent
+        .error(
+            "MultiEdit",
+            json!({"path": "bomb.txt", "edits": edits, "expected_version": v}),
+            "INVALID_PARAM",
+        )
+        .await;
+    assert_eq!(agent.version("bomb.txt").await, v, "nothing was written");
+}
+
+/// Write replacing an 80,000-line file answers with a capped, summarised
+/// diff (diffing it line by line took 25 s of CPU) and exact counts.
+#[tokio::test]
+async fn write_of_a_huge_replacement_answers_with_a_bounded_summary() {
+    let (server, mut agent) = start().await;
+    let mut fs = server.fs().await;
+    let old: String = (0..80_000).map(|i| format!("old line {i}\n")).collect();
+    write(&mut fs, "/huge.txt", &old).await;
+    let v = agent.version("huge.txt").await;
+    let new: String = (0..80_000).map(|i| format!("new line {i}\n")).collect();
+    let env = agent
+        .call(
+            "Write",
+            json!({"path": "huge.txt", "content": new, "expected_version": v}),
+        )
+        .await;
+    assert_eq!(env["status"], "success", "{}", env["text"]);
+    let text = env["text"].as_str().unwrap();
+    assert!(text.len() < 16 << 10, "{} bytes", text.len());
+    assert!(
+        text.starts_with("Updated 'huge.txt' (+80000/-80000 lines, "),
+        "{text}"
+    );
+    assert!(text.contains("\n[Diff summarised: "), "{text}");
+    assert_eq!(env["stats"]["lines_added"], 80_000);
+}
+
+/// A missing 800-line old_string in a 20,000-line file still gets its
+/// closest region (found by the linear ranking, built after the update
+/// released the file).
+#[tokio::test]
+async fn edit_hint_for_a_long_missing_old_string() {
+    let (server, mut agent) = start().await;
+    let mut fs = server.fs().await;
+    let line = |i: usize| format!("    let value_{i} = compute({i});\n");
+    let file: String = (0..20_000).map(line).collect();
+    write(&mut fs, "/long.rs", &file).await;
+    let v = agent.version("long.rs").await;
+    let old = (5_000..5_800)
+        .map(line)
+        .collect::<String>()
+        .replace("compute(5400)", "compute(5401)");
+    let message = agent
+        .error(
+            "Edit",
+            json!({"path": "long.rs", "old_string": old, "new_string": "x", "expected_version": v}),
+            "INVALID_PARAM",
+        )
+        .await;
+    assert!(
+        message.contains("Closest match (lines 5001-5800"),
+        "{message}"
+    );
+}
+
+/// Tool errors quote raw input capped: a 16 KiB path comes back as its
+/// first 256 characters and its length.
+#[tokio::test]
+async fn tool_errors_echo_input_capped() {
+    let (_server, mut agent) = start().await;
+    let message = agent
+        .error(
+            "Read",
+            json!({"path": "p".repeat(16 << 10)}),
+            "INVALID_PARAM",
+        )
+        .await;
+    assert!(message.len() < 2048, "{} bytes", message.len());
+    assert!(
+        message.ends_with("… (16384 bytes)': path is longer than 4096 bytes."),
+        "{message}"
+    );
+    let message = agent
+        .error("B".repeat(16 << 10).as_str(), json!({}), "INVALID_PARAM")
+        .await;
+    assert!(message.len() < 2048, "{} bytes", message.len());
+}
