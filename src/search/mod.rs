@@ -28,7 +28,7 @@ pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};
 pub use spec::{
     Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED, FileFilter,
     GlobOptions, GrepOptions, GrepRequest, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, SearchKind,
-    SearchSpec, normalize_pattern,
+    SearchSpec, compile_regex, normalize_pattern,
 };
 
 use crate::backend::Entry;

@@ -264,6 +264,17 @@ fn compile_glob(pattern: &str, what: &str) -> Result<GlobSet> {
     GlobSetBuilder::new().add(glob).build().map_err(invalid)
 }
 
+/// Compiles a regex for ReadRe under the same size limits as Grep's, so a
+/// pattern like `\p{L}{5000}` is refused quickly instead of compiling for
+/// seconds into a huge program.
+pub fn compile_regex(pattern: &str) -> Result<regex::Regex> {
+    regex::RegexBuilder::new(pattern)
+        .size_limit(REGEX_SIZE_LIMIT)
+        .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::filesystem_server::Filesystem;
-use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec};
+use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec, compile_regex};
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -361,11 +361,10 @@ impl Filesystem for FilesystemService {
         let matches = blocking(move || {
             // Compiled here, off the runtime, and before the read: a bad
             // pattern is INVALID_ARGUMENT even for a missing file (seed 002).
-            regex::Regex::new(&req.pattern)
-                .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
+            let re = compile_regex(&req.pattern)?;
             let (data, _) = backend.read(&caller.scope, &path)?;
             let decoded = text::decode(path.as_str(), &data)?;
-            text::regex_windows(&decoded.text, &req.pattern, req.overlap.unwrap_or(0))
+            text::regex_windows(&decoded.text, &re, req.overlap.unwrap_or(0))
         })
         .await?;
         Ok(Response::new(pb::ReadReResponse { matches }))

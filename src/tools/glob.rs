@@ -17,6 +17,7 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
 use crate::search::{AbortReason, Budgets, DEFAULT_MAX_VISITED, Hit, SearchSpec, Summary};
+use crate::server::blocking;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -83,8 +84,11 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         include_ignored,
         ..Budgets::default()
     };
-    let spec =
-        SearchSpec::glob(root.clone(), &normalized, true, budgets).map_err(ToolError::from)?;
+    // Compiling the pattern is CPU work: off the async runtime.
+    let (top, glob) = (root.clone(), normalized.clone());
+    let spec = blocking(move || SearchSpec::glob(top, &glob, true, budgets))
+        .await
+        .map_err(ToolError::from)?;
     let (hits, summary) = call
         .search(spec, Op::List)
         .await

@@ -22,6 +22,7 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::format::{self, GrepLine, GrepOutputMode};
 use crate::search::{AbortReason, Budgets, FileHits, GrepRequest, Hit, LineHit, SearchSpec};
+use crate::server::blocking;
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::fmt::Write as _;
@@ -121,21 +122,27 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     } else {
         0
     };
-    let request = GrepRequest {
-        pattern,
-        glob: include,
-        case_insensitive: !case_sensitive,
-        before_context: context_lines,
-        after_context: context_lines,
-        ..GrepRequest::default()
-    };
     let budgets = Budgets {
         max_results: MAX_COLLECTED,
         include_hidden,
         include_ignored,
         ..Budgets::default()
     };
-    let spec = SearchSpec::grep(root, request, budgets).map_err(ToolError::from)?;
+    // Compiling the pattern is CPU work: off the async runtime.
+    let (regex, include) = (pattern.to_owned(), include.to_owned());
+    let spec = blocking(move || {
+        let request = GrepRequest {
+            pattern: &regex,
+            glob: &include,
+            case_insensitive: !case_sensitive,
+            before_context: context_lines,
+            after_context: context_lines,
+            ..GrepRequest::default()
+        };
+        SearchSpec::grep(root, request, budgets)
+    })
+    .await
+    .map_err(ToolError::from)?;
     let (hits, summary) = call
         .search(spec, Op::ReadRe)
         .await
