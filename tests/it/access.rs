@@ -827,21 +827,6 @@ async fn a_principal_holds_at_most_1000_live_handles() {
         .unwrap();
 }
 
-/// The server's resident memory in bytes (Linux `VmRSS`).
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS line");
-    let kb: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("VmRSS in kB");
-    kb * 1024
-}
-
 /// An agent chaining CreateHandle as deep as it can 2,000 times (starting a
 /// new chain when refused, revoking the old one) leaves the server's memory
 /// nearly where it was: ancestry is a parent pointer, not a copied list.
@@ -853,7 +838,7 @@ async fn chained_create_handle_keeps_memory_bounded() {
     mint(&mut access, Some(admin), READ_WORKSPACE, 600)
         .await
         .unwrap();
-    let before = rss_bytes(server.pid());
+    let before = server.memory_kib("VmRSS") * 1024;
     let mut chain: Vec<String> = Vec::new();
     let mut refused = 0;
     for _ in 0..2000 {
@@ -872,7 +857,7 @@ async fn chained_create_handle_keeps_memory_bounded() {
             }
         }
     }
-    let grown = rss_bytes(server.pid()).saturating_sub(before);
+    let grown = (server.memory_kib("VmRSS") * 1024).saturating_sub(before);
     assert!(grown < 64 << 20, "server memory grew by {grown} bytes");
     assert!(refused > 0, "the chain was never refused");
 }

@@ -593,21 +593,6 @@ async fn concurrent_edits_lose_nothing() {
     assert_eq!(r.into_inner().content.matches(": done").count(), 40);
 }
 
-/// The server's peak resident memory (VmHWM) in KiB, after resetting it to
-/// the current resident memory, or the peak since the last reset.
-fn peak_rss_kib(server: &Server, reset: bool) -> u64 {
-    let pid = server.pid();
-    if reset {
-        std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset VmHWM");
-    }
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .expect("VmHWM line");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// A `replace_all` whose result would be 8 GiB (1 MiB of `a`, each replaced
 /// by 8 KiB) is refused before it is built, naming the size and the limit,
 /// by Edit and MultiEdit alike, and the server keeps answering with its
@@ -617,7 +602,8 @@ async fn replace_all_bomb_is_refused_before_it_is_built() {
     let server = Server::start();
     let mut fs = server.fs().await;
     write(&mut fs, "/bomb.txt", &"a".repeat(1 << 20)).await;
-    let before = peak_rss_kib(&server, true);
+    server.reset_peak_memory();
+    let before = server.memory_kib("VmHWM");
     let bomb = pb::EditOperation {
         old_string: "a".into(),
         new_string: "b".repeat(8 << 10),
@@ -656,7 +642,7 @@ async fn replace_all_bomb_is_refused_before_it_is_built() {
         .expect("the server still answers")
         .into_inner();
     assert_eq!(read.info.unwrap().size, 1 << 20);
-    let growth = peak_rss_kib(&server, false).saturating_sub(before);
+    let growth = server.memory_kib("VmHWM").saturating_sub(before);
     assert!(growth < 64 << 10, "peak grew by {growth} KiB");
 }
 
@@ -672,7 +658,8 @@ async fn numbered_read_of_a_large_file_is_bounded() {
     let mut fs = server.fs().await;
     let lines = 4 << 20;
     write(&mut fs, "/big.txt", &"x\n".repeat(lines)).await;
-    let before = peak_rss_kib(&server, true);
+    server.reset_peak_memory();
+    let before = server.memory_kib("VmHWM");
     let window = fs
         .read(pb::ReadRequest {
             path: "/big.txt".into(),
@@ -700,7 +687,7 @@ async fn numbered_read_of_a_large_file_is_bounded() {
          the limit of 16777216 bytes for one Read; read fewer lines at a time with offset and \
          limit"
     );
-    let growth = peak_rss_kib(&server, false).saturating_sub(before);
+    let growth = server.memory_kib("VmHWM").saturating_sub(before);
     // One copy of the file is 8 MiB; collecting the lines alone took 64 MiB.
     assert!(growth < 32 << 10, "peak grew by {growth} KiB");
 }

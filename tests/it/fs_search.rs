@@ -470,24 +470,6 @@ async fn time_budget_stops_a_long_search() {
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
-/// A memory figure of a process in KiB: `VmRSS` (now) or `VmHWM` (peak).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| {
-            l.strip_prefix(field)
-                .is_some_and(|rest| rest.starts_with(':'))
-        })
-        .unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-/// VmRSS of a process in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    memory_kib(pid, "VmRSS")
-}
-
 /// `max_results` bounds the memory of one file's search, not only what is
 /// sent: one match asked of an 8 MiB file whose 4 million lines all match
 /// (it took 500 MB when every line was collected before the cut).
@@ -497,7 +479,7 @@ async fn max_results_stops_inside_a_file() {
     put(dir.path(), "a.txt", "a\n".repeat(4 << 20));
     let server = serve(dir.path());
     let mut fs = server.fs().await;
-    let before = memory_kib(server.pid(), "VmHWM");
+    let before = server.memory_kib("VmHWM");
     let (matches, summary) = grep_all(
         &mut fs,
         pb::GrepRequest {
@@ -509,7 +491,7 @@ async fn max_results_stops_inside_a_file() {
     .unwrap();
     assert_eq!((matches.len(), summary.matched), (1, 1));
     assert_eq!(summary.aborted_reason(), AbortedReason::Limit);
-    let grown_kib = memory_kib(server.pid(), "VmHWM").saturating_sub(before);
+    let grown_kib = server.memory_kib("VmHWM").saturating_sub(before);
     assert!(
         grown_kib < 64 * 1024,
         "the server's peak grew by {grown_kib} KiB for one match"
@@ -552,7 +534,7 @@ async fn slow_reader_back_pressure_bounds_memory_and_cancel_stops_work() {
     let dir = wide_tree(400, 4000);
     let server = serve(dir.path());
     let mut fs = server.fs().await;
-    let before = rss_kib(server.pid());
+    let before = server.memory_kib("VmRSS");
     let mut req = grep("match");
     req.max_duration_ms = 60_000;
     let mut stream = fs.grep(req).await.unwrap().into_inner();
@@ -563,7 +545,7 @@ async fn slow_reader_back_pressure_bounds_memory_and_cancel_stops_work() {
     ));
     // Let the producer run into the full channel and window.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let grown_kib = rss_kib(server.pid()).saturating_sub(before);
+    let grown_kib = server.memory_kib("VmRSS").saturating_sub(before);
     assert!(
         grown_kib < 40 * 1024,
         "server grew by {grown_kib} KiB while the client was not reading"

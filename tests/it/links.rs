@@ -564,3 +564,71 @@ async fn the_store_never_lives_inside_a_served_directory() {
         "{err}"
     );
 }
+
+/// Large transfers stream through the Filesystem tier: eight stalled
+/// downloads of a 64 MiB file and one 64 MiB upload each hold a few pieces,
+/// never the whole file (before: 527 MB for the eight downloads).
+#[tokio::test]
+async fn large_transfers_never_hold_whole_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("big.bin"), vec![1u8; 64 << 20]).unwrap();
+    let server = Server::start_with(None, &["--root", tmp.path().to_str().unwrap()]);
+    server.reset_peak_memory();
+    let before = server.memory_kib("VmHWM");
+    let mut stalled = Vec::new();
+    for _ in 0..8 {
+        let req = pb::ReadBytesRequest {
+            path: "/workspace/big.bin".into(),
+        };
+        // One connection each: a stalled stream holds its connection's
+        // flow-control window, which the next stream's answer would need.
+        let mut fs = server.fs().await;
+        let mut stream = fs.read_bytes(req).await.unwrap().into_inner();
+        // The first piece arrives; the rest waits for a reader that never comes.
+        stream.message().await.unwrap().unwrap();
+        stalled.push(stream);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let pieces = (0..64).map(|_| pb::WriteBytesRequest {
+        kind: Some(pb::write_bytes_request::Kind::Data(vec![2; 1 << 20])),
+    });
+    let header = pb::WriteBytesRequest {
+        kind: Some(pb::write_bytes_request::Kind::Header(
+            pb::WriteBytesHeader {
+                path: "/workspace/up.bin".into(),
+                ..Default::default()
+            },
+        )),
+    };
+    let upload = tokio_stream::iter(std::iter::once(header).chain(pieces));
+    let mut fs = server.fs().await;
+    let written = fs.write_bytes(upload).await.unwrap().into_inner();
+    assert_eq!(written.bytes_written, 64 << 20);
+    let grown_mib = server.memory_kib("VmHWM").saturating_sub(before) / 1024;
+    assert!(grown_mib < 64, "peak memory grew {grown_mib} MiB");
+    drop(stalled);
+}
+
+/// The text of an ignore file above the caller's grants (its invalid rules)
+/// never reaches the caller's Grep summary; a caller who may read it sees
+/// the problem as before.
+#[tokio::test]
+async fn ungranted_ignore_file_problems_stay_out_of_the_summary() {
+    let tree = Tree::new();
+    std::fs::write(tree.root.join(".gitignore"), "secret-rule-{unclosed\n").unwrap();
+    let server = tree.serve();
+    let mut fs = server.fs().await;
+    let grep = || pb::GrepRequest {
+        pattern: "own".into(),
+        path: "/workspace/pub".into(),
+        ..Default::default()
+    };
+    let (_, admin) = grep_all(&mut fs, as_token(grep(), ADMIN)).await.unwrap();
+    let shown = format!("{:?}", admin.problems);
+    assert!(shown.contains("/workspace/.gitignore"), "{shown}");
+    let (matches, summary) = grep_all(&mut fs, agent(grep())).await.unwrap();
+    assert_eq!(matches.len(), 1);
+    let shown = format!("{:?}", summary.problems);
+    assert!(!shown.contains("secret-rule"), "{shown}");
+    assert!(summary.problems.is_empty(), "{shown}");
+}

@@ -130,6 +130,26 @@ impl Server {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// A memory figure of the server in KiB, from `/proc/PID/status`:
+    /// `VmRSS` (resident now) or `VmHWM` (resident at the peak).
+    pub fn memory_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| {
+                l.strip_prefix(field)
+                    .is_some_and(|rest| rest.starts_with(':'))
+            })
+            .unwrap_or_else(|| panic!("no {field} in /proc status"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Resets the server's `VmHWM` to its current resident memory, so the
+    /// next `memory_kib("VmHWM")` is the peak since now.
+    pub fn reset_peak_memory(&self) {
+        std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5").expect("reset VmHWM");
+    }
 }
 
 impl Drop for Server {
