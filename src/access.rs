@@ -138,6 +138,10 @@ pub struct Principal {
     pub namespace: String,
     /// What it may do.
     pub grants: Vec<Grant>,
+    /// The configured principal whose budgets it uses (stream limits,
+    /// handles): itself, or for a handle the principal at the root of its
+    /// chain, so minting handles never buys more.
+    pub owner: String,
 }
 
 impl Principal {
@@ -151,6 +155,7 @@ impl Principal {
                 prefix: VfsPath::root(),
                 ops: OpSet::all(),
             }],
+            owner: "local".into(),
         }
     }
 
@@ -209,6 +214,7 @@ mod tests {
     fn reader() -> Principal {
         Principal {
             name: "reader".into(),
+            owner: "reader".into(),
             namespace: "team".into(),
             grants: vec![Grant {
                 prefix: p("/workspace"),

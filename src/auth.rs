@@ -169,6 +169,7 @@ impl Auth {
                 .map_err(|e| format!("access operator_token_file {}: {e}", path.display()))?;
             let operator = Principal {
                 name: "operator".into(),
+                owner: "operator".into(),
                 ..Principal::local()
             };
             principals.push((token, operator));
@@ -312,6 +313,7 @@ impl Auth {
             name,
             namespace: root.namespace.clone(),
             grants: grants.clone(),
+            owner: root.owner.clone(),
         };
         let token = new_token();
         handles.0.insert(
@@ -496,6 +498,7 @@ mod tests {
             name: name.into(),
             namespace: "default".into(),
             grants,
+            owner: name.into(),
         }
     }
 
@@ -609,6 +612,8 @@ mod tests {
             deepest.name,
             format!("handle of a (depth {MAX_HANDLE_DEPTH})")
         );
+        // Budgets (streams, handles) stay those of the root principal.
+        assert_eq!(deepest.owner, "a");
         let err = mint(&auth, &token).unwrap_err();
         assert!(matches!(err, Error::TooLarge(_)), "{err}");
         assert!(err.to_string().contains("at most 8 deep"), "{err}");

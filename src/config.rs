@@ -374,8 +374,16 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
 
     let mut principals = Vec::new();
     let mut tokens = HashSet::new();
+    let mut names = HashSet::new();
     for p in &raw.principals {
         let p = p.get_ref();
+        // Names key the per-principal budgets (streams, handles).
+        if !names.insert(p.name.get_ref().clone()) {
+            return Err(at(
+                p.name.span().start,
+                format!("two principals are named {:?}", p.name.get_ref()),
+            ));
+        }
         let token = p.token.get_ref();
         if token.len() < 8 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(at(
@@ -417,6 +425,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 name: p.name.get_ref().clone(),
                 namespace,
                 grants,
+                owner: p.name.get_ref().clone(),
             },
         ));
     }
@@ -739,6 +748,20 @@ mod tests {
         assert_eq!(
             parse("x.toml", &src(0)).unwrap_err().to_string(),
             "x.toml:2: state max_sessions must be at least 1"
+        );
+    }
+
+    #[test]
+    fn principal_names_are_unique() {
+        let p = |token: &str| format!("[[principal]]\nname=\"a\"\ntoken=\"{token}\"\n");
+        let src = format!(
+            "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n{}{}",
+            p("token-0001"),
+            p("token-0002")
+        );
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:8: two principals are named \"a\""
         );
     }
 

@@ -98,6 +98,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
     startup::check_data_dirs(&config)?;
+    startup::raise_open_file_limit();
     let app = startup::build_app(&config)?;
     let shutdown = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(config.listen)

@@ -60,6 +60,21 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     })
 }
 
+/// Raises the soft limit on open descriptors to the hard limit: a
+/// Filesystem search holds one per directory level it is inside, and many
+/// searches and transfers at once must not run the process out of them
+/// (the usual soft limit is 1,024).
+pub fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(cause = %e, "cannot raise the open file limit");
+        }
+    }
+}
+
 /// Refuses a Store data directory inside a Filesystem mount's root: any
 /// client could then overwrite the database's files through the mount (and
 /// a corrupted `CURRENT` keeps the server from starting again).

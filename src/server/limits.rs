@@ -56,15 +56,10 @@ impl Drop for StreamPermit {
 /// One admitted search; dropping it gives the slot back.
 pub type SearchPermit = OwnedSemaphorePermit;
 
-/// The principal whose budget a caller's streams use: a handle's name is
-/// `handle of <creator>` (src/auth.rs), so handles minted from handles all
-/// count against the configured principal at the root.
+/// The principal whose budget a caller's streams use: handles (at any
+/// depth) count against the configured principal at the root of their chain.
 fn owner(principal: &Principal) -> &str {
-    let mut name = principal.name.as_str();
-    while let Some(creator) = name.strip_prefix("handle of ") {
-        name = creator;
-    }
-    name
+    &principal.owner
 }
 
 impl Limits {
@@ -123,9 +118,10 @@ impl Limits {
 mod tests {
     use super::*;
 
-    fn principal(name: &str) -> Principal {
+    fn principal(name: &str, owner: &str) -> Principal {
         Principal {
             name: name.into(),
+            owner: owner.into(),
             ..Principal::local()
         }
     }
@@ -136,19 +132,22 @@ mod tests {
             max_streams_per_principal: 2,
             ..LimitsConfig::default()
         });
-        let first = limits.stream(&principal("reader")).unwrap();
+        let first = limits.stream(&principal("reader", "reader")).unwrap();
         let _second = limits
-            .stream(&principal("handle of handle of reader"))
+            .stream(&principal("handle of reader (depth 2)", "reader"))
             .unwrap();
-        let err = limits.stream(&principal("handle of reader")).err().unwrap();
+        let err = limits
+            .stream(&principal("handle of reader", "reader"))
+            .err()
+            .unwrap();
         assert_eq!(err.grpc_code(), tonic::Code::ResourceExhausted);
         assert!(
             err.to_string().contains("max_streams_per_principal"),
             "{err}"
         );
-        let _other = limits.stream(&principal("agent")).unwrap();
+        let _other = limits.stream(&principal("agent", "agent")).unwrap();
         drop(first);
-        let _again = limits.stream(&principal("reader")).unwrap();
+        let _again = limits.stream(&principal("reader", "reader")).unwrap();
     }
 
     #[test]
