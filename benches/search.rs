@@ -15,7 +15,7 @@
 //! Both sides are configured alike: two threads (`-j2`; the machine these
 //! numbers were taken on has two cores, which the server's workers use), hidden
 //! files skipped, `.gitignore` honoured outside git repositories
-//! (`--no-require-git`), no global ignore file, and seed 003's default
+//! (`--no-require-git`), no global ignore file, and the default
 //! ignored names excluded (`-g '!name'` / `-E name`).
 
 use agentvfs::pb;

@@ -1,12 +1,12 @@
-//! Principals, grants and the permission check (seed 002).
+//! Principals, grants and the permission check (docs/contract.md § Grants).
 //!
 //! A [`Principal`] holds [`Grant`]s: a path prefix and the operations allowed
 //! below it. Prefixes match on segment boundaries (`/workspace` allows
-//! `/workspace/x`, never `/workspace2/x`, unlike the seed's raw `startswith`).
+//! `/workspace/x`, never `/workspace2/x`, unlike a raw string-prefix test).
 //! Grants are only ever positive, so a right held on a directory holds for
 //! everything below it.
 //!
-//! Check order per seed 002: the path is validated first (by [`VfsPath::parse`]),
+//! Check order (docs/contract.md § Grants): the path is validated first (by [`VfsPath::parse`]),
 //! then the grant, then the arguments, then existence — so an ungranted
 //! missing path is PERMISSION_DENIED and a granted missing path NOT_FOUND.
 
@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use std::fmt;
 
-/// The atomic operations of seed 002.
+/// The atomic operations (docs/contract.md § Grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {
     /// List a directory, glob.
@@ -34,7 +34,7 @@ pub enum Op {
 }
 
 impl Op {
-    /// Every operation, in seed order.
+    /// Every operation, in the contract's order (docs/contract.md § Grants).
     pub const ALL: [Op; 7] = [
         Op::List,
         Op::File,
@@ -45,7 +45,7 @@ impl Op {
         Op::Delete,
     ];
 
-    /// The seed's name (`read_file`, ...).
+    /// The contract's name (`read_file`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Op::List => "list",
@@ -58,7 +58,7 @@ impl Op {
         }
     }
 
-    /// Parses a seed name; an unknown name is an error listing the valid ones.
+    /// Parses an operation name; an unknown name is an error listing the valid ones.
     pub fn parse(name: &str) -> Result<Op> {
         Op::ALL.into_iter().find(|op| op.as_str() == name).ok_or_else(|| {
             Error::InvalidArgument(format!(
@@ -108,7 +108,7 @@ impl OpSet {
         self.0 == 0
     }
 
-    /// The operations, in seed order.
+    /// The operations, in the contract's order (docs/contract.md § Grants).
     pub fn iter(self) -> impl Iterator<Item = Op> {
         Op::ALL.into_iter().filter(move |op| self.contains(*op))
     }

@@ -390,7 +390,7 @@ pub fn intersect(requested: &[Grant], held: &[Grant]) -> Vec<Grant> {
     out
 }
 
-/// The seed's markdown lines for an agent's system prompt, one per grant:
+/// The markdown lines (docs/contract.md § Grants) for an agent's system prompt, one per grant:
 /// `/prefix/: ls, stat, read, write, delete`, with each operation named by
 /// the verb an agent knows it by ([`verb`]).
 pub fn describe(grants: &[Grant]) -> String {

@@ -184,7 +184,7 @@ impl Error {
         }
     }
 
-    /// The gRPC status code of this error (DESIGN.md's table).
+    /// The gRPC status code of this error (the README's error table).
     pub fn grpc_code(&self) -> Code {
         match self.kind() {
             Error::InvalidPath { .. } | Error::InvalidArgument(_) => Code::InvalidArgument,

@@ -1,6 +1,6 @@
 //! Text formatting for agents: `cat -n` numbering, grep result rendering,
 //! truncation and text/binary detection, ported from LangChain deepagents'
-//! `backends/utils.py` by way of its Go port (seed 000).
+//! `backends/utils.py` by way of its Go port (docs/contract.md § Text formats).
 //!
 //! The server's Read RPC uses it to number the window of lines it returns, and
 //! the Tools layer uses it to render grep results, warn about empty files,
@@ -476,8 +476,8 @@ pub fn is_binary(content: &[u8]) -> bool {
     head.contains(&0)
 }
 
-/// Whether a path looks like a text file from its name alone (the seed's
-/// `IsTextFile`): true for a known text or code extension and for names
+/// Whether a path looks like a text file from its name alone (the Go
+/// port's `IsTextFile`): true for a known text or code extension and for names
 /// without an extension (`Makefile`, `LICENSE`, `.gitignore`), false
 /// otherwise, including every extension [`looks_like_binary_path`] knows.
 ///

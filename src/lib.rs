@@ -10,11 +10,11 @@
 //!
 //! - [`path`]: logical path validation, the one place it happens;
 //! - [`error`]: the domain error and its one mapping to gRPC statuses;
-//! - [`access`], [`auth`]: principals, grants, tokens and handles (seed 002);
+//! - [`access`], [`auth`]: principals, grants, tokens and handles (docs/contract.md § Grants);
 //! - [`backend`]: the backend protocol and its tiers, [`backend::composite`]
 //!   being the mount table;
 //! - [`search`]: the one Grep/Glob engine every tier feeds;
-//! - [`text`], [`format`]: line windows, edits, cat -n numbering (seed 000);
+//! - [`text`], [`format`]: line windows, edits, cat -n numbering (docs/contract.md § Text formats);
 //! - [`tools`]: the LLM tools (LS, Glob, Grep, Read, Write, Edit, MultiEdit)
 //!   answering in the standard envelope, with an output budget;
 //! - [`server`]: tonic services, interceptor, health, reflection;

@@ -2,7 +2,7 @@
 //!
 //! Every path that reaches a backend, a grant check or a mount lookup is a
 //! [`VfsPath`], and the only way to make one from caller input is
-//! [`VfsPath::parse`]. The rules follow seed 002 and are purely textual: a path
+//! [`VfsPath::parse`]. The rules (docs/contract.md § Paths) are purely textual: a path
 //! is absolute POSIX (`/workspace/src/main.rs`), never trimmed or case-folded
 //! (`/a` and `/a ` are different paths), and it is rejected, not repaired, when it
 //! is empty, relative, contains `..` or `.` segments, `//`, a backslash, a glob

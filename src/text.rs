@@ -60,7 +60,7 @@ pub struct Window {
 }
 
 /// Lines `[offset, offset + limit)` of a file's bytes (`limit` 0: to the
-/// end). Numbered output is `cat -n` style (seed 000); verbatim output keeps
+/// end). Numbered output is `cat -n` style (docs/contract.md § Text formats); verbatim output keeps
 /// the file's own line endings. An empty file gives the EmptyContentWarning.
 ///
 /// Binary content (a NUL byte near the start) is refused. Only the window is

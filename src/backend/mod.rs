@@ -184,7 +184,7 @@ pub fn split_chunks(data: Vec<u8>, max_chunk: usize) -> ChunkReader {
     Box::new(pieces.into_iter())
 }
 
-/// The backend protocol (seed 000), structured.
+/// The backend protocol (docs/contract.md § Backend protocol), structured.
 pub trait Backend: Send + Sync {
     /// Lists one directory level, sorted by path (segment order).
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>>;

@@ -1,7 +1,7 @@
 //! Grep's content matching, on ripgrep's own crates.
 //!
 //! A [`FileSearcher`] is made once per thread and reused for every file: a new
-//! `Searcher` per file (64 KiB buffer each) cost 12–29% (PERFORMANCE.md).
+//! `Searcher` per file (64 KiB buffer each) cost 12–29% (docs/performance.md § ripgrep's crates).
 //! Binary files are detected the way ripgrep does for files it walks (quit at
 //! the first NUL byte) and counted in the summary; as in ripgrep, lines that
 //! matched before the NUL was seen (a read file is searched buffer by buffer)

@@ -14,7 +14,7 @@
 //! - `spec`: the validated request and its defaults;
 //! - `run`: budgets, counters and the batching, back-pressured output;
 //! - `grep`: the ripgrep matcher and sink that collects one file's matches;
-//! - `rules`: which names are hidden or ignored by default (seed 003);
+//! - `rules`: which names are hidden or ignored by default (docs/contract.md § Glob and Grep);
 //! - `sorted`: the walk over tiers whose files live in an ordered key space.
 
 mod grep;

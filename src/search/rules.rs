@@ -1,12 +1,12 @@
-//! Names skipped by default, shared by every tier so all agree (seed 003 §5.3).
+//! Names skipped by default, shared by every tier so all agree (docs/contract.md § Glob and Grep).
 
 /// Defines the default-ignored names once, as the list callers can show and
 /// as a `match` (a length switch and one comparison) that the walk runs on
 /// every entry; a binary search over the list cost 4% of a Glob's CPU.
 macro_rules! default_ignored_names {
     ($($name:literal),* $(,)?) => {
-        /// Directory (and file) names pruned unless `include_ignored` (seed 003
-        /// §5.3).
+        /// Directory (and file) names pruned unless `include_ignored`
+        /// (docs/contract.md § Glob and Grep).
         pub const DEFAULT_IGNORED_NAMES: &[&str] = &[$($name),*];
 
         /// True when `name` is one of [`DEFAULT_IGNORED_NAMES`].

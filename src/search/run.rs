@@ -5,7 +5,7 @@
 //! blocks the producer instead of growing server memory.
 //!
 //! Batching: results are sent many per message, because each gRPC message costs
-//! far more than one match (PERFORMANCE.md: ~200 ns per match end to end). A
+//! far more than one match (docs/performance.md § Streaming through tonic: ~200 ns per match end to end). A
 //! batch is flushed at [`MAX_BATCH_ITEMS`] or [`MAX_BATCH_BYTES`] (clients reject
 //! messages over 4 MiB by default), after [`MAX_BATCH_AGE`], or when the
 //! channel is empty (the consumer is waiting): at once for the first batch, so

@@ -38,7 +38,7 @@ pub enum SearchKind {
     Grep(GrepOptions),
 }
 
-/// Glob search, seed 003 §5.4.
+/// Glob search (docs/contract.md § Glob and Grep).
 #[derive(Debug)]
 pub struct GlobOptions {
     /// Pattern relative to the root; `*`/`?` never cross `/`.
@@ -247,7 +247,7 @@ pub fn normalize_pattern(pattern: &str) -> &str {
     p
 }
 
-/// Compiles a glob where `*` and `?` never match `/` (seed 003 §5.4).
+/// Compiles a glob where `*` and `?` never match `/` (docs/contract.md § Glob and Grep).
 ///
 /// A set of one glob rather than a `GlobMatcher`: the set picks a matching
 /// strategy by the glob's shape (`**/*.rs` becomes a lookup of the extension)

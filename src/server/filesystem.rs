@@ -2,7 +2,7 @@
 //! [`Backend`].
 //!
 //! Every RPC does, in order: take the [`Caller`] attached by the interceptor,
-//! parse the path, check the grant (seed 002 order: path, grant, arguments,
+//! parse the path, check the grant (order of docs/contract.md § Grants: path, grant, arguments,
 //! existence), make one backend call on a blocking thread, convert the result.
 //! Errors leave only through `From<Error> for Status`.
 //!
@@ -360,7 +360,7 @@ impl Filesystem for FilesystemService {
         let backend = self.backend.clone();
         let matches = blocking(move || {
             // Compiled here, off the runtime, and before the read: a bad
-            // pattern is INVALID_ARGUMENT even for a missing file (seed 002).
+            // pattern is INVALID_ARGUMENT even for a missing file (docs/contract.md § Grants).
             let re = compile_regex(&req.pattern)?;
             let (data, _) = backend.read(&caller.scope, &path)?;
             let decoded = text::decode(path.as_str(), &data)?;

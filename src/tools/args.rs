@@ -3,9 +3,9 @@
 //! Each tool names its parameters once ([`Args::new`]); an unknown parameter
 //! is refused with the list of valid ones, because a misspelled option that is
 //! silently ignored makes a model believe it took effect. `null` counts as
-//! absent (seed 001's `ignore` defaults to null). Type errors are
+//! absent (LS's `ignore` defaults to null). Type errors are
 //! [`crate::Error::InvalidArgument`]s naming the parameter and the expected
-//! type; the tools may replace the message with their seed's wording.
+//! type; the tools may replace the message with the wording of docs/contract.md.
 
 use super::envelope::{Object, ToolError};
 use serde_json::Value;

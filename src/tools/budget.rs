@@ -26,8 +26,8 @@ use std::fmt::Write as _;
 const MAX_ID_CHARS: usize = 200;
 
 /// The file name a tool call's full result is saved under: the id with
-/// every character a path may not hold replaced (seed 000's
-/// SanitizeToolCallID, plus `*`/`?`), or a fresh id when none was given.
+/// every character a path may not hold replaced (docs/contract.md § Text
+/// formats, plus `*`/`?`), or a fresh id when none was given.
 pub fn result_name(tool_call_id: &str) -> String {
     if tool_call_id.is_empty() {
         let stamp = std::time::SystemTime::now()

@@ -1,4 +1,4 @@
-//! The standard tool envelope (seeds 001/003 §3): what every tool returns.
+//! The standard tool envelope (docs/contract.md § The tool envelope): what every tool returns.
 //!
 //! Built by each tool (through [`Outcome`] or [`ToolError`]) and by
 //! [`super::Tools::invoke`], rendered once as JSON for the model

@@ -1,16 +1,16 @@
-//! The Glob tool (seed 003): file paths matching a glob, in path order.
+//! The Glob tool (docs/contract.md § Glob and Grep): file paths matching a glob, in path order.
 //!
 //! Flow: resolve the search root, build a Glob [`SearchSpec`] (pattern
 //! relative to the root; `*` and `?` never cross `/`, `**` does, `**/foo`
-//! matches `foo`), run it through the shared engine under seed 003's budgets
+//! matches `foo`), run it through the shared engine under the Glob and Grep budgets (docs/contract.md)
 //! (20,000 visited entries, 2,000 ms) with `max_results = limit + 1` so a cut
 //! is detected without walking further, and render.
 //!
-//! Status (seed 003 §4): success; partial when cut by `limit`
+//! Status (docs/contract.md § Glob and Grep): success; partial when cut by `limit`
 //! (`data.truncated`) or stopped by a budget with results
 //! (`data.aborted_reason` = `count_limit` / `time_limit`); error when a budget
 //! ran out before any result (TIMEOUT), or for bad parameters and paths with
-//! the seed's messages.
+//! the messages of docs/contract.md § Glob and Grep.
 
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
@@ -29,9 +29,9 @@ relative to the project root in path order. Hidden files and ignored directories
 node_modules, target, dist, ...) are skipped unless include_hidden / include_ignored is set. The \
 search stops after 20000 entries or 2 seconds; narrow path or pattern when it does.";
 
-/// Most paths one call returns (seed 003).
+/// Most paths one call returns (docs/contract.md § Glob and Grep).
 pub const MAX_LIMIT: i64 = 200;
-/// Paths returned when `limit` is not given (seed 003).
+/// Paths returned when `limit` is not given (docs/contract.md § Glob and Grep).
 pub const DEFAULT_LIMIT: i64 = 50;
 
 const PARAMS: &[&str] = &[

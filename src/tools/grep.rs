@@ -3,12 +3,12 @@
 //! Flow: resolve the path (a directory or one file), build a Grep
 //! [`SearchSpec`] (ripgrep's matcher; case-insensitive unless
 //! `case_sensitive`; `include` filters files like ripgrep's `-g`), run it
-//! through the shared engine under seed 003's budgets, then sort every match
+//! through the shared engine under the Glob and Grep budgets (docs/contract.md), then sort every match
 //! by file modification time (newest first), path, line — before cutting to
 //! `limit`, so the first matches shown are in the files the agent most likely
 //! just touched.
 //!
-//! Output modes (seed 000): `files_with_matches` (paths), `content`
+//! Output modes (docs/contract.md § Text formats): `files_with_matches` (paths), `content`
 //! (`path:line:text`, with `path-line-text` context lines and `--` between
 //! groups when `context` > 0), `count` (`path:N`).
 //!

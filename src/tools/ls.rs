@@ -1,20 +1,20 @@
-//! The LS tool (seed 001): one directory level, filtered, sorted, paged.
+//! The LS tool (docs/contract.md § LS): one directory level, filtered, sorted, paged.
 //!
 //! Flow: resolve the path against the project root, check the `list` grant
 //! (or, like the Filesystem service's ListInfo, the granted prefixes below
 //! it), one `Backend::list` on a blocking thread, then filter (hidden names and
-//! seed 001's default ignore list unless `include_hidden`; the caller's
+//! the default ignore list of docs/contract.md § LS unless `include_hidden`; the caller's
 //! `ignore` globs), sort (directories and links to directories first, then by
 //! name ignoring case) and cut the page `[offset, offset + limit)`.
 //!
-//! Errors (seed 001 §7): NOT_FOUND "Path '{path}' does not exist.",
+//! Errors (docs/contract.md § LS): NOT_FOUND "Path '{path}' does not exist.",
 //! ACCESS_DENIED "Access denied. Path must be within the project root." or
 //! "Permission denied accessing '{path}'.", INVALID_PARAM "'{path}' is a file,
 //! not a directory. Use 'Read' tool to view its content." or "offset/limit/ignore
 //! must be valid types.", INTERNAL_ERROR "Failed to list directory - {error}".
 //!
-//! Beyond the seed, the text says how many entries the hidden/ignore rules
-//! left out (DESIGN.md: never silently hide what rules skipped).
+//! Beyond that contract, the text says how many entries the hidden/ignore rules
+//! left out (docs/contract.md § Glob and Grep: nothing is hidden silently).
 
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
@@ -33,13 +33,13 @@ sorted by name. Hidden entries and build/VCS directories (.git, node_modules, ta
 are left out unless include_hidden is true. Use offset to page through large directories; use \
 Glob to find files by name pattern across a tree.";
 
-/// Most entries one call returns (seed 001).
+/// Most entries one call returns (docs/contract.md § LS).
 pub const MAX_LIMIT: i64 = 200;
-/// Entries returned when `limit` is not given (seed 001).
+/// Entries returned when `limit` is not given (docs/contract.md § LS).
 pub const DEFAULT_LIMIT: i64 = 100;
 
 /// Seed 001 §5.1: skipped unless `include_hidden` (which also shows names
-/// starting with `.`). Differs from seed 003's Glob list, on purpose.
+/// starting with `.`). Differs from the Glob list (docs/contract.md § Glob and Grep), on purpose.
 pub const DEFAULT_IGNORED: &[&str] = &[
     ".git",
     ".hg",
@@ -74,7 +74,7 @@ pub fn schema() -> Value {
     )
 }
 
-/// The caller's `ignore` patterns (seed 001 §5.2): fnmatch-style, so `*` may
+/// The caller's `ignore` patterns (docs/contract.md § LS): fnmatch-style, so `*` may
 /// cross `/`; a pattern with `/` matches the path relative to the project
 /// root or to the listed directory, one without matches the name; `**/foo`
 /// also matches `foo` (globset does).

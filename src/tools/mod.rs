@@ -76,9 +76,9 @@ use tokio_stream::StreamExt;
 /// The tools, by their exposed names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolName {
-    /// List a directory (seed 001).
+    /// List a directory (docs/contract.md § LS).
     Ls,
-    /// Find files by glob (seed 003).
+    /// Find files by glob (docs/contract.md § Glob and Grep).
     Glob,
     /// Search file contents.
     Grep,
@@ -135,7 +135,7 @@ impl ToolName {
         }
     }
 
-    /// The JSON Schema of the arguments object (seeds 001/003 §2.2's shape).
+    /// The JSON Schema of the arguments object (docs/contract.md § LS, § Glob and Grep).
     pub fn schema(self) -> Value {
         match self {
             ToolName::Ls => ls::schema(),
@@ -189,7 +189,7 @@ impl Call {
     /// Resolves a path argument: relative to the project root, or an absolute
     /// logical path inside it. `.` and `..` segments are resolved lexically
     /// and `\` is read as `/`; leaving the root is ACCESS_DENIED with
-    /// `outside` as the message (the seeds word it differently per tool).
+    /// `outside` as the message (docs/contract.md words it differently per tool).
     /// Records `context.path_resolved`.
     pub fn resolve(&mut self, raw: &str, outside: &str) -> Result<VfsPath, ToolError> {
         let posix = raw.replace('\\', "/");

@@ -4,7 +4,7 @@
 //! refuse binary content (a NUL byte near the start, as git and ripgrep
 //! decide), count the lines without collecting them, decode only lines
 //! `[start_line, start_line + limit)` (invalid UTF-8 replaced, status partial,
-//! with a warning) and number them with seed 000's numbering (long lines
+//! with a warning) and number them with the numbering of docs/contract.md § Text formats (long lines
 //! continue as `5.1`, `5.2`).
 //!
 //! `stats.version` is the file's version: Write, Edit and MultiEdit need it as

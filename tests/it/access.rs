@@ -1,4 +1,4 @@
-//! Principals, grants and handles through the real server (seed 002).
+//! Principals, grants and handles through the real server (docs/contract.md § Grants).
 
 use crate::util::{Server, assert_error};
 use agentvfs::pb;

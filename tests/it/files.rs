@@ -41,7 +41,7 @@ async fn write_then_read_round_trips_with_version() {
     assert_eq!(all.into_inner().content, "alpha\nbeta\ngamma\n");
 }
 
-/// Lines over 10000 characters continue as N.1, N.2 (seed 000), and an empty
+/// Lines over 10000 characters continue as N.1, N.2 (docs/contract.md § Text formats), and an empty
 /// file reads as the EmptyContentWarning.
 #[tokio::test]
 async fn read_numbering_splits_long_lines_and_warns_on_empty() {
@@ -452,7 +452,7 @@ async fn bytes_round_trip_and_binary_is_refused_as_text() {
     assert_error(&err, Code::FailedPrecondition, "BINARY_FILE");
 }
 
-/// Every seed 002 path rejection is INVALID_ARGUMENT with INVALID_PARAM, and
+/// Every path rejection of docs/contract.md § Paths is INVALID_ARGUMENT with INVALID_PARAM, and
 /// `/a` and `/a ` are different paths.
 #[tokio::test]
 async fn invalid_paths_are_rejected_not_repaired() {

@@ -35,7 +35,7 @@ fn grep(pattern: &str) -> pb::GrepRequest {
     }
 }
 
-/// A tree exercising every skip rule: hidden names, seed 003's default list,
+/// A tree exercising every skip rule: hidden names, the default list of docs/contract.md § Glob and Grep,
 /// `.gitignore` with a negation, and a deeper `.ignore` that beats a deeper
 /// `.gitignore` negation (ripgrep's precedence).
 fn rules_tree() -> tempfile::TempDir {
@@ -249,7 +249,7 @@ async fn glob_paths_only_returns_the_same_paths_without_metadata() {
     assert_eq!(links, [false, true, false]);
 }
 
-/// Glob semantics of seed 003: `*` stays in one directory, `**/x` matches at
+/// Glob semantics of docs/contract.md § Glob and Grep: `*` stays in one directory, `**/x` matches at
 /// depth zero, patterns are relative to the search path.
 #[tokio::test]
 async fn glob_semantics_on_real_directories() {

@@ -6,7 +6,7 @@
 //! - `cli`: the client verbs of the `agentvfs` command;
 //! - `files`: every Filesystem RPC on the State tier, and every error kind;
 //! - `search`: Grep and Glob semantics, streaming, budgets, cancellation;
-//! - `access`: principals, grants and handles (seed 002);
+//! - `access`: principals, grants and handles (docs/contract.md § Grants);
 //! - `mounts`: the mount table's routing, listing and cross-mount search;
 //! - `conformance`: the shared cases of `tests/conformance/` that every client
 //!   runs too;

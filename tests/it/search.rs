@@ -171,7 +171,7 @@ async fn grep_skips_and_counts_binary_hidden_ignored() {
     assert_eq!(m.len(), 3);
 }
 
-/// Glob per seed 003 §5.4: relative to path, `*`/`?` never cross `/`, `**`
+/// Glob per docs/contract.md § Glob and Grep: relative to path, `*`/`?` never cross `/`, `**`
 /// does, `**/x` matches `x`, `{a,b}` alternates.
 #[tokio::test]
 async fn glob_semantics() {
@@ -257,7 +257,7 @@ async fn results_are_batched_and_limited() {
 }
 
 /// max_visited stops with COUNT_LIMIT; with no result yet it is
-/// DEADLINE_EXCEEDED/TIMEOUT (seed 003: circuit breaker without results).
+/// DEADLINE_EXCEEDED/TIMEOUT (docs/contract.md § Glob and Grep: a budget spent without results).
 #[tokio::test]
 async fn visited_budget() {
     let server = Server::start();

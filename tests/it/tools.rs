@@ -3,8 +3,8 @@
 //! output budget, and a scripted agent loop driven by ListTools' schemas.
 //!
 //! Every envelope any test sees goes through [`validate`], which checks the
-//! protocol (seeds 001/003 §3): only the allowed top-level keys, `error`
-//! present exactly when status is "error", a code from the seeds' list,
+//! protocol (docs/contract.md § The tool envelope): only the allowed top-level keys, `error`
+//! present exactly when status is "error", a code from docs/contract.md's list,
 //! `data.truncated` only with status "partial", `stats.time_ms` present,
 //! `context.cwd` / `context.params_input` present, and the protobuf envelope
 //! agreeing with the JSON one.
@@ -225,7 +225,7 @@ async fn ls_fixture(server: &Server) {
     }
 }
 
-/// LS text line for line (seed 001 §8): totals, directories first with `/`,
+/// LS text line for line (docs/contract.md § LS): totals, directories first with `/`,
 /// names sorted ignoring case, hidden/ignored entries counted, data and stats.
 #[tokio::test]
 async fn ls_lists_directories_first_with_seed_text() {
@@ -307,7 +307,7 @@ async fn ls_paginates_with_truncated_note_and_next_offset() {
     );
 }
 
-/// LS errors with seed 001 §7's codes and messages.
+/// LS errors with docs/contract.md § LS's codes and messages.
 #[tokio::test]
 async fn ls_errors_use_seed_codes_and_messages() {
     let (server, mut agent) = start().await;
@@ -369,7 +369,7 @@ async fn glob_fixture(server: &Server) {
     }
 }
 
-/// Glob text line for line (seed 003 §7): `*` stays in one segment, `**`
+/// Glob text line for line (docs/contract.md § Glob and Grep): `*` stays in one segment, `**`
 /// crosses, hidden and ignored skips are counted with the parameter to use.
 #[tokio::test]
 async fn glob_matches_with_seed_text_and_segment_rules() {
@@ -441,7 +441,7 @@ async fn glob_limit_truncates_as_partial() {
     );
 }
 
-/// Glob errors with seed 003 §6's codes and messages.
+/// Glob errors with docs/contract.md § Glob and Grep's codes and messages.
 #[tokio::test]
 async fn glob_errors_use_seed_codes_and_messages() {
     let (server, mut agent) = start().await;
@@ -488,7 +488,7 @@ async fn glob_errors_use_seed_codes_and_messages() {
         .await;
 }
 
-/// Grep sorts by modification time (newest first), renders seed 000's three
+/// Grep sorts by modification time (newest first), renders the three
 /// modes, context lines and the Truncated note, and reports ignored files.
 #[tokio::test]
 async fn grep_sorts_by_mtime_and_renders_every_mode() {
