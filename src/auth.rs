@@ -24,7 +24,6 @@
 //! way in.
 
 use crate::access::{Grant, OpSet, Principal};
-use crate::config::Config;
 use crate::error::{Error, Result};
 use rand::Rng;
 use std::collections::HashMap;
@@ -157,13 +156,16 @@ impl Auth {
         }
     }
 
-    /// The authenticator `config` describes. With `[access]
-    /// operator_token_file`, a fresh random operator token holding every
-    /// grant is written to that file (mode 0600, replaced atomically) for the
+    /// [`Auth::new`] plus, when `operator_token_file` is given (`[access]
+    /// operator_token_file`), a fresh random operator token holding every
+    /// grant, written to that file (mode 0600, replaced atomically) for the
     /// orchestrator to read; it is never logged.
-    pub fn from_config(config: &Config) -> Result<Auth, String> {
-        let mut principals = config.principals.clone();
-        if let Some(path) = &config.access.operator_token_file {
+    pub fn with_operator(
+        mut principals: Vec<(String, Principal)>,
+        anonymous: bool,
+        operator_token_file: Option<&Path>,
+    ) -> Result<Auth, String> {
+        if let Some(path) = operator_token_file {
             let token = new_token();
             write_secret(path, &token)
                 .map_err(|e| format!("access operator_token_file {}: {e}", path.display()))?;
@@ -174,7 +176,7 @@ impl Auth {
             };
             principals.push((token, operator));
         }
-        Ok(Auth::new(principals, config.access.anonymous))
+        Ok(Auth::new(principals, anonymous))
     }
 
     /// True when requests need a token (anonymous mode is off).

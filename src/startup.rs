@@ -53,7 +53,11 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     let backend = CompositeBackend::new(mounts).map_err(|e| e.to_string())?;
     Ok(App {
         backend: Arc::new(backend),
-        auth: Arc::new(Auth::from_config(config)?),
+        auth: Arc::new(Auth::with_operator(
+            config.principals.clone(),
+            config.access.anonymous,
+            config.access.operator_token_file.as_deref(),
+        )?),
         max_file_bytes: config.max_file_bytes,
         tools: config.tools.clone(),
         limits: config.limits,

@@ -30,7 +30,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub struct Limits {
     config: LimitsConfig,
     searches: Arc<Semaphore>,
-    /// Streams running per principal (by [`owner`]); absent at zero.
+    /// Streams running per principal (by `Principal::owner`); absent at zero.
     streams: Arc<Mutex<HashMap<String, usize>>>,
 }
 
@@ -56,12 +56,6 @@ impl Drop for StreamPermit {
 /// One admitted search; dropping it gives the slot back.
 pub type SearchPermit = OwnedSemaphorePermit;
 
-/// The principal whose budget a caller's streams use: handles (at any
-/// depth) count against the configured principal at the root of their chain.
-fn owner(principal: &Principal) -> &str {
-    &principal.owner
-}
-
 impl Limits {
     /// Fresh bounds from the configuration.
     pub fn new(config: LimitsConfig) -> Limits {
@@ -85,7 +79,7 @@ impl Limits {
     /// Admits one more stream of `principal`, or refuses it
     /// (RESOURCE_EXHAUSTED) when it already runs its maximum.
     pub fn stream(&self, principal: &Principal) -> Result<StreamPermit> {
-        let owner = owner(principal);
+        let owner = principal.owner.as_str();
         let max = self.config.max_streams_per_principal;
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let count = streams.entry(owner.to_owned()).or_default();

@@ -63,7 +63,7 @@ use crate::path::{VfsPath, check_name};
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
 use rustix::io::Errno;
-use sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
+use sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type, not_regular};
 use std::ffi::{CStr, CString};
 use std::hash::{Hash, Hasher};
 use std::io::Read;
@@ -223,6 +223,15 @@ impl FsBackend {
         }
     }
 
+    /// A name for a temporary file, unique within this process.
+    fn temp_name(&self) -> String {
+        format!(
+            ".agentvfs-{}-{}.tmp",
+            std::process::id(),
+            self.temp_counter.fetch_add(1, Ordering::Relaxed)
+        )
+    }
+
     /// Creates the temporary file of a write into `dir`.
     fn create_temp<'d>(&self, path: &VfsPath, dir: &'d OwnedFd) -> Result<Temp<'d>> {
         let mode = Mode::from_raw_mode(NEW_FILE_MODE as _);
@@ -240,11 +249,7 @@ impl FsBackend {
             Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
             Err(e) => return Err(errno(path, e)),
         }
-        let name = format!(
-            ".agentvfs-{}-{}.tmp",
-            std::process::id(),
-            self.temp_counter.fetch_add(1, Ordering::Relaxed)
-        );
+        let name = self.temp_name();
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(dir, name.as_str(), flags, mode).map_err(|e| errno(path, e))?;
@@ -300,11 +305,7 @@ impl FsBackend {
             None => {
                 // Give the unnamed file a name in `dir` through /proc (no
                 // capability needed, unlike AT_EMPTY_PATH), then rename it.
-                let named = format!(
-                    ".agentvfs-{}-{}.tmp",
-                    std::process::id(),
-                    self.temp_counter.fetch_add(1, Ordering::Relaxed)
-                );
+                let named = self.temp_name();
                 let proc_path = format!("/proc/self/fd/{}", temp.fd.as_raw_fd());
                 rustix::fs::linkat(
                     rustix::fs::CWD,
@@ -385,13 +386,6 @@ impl FsBackend {
         self.check_size(path, st.st_size as u64)?;
         Ok(st)
     }
-}
-
-/// The error for a device, socket or pipe where a regular file is needed.
-fn not_regular(path: &VfsPath) -> Error {
-    Error::InvalidArgument(format!(
-        "{path} is not a regular file (device, socket or pipe)"
-    ))
 }
 
 /// Gives the new content of a replaced file the old file's owner (where the

@@ -356,11 +356,16 @@ pub fn errno(path: &VfsPath, e: Errno) -> Error {
             "{path}: symbolic link not followed (a loop, or a link where a file is required)"
         )),
         // Opening a socket (or a device with no driver) for reading.
-        Errno::NXIO => Error::InvalidArgument(format!(
-            "{path} is not a regular file (device, socket or pipe)"
-        )),
+        Errno::NXIO => not_regular(path),
         other => Error::io(path.as_str(), other.into()),
     }
+}
+
+/// The error for a device, socket or pipe where a regular file is needed.
+pub fn not_regular(path: &VfsPath) -> Error {
+    Error::InvalidArgument(format!(
+        "{path} is not a regular file (device, socket or pipe)"
+    ))
 }
 
 /// Calls `each` with the name and type (`Unknown` when the file system does

@@ -178,9 +178,7 @@ fn search_one(run: &SearchRun, path: &VfsPath, fd: OwnedFd, st: &rustix::fs::Sta
         return Err(Error::NotDirectory(path.to_string()));
     };
     if file_type(st) != FileType::RegularFile {
-        return Err(Error::InvalidArgument(format!(
-            "{path} is not a regular file (device, socket or pipe)"
-        )));
+        return Err(sandbox::not_regular(path));
     }
     if run.visit() && searcher.wants(path.name(), st.st_size as u64) {
         let file = std::fs::File::from(fd);
