@@ -14,9 +14,10 @@
 
 use agentvfs::VfsPath;
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
-use agentvfs::backend::{Backend, Precondition, Scope};
+use agentvfs::backend::{Backend, Precondition};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
+use agentvfs::scope::Scope;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -41,10 +42,18 @@ struct Served {
 
 impl Served {
     fn start(data: &Path) -> Served {
+        // The default config serves the working directory at /workspace, and
+        // the server refuses a data directory inside a served one: run it in
+        // an empty sibling of the data directory.
+        let served = data
+            .parent()
+            .expect("data dirs are inside a temp dir")
+            .join("served");
+        std::fs::create_dir_all(&served).expect("create the served directory");
         let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)
-            .current_dir(data.parent().expect("data dirs are inside a temp dir"))
+            .current_dir(&served)
             .env("RUST_LOG", "agentvfs=warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -83,6 +83,12 @@ impl fmt::Display for Op {
 pub struct OpSet(u8);
 
 impl OpSet {
+    /// The set of the operations named (`read_file`, `write`, ...), for the
+    /// configuration and for requests; an unknown name is INVALID_ARGUMENT.
+    pub fn parse<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<OpSet> {
+        names.into_iter().map(Op::parse).collect()
+    }
+
     /// Every operation.
     pub fn all() -> OpSet {
         OpSet(Op::ALL.iter().fold(0, |bits, op| bits | op.bit()))

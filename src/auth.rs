@@ -23,7 +23,7 @@
 //! one trusted local user; `[access] anonymous = false` makes tokens the only
 //! way in.
 
-use crate::access::{Grant, OpSet, Principal};
+use crate::access::{Grant, Principal};
 use crate::error::{Error, Result};
 use rand::Rng;
 use std::collections::HashMap;
@@ -464,11 +464,6 @@ fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
-}
-
-/// Operation set from names, for config and requests.
-pub fn parse_ops<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<OpSet> {
-    names.into_iter().map(crate::access::Op::parse).collect()
 }
 
 #[cfg(test)]

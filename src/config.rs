@@ -5,11 +5,10 @@
 //! `agentvfs.toml:12: mount prefix "workspace/": path must be absolute`. See
 //! `agentvfs.example.toml` for every key.
 
-use crate::access::{Grant, Principal};
-use crate::auth::parse_ops;
+use crate::access::{Grant, OpSet, Principal};
 use crate::backend::state::StateLimits;
 use crate::path::VfsPath;
-use crate::server::check_scope_name;
+use crate::scope::Scope;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::fmt;
@@ -400,7 +399,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         let namespace = match &p.namespace {
             None => "default".to_owned(),
             Some(ns) => {
-                check_scope_name("namespace", ns.get_ref())
+                Scope::check_name("namespace", ns.get_ref())
                     .map_err(|e| at(ns.span().start, e.to_string()))?;
                 ns.get_ref().clone()
             }
@@ -410,7 +409,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
             let g = g.get_ref();
             let prefix = VfsPath::parse(g.prefix.get_ref())
                 .map_err(|e| at(g.prefix.span().start, format!("grant prefix: {e}")))?;
-            let ops = parse_ops(g.ops.iter().map(|o| o.get_ref().as_str())).map_err(|e| {
+            let ops = OpSet::parse(g.ops.iter().map(|o| o.get_ref().as_str())).map_err(|e| {
                 let start = g
                     .ops
                     .first()

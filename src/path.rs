@@ -204,6 +204,20 @@ impl VfsPath {
     pub fn order_key(&self) -> Vec<u8> {
         order_key(&self.0)
     }
+
+    /// The order-key range `[start, end)` holding everything strictly below
+    /// this directory: a subtree is one key range because `/` sorts as NUL.
+    pub fn subtree_range(&self) -> (Vec<u8>, Vec<u8>) {
+        let mut start = self.order_key();
+        if !self.is_root() {
+            start.push(0);
+        }
+        let mut end = start.clone();
+        if let Some(last) = end.last_mut() {
+            *last = 1;
+        }
+        (start, end)
+    }
 }
 
 /// See [`VfsPath::order_key`]; also works on relative paths.

@@ -12,13 +12,12 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{
-    Backend, ChunkReader, ChunkSource, Entry, Precondition, Scope, UpdateFn, WriteOutcome,
-};
+use super::{Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome};
+use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
+use crate::scope::Scope;
 use crate::search::rules::{self, Skip};
-use crate::search::sorted::subtree_range;
 use crate::search::{SearchPart, SearchRun};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -115,7 +114,7 @@ impl CompositeBackend {
         let mut lo = part.lo.clone();
         let mut started_owner = false;
         for child in children {
-            let (child_lo, child_hi) = subtree_range(&child.prefix);
+            let (child_lo, child_hi) = child.prefix.subtree_range();
             let child_key = child.prefix.order_key();
             if child_hi <= part.lo || child_key >= part.hi {
                 continue;

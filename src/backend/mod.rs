@@ -17,87 +17,12 @@ pub mod fs;
 pub mod state;
 pub mod store;
 
-use crate::access::Principal;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::{SearchPart, SearchRun};
-use std::sync::Arc;
-use std::time::SystemTime;
 
-/// Whose data a call sees and whose rights apply: the State tier is scoped by
-/// session, the Store tier by namespace, and the Filesystem tier follows a
-/// symbolic link only where the principal's grants hold for the link's
-/// target as they do for the path that named it (see `fs::sandbox`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Scope {
-    /// The `x-agentvfs-session` of the request (`default` when absent).
-    pub session: String,
-    /// The principal's Store namespace (`default` when not configured).
-    pub namespace: String,
-    /// The caller, whose grants decide which links may be followed.
-    pub principal: Arc<Principal>,
-}
-
-impl Default for Scope {
-    /// The local principal's default session and namespace (every right).
-    fn default() -> Self {
-        Scope {
-            session: "default".into(),
-            namespace: "default".into(),
-            principal: Arc::new(Principal::local()),
-        }
-    }
-}
-
-/// What kind of entry a path names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EntryKind {
-    /// A regular file.
-    File,
-    /// A directory (explicit on disk, implied by file paths in memory).
-    Directory,
-    /// A symbolic link (Filesystem tier only; shown, never followed outside).
-    Symlink {
-        /// True when the link resolves, inside the root, to a directory.
-        to_directory: bool,
-    },
-}
-
-/// Metadata of one entry.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// Logical path.
-    pub path: VfsPath,
-    /// File, directory or link.
-    pub kind: EntryKind,
-    /// Size in bytes (0 for directories).
-    pub size: u64,
-    /// Last change.
-    pub modified: SystemTime,
-    /// Creation (the tier's best knowledge; modification time when unknown).
-    pub created: SystemTime,
-    /// Generation: grows on every change of this path; 0 for directories.
-    pub version: u64,
-}
-
-impl Entry {
-    /// True for directories (not for links to directories).
-    pub fn is_directory(&self) -> bool {
-        self.kind == EntryKind::Directory
-    }
-
-    /// A directory entry with no meaningful times (implied directories).
-    pub fn directory(path: VfsPath, time: SystemTime) -> Entry {
-        Entry {
-            path,
-            kind: EntryKind::Directory,
-            size: 0,
-            modified: time,
-            created: time,
-            version: 0,
-        }
-    }
-}
+use crate::entry::Entry;
+use crate::scope::Scope;
 
 /// The condition a write must meet, from `create_only` and `if_version`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -160,6 +85,32 @@ pub struct WriteOutcome {
     pub version: u64,
     /// True when the file did not exist before.
     pub created: bool,
+}
+
+/// What a Move did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MoveOutcome {
+    /// Files now below (or at) the destination that were below the source.
+    pub files_moved: u64,
+    /// The moved file's new version; 0 when a directory moved.
+    pub version: u64,
+}
+
+/// Refuses a Move whose two paths cannot name two distinct places: the
+/// same path, or a destination inside the source (docs/contract.md § Move).
+/// Every tier's `rename` may rely on this having been checked.
+pub fn check_move_paths(source: &VfsPath, destination: &VfsPath) -> Result<()> {
+    if source == destination {
+        return Err(Error::InvalidArgument(format!(
+            "source and destination are the same path: {source}"
+        )));
+    }
+    if destination.is_within(source) {
+        return Err(Error::InvalidArgument(format!(
+            "cannot move {source} into itself ({destination})"
+        )));
+    }
+    Ok(())
 }
 
 /// A transformation of a file's content for [`Backend::update`]: given the
@@ -254,6 +205,24 @@ pub trait Backend: Send + Sync {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64>;
+
+    /// Moves the file or directory tree at `source` to `destination` as one
+    /// atomic step (docs/contract.md § Move): `pre.if_version` applies to the
+    /// source (a file), `pre.create_only` to the destination. Missing parent
+    /// directories of the destination are created; only a file replaces a
+    /// file. Callers have passed [`check_move_paths`].
+    fn rename(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        let _ = (scope, destination, pre);
+        Err(Error::Internal(format!(
+            "{source}: Move is not implemented by this tier yet"
+        )))
+    }
 
     /// Runs the Grep or Glob of `run` over `part` (a subtree at or below the
     /// search root, cut to a key range), feeding entries to `run` in path

@@ -17,12 +17,12 @@
 //! paths fill the tier too. Beyond either bound a write is `TooLarge`
 //! (RESOURCE_EXHAUSTED).
 
-use super::{
-    Backend, Entry, EntryKind, Precondition, Scope, UpdateFn, WriteOutcome, check_directory_delete,
-};
+use super::{Backend, Precondition, UpdateFn, WriteOutcome, check_directory_delete};
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use crate::search::sorted::{self, SortedFiles, subtree_range};
+use crate::scope::Scope;
+use crate::search::sorted::{self, SortedFiles};
 use crate::search::{SearchPart, SearchRun};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -234,7 +234,7 @@ impl StateBackend {
         if let Some(file) = files.get(&path.order_key()) {
             return Ok(file.entry());
         }
-        let (start, end) = subtree_range(path);
+        let (start, end) = path.subtree_range();
         match files.range(start..end).next() {
             Some((_, first)) => Ok(Entry::directory(path.clone(), first.modified)),
             None if *path == self.mount => Ok(Entry::directory(path.clone(), self.created)),
@@ -244,7 +244,7 @@ impl StateBackend {
 
     /// Fails when `path` is a directory or lies below a file.
     fn check_writable(&self, files: &Files, path: &VfsPath) -> Result<()> {
-        let (start, end) = subtree_range(path);
+        let (start, end) = path.subtree_range();
         if files.range(start..end).next().is_some() || *path == self.mount {
             return Err(Error::IsDirectory(path.to_string()));
         }
@@ -299,7 +299,7 @@ impl StateBackend {
         if !this.is_directory() {
             return Err(Error::NotDirectory(dir.to_string()));
         }
-        let (mut cursor, end) = subtree_range(dir);
+        let (mut cursor, end) = dir.subtree_range();
         let mut out = Vec::new();
         while let Some((key, file)) = files.range(cursor.clone()..end.clone()).next() {
             let rel = file.path.relative_to(dir).unwrap_or_default();
@@ -307,7 +307,7 @@ impl StateBackend {
                 // A subdirectory: show it once and seek past everything below it.
                 Some((child, _)) => {
                     let child = dir.join(child)?;
-                    cursor = subtree_range(&child).1;
+                    cursor = child.subtree_range().1;
                     out.push(Entry::directory(child, file.modified));
                 }
                 None => {
@@ -342,7 +342,7 @@ impl StateBackend {
         }
         self.lookup(files, path)?;
         check_directory_delete(path, if_version, recursive)?;
-        let (start, end) = subtree_range(path);
+        let (start, end) = path.subtree_range();
         let doomed: Vec<Vec<u8>> = files.range(start..end).map(|(k, _)| k.clone()).collect();
         let mut bytes = 0;
         for key in &doomed {
@@ -431,7 +431,7 @@ impl Backend for StateBackend {
         let root = &part.top;
         let (root_entry, mut snapshot) = self.with_files(scope, |files| {
             let root_entry = self.lookup(files, root)?;
-            let (start, end) = subtree_range(root);
+            let (start, end) = root.subtree_range();
             let mut snapshot: Vec<Arc<FileRecord>> =
                 files.range(start..end).map(|(_, f)| f.clone()).collect();
             if let Some(file) = files.get(&root.order_key()) {

@@ -31,7 +31,7 @@ pub use spec::{
     SearchSpec, compile_regex, normalize_pattern,
 };
 
-use crate::backend::Entry;
+use crate::entry::Entry;
 use crate::error::Error;
 use crate::path::VfsPath;
 use std::time::{Duration, SystemTime};
@@ -53,7 +53,7 @@ pub struct SearchPart {
 impl SearchPart {
     /// The whole subtree of `top`.
     pub fn whole(top: VfsPath) -> SearchPart {
-        let (lo, hi) = sorted::subtree_range(&top);
+        let (lo, hi) = top.subtree_range();
         SearchPart { top, lo, hi }
     }
 
@@ -65,7 +65,7 @@ impl SearchPart {
     /// True when some path below `dir` may lie in the part (a walker can
     /// prune `dir` otherwise).
     pub fn overlaps_dir(&self, dir: &VfsPath) -> bool {
-        let (lo, hi) = sorted::subtree_range(dir);
+        let (lo, hi) = dir.subtree_range();
         lo < self.hi && self.lo < hi
     }
 }

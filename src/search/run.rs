@@ -33,7 +33,7 @@
 //! that stops reading holds a search thread for a bounded time, never forever.
 
 use super::{AbortReason, FileHits, Hit, SearchKind, SearchSpec, Summary};
-use crate::backend::{Entry, EntryKind};
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use std::pin::pin;

@@ -10,9 +10,8 @@
 
 use super::rules::{self, Skip};
 use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
-use crate::backend::Entry;
+use crate::entry::Entry;
 use crate::error::{Error, Result};
-use crate::path::VfsPath;
 
 /// A tier's ordered file set, as the walk needs it.
 pub trait SortedFiles {
@@ -26,24 +25,11 @@ pub trait SortedFiles {
     fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
 }
 
-/// The key range `[start, end)` holding everything strictly below `dir`.
-pub fn subtree_range(dir: &VfsPath) -> (Vec<u8>, Vec<u8>) {
-    let mut start = dir.order_key();
-    if !dir.is_root() {
-        start.push(0);
-    }
-    let mut end = start.clone();
-    if let Some(last) = end.last_mut() {
-        *last = 1;
-    }
-    (start, end)
-}
-
 /// Walks every file of `part` in path order and feeds the run. The caller has
 /// checked that `part.top` is a directory.
 pub fn walk<S: SortedFiles>(run: &SearchRun, files: &mut S, part: &SearchPart) -> Result<()> {
     let root = &run.spec().root;
-    let (start, end) = subtree_range(&part.top);
+    let (start, end) = part.top.subtree_range();
     let mut cursor = start.max(part.lo.clone());
     let end = end.min(part.hi.clone());
     let mut searcher = FileSearcher::new(run);
@@ -79,7 +65,7 @@ pub fn walk<S: SortedFiles>(run: &SearchRun, files: &mut S, part: &SearchPart) -
         }
         if let Some(depth) = pruned {
             let dir = root.join_relative(&parts[..=depth].join("/"))?;
-            cursor = subtree_range(&dir).1;
+            cursor = dir.subtree_range().1;
             continue;
         }
         cursor = key;

@@ -2,7 +2,7 @@
 //! descriptions. A thin adapter over [`Auth`].
 
 use super::caller::caller;
-use crate::access::Grant;
+use crate::access::{Grant, OpSet};
 use crate::auth::{self, Auth};
 use crate::error::Error;
 use crate::path::VfsPath;
@@ -40,7 +40,7 @@ fn from_pb(grants: &[pb::Grant]) -> Result<Vec<Grant>, Error> {
         .map(|g| {
             Ok(Grant {
                 prefix: VfsPath::parse(&g.prefix)?,
-                ops: auth::parse_ops(g.ops.iter().map(String::as_str))?,
+                ops: OpSet::parse(g.ops.iter().map(String::as_str))?,
             })
         })
         .collect()

@@ -7,14 +7,14 @@
 //!   (`[access] anonymous`); otherwise every caller, handles included, is
 //!   bound to its principal's namespace.
 //!
-//! Header values are validated like names ([`check_scope_name`]) so they can
+//! Header values are validated like names ([`Scope::check_name`]) so they can
 //! never smuggle a path or a control character into storage keys. Tokens are
 //! never logged.
 
 use crate::access::Principal;
 use crate::auth::Auth;
-use crate::backend::Scope;
 use crate::error::{Error, Result};
+use crate::scope::Scope;
 use std::sync::Arc;
 use tonic::{Request, Status};
 
@@ -22,9 +22,6 @@ use tonic::{Request, Status};
 pub const SESSION_HEADER: &str = "x-agentvfs-session";
 /// Metadata key of the namespace.
 pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
-/// Longest session or namespace name.
-pub const MAX_SCOPE_NAME: usize = 128;
-
 /// The authenticated caller of one request.
 #[derive(Clone, Debug)]
 pub struct Caller {
@@ -44,17 +41,6 @@ impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Secret(<redacted>)")
     }
-}
-
-/// Validates a session or namespace name: 1–128 of letters, digits and `-_.@+:~`.
-pub fn check_scope_name(kind: &str, name: &str) -> Result<()> {
-    let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.@+:~".contains(c);
-    if name.is_empty() || name.len() > MAX_SCOPE_NAME || !name.chars().all(ok_char) {
-        return Err(Error::InvalidArgument(format!(
-            "invalid {kind} name {name:?}: use 1-{MAX_SCOPE_NAME} letters, digits or -_.@+:~"
-        )));
-    }
-    Ok(())
 }
 
 fn header<'a, T>(req: &'a Request<T>, key: &str) -> Result<Option<&'a str>> {
@@ -77,7 +63,7 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
     };
     let principal = auth.authenticate(token)?;
     let session = header(req, SESSION_HEADER)?.unwrap_or("default");
-    check_scope_name("session", session)?;
+    Scope::check_name("session", session)?;
     // In anonymous mode the caller may pick any namespace (it could drop its
     // token anyway); otherwise it is bound to its principal's.
     let namespace = match header(req, NAMESPACE_HEADER)? {
@@ -90,7 +76,7 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
         }
         _ => principal.namespace.as_str(),
     };
-    check_scope_name("namespace", namespace)?;
+    Scope::check_name("namespace", namespace)?;
     let scope = Scope {
         session: session.to_owned(),
         namespace: namespace.to_owned(),

@@ -1,6 +1,7 @@
 //! Domain types to protobuf messages (one place, so every RPC agrees).
 
-use crate::backend::{Entry, EntryKind, WriteOutcome};
+use crate::backend::WriteOutcome;
+use crate::entry::{Entry, EntryKind};
 use crate::pb;
 use crate::search::{AbortReason, Hit, Summary};
 

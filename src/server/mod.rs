@@ -16,7 +16,7 @@ mod search_stream;
 mod tools;
 
 pub use access::AccessService;
-pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, check_scope_name, identify};
+pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, identify};
 pub use filesystem::FilesystemService;
 pub use limits::{Limits, SearchPermit, StreamPermit};
 pub use message_limit::{TooLargeStatus, too_large};

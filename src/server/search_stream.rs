@@ -7,8 +7,9 @@
 
 use super::limits::{Limits, StreamPermit};
 use crate::access::{Op, Principal};
-use crate::backend::{Backend, Scope};
+use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::scope::Scope;
 use crate::search::{EVENT_CHANNEL_CAPACITY, SearchEvent, SearchPart, SearchRun, SearchSpec};
 use std::sync::Arc;
 use tokio::sync::mpsc;

@@ -19,7 +19,7 @@
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
-use crate::backend::{Entry, EntryKind};
+use crate::entry::{Entry, EntryKind};
 use crate::error::Error;
 use crate::server::blocking;
 use globset::{Glob, GlobSet, GlobSetBuilder};

@@ -54,12 +54,13 @@ pub mod sandbox;
 pub mod search;
 
 use super::{
-    Backend, ChunkReader, ChunkSource, Entry, EntryKind, Precondition, Scope, UpdateFn,
-    WriteOutcome, check_directory_delete,
+    Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
 };
 use crate::access::{Op, OpSet};
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::{VfsPath, check_name};
+use crate::scope::Scope;
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
 use rustix::io::Errno;

@@ -56,11 +56,12 @@ mod locks;
 mod record;
 
 use super::{
-    Backend, ChunkReader, ChunkSource, Entry, EntryKind, Precondition, Scope, UpdateFn,
-    WriteOutcome, check_directory_delete,
+    Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
 };
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
+use crate::scope::Scope;
 use crate::search::sorted::{self, SortedFiles};
 use crate::search::{SearchPart, SearchRun};
 use keys::{MountKeys, NsId, Seek};
@@ -249,7 +250,7 @@ impl StoreBackend {
     /// written to (and `create` is false).
     fn namespace(&self, scope: &Scope, create: bool) -> Result<Option<NsId>> {
         let name = scope.namespace.as_str();
-        crate::server::check_scope_name("namespace", name)?;
+        Scope::check_name("namespace", name)?;
         let read = |map: &RwLock<HashMap<String, NsId>>| {
             map.read()
                 .unwrap_or_else(|p| p.into_inner())

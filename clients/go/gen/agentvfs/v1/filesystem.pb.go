@@ -1421,6 +1421,151 @@ func (x *DeleteResponse) GetFilesDeleted() uint64 {
 	return 0
 }
 
+type MoveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file or directory to move; it must exist and not be a mount root.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Its new path, on the same mount as the source; missing parent
+	// directories are created. Only a file may replace a file, and only when
+	// create_only is false.
+	Destination string `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// When set, the source must be a file whose current version equals it,
+	// else ABORTED (CONFLICT).
+	IfVersion *uint64 `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	// Fail with ALREADY_EXISTS (CONFLICT) when the destination exists.
+	CreateOnly    bool `protobuf:"varint,4,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveRequest) Reset() {
+	*x = MoveRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRequest) ProtoMessage() {}
+
+func (x *MoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRequest.ProtoReflect.Descriptor instead.
+func (*MoveRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MoveRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MoveRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *MoveRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+func (x *MoveRequest) GetCreateOnly() bool {
+	if x != nil {
+		return x.CreateOnly
+	}
+	return false
+}
+
+type MoveResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Source      string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Destination string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Files moved (1 for a file).
+	FilesMoved uint64 `protobuf:"varint,3,opt,name=files_moved,json=filesMoved,proto3" json:"files_moved,omitempty"`
+	// The moved file's new version; 0 when a directory moved.
+	Version       uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveResponse) Reset() {
+	*x = MoveResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveResponse) ProtoMessage() {}
+
+func (x *MoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveResponse.ProtoReflect.Descriptor instead.
+func (*MoveResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *MoveResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *MoveResponse) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *MoveResponse) GetFilesMoved() uint64 {
+	if x != nil {
+		return x.FilesMoved
+	}
+	return 0
+}
+
+func (x *MoveResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type ReadReRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1435,7 +1580,7 @@ type ReadReRequest struct {
 
 func (x *ReadReRequest) Reset() {
 	*x = ReadReRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[21]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1592,7 @@ func (x *ReadReRequest) String() string {
 func (*ReadReRequest) ProtoMessage() {}
 
 func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[21]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1605,7 @@ func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReRequest.ProtoReflect.Descriptor instead.
 func (*ReadReRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{21}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReadReRequest) GetPath() string {
@@ -1493,7 +1638,7 @@ type ReadReResponse struct {
 
 func (x *ReadReResponse) Reset() {
 	*x = ReadReResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[22]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1650,7 @@ func (x *ReadReResponse) String() string {
 func (*ReadReResponse) ProtoMessage() {}
 
 func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[22]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1663,7 @@ func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReResponse.ProtoReflect.Descriptor instead.
 func (*ReadReResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{22}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ReadReResponse) GetMatches() []string {
@@ -1556,7 +1701,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1713,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1726,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{23}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1692,7 +1837,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1849,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1862,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{24}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -1764,7 +1909,7 @@ type GrepBatch struct {
 
 func (x *GrepBatch) Reset() {
 	*x = GrepBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1921,7 @@ func (x *GrepBatch) String() string {
 func (*GrepBatch) ProtoMessage() {}
 
 func (x *GrepBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1934,7 @@ func (x *GrepBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepBatch.ProtoReflect.Descriptor instead.
 func (*GrepBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{25}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GrepBatch) GetMatches() []*GrepMatch {
@@ -1812,7 +1957,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +1969,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +1982,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GrepResponse) GetResult() isGrepResponse_Result {
@@ -1905,7 +2050,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2062,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2075,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -1998,7 +2143,7 @@ type GlobBatch struct {
 
 func (x *GlobBatch) Reset() {
 	*x = GlobBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2155,7 @@ func (x *GlobBatch) String() string {
 func (*GlobBatch) ProtoMessage() {}
 
 func (x *GlobBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2168,7 @@ func (x *GlobBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobBatch.ProtoReflect.Descriptor instead.
 func (*GlobBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GlobBatch) GetEntries() []*FileInfo {
@@ -2046,7 +2191,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2203,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2216,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GlobResponse) GetResult() isGlobResponse_Result {
@@ -2130,7 +2275,7 @@ type SearchProblem struct {
 
 func (x *SearchProblem) Reset() {
 	*x = SearchProblem{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2287,7 @@ func (x *SearchProblem) String() string {
 func (*SearchProblem) ProtoMessage() {}
 
 func (x *SearchProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2300,7 @@ func (x *SearchProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchProblem.ProtoReflect.Descriptor instead.
 func (*SearchProblem) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SearchProblem) GetPath() string {
@@ -2203,7 +2348,7 @@ type SearchSummary struct {
 
 func (x *SearchSummary) Reset() {
 	*x = SearchSummary{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2360,7 @@ func (x *SearchSummary) String() string {
 func (*SearchSummary) ProtoMessage() {}
 
 func (x *SearchSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2373,7 @@ func (x *SearchSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchSummary.ProtoReflect.Descriptor instead.
 func (*SearchSummary) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SearchSummary) GetVisited() uint64 {
@@ -2419,7 +2564,21 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\v_if_version\"I\n" +
 	"\x0eDeleteResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12#\n" +
-	"\rfiles_deleted\x18\x02 \x01(\x04R\ffilesDeleted\"h\n" +
+	"\rfiles_deleted\x18\x02 \x01(\x04R\ffilesDeleted\"\x9b\x01\n" +
+	"\vMoveRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\"\n" +
+	"\n" +
+	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12\x1f\n" +
+	"\vcreate_only\x18\x04 \x01(\bR\n" +
+	"createOnlyB\r\n" +
+	"\v_if_version\"\x83\x01\n" +
+	"\fMoveResponse\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1f\n" +
+	"\vfiles_moved\x18\x03 \x01(\x04R\n" +
+	"filesMoved\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"h\n" +
 	"\rReadReRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apattern\x18\x02 \x01(\tR\apattern\x12\x1d\n" +
@@ -2500,7 +2659,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x14ABORTED_REASON_LIMIT\x10\x01\x12\x1e\n" +
 	"\x1aABORTED_REASON_COUNT_LIMIT\x10\x02\x12\x1d\n" +
 	"\x19ABORTED_REASON_TIME_LIMIT\x10\x03\x12\x1c\n" +
-	"\x18ABORTED_REASON_CANCELLED\x10\x042\xbb\x06\n" +
+	"\x18ABORTED_REASON_CANCELLED\x10\x042\xf8\x06\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -2512,7 +2671,8 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"WriteBytes\x12\x1e.agentvfs.v1.WriteBytesRequest\x1a\x1f.agentvfs.v1.WriteBytesResponse(\x01\x12;\n" +
 	"\x04Edit\x12\x18.agentvfs.v1.EditRequest\x1a\x19.agentvfs.v1.EditResponse\x12J\n" +
 	"\tMultiEdit\x12\x1d.agentvfs.v1.MultiEditRequest\x1a\x1e.agentvfs.v1.MultiEditResponse\x12A\n" +
-	"\x06Delete\x12\x1a.agentvfs.v1.DeleteRequest\x1a\x1b.agentvfs.v1.DeleteResponse\x12A\n" +
+	"\x06Delete\x12\x1a.agentvfs.v1.DeleteRequest\x1a\x1b.agentvfs.v1.DeleteResponse\x12;\n" +
+	"\x04Move\x12\x18.agentvfs.v1.MoveRequest\x1a\x19.agentvfs.v1.MoveResponse\x12A\n" +
 	"\x06ReadRe\x12\x1a.agentvfs.v1.ReadReRequest\x1a\x1b.agentvfs.v1.ReadReResponse\x12=\n" +
 	"\x04Grep\x12\x18.agentvfs.v1.GrepRequest\x1a\x19.agentvfs.v1.GrepResponse0\x01\x12=\n" +
 	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01B\xb3\x01\n" +
@@ -2531,7 +2691,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(*FileInfo)(nil),              // 1: agentvfs.v1.FileInfo
@@ -2555,36 +2715,38 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*MultiEditResponse)(nil),     // 19: agentvfs.v1.MultiEditResponse
 	(*DeleteRequest)(nil),         // 20: agentvfs.v1.DeleteRequest
 	(*DeleteResponse)(nil),        // 21: agentvfs.v1.DeleteResponse
-	(*ReadReRequest)(nil),         // 22: agentvfs.v1.ReadReRequest
-	(*ReadReResponse)(nil),        // 23: agentvfs.v1.ReadReResponse
-	(*GrepRequest)(nil),           // 24: agentvfs.v1.GrepRequest
-	(*GrepMatch)(nil),             // 25: agentvfs.v1.GrepMatch
-	(*GrepBatch)(nil),             // 26: agentvfs.v1.GrepBatch
-	(*GrepResponse)(nil),          // 27: agentvfs.v1.GrepResponse
-	(*GlobRequest)(nil),           // 28: agentvfs.v1.GlobRequest
-	(*GlobBatch)(nil),             // 29: agentvfs.v1.GlobBatch
-	(*GlobResponse)(nil),          // 30: agentvfs.v1.GlobResponse
-	(*SearchProblem)(nil),         // 31: agentvfs.v1.SearchProblem
-	(*SearchSummary)(nil),         // 32: agentvfs.v1.SearchSummary
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
+	(*MoveRequest)(nil),           // 22: agentvfs.v1.MoveRequest
+	(*MoveResponse)(nil),          // 23: agentvfs.v1.MoveResponse
+	(*ReadReRequest)(nil),         // 24: agentvfs.v1.ReadReRequest
+	(*ReadReResponse)(nil),        // 25: agentvfs.v1.ReadReResponse
+	(*GrepRequest)(nil),           // 26: agentvfs.v1.GrepRequest
+	(*GrepMatch)(nil),             // 27: agentvfs.v1.GrepMatch
+	(*GrepBatch)(nil),             // 28: agentvfs.v1.GrepBatch
+	(*GrepResponse)(nil),          // 29: agentvfs.v1.GrepResponse
+	(*GlobRequest)(nil),           // 30: agentvfs.v1.GlobRequest
+	(*GlobBatch)(nil),             // 31: agentvfs.v1.GlobBatch
+	(*GlobResponse)(nil),          // 32: agentvfs.v1.GlobResponse
+	(*SearchProblem)(nil),         // 33: agentvfs.v1.SearchProblem
+	(*SearchSummary)(nil),         // 34: agentvfs.v1.SearchSummary
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	33, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	33, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	35, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	35, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	1,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	1,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	33, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	35, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	1,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	13, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	17, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
-	25, // 8: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
-	26, // 9: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
-	32, // 10: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	27, // 8: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
+	28, // 9: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
+	34, // 10: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
 	1,  // 11: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
-	29, // 12: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
-	32, // 13: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	31, // 12: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
+	34, // 13: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
 	0,  // 14: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
-	31, // 15: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
+	33, // 15: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
 	2,  // 16: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
 	4,  // 17: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
 	6,  // 18: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
@@ -2594,23 +2756,25 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	15, // 22: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
 	18, // 23: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
 	20, // 24: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
-	22, // 25: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
-	24, // 26: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
-	28, // 27: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
-	3,  // 28: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	5,  // 29: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	7,  // 30: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	9,  // 31: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	11, // 32: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	14, // 33: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	16, // 34: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	19, // 35: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	21, // 36: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	23, // 37: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	27, // 38: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	30, // 39: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	28, // [28:40] is the sub-list for method output_type
-	16, // [16:28] is the sub-list for method input_type
+	22, // 25: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
+	24, // 26: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
+	26, // 27: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
+	30, // 28: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
+	3,  // 29: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	5,  // 30: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	7,  // 31: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	9,  // 32: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	11, // 33: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	14, // 34: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	16, // 35: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	19, // 36: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	21, // 37: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	23, // 38: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	25, // 39: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	29, // 40: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	32, // 41: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	29, // [29:42] is the sub-list for method output_type
+	16, // [16:29] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -2631,11 +2795,12 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	file_agentvfs_v1_filesystem_proto_msgTypes[17].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[19].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[21].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[26].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[23].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[28].OneofWrappers = []any{
 		(*GrepResponse_Batch)(nil),
 		(*GrepResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[29].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[31].OneofWrappers = []any{
 		(*GlobResponse_Batch)(nil),
 		(*GlobResponse_Summary)(nil),
 	}
@@ -2645,7 +2810,7 @@ func file_agentvfs_v1_filesystem_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	Filesystem_Edit_FullMethodName       = "/agentvfs.v1.Filesystem/Edit"
 	Filesystem_MultiEdit_FullMethodName  = "/agentvfs.v1.Filesystem/MultiEdit"
 	Filesystem_Delete_FullMethodName     = "/agentvfs.v1.Filesystem/Delete"
+	Filesystem_Move_FullMethodName       = "/agentvfs.v1.Filesystem/Move"
 	Filesystem_ReadRe_FullMethodName     = "/agentvfs.v1.Filesystem/ReadRe"
 	Filesystem_Grep_FullMethodName       = "/agentvfs.v1.Filesystem/Grep"
 	Filesystem_Glob_FullMethodName       = "/agentvfs.v1.Filesystem/Glob"
@@ -47,7 +48,8 @@ const (
 // Each RPC needs one operation granted on its path (see README "Grants"):
 // ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-// write; Delete: delete.
+// write; Delete: delete; Move: write and delete on the source, write on the
+// destination.
 type FilesystemClient interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
 	ListInfo(ctx context.Context, in *ListInfoRequest, opts ...grpc.CallOption) (*ListInfoResponse, error)
@@ -67,6 +69,8 @@ type FilesystemClient interface {
 	MultiEdit(ctx context.Context, in *MultiEditRequest, opts ...grpc.CallOption) (*MultiEditResponse, error)
 	// Delete removes a file (or, with recursive, a directory tree).
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
+	// Move renames a file or a directory tree, atomically, within one mount.
+	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -185,6 +189,16 @@ func (c *filesystemClient) Delete(ctx context.Context, in *DeleteRequest, opts .
 	return out, nil
 }
 
+func (c *filesystemClient) Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Move_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *filesystemClient) ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadReResponse)
@@ -247,7 +261,8 @@ type Filesystem_GlobClient = grpc.ServerStreamingClient[GlobResponse]
 // Each RPC needs one operation granted on its path (see README "Grants"):
 // ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-// write; Delete: delete.
+// write; Delete: delete; Move: write and delete on the source, write on the
+// destination.
 type FilesystemServer interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
 	ListInfo(context.Context, *ListInfoRequest) (*ListInfoResponse, error)
@@ -267,6 +282,8 @@ type FilesystemServer interface {
 	MultiEdit(context.Context, *MultiEditRequest) (*MultiEditResponse, error)
 	// Delete removes a file (or, with recursive, a directory tree).
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
+	// Move renames a file or a directory tree, atomically, within one mount.
+	Move(context.Context, *MoveRequest) (*MoveResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -309,6 +326,9 @@ func (UnimplementedFilesystemServer) MultiEdit(context.Context, *MultiEditReques
 }
 func (UnimplementedFilesystemServer) Delete(context.Context, *DeleteRequest) (*DeleteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Delete not implemented")
+}
+func (UnimplementedFilesystemServer) Move(context.Context, *MoveRequest) (*MoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Move not implemented")
 }
 func (UnimplementedFilesystemServer) ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadRe not implemented")
@@ -484,6 +504,24 @@ func _Filesystem_Delete_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_Move_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Move(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Move_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Move(ctx, req.(*MoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Filesystem_ReadRe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadReRequest)
 	if err := dec(in); err != nil {
@@ -558,6 +596,10 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Delete",
 			Handler:    _Filesystem_Delete_Handler,
+		},
+		{
+			MethodName: "Move",
+			Handler:    _Filesystem_Move_Handler,
 		},
 		{
 			MethodName: "ReadRe",

@@ -647,6 +647,75 @@ class DeleteResponse(_message.Message):
 Global___DeleteResponse: _TypeAlias = DeleteResponse  # noqa: Y015
 
 @_typing.final
+class MoveRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    IF_VERSION_FIELD_NUMBER: _builtins.int
+    CREATE_ONLY_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """The file or directory to move; it must exist and not be a mount root."""
+    destination: _builtins.str
+    """Its new path, on the same mount as the source; missing parent
+    directories are created. Only a file may replace a file, and only when
+    create_only is false.
+    """
+    if_version: _builtins.int
+    """When set, the source must be a file whose current version equals it,
+    else ABORTED (CONFLICT).
+    """
+    create_only: _builtins.bool
+    """Fail with ALREADY_EXISTS (CONFLICT) when the destination exists."""
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        destination: _builtins.str = ...,
+        if_version: _builtins.int | None = ...,
+        create_only: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "create_only", b"create_only", "destination", b"destination", "if_version", b"if_version", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
+    _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
+
+Global___MoveRequest: _TypeAlias = MoveRequest  # noqa: Y015
+
+@_typing.final
+class MoveResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    FILES_MOVED_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    destination: _builtins.str
+    files_moved: _builtins.int
+    """Files moved (1 for a file)."""
+    version: _builtins.int
+    """The moved file's new version; 0 when a directory moved."""
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        destination: _builtins.str = ...,
+        files_moved: _builtins.int = ...,
+        version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["destination", b"destination", "files_moved", b"files_moved", "source", b"source", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MoveResponse: _TypeAlias = MoveResponse  # noqa: Y015
+
+@_typing.final
 class ReadReRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

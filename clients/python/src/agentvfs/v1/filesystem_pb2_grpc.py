@@ -36,7 +36,8 @@ class FilesystemStub:
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     def __init__(self, channel):
@@ -90,6 +91,11 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DeleteRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DeleteResponse.FromString,
                 _registered_method=True)
+        self.Move = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Move',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.FromString,
+                _registered_method=True)
         self.ReadRe = channel.unary_unary(
                 '/agentvfs.v1.Filesystem/ReadRe',
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ReadReRequest.SerializeToString,
@@ -118,7 +124,8 @@ class FilesystemServicer:
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     def ListInfo(self, request, context):
@@ -179,6 +186,13 @@ class FilesystemServicer:
 
     def Delete(self, request, context):
         """Delete removes a file (or, with recursive, a directory tree).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Move(self, request, context):
+        """Move renames a file or a directory tree, atomically, within one mount.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -253,6 +267,11 @@ def add_FilesystemServicer_to_server(servicer, server):
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DeleteRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DeleteResponse.SerializeToString,
             ),
+            'Move': grpc.unary_unary_rpc_method_handler(
+                    servicer.Move,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.SerializeToString,
+            ),
             'ReadRe': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadRe,
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.ReadReRequest.FromString,
@@ -287,7 +306,8 @@ class Filesystem:
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     @staticmethod
@@ -523,6 +543,33 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Delete',
             agentvfs_dot_v1_dot_filesystem__pb2.DeleteRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.DeleteResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Move(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Move',
+            agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -37,7 +37,8 @@ class FilesystemStub:
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     @_typing.overload
@@ -62,6 +63,8 @@ class FilesystemStub:
     """MultiEdit applies several edits to one file, all or nothing."""
     Delete: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.DeleteRequest, _filesystem_pb2.DeleteResponse]
     """Delete removes a file (or, with recursive, a directory tree)."""
+    Move: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.MoveRequest, _filesystem_pb2.MoveResponse]
+    """Move renames a file or a directory tree, atomically, within one mount."""
     ReadRe: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]
@@ -81,7 +84,8 @@ class FilesystemAsyncStub(FilesystemStub):
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -103,6 +107,8 @@ class FilesystemAsyncStub(FilesystemStub):
     """MultiEdit applies several edits to one file, all or nothing."""
     Delete: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.DeleteRequest, _filesystem_pb2.DeleteResponse]  # type: ignore[assignment]
     """Delete removes a file (or, with recursive, a directory tree)."""
+    Move: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.MoveRequest, _filesystem_pb2.MoveResponse]  # type: ignore[assignment]
+    """Move renames a file or a directory tree, atomically, within one mount."""
     ReadRe: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]  # type: ignore[assignment]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _aio.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]  # type: ignore[assignment]
@@ -121,7 +127,8 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
     Each RPC needs one operation granted on its path (see README "Grants"):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
-    write; Delete: delete.
+    write; Delete: delete; Move: write and delete on the source, write on the
+    destination.
     """
 
     @_abc_1.abstractmethod
@@ -195,6 +202,14 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_filesystem_pb2.DeleteResponse, _abc.Awaitable[_filesystem_pb2.DeleteResponse]]:
         """Delete removes a file (or, with recursive, a directory tree)."""
+
+    @_abc_1.abstractmethod
+    def Move(
+        self,
+        request: _filesystem_pb2.MoveRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.MoveResponse, _abc.Awaitable[_filesystem_pb2.MoveResponse]]:
+        """Move renames a file or a directory tree, atomically, within one mount."""
 
     @_abc_1.abstractmethod
     def ReadRe(

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentvfs/v1/filesystem.proto.
  */
 export const file_agentvfs_v1_filesystem: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8iTAoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgiuwEKDFJlYWRSZXNwb25zZRIPCgdjb250ZW50GAEgASgJEhMKC3RvdGFsX2xpbmVzGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDAoEcGF0aBgEIAEoCRIWCg5saW5lc19yZXR1cm5lZBgFIAEoBBINCgVsb3NzeRgGIAEoCBIMCgRzaXplGAcgASgEEjEKDW1vZGlmaWVkX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKEFJlYWRCeXRlc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSJGChFSZWFkQnl0ZXNSZXNwb25zZRIMCgRkYXRhGAEgASgMEiMKBGluZm8YAiABKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyJqCgxXcml0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC2NyZWF0ZV9vbmx5GAMgASgIEhcKCmlmX3ZlcnNpb24YBCABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJWCg1Xcml0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgiXAoRV3JpdGVCeXRlc1JlcXVlc3QSLwoGaGVhZGVyGAEgASgLMh0uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc0hlYWRlckgAEg4KBGRhdGEYAiABKAxIAEIGCgRraW5kIl0KEFdyaXRlQnl0ZXNIZWFkZXISDAoEcGF0aBgBIAEoCRITCgtjcmVhdGVfb25seRgCIAEoCBIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iWwoSV3JpdGVCeXRlc1Jlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgigAEKC0VkaXRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEgoKb2xkX3N0cmluZxgCIAEoCRISCgpuZXdfc3RyaW5nGAMgASgJEhMKC3JlcGxhY2VfYWxsGAQgASgIEhcKCmlmX3ZlcnNpb24YBSABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJICgxFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIkwKDUVkaXRPcGVyYXRpb24SEgoKb2xkX3N0cmluZxgBIAEoCRISCgpuZXdfc3RyaW5nGAIgASgJEhMKC3JlcGxhY2VfYWxsGAMgASgIInMKEE11bHRpRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIpCgVlZGl0cxgCIAMoCzIaLmFnZW50dmZzLnYxLkVkaXRPcGVyYXRpb24SFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIk0KEU11bHRpRWRpdFJlc3BvbnNlEgwKBHBhdGgYASABKAkSGQoRcmVwbGFjZW1lbnRzX21hZGUYAiABKAQSDwoHdmVyc2lvbhgDIAEoBCJYCg1EZWxldGVSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoKaWZfdmVyc2lvbhgCIAEoBEgAiAEBEhEKCXJlY3Vyc2l2ZRgDIAEoCEINCgtfaWZfdmVyc2lvbiI1Cg5EZWxldGVSZXNwb25zZRIMCgRwYXRoGAEgASgJEhUKDWZpbGVzX2RlbGV0ZWQYAiABKAQiUAoNUmVhZFJlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB3BhdHRlcm4YAiABKAkSFAoHb3ZlcmxhcBgDIAEoBEgAiAEBQgoKCF9vdmVybGFwIiEKDlJlYWRSZVJlc3BvbnNlEg8KB21hdGNoZXMYASADKAkipAIKC0dyZXBSZXF1ZXN0Eg8KB3BhdHRlcm4YASABKAkSDAoEcGF0aBgCIAEoCRIMCgRnbG9iGAMgASgJEg8KB2xpdGVyYWwYBCABKAgSGAoQY2FzZV9pbnNlbnNpdGl2ZRgFIAEoCBITCgttYXhfcmVzdWx0cxgGIAEoBBITCgttYXhfdmlzaXRlZBgHIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYCCABKAQSFgoOaW5jbHVkZV9oaWRkZW4YCSABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAogASgIEhYKDmJlZm9yZV9jb250ZXh0GAsgASgNEhUKDWFmdGVyX2NvbnRleHQYDCABKA0SGgoSbWF4X2NvdW50X3Blcl9maWxlGA0gASgEIl8KCUdyZXBNYXRjaBIMCgRwYXRoGAEgASgJEhMKC2xpbmVfbnVtYmVyGAIgASgEEgwKBGxpbmUYAyABKAkSDQoFbWF0Y2gYBCABKAkSEgoKaXNfY29udGV4dBgFIAEoCCI0CglHcmVwQmF0Y2gSJwoHbWF0Y2hlcxgBIAMoCzIWLmFnZW50dmZzLnYxLkdyZXBNYXRjaCJwCgxHcmVwUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5hZ2VudHZmcy52MS5HcmVwQmF0Y2hIABItCgdzdW1tYXJ5GAIgASgLMhouYWdlbnR2ZnMudjEuU2VhcmNoU3VtbWFyeUgAQggKBnJlc3VsdCK0AQoLR2xvYlJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEhMKC21heF9yZXN1bHRzGAMgASgEEhYKDmluY2x1ZGVfaGlkZGVuGAQgASgIEhcKD2luY2x1ZGVfaWdub3JlZBgFIAEoCBITCgttYXhfdmlzaXRlZBgGIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYByABKAQSEgoKcGF0aHNfb25seRgIIAEoCCIzCglHbG9iQmF0Y2gSJgoHZW50cmllcxgBIAMoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvInAKDEdsb2JSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdsb2JCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IjwKDVNlYXJjaFByb2JsZW0SDAoEcGF0aBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiugIKDVNlYXJjaFN1bW1hcnkSDwoHdmlzaXRlZBgBIAEoBBIPCgdtYXRjaGVkGAIgASgEEhYKDmZpbGVzX3NlYXJjaGVkGAMgASgEEhcKD3NraXBwZWRfaWdub3JlZBgEIAEoBBIWCg5za2lwcGVkX2hpZGRlbhgFIAEoBBIWCg5za2lwcGVkX2JpbmFyeRgGIAEoBBIZChFza2lwcGVkX3Rvb19sYXJnZRgHIAEoBBISCgplbGFwc2VkX21zGAggASgEEjIKDmFib3J0ZWRfcmVhc29uGAkgASgOMhouYWdlbnR2ZnMudjEuQWJvcnRlZFJlYXNvbhIVCg1tYXRjaGVkX2ZpbGVzGAogASgEEiwKCHByb2JsZW1zGAsgAygLMhouYWdlbnR2ZnMudjEuU2VhcmNoUHJvYmxlbSqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQyuwYKCkZpbGVzeXN0ZW0SRwoITGlzdEluZm8SHC5hZ2VudHZmcy52MS5MaXN0SW5mb1JlcXVlc3QaHS5hZ2VudHZmcy52MS5MaXN0SW5mb1Jlc3BvbnNlEjsKBFN0YXQSGC5hZ2VudHZmcy52MS5TdGF0UmVxdWVzdBoZLmFnZW50dmZzLnYxLlN0YXRSZXNwb25zZRI7CgRSZWFkEhguYWdlbnR2ZnMudjEuUmVhZFJlcXVlc3QaGS5hZ2VudHZmcy52MS5SZWFkUmVzcG9uc2USTAoJUmVhZEJ5dGVzEh0uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVxdWVzdBoeLmFnZW50dmZzLnYxLlJlYWRCeXRlc1Jlc3BvbnNlMAESPgoFV3JpdGUSGS5hZ2VudHZmcy52MS5Xcml0ZVJlcXVlc3QaGi5hZ2VudHZmcy52MS5Xcml0ZVJlc3BvbnNlEk8KCldyaXRlQnl0ZXMSHi5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzUmVxdWVzdBofLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXNwb25zZSgBEjsKBEVkaXQSGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdBoZLmFnZW50dmZzLnYxLkVkaXRSZXNwb25zZRJKCglNdWx0aUVkaXQSHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuTXVsdGlFZGl0UmVzcG9uc2USQQoGRGVsZXRlEhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdBobLmFnZW50dmZzLnYxLkRlbGV0ZVJlc3BvbnNlEkEKBlJlYWRSZRIaLmFnZW50dmZzLnYxLlJlYWRSZVJlcXVlc3QaGy5hZ2VudHZmcy52MS5SZWFkUmVSZXNwb25zZRI9CgRHcmVwEhguYWdlbnR2ZnMudjEuR3JlcFJlcXVlc3QaGS5hZ2VudHZmcy52MS5HcmVwUmVzcG9uc2UwARI9CgRHbG9iEhguYWdlbnR2ZnMudjEuR2xvYlJlcXVlc3QaGS5hZ2VudHZmcy52MS5HbG9iUmVzcG9uc2UwAUKzAQoPY29tLmFnZW50dmZzLnYxQg9GaWxlc3lzdGVtUHJvdG9QAVpCZ2l0aHViLmNvbS9hZ2VudHZmcy9hZ2VudHZmcy9jbGllbnRzL2dvL2dlbi9hZ2VudHZmcy92MTthZ2VudHZmc3YxogIDQVhYqgILQWdlbnR2ZnMuVjHKAgtBZ2VudHZmc1xWMeICF0FnZW50dmZzXFYxXEdQQk1ldGFkYXRh6gIMQWdlbnR2ZnM6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8iTAoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgiuwEKDFJlYWRSZXNwb25zZRIPCgdjb250ZW50GAEgASgJEhMKC3RvdGFsX2xpbmVzGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDAoEcGF0aBgEIAEoCRIWCg5saW5lc19yZXR1cm5lZBgFIAEoBBINCgVsb3NzeRgGIAEoCBIMCgRzaXplGAcgASgEEjEKDW1vZGlmaWVkX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKEFJlYWRCeXRlc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSJGChFSZWFkQnl0ZXNSZXNwb25zZRIMCgRkYXRhGAEgASgMEiMKBGluZm8YAiABKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyJqCgxXcml0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC2NyZWF0ZV9vbmx5GAMgASgIEhcKCmlmX3ZlcnNpb24YBCABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJWCg1Xcml0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgiXAoRV3JpdGVCeXRlc1JlcXVlc3QSLwoGaGVhZGVyGAEgASgLMh0uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc0hlYWRlckgAEg4KBGRhdGEYAiABKAxIAEIGCgRraW5kIl0KEFdyaXRlQnl0ZXNIZWFkZXISDAoEcGF0aBgBIAEoCRITCgtjcmVhdGVfb25seRgCIAEoCBIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iWwoSV3JpdGVCeXRlc1Jlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgigAEKC0VkaXRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEgoKb2xkX3N0cmluZxgCIAEoCRISCgpuZXdfc3RyaW5nGAMgASgJEhMKC3JlcGxhY2VfYWxsGAQgASgIEhcKCmlmX3ZlcnNpb24YBSABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJICgxFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIkwKDUVkaXRPcGVyYXRpb24SEgoKb2xkX3N0cmluZxgBIAEoCRISCgpuZXdfc3RyaW5nGAIgASgJEhMKC3JlcGxhY2VfYWxsGAMgASgIInMKEE11bHRpRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIpCgVlZGl0cxgCIAMoCzIaLmFnZW50dmZzLnYxLkVkaXRPcGVyYXRpb24SFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIk0KEU11bHRpRWRpdFJlc3BvbnNlEgwKBHBhdGgYASABKAkSGQoRcmVwbGFjZW1lbnRzX21hZGUYAiABKAQSDwoHdmVyc2lvbhgDIAEoBCJYCg1EZWxldGVSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoKaWZfdmVyc2lvbhgCIAEoBEgAiAEBEhEKCXJlY3Vyc2l2ZRgDIAEoCEINCgtfaWZfdmVyc2lvbiI1Cg5EZWxldGVSZXNwb25zZRIMCgRwYXRoGAEgASgJEhUKDWZpbGVzX2RlbGV0ZWQYAiABKAQibwoLTW92ZVJlcXVlc3QSDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBARITCgtjcmVhdGVfb25seRgEIAEoCEINCgtfaWZfdmVyc2lvbiJZCgxNb3ZlUmVzcG9uc2USDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhMKC2ZpbGVzX21vdmVkGAMgASgEEg8KB3ZlcnNpb24YBCABKAQiUAoNUmVhZFJlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB3BhdHRlcm4YAiABKAkSFAoHb3ZlcmxhcBgDIAEoBEgAiAEBQgoKCF9vdmVybGFwIiEKDlJlYWRSZVJlc3BvbnNlEg8KB21hdGNoZXMYASADKAkipAIKC0dyZXBSZXF1ZXN0Eg8KB3BhdHRlcm4YASABKAkSDAoEcGF0aBgCIAEoCRIMCgRnbG9iGAMgASgJEg8KB2xpdGVyYWwYBCABKAgSGAoQY2FzZV9pbnNlbnNpdGl2ZRgFIAEoCBITCgttYXhfcmVzdWx0cxgGIAEoBBITCgttYXhfdmlzaXRlZBgHIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYCCABKAQSFgoOaW5jbHVkZV9oaWRkZW4YCSABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAogASgIEhYKDmJlZm9yZV9jb250ZXh0GAsgASgNEhUKDWFmdGVyX2NvbnRleHQYDCABKA0SGgoSbWF4X2NvdW50X3Blcl9maWxlGA0gASgEIl8KCUdyZXBNYXRjaBIMCgRwYXRoGAEgASgJEhMKC2xpbmVfbnVtYmVyGAIgASgEEgwKBGxpbmUYAyABKAkSDQoFbWF0Y2gYBCABKAkSEgoKaXNfY29udGV4dBgFIAEoCCI0CglHcmVwQmF0Y2gSJwoHbWF0Y2hlcxgBIAMoCzIWLmFnZW50dmZzLnYxLkdyZXBNYXRjaCJwCgxHcmVwUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5hZ2VudHZmcy52MS5HcmVwQmF0Y2hIABItCgdzdW1tYXJ5GAIgASgLMhouYWdlbnR2ZnMudjEuU2VhcmNoU3VtbWFyeUgAQggKBnJlc3VsdCK0AQoLR2xvYlJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEhMKC21heF9yZXN1bHRzGAMgASgEEhYKDmluY2x1ZGVfaGlkZGVuGAQgASgIEhcKD2luY2x1ZGVfaWdub3JlZBgFIAEoCBITCgttYXhfdmlzaXRlZBgGIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYByABKAQSEgoKcGF0aHNfb25seRgIIAEoCCIzCglHbG9iQmF0Y2gSJgoHZW50cmllcxgBIAMoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvInAKDEdsb2JSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdsb2JCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IjwKDVNlYXJjaFByb2JsZW0SDAoEcGF0aBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiugIKDVNlYXJjaFN1bW1hcnkSDwoHdmlzaXRlZBgBIAEoBBIPCgdtYXRjaGVkGAIgASgEEhYKDmZpbGVzX3NlYXJjaGVkGAMgASgEEhcKD3NraXBwZWRfaWdub3JlZBgEIAEoBBIWCg5za2lwcGVkX2hpZGRlbhgFIAEoBBIWCg5za2lwcGVkX2JpbmFyeRgGIAEoBBIZChFza2lwcGVkX3Rvb19sYXJnZRgHIAEoBBISCgplbGFwc2VkX21zGAggASgEEjIKDmFib3J0ZWRfcmVhc29uGAkgASgOMhouYWdlbnR2ZnMudjEuQWJvcnRlZFJlYXNvbhIVCg1tYXRjaGVkX2ZpbGVzGAogASgEEiwKCHByb2JsZW1zGAsgAygLMhouYWdlbnR2ZnMudjEuU2VhcmNoUHJvYmxlbSqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQy+AYKCkZpbGVzeXN0ZW0SRwoITGlzdEluZm8SHC5hZ2VudHZmcy52MS5MaXN0SW5mb1JlcXVlc3QaHS5hZ2VudHZmcy52MS5MaXN0SW5mb1Jlc3BvbnNlEjsKBFN0YXQSGC5hZ2VudHZmcy52MS5TdGF0UmVxdWVzdBoZLmFnZW50dmZzLnYxLlN0YXRSZXNwb25zZRI7CgRSZWFkEhguYWdlbnR2ZnMudjEuUmVhZFJlcXVlc3QaGS5hZ2VudHZmcy52MS5SZWFkUmVzcG9uc2USTAoJUmVhZEJ5dGVzEh0uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVxdWVzdBoeLmFnZW50dmZzLnYxLlJlYWRCeXRlc1Jlc3BvbnNlMAESPgoFV3JpdGUSGS5hZ2VudHZmcy52MS5Xcml0ZVJlcXVlc3QaGi5hZ2VudHZmcy52MS5Xcml0ZVJlc3BvbnNlEk8KCldyaXRlQnl0ZXMSHi5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzUmVxdWVzdBofLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXNwb25zZSgBEjsKBEVkaXQSGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdBoZLmFnZW50dmZzLnYxLkVkaXRSZXNwb25zZRJKCglNdWx0aUVkaXQSHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuTXVsdGlFZGl0UmVzcG9uc2USQQoGRGVsZXRlEhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdBobLmFnZW50dmZzLnYxLkRlbGV0ZVJlc3BvbnNlEjsKBE1vdmUSGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdBoZLmFnZW50dmZzLnYxLk1vdmVSZXNwb25zZRJBCgZSZWFkUmUSGi5hZ2VudHZmcy52MS5SZWFkUmVSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuUmVhZFJlUmVzcG9uc2USPQoER3JlcBIYLmFnZW50dmZzLnYxLkdyZXBSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuR3JlcFJlc3BvbnNlMAESPQoER2xvYhIYLmFnZW50dmZzLnYxLkdsb2JSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuR2xvYlJlc3BvbnNlMAFCswEKD2NvbS5hZ2VudHZmcy52MUIPRmlsZXN5c3RlbVByb3RvUAFaQmdpdGh1Yi5jb20vYWdlbnR2ZnMvYWdlbnR2ZnMvY2xpZW50cy9nby9nZW4vYWdlbnR2ZnMvdjE7YWdlbnR2ZnN2MaICA0FYWKoCC0FnZW50dmZzLlYxygILQWdlbnR2ZnNcVjHiAhdBZ2VudHZmc1xWMVxHUEJNZXRhZGF0YeoCDEFnZW50dmZzOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * FileInfo describes one file or directory.
@@ -657,6 +657,85 @@ export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
   messageDesc(file_agentvfs_v1_filesystem, 20);
 
 /**
+ * @generated from message agentvfs.v1.MoveRequest
+ */
+export type MoveRequest = Message<"agentvfs.v1.MoveRequest"> & {
+  /**
+   * The file or directory to move; it must exist and not be a mount root.
+   *
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * Its new path, on the same mount as the source; missing parent
+   * directories are created. Only a file may replace a file, and only when
+   * create_only is false.
+   *
+   * @generated from field: string destination = 2;
+   */
+  destination: string;
+
+  /**
+   * When set, the source must be a file whose current version equals it,
+   * else ABORTED (CONFLICT).
+   *
+   * @generated from field: optional uint64 if_version = 3;
+   */
+  ifVersion?: bigint | undefined;
+
+  /**
+   * Fail with ALREADY_EXISTS (CONFLICT) when the destination exists.
+   *
+   * @generated from field: bool create_only = 4;
+   */
+  createOnly: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.MoveRequest.
+ * Use `create(MoveRequestSchema)` to create a new message.
+ */
+export const MoveRequestSchema: GenMessage<MoveRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 21);
+
+/**
+ * @generated from message agentvfs.v1.MoveResponse
+ */
+export type MoveResponse = Message<"agentvfs.v1.MoveResponse"> & {
+  /**
+   * @generated from field: string source = 1;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string destination = 2;
+   */
+  destination: string;
+
+  /**
+   * Files moved (1 for a file).
+   *
+   * @generated from field: uint64 files_moved = 3;
+   */
+  filesMoved: bigint;
+
+  /**
+   * The moved file's new version; 0 when a directory moved.
+   *
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+};
+
+/**
+ * Describes the message agentvfs.v1.MoveResponse.
+ * Use `create(MoveResponseSchema)` to create a new message.
+ */
+export const MoveResponseSchema: GenMessage<MoveResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 22);
+
+/**
  * @generated from message agentvfs.v1.ReadReRequest
  */
 export type ReadReRequest = Message<"agentvfs.v1.ReadReRequest"> & {
@@ -686,7 +765,7 @@ export type ReadReRequest = Message<"agentvfs.v1.ReadReRequest"> & {
  * Use `create(ReadReRequestSchema)` to create a new message.
  */
 export const ReadReRequestSchema: GenMessage<ReadReRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 21);
+  messageDesc(file_agentvfs_v1_filesystem, 23);
 
 /**
  * @generated from message agentvfs.v1.ReadReResponse
@@ -703,7 +782,7 @@ export type ReadReResponse = Message<"agentvfs.v1.ReadReResponse"> & {
  * Use `create(ReadReResponseSchema)` to create a new message.
  */
 export const ReadReResponseSchema: GenMessage<ReadReResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 22);
+  messageDesc(file_agentvfs_v1_filesystem, 24);
 
 /**
  * @generated from message agentvfs.v1.GrepRequest
@@ -794,7 +873,7 @@ export type GrepRequest = Message<"agentvfs.v1.GrepRequest"> & {
  * Use `create(GrepRequestSchema)` to create a new message.
  */
 export const GrepRequestSchema: GenMessage<GrepRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 23);
+  messageDesc(file_agentvfs_v1_filesystem, 25);
 
 /**
  * GrepMatch is one matching line (or, with is_context, a context line).
@@ -839,7 +918,7 @@ export type GrepMatch = Message<"agentvfs.v1.GrepMatch"> & {
  * Use `create(GrepMatchSchema)` to create a new message.
  */
 export const GrepMatchSchema: GenMessage<GrepMatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 24);
+  messageDesc(file_agentvfs_v1_filesystem, 26);
 
 /**
  * @generated from message agentvfs.v1.GrepBatch
@@ -856,7 +935,7 @@ export type GrepBatch = Message<"agentvfs.v1.GrepBatch"> & {
  * Use `create(GrepBatchSchema)` to create a new message.
  */
 export const GrepBatchSchema: GenMessage<GrepBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 25);
+  messageDesc(file_agentvfs_v1_filesystem, 27);
 
 /**
  * @generated from message agentvfs.v1.GrepResponse
@@ -887,7 +966,7 @@ export type GrepResponse = Message<"agentvfs.v1.GrepResponse"> & {
  * Use `create(GrepResponseSchema)` to create a new message.
  */
 export const GrepResponseSchema: GenMessage<GrepResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 26);
+  messageDesc(file_agentvfs_v1_filesystem, 28);
 
 /**
  * @generated from message agentvfs.v1.GlobRequest
@@ -950,7 +1029,7 @@ export type GlobRequest = Message<"agentvfs.v1.GlobRequest"> & {
  * Use `create(GlobRequestSchema)` to create a new message.
  */
 export const GlobRequestSchema: GenMessage<GlobRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 27);
+  messageDesc(file_agentvfs_v1_filesystem, 29);
 
 /**
  * @generated from message agentvfs.v1.GlobBatch
@@ -967,7 +1046,7 @@ export type GlobBatch = Message<"agentvfs.v1.GlobBatch"> & {
  * Use `create(GlobBatchSchema)` to create a new message.
  */
 export const GlobBatchSchema: GenMessage<GlobBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 28);
+  messageDesc(file_agentvfs_v1_filesystem, 30);
 
 /**
  * @generated from message agentvfs.v1.GlobResponse
@@ -998,7 +1077,7 @@ export type GlobResponse = Message<"agentvfs.v1.GlobResponse"> & {
  * Use `create(GlobResponseSchema)` to create a new message.
  */
 export const GlobResponseSchema: GenMessage<GlobResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 29);
+  messageDesc(file_agentvfs_v1_filesystem, 31);
 
 /**
  * SearchProblem is a soft error met during a search: one unreadable file or a
@@ -1030,7 +1109,7 @@ export type SearchProblem = Message<"agentvfs.v1.SearchProblem"> & {
  * Use `create(SearchProblemSchema)` to create a new message.
  */
 export const SearchProblemSchema: GenMessage<SearchProblem> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 30);
+  messageDesc(file_agentvfs_v1_filesystem, 32);
 
 /**
  * SearchSummary ends every Grep and Glob stream.
@@ -1107,7 +1186,7 @@ export type SearchSummary = Message<"agentvfs.v1.SearchSummary"> & {
  * Use `create(SearchSummarySchema)` to create a new message.
  */
 export const SearchSummarySchema: GenMessage<SearchSummary> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 31);
+  messageDesc(file_agentvfs_v1_filesystem, 33);
 
 /**
  * AbortedReason says why a search stopped before covering everything.
@@ -1168,7 +1247,8 @@ export const AbortedReasonSchema: GenEnum<AbortedReason> = /*@__PURE__*/
  * Each RPC needs one operation granted on its path (see README "Grants"):
  * ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
  * ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
- * write; Delete: delete.
+ * write; Delete: delete; Move: write and delete on the source, write on the
+ * destination.
  *
  * @generated from service agentvfs.v1.Filesystem
  */
@@ -1262,6 +1342,16 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof DeleteRequestSchema;
     output: typeof DeleteResponseSchema;
+  },
+  /**
+   * Move renames a file or a directory tree, atomically, within one mount.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.Move
+   */
+  move: {
+    methodKind: "unary";
+    input: typeof MoveRequestSchema;
+    output: typeof MoveResponseSchema;
   },
   /**
    * ReadRe returns every match of a regular expression in one file.
