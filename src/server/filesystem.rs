@@ -354,6 +354,29 @@ impl Filesystem for FilesystemService {
         }))
     }
 
+    async fn r#move(&self, req: Request<pb::MoveRequest>) -> Reply<pb::MoveResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let source = authorize(&caller, &req.source, Op::Write)?;
+        caller.principal.check(&source, Op::Delete)?;
+        let destination = authorize(&caller, &req.destination, Op::Write)?;
+        crate::backend::check_move_paths(&source, &destination)?;
+        let pre = Precondition {
+            create_only: req.create_only,
+            if_version: req.if_version,
+        };
+        let backend = self.backend.clone();
+        let (shown_source, shown_destination) = (source.to_string(), destination.to_string());
+        let outcome =
+            blocking(move || backend.rename(&caller.scope, &source, &destination, pre)).await?;
+        Ok(Response::new(pb::MoveResponse {
+            source: shown_source,
+            destination: shown_destination,
+            files_moved: outcome.files_moved,
+            version: outcome.version,
+        }))
+    }
+
     async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
