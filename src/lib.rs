@@ -41,6 +41,7 @@ pub mod pb;
 pub mod scope;
 pub mod search;
 pub mod server;
+pub mod service;
 pub mod startup;
 pub mod text;
 pub mod tools;

@@ -14,12 +14,10 @@
 //! parameter and line clipping.
 
 use super::{Call, Outcome, Status};
-use crate::access::Op;
 use crate::backend::Precondition;
 use crate::config::ToolsConfig;
 use crate::format::sanitize_tool_call_id;
 use crate::path::VfsPath;
-use crate::server::blocking;
 use std::fmt::Write as _;
 
 /// Longest file name made from a tool call id (path segments hold 255).
@@ -148,13 +146,14 @@ pub async fn apply(
 
 /// Saves the full text; the path as shown to the model, or why not.
 async fn save(call: &Call, target: VfsPath, text: String) -> Result<String, String> {
-    call.caller
-        .principal
-        .check(&target, Op::Write)
-        .map_err(|e| e.to_string())?;
     let shown = call.display(&target);
-    let (backend, scope) = (call.backend.clone(), call.caller.scope.clone());
-    blocking(move || backend.write(&scope, &target, text.into_bytes(), Precondition::default()))
+    call.service
+        .write(
+            &call.caller,
+            target,
+            text.into_bytes(),
+            Precondition::default(),
+        )
         .await
         .map_err(|e| e.to_string())?;
     Ok(shown)

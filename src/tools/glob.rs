@@ -17,7 +17,6 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
 use crate::search::{AbortReason, Budgets, DEFAULT_MAX_VISITED, Hit, SearchSpec, Summary};
-use crate::server::blocking;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -84,13 +83,11 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         include_ignored,
         ..Budgets::default()
     };
-    // Compiling the pattern is CPU work: off the async runtime.
     let (top, glob) = (root.clone(), normalized.clone());
-    let spec = blocking(move || SearchSpec::glob(top, &glob, true, budgets))
-        .await
-        .map_err(ToolError::from)?;
     let (hits, summary) = call
-        .search(spec, Op::List)
+        .search(Op::List, move || {
+            SearchSpec::glob(top, &glob, true, budgets)
+        })
         .await
         .map_err(|e| search_error(e, &shown, pattern, "Search root"))?;
 

@@ -18,10 +18,8 @@
 
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
-use crate::access::Op;
 use crate::entry::{Entry, EntryKind};
 use crate::error::Error;
-use crate::server::blocking;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -153,12 +151,9 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
 
     let dir = call.resolve(path_arg, OUTSIDE)?;
     let shown = call.display(&dir);
-    let visible = call.caller.principal.granted_within(&dir, Op::List);
-    if visible.is_empty() {
-        call.check(&dir, Op::List)?;
-    }
-    let (backend, scope, listed) = (call.backend.clone(), call.caller.scope.clone(), dir.clone());
-    let mut entries = blocking(move || backend.list(&scope, &listed))
+    let mut entries = call
+        .service
+        .list(&call.caller, dir.clone())
         .await
         .map_err(|e| {
             let message = match e.kind() {
@@ -171,14 +166,6 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             };
             ToolError::new(e, message)
         })?;
-    if visible != [dir.clone()] {
-        // Partly visible: keep what leads to or lies in a granted prefix.
-        entries.retain(|e| {
-            visible
-                .iter()
-                .any(|p| p.is_within(&e.path) || e.path.is_within(p))
-        });
-    }
 
     let before = entries.len();
     entries.retain(|e| {
