@@ -27,6 +27,7 @@ mod files;
 mod fs_search;
 mod limits;
 mod links;
+mod modules;
 mod mounts;
 mod sandbox;
 mod search;
