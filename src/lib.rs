@@ -14,7 +14,8 @@
 //! - [`backend`]: the backend protocol and its tiers, [`backend::composite`]
 //!   being the mount table;
 //! - [`search`]: the one Grep/Glob engine every tier feeds;
-//! - [`text`], [`format`]: line windows, edits, cat -n numbering (docs/contract.md § Text formats);
+//! - [`text`]: decoding, cat -n numbering and line windows, edits, regex
+//!   windows, the Grep tool's text (docs/contract.md § Text formats);
 //! - [`tools`]: the LLM tools (LS, Glob, Grep, Read, Write, Edit, MultiEdit)
 //!   answering in the standard envelope, with an output budget;
 //! - [`server`]: tonic services, interceptor, health, reflection;
@@ -35,7 +36,6 @@ pub mod cli;
 pub mod config;
 pub mod entry;
 pub mod error;
-pub mod format;
 pub mod path;
 pub mod pb;
 pub mod scope;

@@ -20,8 +20,8 @@ use super::args::Args;
 use super::glob::{push_cut_notes, push_skip_notes, search_error};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
-use crate::format::{self, GrepLine, GrepOutputMode};
 use crate::search::{AbortReason, Budgets, FileHits, GrepRequest, Hit, LineHit, SearchSpec};
+use crate::text::grep::{self, GrepLine, GrepOutputMode};
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::fmt::Write as _;
@@ -247,7 +247,7 @@ fn render(shown: &[Shown], mode: GrepOutputMode, with_context: bool) -> String {
                 line,
             })
             .collect();
-        return format::format_grep_results(&lines, mode);
+        return grep::format_grep_results(&lines, mode);
     }
     // ripgrep's layout: `:` after a match's number, `-` after a context
     // line's, `--` between groups that are not adjacent.

@@ -20,7 +20,6 @@ use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
-use crate::format;
 use crate::text;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -84,16 +83,16 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         .service
         .run(&call.caller, move |files| {
             let (data, entry) = files.read(&path, Op::ReadFile)?;
-            if format::is_binary(&data) {
+            if text::is_binary(&data) {
                 return Err(Error::Binary(path.to_string()));
             }
             let lossy = std::str::from_utf8(&data).is_err();
-            let total = format::count_lines(&data);
+            let total = text::count_lines(&data);
             let end = total.min(start - 1 + limit);
             let numbered = (start <= end).then(|| {
                 let window =
                     String::from_utf8_lossy(&data[text::line_range(&data, start - 1, end)]);
-                format::format_lines_numbered(window.lines(), start as u64)
+                text::format_lines_numbered(window.lines(), start as u64)
             });
             Ok((entry, lossy, total, numbered))
         })

@@ -18,7 +18,6 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::backend::Precondition;
 use crate::error::Error;
-use crate::format;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -131,7 +130,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let shown = call.display(&path);
     call.check(&path, Op::Write)?;
     let can_read = call.caller.principal.check(&path, Op::ReadFile).is_ok();
-    let lines = format::count_lines(content.as_bytes());
+    let lines = crate::text::count_lines(content.as_bytes());
     let bytes = content.len();
     let shown_in = shown.clone();
     let max = call.service.max_file_bytes();
