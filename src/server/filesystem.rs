@@ -1,13 +1,14 @@
 //! The `agentvfs.v1.Filesystem` service: a thin adapter from gRPC to the
-//! [`Backend`].
+//! application layer ([`Service`]).
 //!
-//! Every RPC does, in order: take the [`Caller`] attached by the interceptor,
-//! parse the path, check the grant (order of docs/contract.md § Grants: path, grant, arguments,
-//! existence), make one backend call on a blocking thread, convert the result.
+//! Every RPC does, in order: take the [`crate::service::Caller`] attached by
+//! the interceptor, parse the paths, make one service call (which checks the
+//! grants in the order of docs/contract.md § Grants: path, grant, arguments,
+//! existence, and runs the tier on a blocking thread), convert the result.
 //! Errors leave only through `From<Error> for Status`.
 //!
-//! The streaming RPCs (ReadBytes, WriteBytes, Grep, Glob) are admitted under
-//! the server's [`Limits`] and never let a thread wait on the client: ReadBytes
+//! What stays here is transport: the streaming RPCs (ReadBytes, WriteBytes,
+//! Grep, Glob) never let a thread wait on the client: ReadBytes
 //! reads one chunk per blocking call as the client takes them, WriteBytes
 //! waits for each message at most the idle timeout, and a search's sends are
 //! bounded likewise (`crate::search`). Patterns compile on a blocking thread.

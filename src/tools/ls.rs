@@ -24,7 +24,7 @@ use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-/// Seed 001 §2.2.
+/// The LS tool's description (docs/contract.md § LS).
 pub const DESCRIPTION: &str = "List files and directories in a given path with pagination and \
 filters. Directories come first (shown with a trailing '/', links with '@'), then files, each \
 sorted by name. Hidden entries and build/VCS directories (.git, node_modules, target, dist, ...) \
@@ -36,7 +36,7 @@ pub const MAX_LIMIT: i64 = 200;
 /// Entries returned when `limit` is not given (docs/contract.md § LS).
 pub const DEFAULT_LIMIT: i64 = 100;
 
-/// Seed 001 §5.1: skipped unless `include_hidden` (which also shows names
+/// The default ignore list (docs/contract.md § LS): skipped unless `include_hidden` (which also shows names
 /// starting with `.`). Differs from the Glob list (docs/contract.md § Glob and Grep), on purpose.
 pub const DEFAULT_IGNORED: &[&str] = &[
     ".git",
@@ -58,7 +58,7 @@ const PARAMS: &[&str] = &["path", "offset", "limit", "include_hidden", "ignore"]
 const INVALID_TYPES: &str = "offset/limit/ignore must be valid types.";
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
 
-/// Seed 001 §2.2's parameters.
+/// The LS tool's parameters (docs/contract.md § LS).
 pub fn schema() -> Value {
     object_schema(
         json!({
