@@ -897,7 +897,9 @@ impl Backend for FsBackend {
             Errno::NOENT => Error::NotFound(source.to_string()),
             Errno::EXIST | Errno::NOTEMPTY => Error::AlreadyExists(destination.to_string()),
             Errno::ISDIR => Error::IsDirectory(destination.to_string()),
-            // Only a directory moved onto a file (the parent is a handle).
+            // A directory onto a file (the parents are handles, so no
+            // ancestor is in question): NOREPLACE answers EEXIST first, so
+            // only a source that became a directory since it was checked.
             Errno::NOTDIR => Error::NotDirectory(destination.to_string()),
             Errno::XDEV => Error::InvalidArgument(format!(
                 "cannot move {source} to {destination}: they are on different file systems \
