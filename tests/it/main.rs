@@ -24,6 +24,7 @@ mod access;
 mod cli;
 mod conformance;
 mod files;
+mod fs_moves;
 mod fs_search;
 mod limits;
 mod links;
