@@ -28,6 +28,7 @@ mod fs_search;
 mod limits;
 mod links;
 mod mounts;
+mod moves;
 mod sandbox;
 mod search;
 mod server;
