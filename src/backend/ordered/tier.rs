@@ -56,7 +56,7 @@ fn first_below<F: Files>(files: &F, rel: &[u8]) -> Result<Option<FileMeta>> {
 }
 
 /// The precondition of a change of an existing file: only `if_version`.
-fn if_version(if_version: Option<u64>) -> Precondition {
+fn version_check(if_version: Option<u64>) -> Precondition {
     Precondition {
         create_only: false,
         if_version,
@@ -318,7 +318,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             match (space, found) {
                 (Some(space), Some((old, data))) => {
-                    self::if_version(if_version).check(path, Some(old.meta().version))?;
+                    version_check(if_version).check(path, Some(old.meta().version))?;
                     let data = f(&data)?;
                     self.check_size(path, data.len())?;
                     self.commit(space, path, &rel, Some(&old), Content::Bytes(&data))
@@ -347,7 +347,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             if !rel.is_empty()
                 && let Some(file) = space.get(&rel)?
             {
-                self::if_version(if_version).check(path, Some(file.meta().version))?;
+                version_check(if_version).check(path, Some(file.meta().version))?;
                 space.release(&mut batch, &file)?;
                 space.drop_key(&mut batch, &rel);
                 space.apply(batch)?;
@@ -394,7 +394,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             let file = space.get(&from)?;
             match &file {
                 Some(file) => {
-                    self::if_version(pre.if_version).check(source, Some(file.meta().version))?
+                    version_check(pre.if_version).check(source, Some(file.meta().version))?
                 }
                 None if first_below(&*space, &from)?.is_none() => {
                     return Err(Error::NotFound(source.to_string()));

@@ -12,7 +12,7 @@
 //! when it is small); the `chunks` column family holds large files in 1 MiB
 //! chunks keyed by blob id; the `default` column family holds the namespace
 //! name → id table, the generation counter and the markers of uploads in
-//! progress. Directories are implied by file keys, as in the State tier.
+//! progress. Directories are implied by file keys (`ordered`).
 //!
 //! Invariants:
 //! - two namespaces never see each other's files: every key starts with the
@@ -39,18 +39,18 @@
 //!   the log before acknowledging, for power loss. A second server on the
 //!   same directory fails at open on RocksDB's `LOCK` file.
 //!
-//! Errors: `NotFound`, `IsDirectory`, `NotDirectory`, `AlreadyExists` and
-//! `VersionMismatch` as in the State tier; `TooLarge` over `max_file_bytes`;
-//! RocksDB failures are `Internal` (logged by the error mapping).
+//! Errors: the file semantics' own as `ordered` decides them; `TooLarge`
+//! over `max_file_bytes`; RocksDB failures are `Internal` (logged by the
+//! error mapping).
 //!
 //! Performance decisions: small files (≤ 64 KiB) live inside their metadata
 //! value, so a small read is one lookup and Grep reads content straight from
-//! the iterator it walks; metadata checks read pinned values and decode only
-//! the header; the search iterator steps with `next` instead of a fresh seek
-//! when the walk asks for the key right after the previous one (see
-//! `ordered::walk`); big scans run with `fill_cache(false)` so one Grep does
-//! not evict the hot set. Measured (`cargo bench --bench store`, 2 cores, README has the
-//! table): ListInfo of 10 entries takes 8.5 µs in-process among 100 files and
+//! the iterator it walks; metadata checks and reads use pinned values, never
+//! a copy of the whole value; the search iterator steps with `next` instead
+//! of a fresh seek when the walk asks for the key right after the previous
+//! one (see `ordered::walk`); big scans run with `fill_cache(false)` so one
+//! Grep does not evict the hot set. Measured (`cargo bench --bench store`, 2
+//! cores, README has the table): ListInfo of 10 entries takes 8.5 µs in-process among 100 files and
 //! 10.4 µs among 1,000,000; Grep over 100,000 stored files (112 MB) through
 //! gRPC takes 288 ms against ripgrep's 318 ms over the same files on disk;
 //! in-process 1 KiB writes and reads cost 1–1.5× bare RocksDB.
