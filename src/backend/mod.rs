@@ -14,6 +14,7 @@
 
 pub mod composite;
 pub mod fs;
+pub mod ordered;
 pub mod state;
 pub mod store;
 

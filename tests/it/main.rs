@@ -30,6 +30,7 @@ mod limits;
 mod links;
 mod modules;
 mod mounts;
+mod moves;
 mod sandbox;
 mod search;
 mod server;
