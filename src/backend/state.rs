@@ -24,8 +24,7 @@
 
 use super::ChunkSource;
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed,
-    check_size, keys,
+    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed, keys,
 };
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -305,7 +304,7 @@ impl Engine for StateEngine {
         let mut data = Vec::new();
         for piece in pieces {
             data.extend_from_slice(&piece?);
-            check_size(path, data.len(), self.limits.max_file_bytes)?;
+            Error::check_file_size(path, data.len() as u64, self.limits.max_file_bytes)?;
         }
         Ok(Streamed::Whole(data))
     }

@@ -45,21 +45,10 @@ mod walk;
 pub use tier::OrderedTier;
 
 use super::{ChunkReader, ChunkSource, split_chunks};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use std::time::SystemTime;
-
-/// Refuses content of `len` bytes for `path` over `max` bytes (`TooLarge`):
-/// every write, Edit and upload of an ordered tier.
-pub fn check_size(path: &VfsPath, len: usize, max: u64) -> Result<()> {
-    if len as u64 > max {
-        return Err(Error::TooLarge(format!(
-            "{path}: {len} bytes exceeds the file size limit of {max} bytes"
-        )));
-    }
-    Ok(())
-}
 
 /// One file's metadata, as the shared semantics read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use super::keys::{self, MountKeys};
 use super::walk::Walk;
-use super::{Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed, check_size};
+use super::{Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed};
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
     check_directory_delete,
@@ -141,7 +141,7 @@ impl<E: Engine> OrderedTier<E> {
     }
 
     fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
-        check_size(path, len, self.engine.max_file_bytes())
+        Error::check_file_size(path, len as u64, self.engine.max_file_bytes())
     }
 
     /// Stages `content` at `rel` (replacing `old`) with a new version and

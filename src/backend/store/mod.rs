@@ -61,7 +61,6 @@ mod record;
 
 use super::ordered::{
     Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed,
-    check_size,
 };
 use super::{ChunkReader, ChunkSource, split_chunks};
 use crate::error::{Error, Result};
@@ -345,7 +344,7 @@ impl StoreEngine {
                 Some(piece) => {
                     let piece = piece?;
                     size += piece.len();
-                    check_size(path, size, self.options.max_file_bytes)?;
+                    Error::check_file_size(path, size as u64, self.options.max_file_bytes)?;
                     buf.extend_from_slice(&piece);
                 }
             }
