@@ -17,12 +17,8 @@
 //! the `ignore` crate's gitignore matcher (compiled once per distinct file
 //! text, [`super::ignore_cache`]). Every skip is counted.
 //!
-//! Ignore files follow ripgrep: rules in deeper directories win, and any
-//! `.ignore` match wins over any `.gitignore` match; ignore files of the
+//! Ignore files follow ripgrep ([`super::ignore_rules`]); those of the
 //! directories above the search root (up to the mount root) apply too.
-//! Unlike ripgrep, `.gitignore` applies outside git repositories as well
-//! (ripgrep's `--no-require-git`): a workspace copied without its `.git`
-//! keeps its rules. `.git/info/exclude` and global excludes are not read.
 //!
 //! Links are never followed by search: Glob lists a link as a link, Grep skips
 //! it. Workers open each file relative to its directory's handle with
@@ -40,21 +36,19 @@
 //! matches grew the server by 160 MB with a 256-file window and no byte
 //! budget.
 
-use super::ignore_cache::{self, Compiled};
-use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch, Problem};
+use super::ignore_rules::{Level, load_level, skip_of};
+use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use crate::access::Op;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::rules::{self, Skip};
+use crate::search::rules::Skip;
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
-use ignore::Match;
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
 use std::collections::VecDeque;
-use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -74,10 +68,6 @@ pub const MAX_BUFFERED_BYTES: usize = 8 << 20;
 /// How long a paused worker sleeps before looking again (it is also woken
 /// whenever results are emitted).
 const GATE_POLL: Duration = Duration::from_millis(10);
-/// Ignore files larger than this are not read (reported as a problem).
-pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
-/// The ignore files read in each directory, `.ignore` first (it wins).
-const IGNORE_FILES: [&str; 2] = [".ignore", ".gitignore"];
 
 /// Runs the search of `run` over `part` in the tree of `sandbox`.
 /// Links on the way to `part.top` are followed where `rule` accepts their
@@ -409,16 +399,6 @@ impl Visitor for Grep<'_> {
     }
 }
 
-/// The ignore files of one directory of the walk.
-#[derive(Default)]
-pub struct Level {
-    /// By [`IGNORE_FILES`] index.
-    matchers: [Option<Arc<Compiled>>; 2],
-    /// Bytes of the directory's logical path and the `/` after it: what to
-    /// cut from a path below it to match it against these rules.
-    prefix_len: usize,
-}
-
 /// The walk's state: the run, the part to cover, the ignore rules in force.
 struct Walk<'a> {
     run: &'a SearchRun,
@@ -585,100 +565,4 @@ fn count_skip(run: &SearchRun, skip: Skip) {
         Skip::Hidden => run.skipped_hidden(),
         Skip::Ignored => run.skipped_ignored(),
     }
-}
-
-/// Why the hidden, default-ignore and ignore-file rules (of `levels`, the
-/// directories from the mount root down to `path`'s parent) skip `path` (a
-/// logical path).
-pub fn skip_of(run: &SearchRun, levels: &[Arc<Level>], path: &str, is_dir: bool) -> Option<Skip> {
-    let spec = run.spec();
-    let name = path.rsplit('/').next().unwrap_or(path);
-    rules::skip_name(name, spec.include_hidden, spec.include_ignored)
-        .or_else(|| ignored_by_files(levels, path, is_dir).then_some(Skip::Ignored))
-}
-
-/// ripgrep's precedence: the deepest `.ignore` match, else the deepest
-/// `.gitignore` match.
-fn ignored_by_files(levels: &[Arc<Level>], path: &str, is_dir: bool) -> bool {
-    for kind in 0..IGNORE_FILES.len() {
-        for level in levels.iter().rev() {
-            if let Some(m) = level.matchers[kind]
-                .as_ref()
-                .and_then(|c| c.matcher.as_ref())
-            {
-                // Relative to the rules' directory (the matcher's root is
-                // `.`), so `matched` has no prefix to strip: stripping
-                // compared `Path`s component by component, 5% of a Glob.
-                let rel = path.get(level.prefix_len..).unwrap_or_default();
-                match m.matched(rel, is_dir) {
-                    Match::None => {}
-                    Match::Ignore(_) => return true,
-                    Match::Whitelist(_) => return false,
-                }
-            }
-        }
-    }
-    false
-}
-
-/// Reads the ignore files of `dir` (open as `fd`) that `present` says exist;
-/// unreadable files and bad rules go to `problems`.
-pub fn load_level(
-    run: &SearchRun,
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    present: impl Fn(&str) -> bool,
-    problems: &mut Vec<Problem>,
-) -> Level {
-    let mut level = Level {
-        prefix_len: if dir.is_root() {
-            1
-        } else {
-            dir.as_str().len() + 1
-        },
-        ..Level::default()
-    };
-    if run.spec().include_ignored {
-        return level;
-    }
-    for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
-        if present(name) {
-            *slot = load_ignore_file(fd, dir, name, problems);
-        }
-    }
-    level
-}
-
-/// Reads one ignore file (not following links) into a matcher of paths
-/// relative to `dir`.
-fn load_ignore_file(
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    name: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<Arc<Compiled>> {
-    let path = dir.join(name).ok()?;
-    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
-    let mut text = String::new();
-    let read = rustix::fs::openat(fd, name, flags, Mode::empty())
-        .map_err(|e| errno(&path, e))
-        .and_then(|f| {
-            std::fs::File::from(f)
-                .take(MAX_IGNORE_FILE_BYTES)
-                .read_to_string(&mut text)
-                .map_err(|e| Error::io(path.as_str(), e))
-        });
-    match read {
-        Ok(_) => {}
-        Err(Error::NotFound(_)) => return None,
-        Err(err) => {
-            problems.push((path.to_string(), err));
-            return None;
-        }
-    }
-    let compiled = ignore_cache::compiled(text);
-    for message in &compiled.errors {
-        problems.push((path.to_string(), Error::InvalidArgument(message.clone())));
-    }
-    Some(compiled)
 }
