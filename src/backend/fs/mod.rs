@@ -62,6 +62,7 @@
 //! sockets and pipes `INVALID_ARGUMENT`.
 
 pub mod ignore_cache;
+pub mod ignore_rules;
 pub mod prefetch;
 pub mod sandbox;
 pub mod search;
