@@ -45,10 +45,38 @@ mod walk;
 pub use tier::OrderedTier;
 
 use super::{ChunkReader, ChunkSource, split_chunks};
+use crate::entry::{Entry, EntryKind};
 use crate::error::Result;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use keys::MountKeys;
 use std::time::SystemTime;
+
+/// The entry of the file `file` at `path`.
+pub(crate) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
+    let FileMeta {
+        version,
+        size,
+        created,
+        modified,
+    } = file.meta();
+    Entry {
+        path,
+        kind: EntryKind::File,
+        size,
+        modified,
+        created,
+        version,
+    }
+}
+
+/// The logical path of the file `file` scanned at `rel`.
+pub(crate) fn path_of(keys: &MountKeys, rel: &[u8], file: &impl Stored) -> Result<VfsPath> {
+    match file.path() {
+        Some(path) => Ok(path.clone()),
+        None => keys.path(rel),
+    }
+}
 
 /// One file's metadata, as the shared semantics read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,12 +3,14 @@
 
 use super::keys::{self, MountKeys};
 use super::walk::Walk;
-use super::{Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed};
+use super::{
+    Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed, file_entry, path_of,
+};
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
     check_directory_delete,
 };
-use crate::entry::{Entry, EntryKind};
+use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
@@ -19,32 +21,6 @@ use crate::search::{SearchPart, SearchRun};
 pub struct OrderedTier<E> {
     keys: MountKeys,
     engine: E,
-}
-
-/// The entry of the file `file` at `path`.
-pub(super) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
-    let FileMeta {
-        version,
-        size,
-        created,
-        modified,
-    } = file.meta();
-    Entry {
-        path,
-        kind: EntryKind::File,
-        size,
-        modified,
-        created,
-        version,
-    }
-}
-
-/// The logical path of the file `file` scanned at `rel`.
-pub(super) fn path_of(keys: &MountKeys, rel: &[u8], file: &impl Stored) -> Result<VfsPath> {
-    match file.path() {
-        Some(path) => Ok(path.clone()),
-        None => keys.path(rel),
-    }
 }
 
 /// The first file strictly below the directory `rel`, if any.

@@ -3,8 +3,7 @@
 //! tier's relative keys.
 
 use super::keys::{MountKeys, Seek};
-use super::tier::{file_entry, path_of};
-use super::{Cursor, Frozen};
+use super::{Cursor, Frozen, file_entry, path_of};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::search::sorted::SortedFiles;
