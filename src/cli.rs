@@ -81,7 +81,7 @@ pub enum Verb {
         /// Its new path; missing parent directories are created.
         destination: String,
         /// Move only if the source file is at this version.
-        #[arg(long)]
+        #[arg(long, value_name = "N")]
         if_version: Option<u64>,
         /// Fail if the destination exists (else a file replaces a file).
         #[arg(long)]
