@@ -388,6 +388,15 @@ mod tests {
         fn delete(&self, _: &Scope, _: &VfsPath, _: Option<u64>, _: bool) -> Result<u64> {
             broken()
         }
+        fn rename(
+            &self,
+            _: &Scope,
+            _: &VfsPath,
+            _: &VfsPath,
+            _: Precondition,
+        ) -> Result<MoveOutcome> {
+            broken()
+        }
         fn search(&self, _: &Scope, _: &SearchRun, _: &SearchPart) -> Result<()> {
             broken()
         }
