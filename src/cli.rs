@@ -1,5 +1,5 @@
 //! Client verbs of the `agentvfs` command, for people at a terminal:
-//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `grep`, `glob`.
+//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`.
 //!
 //! Each verb is one gRPC call through the generated client; output is plain
 //! text (grep prints `path:line:text` like ripgrep, glob one path per line)
@@ -73,6 +73,19 @@ pub enum Verb {
         /// Delete a directory tree.
         #[arg(short, long)]
         recursive: bool,
+    },
+    /// Move (rename) a file or a directory tree within one mount.
+    Mv {
+        /// File or directory to move.
+        source: String,
+        /// Its new path; missing parent directories are created.
+        destination: String,
+        /// Move only if the source file is at this version.
+        #[arg(long, value_name = "N")]
+        if_version: Option<u64>,
+        /// Fail if the destination exists (else a file replaces a file).
+        #[arg(long)]
+        create_only: bool,
     },
     /// Search file contents (regex).
     Grep {
@@ -263,6 +276,34 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 .map_err(fail)?
                 .into_inner();
             writeln!(out, "deleted {} ({} files)", d.path, d.files_deleted).map_err(io)?;
+        }
+        Verb::Mv {
+            source,
+            destination,
+            if_version,
+            create_only,
+        } => {
+            let m = fs
+                .r#move(pb::MoveRequest {
+                    source,
+                    destination,
+                    if_version,
+                    create_only,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            // A directory has no version (0); a file shows its new one.
+            let version = match m.version {
+                0 => String::new(),
+                v => format!(", version {v}"),
+            };
+            writeln!(
+                out,
+                "moved {} to {} ({} files{version})",
+                m.source, m.destination, m.files_moved
+            )
+            .map_err(io)?;
         }
         Verb::Grep {
             pattern,

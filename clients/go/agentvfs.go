@@ -11,8 +11,11 @@
 //	c, err := agentvfs.Dial("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
 //	defer c.Close()
-//	_, err = c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n"})
+//	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n"})
 //	if agentvfs.CodeOf(err) == agentvfs.CodeConflict { ... }
+//	// Optional request fields are pointers: IfVersion applies to the source.
+//	v := w.GetVersion()
+//	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/notes/a.md", Destination: "/archive/a.md", IfVersion: &v})
 package agentvfs
 
 import (
@@ -53,7 +56,8 @@ type Options struct {
 // Client is a connection to an agentvfs server. It is safe for concurrent use.
 type Client struct {
 	conn *grpc.ClientConn
-	// Filesystem is the backend protocol: ListInfo, Stat, Read, Write, Edit, ...
+	// Filesystem is the backend protocol: ListInfo, Stat, Read, Write, Edit,
+	// Delete, Move (rename a file or a tree within one mount), ...
 	Filesystem pb.FilesystemClient
 	// Tools are the LLM tools answering in the standard envelope.
 	Tools pb.ToolsClient

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
@@ -100,5 +101,59 @@ func TestUploadAndDownloadInChunks(t *testing.T) {
 	}
 	if len(paths) != 1 || s.Summary().GetMatched() != 1 {
 		t.Fatalf("glob: %v %v", paths, s.Summary())
+	}
+}
+
+// TestMoveRenamesFilesAndTrees: Move through the typed stub renames a file
+// (IfVersion is the source's) and a directory tree; its conflicts and a move
+// across mounts are *Error with the envelope code.
+func TestMoveRenamesFilesAndTrees(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, startServer(t, ""), "move")
+	write := func(path, content string) uint64 {
+		t.Helper()
+		w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: path, Content: content})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.GetVersion()
+	}
+	v1 := write("/a.txt", "alpha")
+	write("/b.txt", "beta")
+	_, err := c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/a.txt", Destination: "/b.txt", CreateOnly: true})
+	var e *agentvfs.Error
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeConflict || e.Status != codes.AlreadyExists {
+		t.Fatalf("create-only over a file: want CONFLICT/AlreadyExists, got %v", err)
+	}
+	v2 := write("/a.txt", "alpha 2")
+	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/a.txt", Destination: "/c.txt", IfVersion: &v1})
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeConflict || e.Status != codes.Aborted {
+		t.Fatalf("stale IfVersion: want CONFLICT/Aborted, got %v", err)
+	}
+	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/a.txt", Destination: "/memories/a.txt"})
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeInvalidParam || e.Status != codes.InvalidArgument || !strings.Contains(e.Message, "across mounts") {
+		t.Fatalf("across mounts: want INVALID_PARAM/InvalidArgument, got %v", err)
+	}
+
+	m, err := c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/a.txt", Destination: "/new/a.txt", IfVersion: &v2})
+	if err != nil || m.GetFilesMoved() != 1 || m.GetVersion() <= v2 {
+		t.Fatalf("move a file: %v %v", m, err)
+	}
+	r, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/new/a.txt"})
+	if err != nil || r.GetContent() != "alpha 2" || r.GetVersion() != m.GetVersion() {
+		t.Fatalf("read the moved file: %v %v", r, err)
+	}
+	if _, err := c.Filesystem.Stat(ctx, &pb.StatRequest{Path: "/a.txt"}); agentvfs.CodeOf(err) != agentvfs.CodeNotFound {
+		t.Fatalf("the source after the move: want NOT_FOUND, got %v", err)
+	}
+
+	write("/tree/one.txt", "1")
+	write("/tree/sub/two.txt", "2")
+	m, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/tree", Destination: "/moved/tree"})
+	if err != nil || m.GetFilesMoved() != 2 || m.GetVersion() != 0 {
+		t.Fatalf("move a tree: %v %v", m, err)
+	}
+	if r, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/moved/tree/sub/two.txt"}); err != nil || r.GetContent() != "2" {
+		t.Fatalf("read below the moved tree: %v %v", r, err)
 	}
 }

@@ -8,7 +8,7 @@ import uuid
 import grpc
 import pytest
 
-from agentvfs import CONFLICT, NOT_FOUND, AgentVfsError, AsyncClient, Client
+from agentvfs import CONFLICT, INVALID_PARAM, NOT_FOUND, AgentVfsError, AsyncClient, Client
 from agentvfs.v1 import filesystem_pb2 as pb
 
 from .conftest import Server
@@ -80,3 +80,48 @@ async def test_async_client_searches_and_cancels(server: Server) -> None:
         with pytest.raises(AgentVfsError) as caught:
             await c.filesystem.Stat(pb.StatRequest(path="/missing"))
         assert caught.value.code == NOT_FOUND
+
+
+def test_move_renames_a_file_and_a_tree(server: Server) -> None:
+    """Move through the typed stub: if_version is the source's, create_only the
+    destination's; conflicts and a move across mounts raise AgentVfsError."""
+    with Client(server.address, session=session()) as c:
+        v1 = c.filesystem.Write(pb.WriteRequest(path="/a.txt", content="alpha")).version
+        c.filesystem.Write(pb.WriteRequest(path="/b.txt", content="beta"))
+        with pytest.raises(AgentVfsError) as taken:
+            c.filesystem.Move(pb.MoveRequest(source="/a.txt", destination="/b.txt", create_only=True))
+        assert (taken.value.code, taken.value.grpc_code) == (CONFLICT, grpc.StatusCode.ALREADY_EXISTS)
+        v2 = c.filesystem.Write(pb.WriteRequest(path="/a.txt", content="alpha 2")).version
+        with pytest.raises(AgentVfsError) as stale:
+            c.filesystem.Move(pb.MoveRequest(source="/a.txt", destination="/c.txt", if_version=v1))
+        assert (stale.value.code, stale.value.grpc_code) == (CONFLICT, grpc.StatusCode.ABORTED)
+        with pytest.raises(AgentVfsError) as across:
+            c.filesystem.Move(pb.MoveRequest(source="/a.txt", destination="/memories/a.txt"))
+        assert (across.value.code, across.value.grpc_code) == (INVALID_PARAM, grpc.StatusCode.INVALID_ARGUMENT)
+        assert "across mounts" in across.value.message
+
+        moved = c.filesystem.Move(pb.MoveRequest(source="/a.txt", destination="/new/a.txt", if_version=v2))
+        assert (moved.files_moved, moved.version > v2) == (1, True)
+        read = c.filesystem.Read(pb.ReadRequest(path="/new/a.txt"))
+        assert (read.content, read.version) == ("alpha 2", moved.version)
+        with pytest.raises(AgentVfsError) as gone:
+            c.filesystem.Stat(pb.StatRequest(path="/a.txt"))
+        assert gone.value.code == NOT_FOUND
+
+        c.filesystem.Write(pb.WriteRequest(path="/tree/one.txt", content="1"))
+        c.filesystem.Write(pb.WriteRequest(path="/tree/sub/two.txt", content="2"))
+        tree = c.filesystem.Move(pb.MoveRequest(source="/tree", destination="/moved/tree"))
+        assert (tree.files_moved, tree.version) == (2, 0)
+        assert c.filesystem.Read(pb.ReadRequest(path="/moved/tree/sub/two.txt")).content == "2"
+
+
+async def test_async_client_moves(server: Server) -> None:
+    """The AsyncClient's Move: awaited, with the same errors."""
+    async with AsyncClient(server.address, session=session()) as c:
+        await c.filesystem.Write(pb.WriteRequest(path="/d/a.txt", content="a"))
+        moved = await c.filesystem.Move(pb.MoveRequest(source="/d", destination="/e"))
+        assert moved.files_moved == 1
+        assert (await c.filesystem.Read(pb.ReadRequest(path="/e/a.txt"))).content == "a"
+        with pytest.raises(AgentVfsError) as missing:
+            await c.filesystem.Move(pb.MoveRequest(source="/d", destination="/f"))
+        assert missing.value.code == NOT_FOUND

@@ -55,7 +55,7 @@ export interface StreamOptions {
 
 /** A connection to an agentvfs server. */
 export class AgentVfs {
-  /** Every Filesystem RPC (ListInfo, Stat, Read, Write, Edit, ...). */
+  /** Every Filesystem RPC (listInfo, stat, read, write, edit, delete, move, ...). */
   readonly filesystem: Client<typeof Filesystem>;
   /** Every Tools RPC (the LLM tools in the standard envelope). */
   readonly tools: Client<typeof Tools>;

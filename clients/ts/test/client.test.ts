@@ -86,3 +86,34 @@ test("upload takes an async iterable in chunks and download streams it back", as
   await assert.rejects(vfs.upload({ path: "/blob.bin", createOnly: true }, piece), (e: unknown) => e instanceof AgentVfsError && e.code === ErrorCode.Conflict);
   vfs.close();
 });
+
+test("move renames a file and a tree; conflicts and a move across mounts are AgentVfsError", async () => {
+  const vfs = connect();
+  const isError = (code: string, grpcCode: Code, text = "") => (e: unknown) =>
+    e instanceof AgentVfsError && e.code === code && e.grpcCode === grpcCode && e.rawMessage.includes(text);
+  const v1 = (await vfs.filesystem.write({ path: "/a.txt", content: "alpha" })).version;
+  await vfs.filesystem.write({ path: "/b.txt", content: "beta" });
+  await assert.rejects(vfs.filesystem.move({ source: "/a.txt", destination: "/b.txt", createOnly: true }), isError(ErrorCode.Conflict, Code.AlreadyExists));
+  const v2 = (await vfs.filesystem.write({ path: "/a.txt", content: "alpha 2" })).version;
+  await assert.rejects(vfs.filesystem.move({ source: "/a.txt", destination: "/c.txt", ifVersion: v1 }), isError(ErrorCode.Conflict, Code.Aborted));
+  await assert.rejects(
+    vfs.filesystem.move({ source: "/a.txt", destination: "/memories/a.txt" }),
+    isError(ErrorCode.InvalidParam, Code.InvalidArgument, "cannot move across mounts"),
+  );
+
+  const moved = await vfs.filesystem.move({ source: "/a.txt", destination: "/new/a.txt", ifVersion: v2 });
+  assert.equal(moved.filesMoved, 1n);
+  assert.ok(moved.version > v2, "a moved file gets a new version");
+  const read = await vfs.filesystem.read({ path: "/new/a.txt" });
+  assert.equal(read.content, "alpha 2");
+  assert.equal(read.version, moved.version);
+  await assert.rejects(vfs.filesystem.stat({ path: "/a.txt" }), isError(ErrorCode.NotFound, Code.NotFound));
+
+  await vfs.filesystem.write({ path: "/tree/one.txt", content: "1" });
+  await vfs.filesystem.write({ path: "/tree/sub/two.txt", content: "2" });
+  const tree = await vfs.filesystem.move({ source: "/tree", destination: "/moved/tree" });
+  assert.equal(tree.filesMoved, 2n);
+  assert.equal(tree.version, 0n);
+  assert.equal((await vfs.filesystem.read({ path: "/moved/tree/sub/two.txt" })).content, "2");
+  vfs.close();
+});
