@@ -33,7 +33,8 @@ fn moves_across_mounts_are_refused() {
     }
 }
 
-/// A mount point is neither a Move's source nor its destination.
+/// A mount point is neither a Move's source nor its destination, nor is
+/// `/` (the State mount's root here) a destination.
 #[test]
 fn mount_points_are_neither_moved_nor_replaced() {
     let t = Tier::new(Setup::Composite(Kind::State));
@@ -54,5 +55,10 @@ fn mount_points_are_neither_moved_nor_replaced() {
             &message,
         );
     }
+    expect_err(
+        t.rename_paths(&file, &vpath("/"), any()),
+        Code::InvalidArgument,
+        "/ is a mount root; a mount cannot be moved",
+    );
     assert_eq!(t.backend.read(&t.scope, &file).unwrap().0, b"x");
 }
