@@ -698,7 +698,7 @@ mod tests {
     }
 
     #[test]
-    fn describe_renders_seed_lines() {
+    fn describe_renders_the_contract_lines() {
         assert_eq!(
             describe(&[
                 grant(

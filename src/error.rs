@@ -114,6 +114,18 @@ pub enum Error {
 }
 
 impl Error {
+    /// Refuses content of `size` bytes at `path` over the file size limit
+    /// `max` with RESOURCE_EXHAUSTED: the one wording of that refusal, for
+    /// every front end and tier.
+    pub fn check_file_size(path: impl std::fmt::Display, size: u64, max: u64) -> Result<()> {
+        if size > max {
+            return Err(Error::TooLarge(format!(
+                "{path}: {size} bytes exceeds the file size limit of {max} bytes"
+            )));
+        }
+        Ok(())
+    }
+
     /// Builds an [`Error::InvalidPath`], quoting the path through [`echo`]
     /// (an invalid path may be as long as a message).
     pub fn invalid_path(path: &str, reason: impl Into<String>) -> Self {

@@ -8,23 +8,30 @@
 //!
 //! # Layout
 //!
-//! - [`path`]: logical path validation, the one place it happens;
+//! - [`path`]: logical path validation, the one place it happens, and the
+//!   order key that makes a subtree one key range;
 //! - [`error`]: the domain error and its one mapping to gRPC statuses;
+//! - [`entry`], [`scope`]: what a path names, and whose data a call sees;
 //! - [`access`], [`auth`]: principals, grants, tokens and handles (docs/contract.md § Grants);
 //! - [`backend`]: the backend protocol and its tiers, [`backend::composite`]
 //!   being the mount table;
 //! - [`search`]: the one Grep/Glob engine every tier feeds;
-//! - [`text`], [`format`]: line windows, edits, cat -n numbering (docs/contract.md § Text formats);
+//! - [`text`]: decoding, cat -n numbering and line windows, edits, regex
+//!   windows, the Grep tool's text (docs/contract.md § Text formats);
 //! - [`tools`]: the LLM tools (LS, Glob, Grep, Read, Write, Edit, MultiEdit)
 //!   answering in the standard envelope, with an output budget;
-//! - [`server`]: tonic services, interceptor, health, reflection;
+//! - [`service`]: the application layer, where every call's domain steps
+//!   happen once (grants, size limits, edits, admission, blocking work);
+//! - [`server`]: tonic services (thin adapters over [`service`]),
+//!   interceptor, health, reflection;
 //! - [`config`], [`startup`]: configuration and turning it into a server;
 //! - [`cli`]: the client verbs of the `agentvfs` command (`ls`, `cat`, `grep`, ...);
 //! - [`pb`]: the generated protobuf code.
 //!
-//! A request flows: interceptor (authenticates, attaches the caller) → service
-//! (parses the path, checks the grant) → one `Backend` call on a blocking
-//! thread → back through `From<Error> for Status`.
+//! A request flows: interceptor (authenticates, attaches the caller) → gRPC
+//! adapter (parses the request) → one [`service::Service`] call (checks the
+//! grants, runs one `Backend` call on a blocking thread) → back through
+//! `From<Error> for Status`. docs/architecture.md draws the layers.
 
 #![deny(missing_docs)]
 
@@ -35,12 +42,12 @@ pub mod cli;
 pub mod config;
 pub mod entry;
 pub mod error;
-pub mod format;
 pub mod path;
 pub mod pb;
 pub mod scope;
 pub mod search;
 pub mod server;
+pub mod service;
 pub mod startup;
 pub mod text;
 pub mod tools;

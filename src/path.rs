@@ -311,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn rejects_every_seed_002_violation() {
+    fn rejects_every_path_rule_violation() {
         for bad in [
             "", "a", "a/b", "./a", "/a/../b", "/..", "/a/.", "/a//b", "//", "/a\\b", "/a\0b",
             "/a\nb", "/a\tb", "/a\x7fb", "/a*", "/a?b",

@@ -24,7 +24,6 @@
 //! become a plain `#[test]` in the module it exercises.
 
 use agentvfs::config::{self, ConfigError};
-use agentvfs::format;
 use agentvfs::path::{self, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, VfsPath};
 use agentvfs::text::{self, EditSpec};
 use proptest::prelude::*;
@@ -98,7 +97,7 @@ fn valid_path() -> impl Strategy<Value = VfsPath> {
 
 /// Text with every line-ending shape, empty and whitespace-only lines,
 /// multi-byte characters and, sometimes, a line longer than
-/// [`format::MAX_LINE_LENGTH`].
+/// [`text::lines::MAX_LINE_LENGTH`].
 fn text_body() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
         6 => "[ab é\t]{0,6}",
@@ -312,7 +311,7 @@ proptest! {
         let got = text::read_window("/f", body.as_bytes(), offset, limit, numbered, usize::MAX);
         if offset == 0 && body.trim().is_empty() {
             let w = got.unwrap();
-            prop_assert_eq!(w.content.as_str(), format::EMPTY_CONTENT_WARNING);
+            prop_assert_eq!(w.content.as_str(), text::EMPTY_CONTENT_WARNING);
             prop_assert_eq!(w.lines_returned, 0);
             return Ok(());
         }
@@ -336,16 +335,11 @@ proptest! {
     /// rebuild the lines.
     #[test]
     fn format_numbering_round_trips(body in text_body(), start in prop_oneof![Just(1u64), Just(u64::MAX - 2), 0u64..1000]) {
-        let numbered = format::format_content_with_line_numbers(&body, start);
+        let numbered = text::format_lines_numbered(body.lines(), start);
         if start < u64::MAX - 100 {
             prop_assert_eq!(unnumber(&numbered, start), body.lines().collect::<Vec<_>>());
         }
-        let preview = format::extract_preview(&body, 3);
-        prop_assert!(preview.len() <= numbered.len());
-        let cut = format::truncate_if_too_long(&body, 10);
-        prop_assert!(cut.chars().count() <= 40 + 1 + format::TRUNCATION_GUIDANCE.chars().count());
-        let _ = format::sanitize_tool_call_id(&body);
-        let _ = (format::looks_like_text_path(&body), format::looks_like_binary_path(&body));
+        let _ = agentvfs::tools::budget::sanitize_tool_call_id(&body);
         let _ = text::decode("/f", body.as_bytes()).map(|t| t.lossy);
     }
 

@@ -12,7 +12,7 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome};
+use super::{Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -39,6 +39,13 @@ pub struct CompositeBackend {
     /// When the table was built: the time shown for mount points and the
     /// directories leading to them, which no tier stores.
     built: SystemTime,
+}
+
+/// The error of a Move whose source or destination is a mount root, or lies
+/// above one (docs/contract.md § Move): a mount is configuration, not data,
+/// so no tier moves it. Tiers refuse their own root with it too.
+pub fn unmovable_mount(path: &VfsPath) -> Error {
+    Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
 }
 
 impl CompositeBackend {
@@ -297,6 +304,36 @@ impl Backend for CompositeBackend {
             return Err(Error::IsDirectory(format!("{path} is a mount point")));
         }
         self.route(path)?.delete(scope, path, if_version, recursive)
+    }
+
+    /// Refuses mount roots, `/` and paths above a mount, and Moves between
+    /// two mounts (no tier can move atomically into another); then the one
+    /// tier owning both paths moves.
+    fn rename(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        for path in [source, destination] {
+            if path.is_root() || self.holds_mounts(path) {
+                return Err(unmovable_mount(path));
+            }
+        }
+        let from = self
+            .owner(source)
+            .ok_or_else(|| Error::NotFound(source.to_string()))?;
+        let to = self
+            .owner(destination)
+            .ok_or_else(|| Error::NotFound(destination.to_string()))?;
+        if from.prefix != to.prefix {
+            return Err(Error::InvalidArgument(format!(
+                "cannot move across mounts: {source} is on {}, {destination} on {}",
+                from.prefix, to.prefix
+            )));
+        }
+        from.backend.rename(scope, source, destination, pre)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {

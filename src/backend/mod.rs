@@ -14,6 +14,7 @@
 
 pub mod composite;
 pub mod fs;
+pub mod ordered;
 pub mod state;
 pub mod store;
 
@@ -217,12 +218,7 @@ pub trait Backend: Send + Sync {
         source: &VfsPath,
         destination: &VfsPath,
         pre: Precondition,
-    ) -> Result<MoveOutcome> {
-        let _ = (scope, destination, pre);
-        Err(Error::Internal(format!(
-            "{source}: Move is not implemented by this tier yet"
-        )))
-    }
+    ) -> Result<MoveOutcome>;
 
     /// Runs the Grep or Glob of `run` over `part` (a subtree at or below the
     /// search root, cut to a key range), feeding entries to `run` in path

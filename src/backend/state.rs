@@ -1,30 +1,37 @@
 //! The State tier: per-session scratch files in memory.
 //!
-//! Each session (`x-agentvfs-session`, within the caller's namespace) has its own ordered map from
-//! [`VfsPath::order_key`] to file, so a directory listing or a search is a key
-//! range and directories are implied by the files below them. A `std` mutex
-//! guards the session table and each session's map: no lock is ever held
-//! across an `.await` or a long computation — searches work on a snapshot of
-//! `Arc`s, so writers are never blocked by a slow search.
+//! Its file semantics (lookup, listing, writes, Edit, Delete, Move, search)
+//! are the ordered tiers' (`ordered`); this module is the engine under them.
+//! Each session (`x-agentvfs-session`, within the caller's namespace) has its
+//! own ordered map from the path's order key relative to the mount to file,
+//! so a directory listing or a search is a key range and directories are
+//! implied by the files below them. A `std` mutex guards the session table
+//! and each session's map: every read and every change (a whole Move
+//! included) runs under the session's lock, so a reader sees a change
+//! entirely or not at all; no lock is ever held across an `.await` or a long
+//! computation — searches work on a snapshot of `Arc`s, so writers are never
+//! blocked by a slow search.
 //!
 //! Sessions idle longer than `idle_ttl` are dropped (checked lazily on access,
 //! at most once per [`SWEEP_INTERVAL`]). A session is created by its first
-//! write, never by a read, list, stat, search or delete (those see an empty
-//! session), and at most `max_sessions` exist at once. The memory of all
+//! write, never by a read, list, stat, search, delete or move (those see an
+//! empty session), and at most `max_sessions` exist at once. The memory of all
 //! sessions together is bounded by `max_total_bytes`, each file counting its
 //! content, its path (held three times: the path, its order key in the map
 //! and in the record) and [`FILE_OVERHEAD_BYTES`], so empty files with long
-//! paths fill the tier too. Beyond either bound a write is `TooLarge`
-//! (RESOURCE_EXHAUSTED).
+//! paths fill the tier too; a Move re-counts every moved file at its new
+//! path. Beyond either bound a write is `TooLarge` (RESOURCE_EXHAUSTED).
 
-use super::{Backend, Precondition, UpdateFn, WriteOutcome, check_directory_delete};
-use crate::entry::{Entry, EntryKind};
+use super::ChunkSource;
+use super::ordered::{
+    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed, keys,
+};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::sorted::{self, SortedFiles};
-use crate::search::{SearchPart, SearchRun};
 use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -49,10 +56,12 @@ pub struct StateLimits {
     pub max_sessions: usize,
 }
 
-struct FileRecord {
+/// One file of a session. Immutable once stored: a change stores a new
+/// record, so snapshots of `Arc`s stay valid.
+pub struct FileRecord {
     path: VfsPath,
-    /// `path.order_key()`, kept so snapshot seeks compare slices instead of
-    /// building a key per comparison.
+    /// The path's order key relative to the mount, kept so snapshot seeks
+    /// compare slices instead of building a key per comparison.
     key: Vec<u8>,
     data: Arc<[u8]>,
     created: SystemTime,
@@ -61,39 +70,41 @@ struct FileRecord {
 }
 
 impl FileRecord {
-    /// What this file counts against `max_total_bytes`.
+    /// What this file counts against `max_total_bytes`: the content, the
+    /// three copies of its path and [`FILE_OVERHEAD_BYTES`].
     fn cost(&self) -> u64 {
-        cost(&self.path, self.data.len())
+        self.data.len() as u64 + 3 * self.path.as_str().len() as u64 + FILE_OVERHEAD_BYTES
     }
+}
 
-    fn entry(&self) -> Entry {
-        Entry {
-            path: self.path.clone(),
-            kind: EntryKind::File,
-            size: self.data.len() as u64,
-            modified: self.modified,
-            created: self.created,
+impl Stored for Arc<FileRecord> {
+    fn meta(&self) -> FileMeta {
+        FileMeta {
             version: self.version,
+            size: self.data.len() as u64,
+            created: self.created,
+            modified: self.modified,
         }
     }
+
+    fn path(&self) -> Option<&VfsPath> {
+        Some(&self.path)
+    }
 }
 
-type Files = BTreeMap<Vec<u8>, Arc<FileRecord>>;
-
-/// What a file of `len` bytes at `path` counts against `max_total_bytes`:
-/// the content, the three copies of its path and [`FILE_OVERHEAD_BYTES`].
-fn cost(path: &VfsPath, len: usize) -> u64 {
-    len as u64 + 3 * path.as_str().len() as u64 + FILE_OVERHEAD_BYTES
-}
+/// A session's files by relative order key.
+type FileMap = BTreeMap<Vec<u8>, Arc<FileRecord>>;
 
 struct Session {
-    files: Mutex<Files>,
+    files: Mutex<FileMap>,
     last_used: Mutex<Instant>,
 }
 
 /// The in-memory, per-session tier.
-pub struct StateBackend {
-    mount: VfsPath,
+pub type StateBackend = OrderedTier<StateEngine>;
+
+/// The State tier's storage: sessions of in-memory ordered maps.
+pub struct StateEngine {
     /// Shown as the time of the (possibly empty) mount root.
     created: SystemTime,
     limits: StateLimits,
@@ -108,30 +119,35 @@ pub struct StateBackend {
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave a map half-changed (every
-    // change is one insert/remove), so a poisoned lock is still consistent.
+    // A panic while holding the lock cannot leave a map half-changed (a batch
+    // is applied only after every check passed, and its steps cannot fail),
+    // so a poisoned lock is still consistent.
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl StateBackend {
+impl OrderedTier<StateEngine> {
     /// A State tier answering for paths below `mount`.
     pub fn new(mount: VfsPath, limits: StateLimits) -> StateBackend {
-        StateBackend {
+        OrderedTier::mounted(
             mount,
-            created: SystemTime::now(),
-            limits,
-            sessions: Mutex::new(HashMap::new()),
-            last_sweep: Mutex::new(Instant::now()),
-            total_bytes: AtomicU64::new(0),
-            generation: AtomicU64::new(0),
-        }
+            StateEngine {
+                created: SystemTime::now(),
+                limits,
+                sessions: Mutex::new(HashMap::new()),
+                last_sweep: Mutex::new(Instant::now()),
+                total_bytes: AtomicU64::new(0),
+                generation: AtomicU64::new(0),
+            },
+        )
     }
 
     /// Bytes held by all sessions, as counted against `max_total_bytes`.
     pub fn total_bytes(&self) -> u64 {
-        self.total_bytes.load(Ordering::Relaxed)
+        self.engine().total_bytes.load(Ordering::Relaxed)
     }
+}
 
+impl StateEngine {
     /// The scope's session when it exists (a read never creates one).
     fn existing(&self, scope: &Scope) -> Option<Arc<Session>> {
         self.sweep_idle();
@@ -140,14 +156,6 @@ impl StateBackend {
             .cloned()?;
         *lock(&session.last_used) = Instant::now();
         Some(session)
-    }
-
-    /// Runs `f` on the scope's files, an empty map when it has no session.
-    fn with_files<R>(&self, scope: &Scope, f: impl FnOnce(&Files) -> R) -> R {
-        match self.existing(scope) {
-            Some(session) => f(&lock(&session.files)),
-            None => f(&Files::new()),
-        }
     }
 
     /// The scope's session for a write: created when missing, unless
@@ -201,25 +209,15 @@ impl StateBackend {
         });
     }
 
-    fn next_version(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// Reserves room for the file at `path` to hold `len` bytes, replacing
-    /// `old` (what it costs now, 0 when new).
-    fn reserve(&self, path: &VfsPath, old: u64, len: usize) -> Result<()> {
-        if len as u64 > self.limits.max_file_bytes {
-            return Err(Error::TooLarge(format!(
-                "{path} would be {len} bytes; the file size limit is {} bytes",
-                self.limits.max_file_bytes
-            )));
-        }
-        let new = cost(path, len);
+    /// Accounts for a change that adds files costing `added` and removes
+    /// files costing `freed`; refused when it grows the tier past
+    /// `max_total_bytes`.
+    fn reserve(&self, added: u64, freed: u64) -> Result<()> {
         let max = self.limits.max_total_bytes;
         self.total_bytes
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
-                let next = total - old + new;
-                (next <= max || new <= old).then_some(next)
+                let next = total + added - freed;
+                (next <= max || added <= freed).then_some(next)
             })
             .map(|_| ())
             .map_err(|_| {
@@ -228,244 +226,406 @@ impl StateBackend {
                 ))
             })
     }
-
-    /// A file at `path` or a directory implied below it.
-    fn lookup(&self, files: &Files, path: &VfsPath) -> Result<Entry> {
-        if let Some(file) = files.get(&path.order_key()) {
-            return Ok(file.entry());
-        }
-        let (start, end) = path.subtree_range();
-        match files.range(start..end).next() {
-            Some((_, first)) => Ok(Entry::directory(path.clone(), first.modified)),
-            None if *path == self.mount => Ok(Entry::directory(path.clone(), self.created)),
-            None => Err(Error::NotFound(path.to_string())),
-        }
-    }
-
-    /// Fails when `path` is a directory or lies below a file.
-    fn check_writable(&self, files: &Files, path: &VfsPath) -> Result<()> {
-        let (start, end) = path.subtree_range();
-        if files.range(start..end).next().is_some() || *path == self.mount {
-            return Err(Error::IsDirectory(path.to_string()));
-        }
-        let mut dir = path.parent();
-        while dir.is_within(&self.mount) && dir != self.mount {
-            if files.contains_key(&dir.order_key()) {
-                return Err(Error::NotDirectory(dir.to_string()));
-            }
-            dir = dir.parent();
-        }
-        Ok(())
-    }
-
-    fn store(
-        &self,
-        files: &mut Files,
-        path: &VfsPath,
-        data: Vec<u8>,
-        created: Option<SystemTime>,
-    ) -> WriteOutcome {
-        let now = SystemTime::now();
-        let record = FileRecord {
-            path: path.clone(),
-            key: path.order_key(),
-            data: data.into(),
-            created: created.unwrap_or(now),
-            modified: now,
-            version: self.next_version(),
-        };
-        let outcome = WriteOutcome {
-            path: path.clone(),
-            bytes_written: record.data.len() as u64,
-            version: record.version,
-            created: created.is_none(),
-        };
-        files.insert(record.key.clone(), Arc::new(record));
-        outcome
-    }
-
-    /// Why `path`, which names no file in `files`, cannot be read as one:
-    /// it is a directory (implied or the mount root), or it does not exist.
-    fn not_a_file(&self, files: &Files, path: &VfsPath) -> Error {
-        match self.lookup(files, path) {
-            Ok(_) => Error::IsDirectory(path.to_string()),
-            Err(e) => e,
-        }
-    }
-
-    /// One directory level of `files`.
-    fn list_in(&self, files: &Files, dir: &VfsPath) -> Result<Vec<Entry>> {
-        let this = self.lookup(files, dir)?;
-        if !this.is_directory() {
-            return Err(Error::NotDirectory(dir.to_string()));
-        }
-        let (mut cursor, end) = dir.subtree_range();
-        let mut out = Vec::new();
-        while let Some((key, file)) = files.range(cursor.clone()..end.clone()).next() {
-            let rel = file.path.relative_to(dir).unwrap_or_default();
-            match rel.split_once('/') {
-                // A subdirectory: show it once and seek past everything below it.
-                Some((child, _)) => {
-                    let child = dir.join(child)?;
-                    cursor = child.subtree_range().1;
-                    out.push(Entry::directory(child, file.modified));
-                }
-                None => {
-                    cursor = key.clone();
-                    cursor.push(0);
-                    out.push(file.entry());
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Deletes a file or, when `recursive`, a directory tree of `files`.
-    fn delete_in(
-        &self,
-        files: &mut Files,
-        path: &VfsPath,
-        if_version: Option<u64>,
-        recursive: bool,
-    ) -> Result<u64> {
-        let key = path.order_key();
-        if let Some(file) = files.get(&key) {
-            Precondition {
-                create_only: false,
-                if_version,
-            }
-            .check(path, Some(file.version))?;
-            let bytes = file.cost();
-            files.remove(&key);
-            self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
-            return Ok(1);
-        }
-        self.lookup(files, path)?;
-        check_directory_delete(path, if_version, recursive)?;
-        let (start, end) = path.subtree_range();
-        let doomed: Vec<Vec<u8>> = files.range(start..end).map(|(k, _)| k.clone()).collect();
-        let mut bytes = 0;
-        for key in &doomed {
-            if let Some(file) = files.remove(key) {
-                bytes += file.cost();
-            }
-        }
-        self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
-        Ok(doomed.len() as u64)
-    }
 }
 
-impl Backend for StateBackend {
-    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
-        self.with_files(scope, |files| self.list_in(files, dir))
+impl Engine for StateEngine {
+    const TIER: &'static str = "state";
+    type Space<'a> = StateSpace<'a>;
+    type Frozen<'a> = Snapshot;
+    /// In memory every write is whole: nothing is stored before a commit.
+    type Upload = Infallible;
+
+    fn root_time(&self) -> SystemTime {
+        self.created
     }
 
-    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
-        self.with_files(scope, |files| self.lookup(files, path))
+    fn max_file_bytes(&self) -> u64 {
+        self.limits.max_file_bytes
     }
 
-    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        self.with_files(scope, |files| match files.get(&path.order_key()) {
-            Some(file) => Ok((file.data.to_vec(), file.entry())),
-            None => Err(self.not_a_file(files, path)),
+    fn next_version(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn view<R>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(Option<&StateSpace<'_>>) -> Result<R>,
+    ) -> Result<R> {
+        match self.existing(scope) {
+            Some(session) => f(Some(&StateSpace {
+                engine: self,
+                files: &mut lock(&session.files),
+            })),
+            None => f(None),
+        }
+    }
+
+    fn change<R>(
+        &self,
+        scope: &Scope,
+        _rels: &[&[u8]],
+        f: impl FnOnce(Option<&mut StateSpace<'_>>) -> Result<R>,
+    ) -> Result<R> {
+        // The session's lock covers every path of the session.
+        match self.existing(scope) {
+            Some(session) => f(Some(&mut StateSpace {
+                engine: self,
+                files: &mut lock(&session.files),
+            })),
+            None => f(None),
+        }
+    }
+
+    fn create<R>(
+        &self,
+        scope: &Scope,
+        _rel: &[u8],
+        f: impl FnOnce(&mut StateSpace<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let session = self.session_for_write(scope)?;
+        f(&mut StateSpace {
+            engine: self,
+            files: &mut lock(&session.files),
         })
     }
 
-    fn write(
+    fn freeze<R>(
         &self,
         scope: &Scope,
-        path: &VfsPath,
-        data: Vec<u8>,
-        pre: Precondition,
-    ) -> Result<WriteOutcome> {
-        let session = self.session_for_write(scope)?;
-        let mut files = lock(&session.files);
-        let existing = files.get(&path.order_key()).cloned();
-        pre.check(path, existing.as_ref().map(|f| f.version))?;
-        if existing.is_none() {
-            self.check_writable(&files, path)?;
-        }
-        let old = existing.as_ref().map_or(0, |f| f.cost());
-        self.reserve(path, old, data.len())?;
-        Ok(self.store(&mut files, path, data, existing.map(|f| f.created)))
+        top: &[u8],
+        f: impl FnOnce(Option<&Snapshot>) -> Result<R>,
+    ) -> Result<R> {
+        let snapshot = self.view(scope, |space| Ok(space.map(|space| space.snapshot(top))))?;
+        f(snapshot.as_ref())
     }
 
-    fn update(
-        &self,
-        scope: &Scope,
-        path: &VfsPath,
-        if_version: Option<u64>,
-        f: &mut UpdateFn<'_>,
-    ) -> Result<WriteOutcome> {
-        let Some(session) = self.existing(scope) else {
-            return Err(self.not_a_file(&Files::new(), path));
-        };
-        let mut files = lock(&session.files);
-        let Some(existing) = files.get(&path.order_key()).cloned() else {
-            return Err(self.not_a_file(&files, path));
-        };
-        Precondition {
-            create_only: false,
-            if_version,
+    fn upload(&self, path: &VfsPath, pieces: &mut ChunkSource<'_>) -> Result<Streamed<Infallible>> {
+        let mut data = Vec::new();
+        for piece in pieces {
+            data.extend_from_slice(&piece?);
+            Error::check_file_size(path, data.len() as u64, self.limits.max_file_bytes)?;
         }
-        .check(path, Some(existing.version))?;
-        let data = f(&existing.data)?;
-        self.reserve(path, existing.cost(), data.len())?;
-        Ok(self.store(&mut files, path, data, Some(existing.created)))
+        Ok(Streamed::Whole(data))
     }
 
-    fn delete(
-        &self,
-        scope: &Scope,
-        path: &VfsPath,
-        if_version: Option<u64>,
-        recursive: bool,
-    ) -> Result<u64> {
-        match self.existing(scope) {
-            Some(session) => self.delete_in(&mut lock(&session.files), path, if_version, recursive),
-            None => self.delete_in(&mut Files::new(), path, if_version, recursive),
-        }
-    }
-
-    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
-        let root = &part.top;
-        let (root_entry, mut snapshot) = self.with_files(scope, |files| {
-            let root_entry = self.lookup(files, root)?;
-            let (start, end) = root.subtree_range();
-            let mut snapshot: Vec<Arc<FileRecord>> =
-                files.range(start..end).map(|(_, f)| f.clone()).collect();
-            if let Some(file) = files.get(&root.order_key()) {
-                snapshot.push(file.clone());
-            }
-            Ok::<_, Error>((root_entry, Snapshot { files: snapshot }))
-        })?;
-        if root_entry.is_directory() {
-            sorted::walk(run, &mut snapshot, part)
-        } else {
-            sorted::search_one(run, &mut snapshot, root_entry)
-        }
+    fn abandon(&self, upload: &Infallible) -> Result<()> {
+        match *upload {}
     }
 }
 
-/// Files of one subtree, captured at the start of a search.
-struct Snapshot {
+/// The key range `[lo, hi)` a State scan covers.
+struct Bounds {
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+}
+
+impl Bounds {
+    /// Everything below the directory `rel`.
+    fn below(rel: &[u8]) -> Bounds {
+        let (lo, hi) = keys::below(rel);
+        Bounds { lo, hi }
+    }
+
+    /// Where a seek to `rel` starts: never before the range.
+    fn start<'k>(&'k self, rel: &'k [u8]) -> &'k [u8] {
+        rel.max(self.lo.as_slice())
+    }
+
+    /// True when `key` (at or after the start) is still in the range.
+    fn holds(&self, key: &[u8]) -> bool {
+        self.hi.as_ref().is_none_or(|hi| key < hi.as_slice())
+    }
+}
+
+/// A session's live files, under the session's lock.
+pub struct StateSpace<'a> {
+    engine: &'a StateEngine,
+    files: &'a mut FileMap,
+}
+
+impl StateSpace<'_> {
+    /// A scan of everything below the directory `rel`.
+    fn cursor(&self, rel: &[u8]) -> MapCursor<'_> {
+        let mut cursor = MapCursor {
+            files: &*self.files,
+            bounds: Bounds::below(rel),
+            at: None,
+        };
+        cursor.seek(b"");
+        cursor
+    }
+
+    /// The files at and below `top`, for a search that runs without the lock.
+    fn snapshot(&self, top: &[u8]) -> Snapshot {
+        let mut files = Vec::new();
+        if let Some(file) = self.files.get(top) {
+            files.push(file.clone());
+        }
+        let mut cursor = self.cursor(top);
+        while let Some((_, file)) = cursor.at {
+            files.push(file.clone());
+            cursor.next();
+        }
+        Snapshot { files }
+    }
+}
+
+/// A scan of a session's map.
+pub struct MapCursor<'a> {
+    files: &'a FileMap,
+    bounds: Bounds,
+    at: Option<(&'a [u8], &'a Arc<FileRecord>)>,
+}
+
+impl<'a> MapCursor<'a> {
+    fn find(&self, from: Bound<&[u8]>) -> Option<(&'a [u8], &'a Arc<FileRecord>)> {
+        let files: &'a FileMap = self.files;
+        files
+            .range::<[u8], _>((from, Bound::Unbounded))
+            .next()
+            .filter(|(key, _)| self.bounds.holds(key))
+            .map(|(key, file)| (key.as_slice(), file))
+    }
+}
+
+impl Cursor for MapCursor<'_> {
+    type File = Arc<FileRecord>;
+
+    fn seek(&mut self, rel: &[u8]) {
+        self.at = self.find(Bound::Included(self.bounds.start(rel)));
+    }
+
+    fn next(&mut self) {
+        if let Some((key, _)) = self.at {
+            self.at = self.find(Bound::Excluded(key));
+        }
+    }
+
+    fn current(&self) -> Option<Result<(&[u8], Arc<FileRecord>)>> {
+        self.at.map(|(key, file)| Ok((key, file.clone())))
+    }
+}
+
+impl Files for StateSpace<'_> {
+    type File = Arc<FileRecord>;
+    type Cursor<'c>
+        = MapCursor<'c>
+    where
+        Self: 'c;
+
+    fn get(&self, rel: &[u8]) -> Result<Option<Arc<FileRecord>>> {
+        Ok(self.files.get(rel).cloned())
+    }
+
+    fn scan(&self, below: &[u8], _bulk: bool) -> Result<MapCursor<'_>> {
+        Ok(self.cursor(below))
+    }
+}
+
+/// A change of a session's map, applied at once under its lock.
+#[derive(Default)]
+pub struct StateBatch {
+    steps: Vec<Step>,
+    /// What the files stored by the change cost.
+    added: u64,
+    /// What the files it removes or replaces cost.
+    freed: u64,
+}
+
+enum Step {
+    Put(Arc<FileRecord>),
+    Drop(Vec<u8>),
+    DropBelow(Vec<u8>),
+}
+
+impl Space for StateSpace<'_> {
+    type Batch = StateBatch;
+    type Upload = Infallible;
+
+    fn read(&self, _path: &VfsPath, rel: &[u8]) -> Result<Option<(Arc<FileRecord>, Vec<u8>)>> {
+        Ok(self
+            .files
+            .get(rel)
+            .map(|file| (file.clone(), file.data.to_vec())))
+    }
+
+    fn put(
+        &self,
+        batch: &mut StateBatch,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&Arc<FileRecord>>,
+        content: Content<'_, Infallible>,
+        version: u64,
+    ) -> Result<u64> {
+        let data = match content {
+            Content::Bytes(data) => data,
+            Content::Uploaded(upload) => match *upload {},
+        };
+        let now = SystemTime::now();
+        let record = FileRecord {
+            path: path.clone(),
+            key: rel.to_vec(),
+            data: data.into(),
+            created: old.map_or(now, |old| old.created),
+            modified: now,
+            version,
+        };
+        batch.added += record.cost();
+        if let Some(old) = old {
+            batch.freed += old.cost();
+        }
+        batch.steps.push(Step::Put(Arc::new(record)));
+        Ok(data.len() as u64)
+    }
+
+    fn relocate(
+        &self,
+        batch: &mut StateBatch,
+        _from: &[u8],
+        file: &Arc<FileRecord>,
+        to: &VfsPath,
+        to_rel: &[u8],
+        version: u64,
+    ) -> Result<()> {
+        let record = FileRecord {
+            path: to.clone(),
+            key: to_rel.to_vec(),
+            data: file.data.clone(),
+            created: file.created,
+            modified: file.modified,
+            version,
+        };
+        // The content is shared, but the path's copies change length.
+        batch.added += record.cost();
+        batch.freed += file.cost();
+        batch.steps.push(Step::Put(Arc::new(record)));
+        Ok(())
+    }
+
+    fn release(&self, batch: &mut StateBatch, file: &Arc<FileRecord>) -> Result<()> {
+        batch.freed += file.cost();
+        Ok(())
+    }
+
+    fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::Drop(rel.to_vec()));
+    }
+
+    fn drop_below(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::DropBelow(rel.to_vec()));
+    }
+
+    fn apply(&mut self, batch: StateBatch) -> Result<()> {
+        self.engine.reserve(batch.added, batch.freed)?;
+        for step in batch.steps {
+            match step {
+                Step::Put(record) => {
+                    self.files.insert(record.key.clone(), record);
+                }
+                Step::Drop(key) => {
+                    self.files.remove(&key);
+                }
+                Step::DropBelow(rel) => {
+                    let mut doomed = Vec::new();
+                    let mut cursor = self.cursor(&rel);
+                    while let Some((key, _)) = cursor.at {
+                        doomed.push(key.to_vec());
+                        cursor.next();
+                    }
+                    for key in doomed {
+                        self.files.remove(&key);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The files of one subtree, captured at the start of a search, in key
+/// order.
+pub struct Snapshot {
     files: Vec<Arc<FileRecord>>,
 }
 
-impl SortedFiles for Snapshot {
-    type Data = Arc<[u8]>;
+impl Snapshot {
+    /// Where `rel` is or would be.
+    fn position(&self, rel: &[u8]) -> usize {
+        self.files.partition_point(|f| f.key.as_slice() < rel)
+    }
+}
 
-    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        let at = self.files.partition_point(|f| f.key.as_slice() < from);
-        self.files.get(at).map(|f| Ok(f.entry()))
+/// A scan of a [`Snapshot`].
+pub struct SliceCursor<'a> {
+    files: &'a [Arc<FileRecord>],
+    bounds: Bounds,
+    at: usize,
+}
+
+impl SliceCursor<'_> {
+    fn here(&self) -> Option<&Arc<FileRecord>> {
+        self.files
+            .get(self.at)
+            .filter(|file| self.bounds.holds(&file.key))
+    }
+}
+
+impl Cursor for SliceCursor<'_> {
+    type File = Arc<FileRecord>;
+
+    fn seek(&mut self, rel: &[u8]) {
+        let from = self.bounds.start(rel);
+        self.at = self.files.partition_point(|f| f.key.as_slice() < from);
     }
 
-    fn load(&mut self, entry: &Entry) -> Result<Arc<[u8]>> {
-        let key = entry.path.order_key();
-        let at = self.files.partition_point(|f| f.key < key);
-        match self.files.get(at) {
-            Some(f) if f.path == entry.path => Ok(f.data.clone()),
-            _ => Err(Error::NotFound(entry.path.to_string())),
+    fn next(&mut self) {
+        if self.here().is_some() {
+            self.at += 1;
+        }
+    }
+
+    fn current(&self) -> Option<Result<(&[u8], Arc<FileRecord>)>> {
+        self.here()
+            .map(|file| Ok((file.key.as_slice(), file.clone())))
+    }
+}
+
+impl Files for Snapshot {
+    type File = Arc<FileRecord>;
+    type Cursor<'c> = SliceCursor<'c>;
+
+    fn get(&self, rel: &[u8]) -> Result<Option<Arc<FileRecord>>> {
+        Ok(self
+            .files
+            .get(self.position(rel))
+            .filter(|file| file.key == rel)
+            .cloned())
+    }
+
+    fn scan(&self, below: &[u8], _bulk: bool) -> Result<SliceCursor<'_>> {
+        let mut cursor = SliceCursor {
+            files: &self.files,
+            bounds: Bounds::below(below),
+            at: 0,
+        };
+        cursor.seek(b"");
+        Ok(cursor)
+    }
+}
+
+impl Frozen for Snapshot {
+    type Data = Arc<[u8]>;
+
+    fn load(&self, cursor: &SliceCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Arc<[u8]>> {
+        let file = match cursor.here() {
+            Some(file) if file.key == rel => Some(file.clone()),
+            _ => self.get(rel)?,
+        };
+        match file {
+            Some(file) => Ok(file.data.clone()),
+            None => Err(Error::NotFound(path.to_string())),
         }
     }
 }

@@ -22,6 +22,7 @@ pub mod rules;
 mod run;
 pub mod sorted;
 mod spec;
+pub mod window;
 
 pub use grep::{FileSearcher, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
 pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};

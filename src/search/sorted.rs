@@ -1,5 +1,6 @@
 //! The search walk for tiers whose files live in one ordered key space (State
-//! in a `BTreeMap`, Store in RocksDB).
+//! in a `BTreeMap`, Store in RocksDB); their side of it is
+//! `backend::ordered` (its `walk` module implements [`SortedFiles`]).
 //!
 //! Keys are [`VfsPath::order_key`]s, so key order is path order and a subtree is
 //! one key range. Directories are implied by file paths: the walk notices each

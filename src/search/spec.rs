@@ -11,9 +11,9 @@ use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use std::time::Duration;
 
-/// Seed 003's visited-entries budget, the default of every search.
+/// The contract's visited-entries budget (docs/contract.md § Glob and Grep), the default of every search.
 pub const DEFAULT_MAX_VISITED: u64 = 20_000;
-/// Seed 003's time budget in milliseconds, the default of every search.
+/// The contract's time budget (docs/contract.md § Glob and Grep) in milliseconds, the default of every search.
 pub const DEFAULT_MAX_DURATION_MS: u64 = 2_000;
 /// Most context lines before or after a match: more is never useful to an
 /// agent and would let one request hold a file's worth of lines per match.
@@ -238,7 +238,7 @@ pub struct GrepRequest<'a> {
     pub max_count_per_file: u64,
 }
 
-/// Seed 003's `pattern_normalized`: POSIX separators, no leading `./`.
+/// The Glob tool's `pattern_normalized` (docs/contract.md § Glob and Grep): POSIX separators, no leading `./`.
 pub fn normalize_pattern(pattern: &str) -> &str {
     let mut p = pattern;
     while let Some(rest) = p.strip_prefix("./") {

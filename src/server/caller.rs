@@ -11,10 +11,10 @@
 //! never smuggle a path or a control character into storage keys. Tokens are
 //! never logged.
 
-use crate::access::Principal;
 use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::scope::Scope;
+use crate::service::{Caller, Secret};
 use std::sync::Arc;
 use tonic::{Request, Status};
 
@@ -22,26 +22,6 @@ use tonic::{Request, Status};
 pub const SESSION_HEADER: &str = "x-agentvfs-session";
 /// Metadata key of the namespace.
 pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
-/// The authenticated caller of one request.
-#[derive(Clone, Debug)]
-pub struct Caller {
-    /// Its rights.
-    pub principal: Arc<Principal>,
-    /// Whose data it sees.
-    pub scope: Scope,
-    /// The bearer token it presented (handles record their creator's).
-    pub token: Option<Secret>,
-}
-
-/// A bearer token: `Debug` never shows it, so it cannot reach a log.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
 
 fn header<'a, T>(req: &'a Request<T>, key: &str) -> Result<Option<&'a str>> {
     match req.metadata().get(key) {

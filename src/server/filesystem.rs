@@ -1,33 +1,32 @@
 //! The `agentvfs.v1.Filesystem` service: a thin adapter from gRPC to the
-//! [`Backend`].
+//! application layer ([`Service`]).
 //!
-//! Every RPC does, in order: take the [`Caller`] attached by the interceptor,
-//! parse the path, check the grant (order of docs/contract.md § Grants: path, grant, arguments,
-//! existence), make one backend call on a blocking thread, convert the result.
+//! Every RPC does, in order: take the [`crate::service::Caller`] attached by
+//! the interceptor, parse the paths, make one service call (which checks the
+//! grants in the order of docs/contract.md § Grants: path, grant, arguments,
+//! existence, and runs the tier on a blocking thread), convert the result.
 //! Errors leave only through `From<Error> for Status`.
 //!
-//! The streaming RPCs (ReadBytes, WriteBytes, Grep, Glob) are admitted under
-//! the server's [`Limits`] and never let a thread wait on the client: ReadBytes
+//! What stays here is transport: the streaming RPCs (ReadBytes, WriteBytes,
+//! Grep, Glob) never let a thread wait on the client: ReadBytes
 //! reads one chunk per blocking call as the client takes them, WriteBytes
 //! waits for each message at most the idle timeout, and a search's sends are
 //! bounded likewise (`crate::search`). Patterns compile on a blocking thread.
 
-use super::caller::{Caller, caller};
+use super::caller::caller;
 use super::convert;
-use super::limits::{Limits, StreamPermit};
 use super::message_limit::too_large;
-use super::search_stream::{blocking, start};
 use crate::access::Op;
-use crate::backend::{Backend, ChunkReader, Precondition};
+use crate::backend::{ChunkReader, Precondition};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::filesystem_server::Filesystem;
 use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec, compile_regex};
+use crate::service::{Service, StreamPermit, blocking};
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -46,24 +45,13 @@ pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send
 
 /// Serves the backend protocol over gRPC.
 pub struct FilesystemService {
-    backend: Arc<dyn Backend>,
-    max_file_bytes: u64,
-    limits: Limits,
+    service: Service,
 }
 
 impl FilesystemService {
-    /// A service over `backend` refusing files over `max_file_bytes`, its
-    /// streams admitted under `limits`.
-    pub fn new(backend: Arc<dyn Backend>, max_file_bytes: u64, limits: Limits) -> Self {
-        FilesystemService {
-            backend,
-            max_file_bytes,
-            limits,
-        }
-    }
-
-    fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
-        check_len(path, len, self.max_file_bytes)
+    /// The RPCs over the application layer `service`.
+    pub fn new(service: Service) -> Self {
+        FilesystemService { service }
     }
 
     /// Edit and MultiEdit: applies `edits` to the file as one atomic
@@ -71,58 +59,49 @@ impl FilesystemService {
     /// Returns (path, replacements, new version).
     async fn edit_file(
         &self,
-        caller: Caller,
+        caller: crate::service::Caller,
         raw_path: &str,
         if_version: Option<u64>,
         edits: Vec<pb::EditOperation>,
         indexed: bool,
     ) -> Result<(String, u64, u64)> {
-        let path = authorize(&caller, raw_path, Op::ReadFile)?;
-        caller.principal.check(&path, Op::Write)?;
-        if edits.is_empty() {
-            return Err(Error::InvalidArgument(
-                "edits must contain at least one edit".into(),
-            ));
-        }
-        if !indexed && edits[0].old_string.is_empty() {
-            return Err(Error::InvalidArgument(
-                "old_string must not be empty".into(),
-            ));
-        }
-        let (backend, max) = (self.backend.clone(), self.max_file_bytes);
-        blocking(move || {
-            // Only the new text is computed under the tier's lock; its size
-            // is checked before it is built.
-            let specs: Vec<EditSpec<'_>> = edits
-                .iter()
-                .map(|e| EditSpec {
-                    old: &e.old_string,
-                    new: &e.new_string,
-                    replace_all: e.replace_all,
-                })
-                .collect();
-            let mut made = 0;
-            let outcome = backend.update(&caller.scope, &path, if_version, &mut |data| {
-                let text = text::decode_strict(path.as_str(), data)?;
-                let (new, n) = if indexed {
-                    text::apply_edits(text, &specs, max)?
-                } else {
-                    text::apply_edit(text, &specs[0], max)?
-                };
-                made = n;
-                Ok(new.into_bytes())
-            })?;
-            Ok((outcome.path.to_string(), made, outcome.version))
-        })
-        .await
+        let path = VfsPath::parse(raw_path)?;
+        let shown = path.to_string();
+        let (version, made) = self
+            .service
+            .run(&caller, move |files| {
+                // Order of docs/contract.md § Grants: path, grant, arguments.
+                files.check(&path, Op::ReadFile)?;
+                files.check(&path, Op::Write)?;
+                if edits.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "edits must contain at least one edit".into(),
+                    ));
+                }
+                if !indexed && edits[0].old_string.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "old_string must not be empty".into(),
+                    ));
+                }
+                let specs: Vec<EditSpec<'_>> = edits
+                    .iter()
+                    .map(|e| EditSpec {
+                        old: &e.old_string,
+                        new: &e.new_string,
+                        replace_all: e.replace_all,
+                    })
+                    .collect();
+                files.edit_text(&path, if_version, false, |text, max| {
+                    if indexed {
+                        text::apply_edits(text, &specs, max)
+                    } else {
+                        text::apply_edit(text, &specs[0], max)
+                    }
+                })?
+            })
+            .await?;
+        Ok((shown, made, version))
     }
-}
-
-/// Parses a path and checks one grant on it.
-fn authorize(caller: &Caller, raw: &str, op: Op) -> Result<VfsPath> {
-    let path = VfsPath::parse(raw)?;
-    caller.principal.check(&path, op)?;
-    Ok(path)
 }
 
 fn search_root(raw: &str) -> Result<VfsPath> {
@@ -131,29 +110,29 @@ fn search_root(raw: &str) -> Result<VfsPath> {
 
 type Reply<T> = Result<Response<T>, Status>;
 
+/// Budgets from a search request's fields.
+fn budgets(
+    max_results: u64,
+    max_visited: u64,
+    max_duration_ms: u64,
+    include_hidden: bool,
+    include_ignored: bool,
+) -> Budgets {
+    Budgets {
+        max_results,
+        max_visited,
+        max_duration_ms,
+        include_hidden,
+        include_ignored,
+    }
+}
+
 #[tonic::async_trait]
 impl Filesystem for FilesystemService {
     async fn list_info(&self, req: Request<pb::ListInfoRequest>) -> Reply<pb::ListInfoResponse> {
         let caller = caller(&req)?;
         let dir = VfsPath::parse(&req.into_inner().path)?;
-        let visible = caller.principal.granted_within(&dir, Op::List);
-        if visible.is_empty() {
-            caller.principal.check(&dir, Op::List)?;
-        }
-        let backend = self.backend.clone();
-        let entries = blocking(move || {
-            let mut entries = backend.list(&caller.scope, &dir)?;
-            if visible != [dir] {
-                // Partly visible: keep what leads to or lies in a granted prefix.
-                entries.retain(|e| {
-                    visible
-                        .iter()
-                        .any(|p| p.is_within(&e.path) || e.path.is_within(p))
-                });
-            }
-            Ok(entries)
-        })
-        .await?;
+        let entries = self.service.list(&caller, dir).await?;
         Ok(Response::new(pb::ListInfoResponse {
             entries: entries.iter().map(convert::file_info).collect(),
         }))
@@ -161,9 +140,8 @@ impl Filesystem for FilesystemService {
 
     async fn stat(&self, req: Request<pb::StatRequest>) -> Reply<pb::StatResponse> {
         let caller = caller(&req)?;
-        let path = authorize(&caller, &req.into_inner().path, Op::File)?;
-        let backend = self.backend.clone();
-        let entry = blocking(move || backend.stat(&caller.scope, &path)).await?;
+        let path = VfsPath::parse(&req.into_inner().path)?;
+        let entry = self.service.stat(&caller, path).await?;
         Ok(Response::new(pb::StatResponse {
             info: Some(convert::file_info(&entry)),
         }))
@@ -172,32 +150,33 @@ impl Filesystem for FilesystemService {
     async fn read(&self, req: Request<pb::ReadRequest>) -> Reply<pb::ReadResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::ReadFile)?;
-        let backend = self.backend.clone();
+        let path = VfsPath::parse(&req.path)?;
         // An answer the server could not send is refused before it is built.
-        let max_answer = super::max_answer_bytes(self.max_file_bytes);
-        let out = blocking(move || {
-            let (data, entry) = backend.read(&caller.scope, &path)?;
-            let window = text::read_window(
-                path.as_str(),
-                &data,
-                req.offset,
-                req.limit,
-                req.numbered,
-                max_answer,
-            )?;
-            Ok(pb::ReadResponse {
-                content: window.content,
-                total_lines: window.total_lines,
-                version: entry.version,
-                path: path.to_string(),
-                lines_returned: window.lines_returned,
-                lossy: window.lossy,
-                size: entry.size,
-                modified_time: Some(entry.modified.into()),
+        let max_answer = super::max_answer_bytes(self.service.max_file_bytes());
+        let out = self
+            .service
+            .run(&caller, move |files| {
+                let (data, entry) = files.read(&path, Op::ReadFile)?;
+                let window = text::read_window(
+                    path.as_str(),
+                    &data,
+                    req.offset,
+                    req.limit,
+                    req.numbered,
+                    max_answer,
+                )?;
+                Ok(pb::ReadResponse {
+                    content: window.content,
+                    total_lines: window.total_lines,
+                    version: entry.version,
+                    path: path.to_string(),
+                    lines_returned: window.lines_returned,
+                    lossy: window.lossy,
+                    size: entry.size,
+                    modified_time: Some(entry.modified.into()),
+                })
             })
-        })
-        .await?;
+            .await?;
         Ok(Response::new(out))
     }
 
@@ -205,33 +184,33 @@ impl Filesystem for FilesystemService {
 
     async fn read_bytes(&self, req: Request<pb::ReadBytesRequest>) -> Reply<Self::ReadBytesStream> {
         let caller = caller(&req)?;
-        let path = authorize(&caller, &req.into_inner().path, Op::ReadBinary)?;
-        let permit = self.limits.stream(&caller.principal)?;
-        let (backend, shown) = (self.backend.clone(), path.to_string());
-        let (entry, chunks) =
-            blocking(move || backend.read_chunks(&caller.scope, &path, READ_CHUNK_BYTES)).await?;
+        let path = VfsPath::parse(&req.into_inner().path)?;
+        let shown = path.to_string();
+        let (entry, chunks, permit) = self
+            .service
+            .read_chunks(&caller, path, READ_CHUNK_BYTES)
+            .await?;
         Ok(Response::new(chunk_stream(
             shown,
             entry,
             chunks,
             permit,
-            self.limits.idle_timeout(),
+            self.service.limits().idle_timeout(),
         )))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::Write)?;
-        self.check_size(&path, req.content.len())?;
+        let path = VfsPath::parse(&req.path)?;
         let pre = Precondition {
             create_only: req.create_only,
             if_version: req.if_version,
         };
-        let backend = self.backend.clone();
-        let out =
-            blocking(move || backend.write(&caller.scope, &path, req.content.into_bytes(), pre))
-                .await?;
+        let out = self
+            .service
+            .write(&caller, path, req.content.into_bytes(), pre)
+            .await?;
         Ok(Response::new(convert::write_response(out)))
     }
 
@@ -241,8 +220,8 @@ impl Filesystem for FilesystemService {
     ) -> Reply<pb::WriteBytesResponse> {
         use pb::write_bytes_request::Kind;
         let caller = caller(&req)?;
-        let _permit = self.limits.stream(&caller.principal)?;
-        let idle = self.limits.idle_timeout();
+        let _permit = self.service.admit_stream(&caller)?;
+        let idle = self.service.limits().idle_timeout();
         let mut stream = req.into_inner();
         let header = match next_message(&mut stream, idle).await? {
             Some(pb::WriteBytesRequest {
@@ -255,32 +234,23 @@ impl Filesystem for FilesystemService {
                 .into());
             }
         };
-        let path = authorize(&caller, &header.path, Op::Write)?;
+        let path = VfsPath::parse(&header.path)?;
         let pre = Precondition {
             create_only: header.create_only,
             if_version: header.if_version,
         };
         // The tier takes the pieces on a blocking thread as they arrive; the
         // bounded channel keeps at most PIECES_IN_FLIGHT of them in memory.
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>>>(PIECES_IN_FLIGHT);
-        let (backend, target) = (self.backend.clone(), path.clone());
-        let writer = blocking(move || {
-            let mut pieces = std::iter::from_fn(|| rx.blocking_recv());
-            backend.write_chunks(&caller.scope, &target, pre, &mut pieces)
-        });
-        let max = self.max_file_bytes;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>>>(PIECES_IN_FLIGHT);
+        let writer = self.service.upload(&caller, path, pre, rx)?;
         let feed = async move {
-            let mut size = 0;
             loop {
                 let piece = match next_message(&mut stream, idle).await {
                     // Dropping `tx` ends the pieces: the tier commits.
                     Ok(None) => return Ok(()),
                     Ok(Some(pb::WriteBytesRequest {
                         kind: Some(Kind::Data(chunk)),
-                    })) => {
-                        size += chunk.len();
-                        check_len(&path, size, max).map(|()| chunk)
-                    }
+                    })) => Ok(chunk),
                     Ok(Some(_)) => Err(Error::InvalidArgument(
                         "only the first WriteBytes message may be a header".into(),
                     )),
@@ -288,7 +258,8 @@ impl Filesystem for FilesystemService {
                 };
                 let failed = piece.as_ref().err().cloned();
                 if tx.send(piece).await.is_err() {
-                    // The tier stopped early; its error is the answer.
+                    // The tier stopped early (the size limit, a conflict):
+                    // its error is the answer.
                     return Ok(());
                 }
                 if let Some(err) = failed {
@@ -342,12 +313,12 @@ impl Filesystem for FilesystemService {
     async fn delete(&self, req: Request<pb::DeleteRequest>) -> Reply<pb::DeleteResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::Delete)?;
-        let backend = self.backend.clone();
+        let path = VfsPath::parse(&req.path)?;
         let shown = path.to_string();
-        let files_deleted =
-            blocking(move || backend.delete(&caller.scope, &path, req.if_version, req.recursive))
-                .await?;
+        let files_deleted = self
+            .service
+            .delete(&caller, path, req.if_version, req.recursive)
+            .await?;
         Ok(Response::new(pb::DeleteResponse {
             path: shown,
             files_deleted,
@@ -357,18 +328,17 @@ impl Filesystem for FilesystemService {
     async fn r#move(&self, req: Request<pb::MoveRequest>) -> Reply<pb::MoveResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let source = authorize(&caller, &req.source, Op::Write)?;
-        caller.principal.check(&source, Op::Delete)?;
-        let destination = authorize(&caller, &req.destination, Op::Write)?;
-        crate::backend::check_move_paths(&source, &destination)?;
+        let source = VfsPath::parse(&req.source)?;
+        let destination = VfsPath::parse(&req.destination)?;
+        let (shown_source, shown_destination) = (source.to_string(), destination.to_string());
         let pre = Precondition {
             create_only: req.create_only,
             if_version: req.if_version,
         };
-        let backend = self.backend.clone();
-        let (shown_source, shown_destination) = (source.to_string(), destination.to_string());
-        let outcome =
-            blocking(move || backend.rename(&caller.scope, &source, &destination, pre)).await?;
+        let outcome = self
+            .service
+            .rename(&caller, source, destination, pre)
+            .await?;
         Ok(Response::new(pb::MoveResponse {
             source: shown_source,
             destination: shown_destination,
@@ -380,17 +350,20 @@ impl Filesystem for FilesystemService {
     async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();
-        let path = authorize(&caller, &req.path, Op::ReadRe)?;
-        let backend = self.backend.clone();
-        let matches = blocking(move || {
-            // Compiled here, off the runtime, and before the read: a bad
-            // pattern is INVALID_ARGUMENT even for a missing file (docs/contract.md § Grants).
-            let re = compile_regex(&req.pattern)?;
-            let (data, _) = backend.read(&caller.scope, &path)?;
-            let decoded = text::decode(path.as_str(), &data)?;
-            text::regex_windows(&decoded.text, &re, req.overlap.unwrap_or(0))
-        })
-        .await?;
+        let path = VfsPath::parse(&req.path)?;
+        let matches = self
+            .service
+            .run(&caller, move |files| {
+                files.check(&path, Op::ReadRe)?;
+                // Compiled here, off the runtime, and before the read: a bad
+                // pattern is INVALID_ARGUMENT even for a missing file
+                // (docs/contract.md § Grants).
+                let re = compile_regex(&req.pattern)?;
+                let (data, _) = files.read(&path, Op::ReadRe)?;
+                let decoded = text::decode(path.as_str(), &data)?;
+                text::regex_windows(&decoded.text, &re, req.overlap.unwrap_or(0))
+            })
+            .await?;
         Ok(Response::new(pb::ReadReResponse { matches }))
     }
 
@@ -401,36 +374,28 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let root = search_root(&req.path)?;
-        let permit = self.limits.stream(&caller.principal)?;
-        let budgets = Budgets {
-            max_results: req.max_results,
-            max_visited: req.max_visited,
-            max_duration_ms: req.max_duration_ms,
-            include_hidden: req.include_hidden,
-            include_ignored: req.include_ignored,
-        };
-        let spec = blocking(move || {
-            let grep = GrepRequest {
-                pattern: &req.pattern,
-                glob: &req.glob,
-                literal: req.literal,
-                case_insensitive: req.case_insensitive,
-                before_context: req.before_context,
-                after_context: req.after_context,
-                max_count_per_file: req.max_count_per_file,
-            };
-            SearchSpec::grep(root, grep, budgets)
-        })
-        .await?;
-        let events = start(
-            &self.limits,
-            Some(permit),
-            self.backend.clone(),
-            &caller.principal,
-            Op::ReadRe,
-            caller.scope,
-            spec,
-        )?;
+        let budgets = budgets(
+            req.max_results,
+            req.max_visited,
+            req.max_duration_ms,
+            req.include_hidden,
+            req.include_ignored,
+        );
+        let events = self
+            .service
+            .search(&caller, Op::ReadRe, true, move || {
+                let grep = GrepRequest {
+                    pattern: &req.pattern,
+                    glob: &req.glob,
+                    literal: req.literal,
+                    case_insensitive: req.case_insensitive,
+                    before_context: req.before_context,
+                    after_context: req.after_context,
+                    max_count_per_file: req.max_count_per_file,
+                };
+                SearchSpec::grep(root, grep, budgets)
+            })
+            .await?;
         Ok(Response::new(respond(
             events,
             |hits| pb::GrepResponse {
@@ -449,25 +414,19 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let root = search_root(&req.path)?;
-        let budgets = Budgets {
-            max_results: req.max_results,
-            max_visited: req.max_visited,
-            max_duration_ms: req.max_duration_ms,
-            include_hidden: req.include_hidden,
-            include_ignored: req.include_ignored,
-        };
-        let permit = self.limits.stream(&caller.principal)?;
-        let spec =
-            blocking(move || SearchSpec::glob(root, &req.pattern, req.paths_only, budgets)).await?;
-        let events = start(
-            &self.limits,
-            Some(permit),
-            self.backend.clone(),
-            &caller.principal,
-            Op::List,
-            caller.scope,
-            spec,
-        )?;
+        let budgets = budgets(
+            req.max_results,
+            req.max_visited,
+            req.max_duration_ms,
+            req.include_hidden,
+            req.include_ignored,
+        );
+        let events = self
+            .service
+            .search(&caller, Op::List, true, move || {
+                SearchSpec::glob(root, &req.pattern, req.paths_only, budgets)
+            })
+            .await?;
         Ok(Response::new(respond(
             events,
             |hits| pb::GlobResponse {
@@ -572,14 +531,4 @@ async fn next_message<T>(stream: &mut Streaming<T>, idle: Duration) -> Result<Op
             idle.as_secs()
         ))),
     }
-}
-
-/// Refuses content over the file size limit (RESOURCE_EXHAUSTED).
-fn check_len(path: &VfsPath, len: usize, max: u64) -> Result<()> {
-    if len as u64 > max {
-        return Err(Error::TooLarge(format!(
-            "{path}: {len} bytes exceeds the file size limit of {max} bytes"
-        )));
-    }
-    Ok(())
 }

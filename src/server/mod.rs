@@ -10,22 +10,19 @@ mod access;
 mod caller;
 mod convert;
 mod filesystem;
-mod limits;
 mod message_limit;
-mod search_stream;
 mod tools;
 
 pub use access::AccessService;
-pub use caller::{Caller, NAMESPACE_HEADER, SESSION_HEADER, Secret, identify};
+pub use caller::{NAMESPACE_HEADER, SESSION_HEADER, identify};
 pub use filesystem::FilesystemService;
-pub use limits::{Limits, SearchPermit, StreamPermit};
 pub use message_limit::{TooLargeStatus, too_large};
-pub use search_stream::{blocking, start as start_search};
 pub use tools::ToolsService;
 
 use crate::auth::Auth;
 use crate::backend::Backend;
 use crate::pb;
+use crate::service::{Limits, Service};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -100,21 +97,17 @@ pub async fn serve(
     // A message may carry a whole file (Write) or an answer (Read).
     let max_message = max_answer_bytes(app.max_file_bytes).saturating_add(MESSAGE_OVERHEAD_BYTES);
     let limits = Limits::new(app.limits);
-    let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
-        app.backend.clone(),
-        app.max_file_bytes,
-        limits.clone(),
-    ))
-    .max_decoding_message_size(max_message)
-    .max_encoding_message_size(max_message);
+    let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone());
+    let filesystem =
+        pb::filesystem_server::FilesystemServer::new(FilesystemService::new(service.clone()))
+            .max_decoding_message_size(max_message)
+            .max_encoding_message_size(max_message);
     health
         .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
         .await;
     let tools = pb::tools_server::ToolsServer::new(ToolsService::new(crate::tools::Tools::new(
-        app.backend.clone(),
+        service,
         app.tools.clone(),
-        app.max_file_bytes,
-        limits.clone(),
     )))
     .max_decoding_message_size(max_message)
     .max_encoding_message_size(max_message);

@@ -1,16 +1,17 @@
 //! The `agentvfs.v1.Tools` service: a thin adapter from gRPC to
 //! [`crate::tools::Tools`].
 //!
-//! Every RPC takes the [`super::Caller`] attached by the interceptor and
+//! Every RPC takes the [`crate::service::Caller`] attached by the interceptor and
 //! returns an envelope; domain errors never fail the RPC (they are
 //! `status: "error"` envelopes), only a request that skipped the interceptor
 //! does. The typed RPCs turn their fields into the same JSON arguments object
 //! a model would write (unset optional fields left out, so defaults apply) and
 //! go through the same path as `Invoke`, so both answer identically.
 
-use super::caller::{Caller, caller};
+use super::caller::caller;
 use crate::pb;
 use crate::pb::tools_server::Tools as ToolsRpc;
+use crate::service::Caller;
 use crate::tools::{Envelope, Object, ToolName, Tools};
 use serde_json::Value;
 use tonic::{Request, Response, Status};

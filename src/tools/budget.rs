@@ -14,12 +14,9 @@
 //! parameter and line clipping.
 
 use super::{Call, Outcome, Status};
-use crate::access::Op;
 use crate::backend::Precondition;
 use crate::config::ToolsConfig;
-use crate::format::sanitize_tool_call_id;
 use crate::path::VfsPath;
-use crate::server::blocking;
 use std::fmt::Write as _;
 
 /// Longest file name made from a tool call id (path segments hold 255).
@@ -148,21 +145,59 @@ pub async fn apply(
 
 /// Saves the full text; the path as shown to the model, or why not.
 async fn save(call: &Call, target: VfsPath, text: String) -> Result<String, String> {
-    call.caller
-        .principal
-        .check(&target, Op::Write)
-        .map_err(|e| e.to_string())?;
     let shown = call.display(&target);
-    let (backend, scope) = (call.backend.clone(), call.caller.scope.clone());
-    blocking(move || backend.write(&scope, &target, text.into_bytes(), Precondition::default()))
+    call.service
+        .write(
+            &call.caller,
+            target,
+            text.into_bytes(),
+            Precondition::default(),
+        )
         .await
         .map_err(|e| e.to_string())?;
     Ok(shown)
 }
 
+/// Makes a tool call id safe to use as a file name (large tool results are
+/// saved under a name derived from it).
+///
+/// Like deepagents, `.`, `/` and `\` become `_`, so the id cannot climb out of
+/// its directory or name another one. Beyond deepagents, control characters
+/// (NUL included) also become `_`, since path validation rejects them, and an
+/// empty id becomes `"_"` so the name is never empty. Length is not bounded
+/// here; an id longer than a path segment may hold is rejected by path
+/// validation.
+pub fn sanitize_tool_call_id(id: &str) -> String {
+    if id.is_empty() {
+        return "_".to_owned();
+    }
+    id.chars()
+        .map(|c| {
+            if matches!(c, '.' | '/' | '\\') || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sanitizing_replaces_path_characters_and_controls() {
+        assert_eq!(sanitize_tool_call_id("call_abc123"), "call_abc123");
+        assert_eq!(
+            sanitize_tool_call_id("../../etc/passwd"),
+            "______etc_passwd"
+        );
+        assert_eq!(sanitize_tool_call_id("a\\b.c"), "a_b_c");
+        assert_eq!(sanitize_tool_call_id("a\0b\nc\u{7f}"), "a_b_c_");
+        assert_eq!(sanitize_tool_call_id("日本-id"), "日本-id");
+        assert_eq!(sanitize_tool_call_id(""), "_");
+    }
 
     #[test]
     fn result_names_are_single_safe_segments() {

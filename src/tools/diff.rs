@@ -72,7 +72,7 @@ fn line_start(text: &str, at: usize) -> usize {
 
 /// Lines in `text` (a final line without terminator counts).
 fn lines_in(text: &str) -> usize {
-    crate::format::count_lines(text.as_bytes())
+    crate::text::count_lines(text.as_bytes())
 }
 
 /// `text` cut to at most `max` bytes, on a character boundary.

@@ -30,7 +30,6 @@ use super::write::{change_error, expected_version, push_diff};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
-use crate::server::blocking;
 use crate::text::{self, EditSpec};
 use serde_json::{Value, json};
 use std::borrow::Cow;
@@ -222,65 +221,41 @@ pub async fn modify(
              version from Read's stats."
         )));
     };
-    let (backend, scope, max) = (
-        call.backend.clone(),
-        call.caller.scope.clone(),
-        call.max_file_bytes,
-    );
     let shown_in = shown.clone();
-    let result = blocking(move || {
-        // Under the lock: the new text only. What the diff or the hint needs
-        // is kept for after the update.
-        let mut refused: Option<(Refusal, String)> = None;
-        let mut change = None;
-        let mut apply = |data: &[u8]| -> crate::Result<Vec<u8>> {
-            let old = text::decode_strict(path.as_str(), data)?;
-            match transform(old, max) {
-                Ok((new, replacements)) => {
-                    change = Some((diff::Change::new(old, &new), replacements, new.len()));
-                    Ok(new.into_bytes())
+    let result = call
+        .service
+        .run(&call.caller, move |files| {
+            // Under the lock: the new text only. What the diff or the hint
+            // needs is kept for after the update.
+            let edited =
+                files.edit_text(&path, Some(expected), dry_run, |old, max| {
+                    match transform(old, max) {
+                        Ok((new, replacements)) => {
+                            let kept = (diff::Change::new(old, &new), replacements, new.len());
+                            Ok((new, kept))
+                        }
+                        Err(refusal) => {
+                            let file = match refusal {
+                                Refusal::Missing { .. } => old.to_owned(),
+                                _ => String::new(),
+                            };
+                            Err(Box::new((refusal, file)))
+                        }
+                    }
+                })?;
+            // The file is released: build the hint or the diff now.
+            Ok(match edited {
+                Err(refused) => {
+                    let (refusal, file) = *refused;
+                    Err(refusal_error(refusal, &file, &shown_in))
                 }
-                Err(refusal) => {
-                    // Aborts the update; the refusal is the answer.
-                    let abort = Error::InvalidArgument("the edit was refused".into());
-                    let file = match refusal {
-                        Refusal::Missing { .. } => old.to_owned(),
-                        _ => String::new(),
-                    };
-                    refused = Some((refusal, file));
-                    Err(abort)
+                Ok((version, (change, replacements, bytes))) => {
+                    Ok((version, change.preview(&shown_in), replacements, bytes))
                 }
-            }
-        };
-        let outcome = if dry_run {
-            backend.read(&scope, &path).and_then(|(data, entry)| {
-                crate::backend::Precondition {
-                    create_only: false,
-                    if_version: Some(expected),
-                }
-                .check(&path, Some(entry.version))?;
-                apply(&data).map(|_| entry.version)
             })
-        } else {
-            backend
-                .update(&scope, &path, Some(expected), &mut apply)
-                .map(|o| o.version)
-        };
-        // The file is released: build the hint or the diff now.
-        match (outcome, refused, change) {
-            (Err(_), Some((refusal, file)), _) => Ok(Err(refusal_error(refusal, &file, &shown_in))),
-            (Err(e), None, _) => Err(e),
-            (Ok(version), _, Some((change, replacements, bytes))) => Ok(Ok((
-                version,
-                change.preview(&shown_in),
-                replacements,
-                bytes,
-            ))),
-            (Ok(_), _, None) => Err(Error::Internal("edit finished without a change".into())),
-        }
-    })
-    .await
-    .map_err(|e| change_error(e, &shown))?;
+        })
+        .await
+        .map_err(|e| change_error(e, &shown))?;
     let (version, preview, replacements, bytes) = result?;
     let verb = if dry_run {
         "[Dry Run] Would edit"

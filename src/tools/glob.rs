@@ -17,11 +17,10 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
 use crate::search::{AbortReason, Budgets, DEFAULT_MAX_VISITED, Hit, SearchSpec, Summary};
-use crate::server::blocking;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-/// Seed 003 §2.2.
+/// The Glob tool's description (docs/contract.md § Glob and Grep).
 pub const DESCRIPTION: &str = "Find files using glob patterns (relative to the search root). \
 '*' and '?' match within one path segment, '**' matches across directories ('**/*.rs' finds Rust \
 files at any depth, '*.rs' only directly in path), '{a,b}' alternates. Results are file paths \
@@ -43,7 +42,7 @@ const PARAMS: &[&str] = &[
 ];
 const OUTSIDE: &str = "Access denied. Path must be within project root.";
 
-/// Seed 003 §2.2's parameters.
+/// The Glob tool's parameters (docs/contract.md § Glob and Grep).
 pub fn schema() -> Value {
     object_schema(
         json!({
@@ -65,7 +64,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         return Err(ToolError::invalid("Missing required parameter 'pattern'."));
     }
     let path_arg = args.string("path")?.unwrap_or(".");
-    // Seed 003 §6 gives one message for a limit of the wrong type or range.
+    // docs/contract.md § Glob and Grep gives one message for a limit of the wrong type or range.
     let limit_message = || format!("limit must be an integer between 1 and {MAX_LIMIT}.");
     let limit = args
         .integer_in("limit", 1, MAX_LIMIT, DEFAULT_LIMIT, limit_message)
@@ -84,13 +83,11 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         include_ignored,
         ..Budgets::default()
     };
-    // Compiling the pattern is CPU work: off the async runtime.
     let (top, glob) = (root.clone(), normalized.clone());
-    let spec = blocking(move || SearchSpec::glob(top, &glob, true, budgets))
-        .await
-        .map_err(ToolError::from)?;
     let (hits, summary) = call
-        .search(spec, Op::List)
+        .search(Op::List, move || {
+            SearchSpec::glob(top, &glob, true, budgets)
+        })
         .await
         .map_err(|e| search_error(e, &shown, pattern, "Search root"))?;
 

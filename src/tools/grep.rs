@@ -20,9 +20,8 @@ use super::args::Args;
 use super::glob::{push_cut_notes, push_skip_notes, search_error};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
-use crate::format::{self, GrepLine, GrepOutputMode};
 use crate::search::{AbortReason, Budgets, FileHits, GrepRequest, Hit, LineHit, SearchSpec};
-use crate::server::blocking;
+use crate::text::grep::{self, GrepLine, GrepOutputMode};
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::fmt::Write as _;
@@ -128,23 +127,19 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         include_ignored,
         ..Budgets::default()
     };
-    // Compiling the pattern is CPU work: off the async runtime.
     let (regex, include) = (pattern.to_owned(), include.to_owned());
-    let spec = blocking(move || {
-        let request = GrepRequest {
-            pattern: &regex,
-            glob: &include,
-            case_insensitive: !case_sensitive,
-            before_context: context_lines,
-            after_context: context_lines,
-            ..GrepRequest::default()
-        };
-        SearchSpec::grep(root, request, budgets)
-    })
-    .await
-    .map_err(ToolError::from)?;
     let (hits, summary) = call
-        .search(spec, Op::ReadRe)
+        .search(Op::ReadRe, move || {
+            let request = GrepRequest {
+                pattern: &regex,
+                glob: &include,
+                case_insensitive: !case_sensitive,
+                before_context: context_lines,
+                after_context: context_lines,
+                ..GrepRequest::default()
+            };
+            SearchSpec::grep(root, request, budgets)
+        })
         .await
         .map_err(|e| search_error(e, &shown_root, pattern, "Path"))?;
 
@@ -252,7 +247,7 @@ fn render(shown: &[Shown], mode: GrepOutputMode, with_context: bool) -> String {
                 line,
             })
             .collect();
-        return format::format_grep_results(&lines, mode);
+        return grep::format_grep_results(&lines, mode);
     }
     // ripgrep's layout: `:` after a match's number, `-` after a context
     // line's, `--` between groups that are not adjacent.

@@ -15,7 +15,6 @@
 //! small and fast whatever the file. The Edit tools build it after the
 //! update released the file (`super::edit`), so no lock waits on it.
 
-use crate::format;
 use similar::{Algorithm, DiffOp, TextDiff};
 use std::cmp::Reverse;
 use std::collections::HashSet;
@@ -58,7 +57,7 @@ fn ratio(a: &str, b: &str) -> f32 {
 /// The windows of `width` lines worth scoring, best first by the cheap
 /// score (ties: earlier first), at most [`MAX_SCORED_WINDOWS`] of them.
 fn ranked_windows(lines: &[&str], old: &str, width: usize) -> Vec<usize> {
-    let wanted: HashSet<&str> = format::split_lines(old)
+    let wanted: HashSet<&str> = crate::text::split_lines(old)
         .into_iter()
         .map(str::trim)
         .filter(|t| !t.is_empty())
@@ -99,8 +98,8 @@ pub fn not_found(text: &str, old: &str) -> String {
         );
         return out;
     }
-    let lines = format::split_lines(text);
-    let want = format::count_lines(old.as_bytes()).max(1);
+    let lines = crate::text::split_lines(text);
+    let want = crate::text::count_lines(old.as_bytes()).max(1);
     if lines.is_empty() {
         out.push_str(" The file is empty.");
         return out;
@@ -147,7 +146,7 @@ pub fn not_found(text: &str, old: &str) -> String {
         out,
         "\nClosest match ({lines_label}, {:.0}% similar):\n{}",
         score * 100.0,
-        format::format_lines_numbered(
+        crate::text::format_lines_numbered(
             lines[best..best + shown].iter().map(|l| clip(l)),
             best as u64 + 1
         )

@@ -18,15 +18,13 @@
 
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
-use crate::access::Op;
 use crate::entry::{Entry, EntryKind};
 use crate::error::Error;
-use crate::server::blocking;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
-/// Seed 001 §2.2.
+/// The LS tool's description (docs/contract.md § LS).
 pub const DESCRIPTION: &str = "List files and directories in a given path with pagination and \
 filters. Directories come first (shown with a trailing '/', links with '@'), then files, each \
 sorted by name. Hidden entries and build/VCS directories (.git, node_modules, target, dist, ...) \
@@ -38,7 +36,7 @@ pub const MAX_LIMIT: i64 = 200;
 /// Entries returned when `limit` is not given (docs/contract.md § LS).
 pub const DEFAULT_LIMIT: i64 = 100;
 
-/// Seed 001 §5.1: skipped unless `include_hidden` (which also shows names
+/// The default ignore list (docs/contract.md § LS): skipped unless `include_hidden` (which also shows names
 /// starting with `.`). Differs from the Glob list (docs/contract.md § Glob and Grep), on purpose.
 pub const DEFAULT_IGNORED: &[&str] = &[
     ".git",
@@ -60,7 +58,7 @@ const PARAMS: &[&str] = &["path", "offset", "limit", "include_hidden", "ignore"]
 const INVALID_TYPES: &str = "offset/limit/ignore must be valid types.";
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
 
-/// Seed 001 §2.2's parameters.
+/// The LS tool's parameters (docs/contract.md § LS).
 pub fn schema() -> Value {
     object_schema(
         json!({
@@ -153,12 +151,9 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
 
     let dir = call.resolve(path_arg, OUTSIDE)?;
     let shown = call.display(&dir);
-    let visible = call.caller.principal.granted_within(&dir, Op::List);
-    if visible.is_empty() {
-        call.check(&dir, Op::List)?;
-    }
-    let (backend, scope, listed) = (call.backend.clone(), call.caller.scope.clone(), dir.clone());
-    let mut entries = blocking(move || backend.list(&scope, &listed))
+    let mut entries = call
+        .service
+        .list(&call.caller, dir.clone())
         .await
         .map_err(|e| {
             let message = match e.kind() {
@@ -171,14 +166,6 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             };
             ToolError::new(e, message)
         })?;
-    if visible != [dir.clone()] {
-        // Partly visible: keep what leads to or lies in a granted prefix.
-        entries.retain(|e| {
-            visible
-                .iter()
-                .any(|p| p.is_within(&e.path) || e.path.is_within(p))
-        });
-    }
 
     let before = entries.len();
     entries.retain(|e| {

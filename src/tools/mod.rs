@@ -6,9 +6,10 @@
 //! JSON arguments as the model wrote them, or the typed RPC's fields turned
 //! into the same JSON). `invoke` parses the arguments, dispatches by name to
 //! one file per tool (like mini-redis's `cmd/`), then the output budget
-//! ([`budget`]) bounds the text. Tools call the [`Backend`] directly on
-//! blocking threads and run Grep/Glob through the shared search engine
-//! (`server::start_search`); there is no gRPC loopback.
+//! ([`budget`]) bounds the text. Tools make their calls through the
+//! application layer ([`Service`]: grants, size limits, blocking work, the
+//! shared search engine), exactly as the Filesystem service does; there is
+//! no gRPC loopback.
 //!
 //! Invariants:
 //! - every call returns an envelope: malformed JSON, an unknown tool, a bad
@@ -61,17 +62,14 @@ mod write;
 pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
 
 use crate::access::Op;
-use crate::backend::Backend;
 use crate::config::ToolsConfig;
 use crate::error::{Error, echo};
 use crate::path::VfsPath;
 use crate::pb;
-use crate::search::{Hit, SearchEvent, SearchSpec, Summary};
-use crate::server::{Caller, Limits, start_search};
+use crate::search::{Hit, SearchSpec, Summary};
+use crate::service::{Caller, Service};
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::Instant;
-use tokio_stream::StreamExt;
 
 /// The tools, by their exposed names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,28 +158,22 @@ fn object_schema(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-/// The tool layer over one backend.
+/// The tool layer over the application layer.
 pub struct Tools {
-    backend: Arc<dyn Backend>,
+    service: Service,
     config: ToolsConfig,
-    max_file_bytes: u64,
-    limits: Limits,
 }
 
 /// One tool invocation: who calls, where the root is, what was resolved.
 pub struct Call {
-    /// The mount table.
-    pub backend: Arc<dyn Backend>,
+    /// The application layer every step goes through.
+    pub service: Service,
     /// Rights and scope of the caller.
     pub caller: Caller,
     /// The project root.
     pub root: VfsPath,
-    /// Largest file a write may produce.
-    pub max_file_bytes: u64,
     /// The envelope's context, filled as the call proceeds.
     pub context: Object,
-    /// The server's bounds (searches are admitted under them).
-    pub limits: Limits,
     started: Instant,
 }
 
@@ -252,46 +244,23 @@ impl Call {
         self.started.elapsed().as_millis() as u64
     }
 
-    /// Runs `spec` through the shared search engine (grants applied as for
-    /// the Filesystem service) and collects its hits and summary. The spec's
-    /// `max_results` bounds the memory this takes.
-    pub async fn search(&self, spec: SearchSpec, op: Op) -> Result<(Vec<Hit>, Summary), Error> {
-        let mut events = start_search(
-            &self.limits,
-            None,
-            self.backend.clone(),
-            &self.caller.principal,
-            op,
-            self.caller.scope.clone(),
-            spec,
-        )?;
-        let mut hits = Vec::new();
-        while let Some(event) = events.next().await {
-            match event {
-                SearchEvent::Batch(batch) => hits.extend(batch),
-                SearchEvent::Summary(summary) => return Ok((hits, summary)),
-                SearchEvent::Failed(err) => return Err(err),
-            }
-        }
-        Err(Error::Internal("search ended without a summary".into()))
+    /// Runs the search `spec` builds through the application layer (grants
+    /// applied as for the Filesystem service) and collects its hits and
+    /// summary. The spec's `max_results` bounds the memory this takes.
+    pub async fn search(
+        &self,
+        op: Op,
+        spec: impl FnOnce() -> crate::Result<SearchSpec> + Send + 'static,
+    ) -> Result<(Vec<Hit>, Summary), Error> {
+        let events = self.service.search(&self.caller, op, false, spec).await?;
+        crate::service::collect(events).await
     }
 }
 
 impl Tools {
-    /// The tools over `backend` with `config`'s root and budget, their
-    /// searches admitted under `limits`.
-    pub fn new(
-        backend: Arc<dyn Backend>,
-        config: ToolsConfig,
-        max_file_bytes: u64,
-        limits: Limits,
-    ) -> Tools {
-        Tools {
-            backend,
-            config,
-            max_file_bytes,
-            limits,
-        }
+    /// The tools over `service` with `config`'s root and output budget.
+    pub fn new(service: Service, config: ToolsConfig) -> Tools {
+        Tools { service, config }
     }
 
     /// ListTools: every tool's name, description and parameters schema.
@@ -347,12 +316,10 @@ impl Tools {
             Value::Object(args.as_ref().cloned().unwrap_or_default()),
         );
         let mut call = Call {
-            backend: self.backend.clone(),
+            service: self.service.clone(),
             caller,
             root: self.config.root.clone(),
-            max_file_bytes: self.max_file_bytes,
             context,
-            limits: self.limits.clone(),
             started: Instant::now(),
         };
         let tool = ToolName::parse(name);

@@ -20,8 +20,6 @@ use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
-use crate::format;
-use crate::server::blocking;
 use crate::text;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -79,25 +77,27 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let path = call.resolve(path_arg, OUTSIDE)?;
     let shown = call.display(&path);
     call.check(&path, Op::ReadFile)?;
-    let (backend, scope) = (call.backend.clone(), call.caller.scope.clone());
     // Lines are counted, not collected, and only the window is decoded and
     // numbered, all on the blocking thread.
-    let (entry, lossy, total, numbered) = blocking(move || {
-        let (data, entry) = backend.read(&scope, &path)?;
-        if format::is_binary(&data) {
-            return Err(Error::Binary(path.to_string()));
-        }
-        let lossy = std::str::from_utf8(&data).is_err();
-        let total = format::count_lines(&data);
-        let end = total.min(start - 1 + limit);
-        let numbered = (start <= end).then(|| {
-            let window = String::from_utf8_lossy(&data[text::line_range(&data, start - 1, end)]);
-            format::format_lines_numbered(window.lines(), start as u64)
-        });
-        Ok((entry, lossy, total, numbered))
-    })
-    .await
-    .map_err(|e| read_error(e, &shown))?;
+    let (entry, lossy, total, numbered) = call
+        .service
+        .run(&call.caller, move |files| {
+            let (data, entry) = files.read(&path, Op::ReadFile)?;
+            if text::is_binary(&data) {
+                return Err(Error::Binary(path.to_string()));
+            }
+            let lossy = std::str::from_utf8(&data).is_err();
+            let total = text::count_lines(&data);
+            let end = total.min(start - 1 + limit);
+            let numbered = (start <= end).then(|| {
+                let window =
+                    String::from_utf8_lossy(&data[text::line_range(&data, start - 1, end)]);
+                text::format_lines_numbered(window.lines(), start as u64)
+            });
+            Ok((entry, lossy, total, numbered))
+        })
+        .await
+        .map_err(|e| read_error(e, &shown))?;
     let mut stats = object! {
         "total_lines" => total,
         "lines_returned" => 0,

@@ -18,9 +18,6 @@ use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::backend::Precondition;
 use crate::error::Error;
-use crate::format;
-use crate::path::VfsPath;
-use crate::server::blocking;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 
@@ -95,16 +92,6 @@ pub fn change_error(e: Error, shown: &str) -> ToolError {
     ToolError::new(e, message)
 }
 
-/// Refuses content over the file size limit.
-pub fn check_size(path: &VfsPath, len: usize, max: u64) -> crate::Result<()> {
-    if len as u64 > max {
-        return Err(Error::TooLarge(format!(
-            "{path} would be {len} bytes; the file size limit is {max} bytes"
-        )));
-    }
-    Ok(())
-}
-
 /// The text of a change's diff: the preview and a note when it was cut or
 /// is coarse.
 pub fn push_diff(text: &mut String, d: &DiffPreview) {
@@ -143,81 +130,77 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let shown = call.display(&path);
     call.check(&path, Op::Write)?;
     let can_read = call.caller.principal.check(&path, Op::ReadFile).is_ok();
-    let (backend, scope, max) = (
-        call.backend.clone(),
-        call.caller.scope.clone(),
-        call.max_file_bytes,
-    );
-    let lines = format::count_lines(content.as_bytes());
+    let lines = crate::text::count_lines(content.as_bytes());
     let bytes = content.len();
     let shown_in = shown.clone();
-    let (existed, preview, version) = blocking(move || {
-        check_size(&path, bytes, max)?;
-        let current = if can_read {
-            backend.read(&scope, &path).map(|(data, e)| {
-                let old = String::from_utf8(data)
-                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-                (Some(old), e)
-            })
-        } else {
-            backend.stat(&scope, &path).and_then(|e| {
-                if e.is_directory() {
-                    Err(Error::IsDirectory(path.to_string()))
-                } else {
-                    Ok((None, e))
+    let max = call.service.max_file_bytes();
+    let (existed, preview, version) = call
+        .service
+        .run(&call.caller, move |files| {
+            Error::check_file_size(&path, bytes as u64, max)?;
+            let current = if can_read {
+                files.read(&path, Op::ReadFile).map(|(data, e)| {
+                    let old = String::from_utf8(data)
+                        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                    (Some(old), e)
+                })
+            } else {
+                files.stat(&path, Op::Write).and_then(|e| {
+                    if e.is_directory() {
+                        Err(Error::IsDirectory(path.to_string()))
+                    } else {
+                        Ok((None, e))
+                    }
+                })
+            };
+            let current = match current {
+                Ok((old, entry)) => Some((old, entry.version)),
+                Err(e) if matches!(e.kind(), Error::NotFound(_)) => None,
+                Err(e) => return Err(e),
+            };
+            let pre = Precondition {
+                create_only: current.is_none(),
+                if_version: current.as_ref().map(|(_, v)| *v),
+            };
+            match (&current, expected) {
+                (Some(_), None) => return Err(Error::AlreadyExists(path.to_string())),
+                (Some((_, actual)), Some(e)) if e != *actual => {
+                    return Err(Error::VersionMismatch {
+                        path: path.to_string(),
+                        expected: e,
+                        actual: *actual,
+                    });
                 }
-            })
-        };
-        let current = match current {
-            Ok((old, entry)) => Some((old, entry.version)),
-            Err(e) if matches!(e.kind(), Error::NotFound(_)) => None,
-            Err(e) => return Err(e),
-        };
-        let pre = Precondition {
-            create_only: current.is_none(),
-            if_version: current.as_ref().map(|(_, v)| *v),
-        };
-        match (&current, expected) {
-            (Some(_), None) => return Err(Error::AlreadyExists(path.to_string())),
-            (Some((_, actual)), Some(e)) if e != *actual => {
-                return Err(Error::VersionMismatch {
-                    path: path.to_string(),
-                    expected: e,
-                    actual: *actual,
-                });
+                (None, Some(e)) if e != 0 => {
+                    return Err(Error::VersionMismatch {
+                        path: path.to_string(),
+                        expected: e,
+                        actual: 0,
+                    });
+                }
+                _ => {}
             }
-            (None, Some(e)) if e != 0 => {
-                return Err(Error::VersionMismatch {
-                    path: path.to_string(),
-                    expected: e,
-                    actual: 0,
-                });
-            }
-            _ => {}
-        }
-        let preview = match &current {
-            Some((None, _)) => DiffPreview {
-                text: String::new(),
-                truncated: false,
-                coarse: false,
-                added: lines,
-                removed: 0,
-            },
-            Some((Some(old), _)) => diff::preview(&shown_in, old, &content),
-            None => diff::preview(&shown_in, "", &content),
-        };
-        let existed = current.is_some();
-        let version = if dry_run {
-            current.map_or(0, |(_, v)| v)
-        } else {
-            backend
-                .write(&scope, &path, content.into_bytes(), pre)?
-                .version
-        };
-        Ok((existed, preview, version))
-    })
-    .await
-    .map_err(|e| change_error(e, &shown))?;
+            let preview = match &current {
+                Some((None, _)) => DiffPreview {
+                    text: String::new(),
+                    truncated: false,
+                    coarse: false,
+                    added: lines,
+                    removed: 0,
+                },
+                Some((Some(old), _)) => diff::preview(&shown_in, old, &content),
+                None => diff::preview(&shown_in, "", &content),
+            };
+            let existed = current.is_some();
+            let version = if dry_run {
+                current.map_or(0, |(_, v)| v)
+            } else {
+                files.write(&path, content.into_bytes(), pre)?.version
+            };
+            Ok((existed, preview, version))
+        })
+        .await
+        .map_err(|e| change_error(e, &shown))?;
 
     let (verb, operation) = match (dry_run, existed) {
         (false, false) => ("Created", "create"),

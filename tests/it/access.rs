@@ -316,7 +316,7 @@ async fn missing_or_unknown_token_is_unauthenticated() {
     }
 }
 
-/// Seed 002 order: an ungranted missing path is PERMISSION_DENIED, a granted
+/// The check order of docs/contract.md § Grants: an ungranted missing path is PERMISSION_DENIED, a granted
 /// missing path NOT_FOUND; an invalid path is INVALID_ARGUMENT before either.
 #[tokio::test]
 async fn check_order_path_then_grant_then_existence() {

@@ -228,7 +228,7 @@ async fn ls_fixture(server: &Server) {
 /// LS text line for line (docs/contract.md § LS): totals, directories first with `/`,
 /// names sorted ignoring case, hidden/ignored entries counted, data and stats.
 #[tokio::test]
-async fn ls_lists_directories_first_with_seed_text() {
+async fn ls_lists_directories_first_with_the_contract_text() {
     let (server, mut agent) = start().await;
     ls_fixture(&server).await;
     let env = agent.call("LS", json!({"path": "ls"})).await;
@@ -1348,7 +1348,7 @@ async fn agent_loop_drives_tools_from_list_tools_schemas() {
     assert!(conforms(&schema("Glob"), &json!({"path": "x"})).is_err());
 }
 
-/// Seed 003's visited budget (20,000 entries): Glob with early results is
+/// The contract's visited budget (20,000 entries): Glob with early results is
 /// partial with `aborted_reason: count_limit`; a Grep that finds nothing
 /// before the budget runs out is a TIMEOUT error telling the model to narrow.
 #[tokio::test]

@@ -29,6 +29,18 @@
 //!   written leaves nothing behind (only one between naming and renaming, a
 //!   window of two system calls, can leave a `.agentvfs-*.tmp`); missing
 //!   parent directories are created;
+//! - a Move is one `renameat2` between the handles of the source's and the
+//!   destination's parent directories, each reached with no link in any
+//!   component (`PERMISSION_DENIED` otherwise), so neither end leaves the
+//!   root and a grant checked on either logical path holds for what moves
+//!   and where it lands; a source that is a link moves the link, never its
+//!   target; missing parents of the destination are created as a write
+//!   creates them; `create_only` and a directory source rename with
+//!   `RENAME_NOREPLACE`, so the kernel, not a check that could race, keeps
+//!   them from replacing anything; the moved file gets a version above its
+//!   old one and above that of the file it replaced (see
+//!   `FsBackend::moved_version`), while the files below a moved directory
+//!   keep theirs (their inodes are not touched by the rename);
 //! - files are streamed: ReadBytes reads and WriteBytes writes one piece at a
 //!   time, so a large transfer never holds a whole file in memory;
 //! - versions are time stamps in nanoseconds (see [`sandbox::version`]) that
@@ -39,7 +51,8 @@
 //! per-path lock (one of [`LOCK_STRIPES`] mutexes chosen by the path's hash)
 //! while it checks its precondition against the file there now and renames.
 //! [`Backend::update`] (Edit) holds the lock across read, transform and
-//! rename, so two agentvfs edits never lose an update. Against a process
+//! rename, so two agentvfs edits never lose an update. A Move holds the
+//! locks of both its paths while it checks `if_version` and renames. Against a process
 //! writing the host file directly the guarantee is weaker: a change that
 //! lands in the microseconds between the check and the rename is overwritten.
 //!
@@ -49,12 +62,15 @@
 //! sockets and pipes `INVALID_ARGUMENT`.
 
 pub mod ignore_cache;
+pub mod ignore_rules;
 pub mod prefetch;
 pub mod sandbox;
 pub mod search;
 
+use super::composite::unmovable_mount;
 use super::{
-    Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
+    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    check_directory_delete,
 };
 use crate::access::{Op, OpSet};
 use crate::entry::{Entry, EntryKind};
@@ -162,13 +178,33 @@ impl FsBackend {
         })
     }
 
-    fn lock(&self, path: &VfsPath) -> MutexGuard<'_, ()> {
+    /// The index of `path`'s lock among [`LOCK_STRIPES`].
+    fn stripe(path: &VfsPath) -> usize {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         path.hash(&mut h);
+        h.finish() as usize % LOCK_STRIPES
+    }
+
+    fn lock_stripe(&self, stripe: usize) -> MutexGuard<'_, ()> {
         // The guarded value is `()`: a poisoned lock protects nothing broken.
-        self.locks[h.finish() as usize % LOCK_STRIPES]
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        self.locks[stripe].lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn lock(&self, path: &VfsPath) -> MutexGuard<'_, ()> {
+        self.lock_stripe(Self::stripe(path))
+    }
+
+    /// The locks of two paths, taken in stripe order (so two Moves locking
+    /// the same pair from opposite ends cannot deadlock); one lock when both
+    /// share a stripe.
+    fn lock_two(&self, a: &VfsPath, b: &VfsPath) -> [Option<MutexGuard<'_, ()>>; 2] {
+        let (first, second) = match (Self::stripe(a), Self::stripe(b)) {
+            (i, j) if i < j => (i, Some(j)),
+            (i, j) if i > j => (j, Some(i)),
+            (i, _) => (i, None),
+        };
+        let first = self.lock_stripe(first);
+        [Some(first), second.map(|s| self.lock_stripe(s))]
     }
 
     fn check_size(&self, path: &VfsPath, len: u64) -> Result<()> {
@@ -291,10 +327,7 @@ impl FsBackend {
             keep_owner_and_mode(path, &temp.fd, st)?;
         }
         let stamp = sandbox::nanos(SystemTime::now()).max(old_version.unwrap_or(0) + 1);
-        let ts = rustix::fs::Timespec {
-            tv_sec: (stamp / 1_000_000_000) as _,
-            tv_nsec: (stamp % 1_000_000_000) as _,
-        };
+        let ts = sandbox::timespec(stamp);
         let times = Timestamps {
             last_access: ts,
             last_modification: ts,
@@ -361,6 +394,74 @@ impl FsBackend {
         }
         let _guard = self.lock(path);
         self.commit(path, name, temp, pre)
+    }
+
+    /// The metadata of a Move's source `name` in `dir` (a link in its last
+    /// component is the source itself, never followed) once it passed the
+    /// source's checks: a directory takes no `if_version` (like a recursive
+    /// Delete), a file's version must equal it.
+    fn move_source(
+        &self,
+        source: &VfsPath,
+        dir: &OwnedFd,
+        name: &str,
+        if_version: Option<u64>,
+    ) -> Result<Stat> {
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| errno(source, e))?;
+        if file_type(&st) == FileType::Directory {
+            check_directory_delete(source, if_version, true)?;
+        } else {
+            check_leaf_version(source, &st, if_version)?;
+        }
+        Ok(st)
+    }
+
+    /// The files a Move of the source `st` (`name` in `dir`) moves: 1 for a
+    /// file or link, and for a directory every non-directory below it, as a
+    /// recursive Delete would count them.
+    fn files_moved(&self, source: &VfsPath, dir: &OwnedFd, name: &str, st: &Stat) -> Result<u64> {
+        if file_type(st) != FileType::Directory {
+            return Ok(1);
+        }
+        count_tree(dir, &c_name(source, name)?, source)
+    }
+
+    /// The version of the file a Move just put at `name` in `dir`, made
+    /// greater than `floor` (its own old version and that of the file it
+    /// replaced), so no `if_version` taken before the Move matches it.
+    ///
+    /// The rename moved the file's change time forward. Where the kernel
+    /// keeps fine-grained change times once they have been read (Linux 6.13
+    /// and later on ext4, XFS, btrfs and tmpfs; the Move's own stat reads
+    /// it) that alone passes the floor. With coarse change times, a rename in
+    /// the same clock tick as the floor leaves the version where it was; then
+    /// the modification time is set one nanosecond past the floor, the one
+    /// case where a Move changes a file's time. A server that may not set
+    /// the times of a file it does not own leaves the version as it is.
+    fn moved_version(&self, path: &VfsPath, dir: &OwnedFd, name: &str, floor: u64) -> Result<u64> {
+        let os = |e| errno(path, e);
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
+        if sandbox::version(&st) > floor {
+            return Ok(sandbox::version(&st));
+        }
+        let times = Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_OMIT,
+            },
+            last_modification: sandbox::timespec(floor + 1),
+        };
+        match rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(()) => {}
+            Err(Errno::PERM | Errno::ACCESS) => {
+                tracing::debug!(path = %path, "cannot move the version of a moved file forward");
+                return Ok(sandbox::version(&st));
+            }
+            Err(e) => return Err(os(e)),
+        }
+        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
+        Ok(sandbox::version(&st))
     }
 
     /// Reads a whole opened file, refusing directories and oversized files.
@@ -431,14 +532,14 @@ fn child_names(dir: &VfsPath, fd: &OwnedFd) -> Result<Vec<(String, FileType)>> {
     Ok(out)
 }
 
-/// One directory on the way down of [`remove_tree`].
+/// One directory on the way down of [`walk_tree`].
 struct Descent {
     /// Its name in its parent.
     name: CString,
     /// Device and inode: the parent reached back through `..` must be the
-    /// one the walk came from, or the tree was moved and the removal stops.
+    /// one the walk came from, or the tree was moved and the walk stops.
     id: (u64, u64),
-    /// Subdirectories still to remove.
+    /// Subdirectories still to walk.
     subdirs: Vec<CString>,
 }
 
@@ -449,26 +550,35 @@ fn identity(path: &VfsPath, fd: &OwnedFd) -> Result<(u64, u64)> {
     Ok((st.st_dev as u64, st.st_ino as u64))
 }
 
-/// Removes the directory `name` in `parent` and everything below it without
-/// following any link; returns the number of non-directories removed.
+/// Walks the directory `name` in `parent` and everything below it without
+/// following any link: `leaf(dir, name)` is called for every non-directory
+/// (a link is a leaf: it is never followed), and `finished(parent, name)`
+/// for every directory once everything below it was walked, deepest first
+/// and `name` itself last. Names are passed as raw bytes: non-UTF-8 names
+/// are walked too.
 ///
 /// Iterative with one open directory at a time, whatever the depth: the way
 /// down is a stack of names (a tree 15,000 levels deep neither overflows the
 /// stack nor runs out of descriptors), and the way up opens `..`, checked to
 /// be the directory the walk came down from.
-fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
+fn walk_tree(
+    parent: &OwnedFd,
+    name: &CStr,
+    path: &VfsPath,
+    mut leaf: impl FnMut(&OwnedFd, &CStr) -> Result<()>,
+    mut finished: impl FnMut(&OwnedFd, &CStr) -> Result<()>,
+) -> Result<()> {
     let os = |e| errno(path, e);
     let open = |dir: &OwnedFd, name: &CStr| {
         rustix::fs::openat(dir, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty()).map_err(os)
     };
-    let mut removed = 0;
-    // Unlinks the non-directories of `fd` and returns its subdirectories.
-    let mut clear = |fd: &OwnedFd| -> Result<Vec<CString>> {
+    // Calls `leaf` for the non-directories of `fd` and returns its
+    // subdirectories. The names are read first: `leaf` may remove them.
+    let mut visit = |fd: &OwnedFd| -> Result<Vec<CString>> {
         let mut children = Vec::new();
         sandbox::for_each_entry(fd, |name, kind| children.push((name.to_owned(), kind)))
             .map_err(os)?;
         let mut subdirs = Vec::new();
-        // Names are passed as raw bytes: non-UTF-8 names are removed too.
         for (child, kind) in children {
             let kind = match kind {
                 FileType::Unknown => {
@@ -481,8 +591,7 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
             if kind == FileType::Directory {
                 subdirs.push(child);
             } else {
-                rustix::fs::unlinkat(fd, child.as_c_str(), AtFlags::empty()).map_err(os)?;
-                removed += 1;
+                leaf(fd, &child)?;
             }
         }
         Ok(subdirs)
@@ -491,12 +600,12 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
     let mut stack = vec![Descent {
         name: name.to_owned(),
         id: identity(path, &fd)?,
-        subdirs: clear(&fd)?,
+        subdirs: visit(&fd)?,
     }];
     while let Some(top) = stack.last_mut() {
         if let Some(sub) = top.subdirs.pop() {
             fd = open(&fd, &sub)?;
-            let subdirs = clear(&fd)?;
+            let subdirs = visit(&fd)?;
             stack.push(Descent {
                 name: sub,
                 id: identity(path, &fd)?,
@@ -504,7 +613,7 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
             });
             continue;
         }
-        // `top` is empty now: go up and remove it.
+        // Everything below `top` is walked: go up.
         let done = stack.pop().expect("the loop holds a top");
         let (up, up_id) = match stack.last() {
             Some(above) => (open(&fd, c"..")?, above.id),
@@ -512,14 +621,72 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
         };
         if identity(path, &up)? != up_id {
             return Err(Error::Internal(format!(
-                "{path}: the tree was moved while it was being deleted; deletion stopped"
+                "{path}: the tree was moved while it was being walked; the walk stopped"
             )));
         }
-        rustix::fs::unlinkat(&up, done.name.as_c_str(), AtFlags::REMOVEDIR).map_err(os)?;
+        finished(&up, &done.name)?;
         fd = up;
     }
-    rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR).map_err(os)?;
+    finished(parent, name)
+}
+
+/// Removes the directory `name` in `parent` and everything below it without
+/// following any link; returns the number of non-directories removed.
+fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
+    let os = |e| errno(path, e);
+    let mut removed = 0;
+    walk_tree(
+        parent,
+        name,
+        path,
+        |dir, leaf| {
+            rustix::fs::unlinkat(dir, leaf, AtFlags::empty()).map_err(os)?;
+            removed += 1;
+            Ok(())
+        },
+        |up, dir| rustix::fs::unlinkat(up, dir, AtFlags::REMOVEDIR).map_err(os),
+    )?;
     Ok(removed)
+}
+
+/// The number of non-directories in the directory `name` in `parent` and
+/// below it (links counted, never followed): what [`remove_tree`] would
+/// remove, and what a Move of the directory reports as moved.
+fn count_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
+    let mut count = 0;
+    walk_tree(
+        parent,
+        name,
+        path,
+        |_, _| {
+            count += 1;
+            Ok(())
+        },
+        |_, _| Ok(()),
+    )?;
+    Ok(count)
+}
+
+/// The last component `name` of `path` as a C string (logical names hold no
+/// NUL; the check keeps that an error rather than a panic).
+fn c_name(path: &VfsPath, name: &str) -> Result<CString> {
+    CString::new(name).map_err(|_| Error::invalid_path(path.as_str(), "NUL in name"))
+}
+
+/// Checks `if_version` against the non-directory `st` at `path` (Delete and
+/// Move of a file): a link has no version of its own, so a condition on one
+/// is refused rather than checked against whatever it points to.
+fn check_leaf_version(path: &VfsPath, st: &Stat, if_version: Option<u64>) -> Result<()> {
+    if if_version.is_some() && file_type(st) == FileType::Symlink {
+        return Err(Error::PermissionDenied(format!(
+            "{path} is a symbolic link; it has no version of its own"
+        )));
+    }
+    Precondition {
+        create_only: false,
+        if_version,
+    }
+    .check(path, Some(sandbox::version(st)))
 }
 
 impl Backend for FsBackend {
@@ -654,23 +821,106 @@ impl Backend for FsBackend {
             .map_err(|e| errno(path, e))?;
         if file_type(&st) == FileType::Directory {
             check_directory_delete(path, if_version, recursive)?;
-            let name = CString::new(name)
-                .map_err(|_| Error::invalid_path(path.as_str(), "NUL in name"))?;
-            return remove_tree(&dir, &name, path);
+            return remove_tree(&dir, &c_name(path, name)?, path);
         }
-        if if_version.is_some() && file_type(&st) == FileType::Symlink {
-            return Err(Error::PermissionDenied(format!(
-                "{path} is a symbolic link; it has no version of its own"
-            )));
-        }
-        Precondition {
-            create_only: false,
-            if_version,
-        }
-        .check(path, Some(sandbox::version(&st)))?;
+        check_leaf_version(path, &st, if_version)?;
         // Unlinking a link removes the link, never what it points to.
         rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| errno(path, e))?;
         Ok(1)
+    }
+
+    /// One `renameat2` between the handles of the two parents; see the
+    /// module doc (Move).
+    fn rename(
+        &self,
+        _scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        for path in [source, destination] {
+            if path == self.sandbox.mount() {
+                return Err(unmovable_mount(path));
+            }
+        }
+        // Below a missing directory or a file, the source does not exist.
+        let (from_dir, from_name) =
+            self.sandbox
+                .parent(source, Links::Refuse)
+                .map_err(|e| match e {
+                    Error::NotFound(_) | Error::NotDirectory(_) => {
+                        Error::NotFound(source.to_string())
+                    }
+                    e => e,
+                })?;
+        // Checked and counted before the destination's parents are created
+        // and without the locks (counting a large tree takes a while)...
+        let seen = self.move_source(source, &from_dir, from_name, pre.if_version)?;
+        let mut files_moved = self.files_moved(source, &from_dir, from_name, &seen)?;
+        let (to_dir, to_name) = self.sandbox.parent_creating(destination)?;
+        // ...and checked again under the locks of both paths, which every
+        // agentvfs write, edit and delete of them holds too. Against another
+        // process changing the source directly there is a window of one
+        // system call between this check and the rename: a disk cannot check
+        // a version and rename in one step.
+        let _locks = self.lock_two(source, destination);
+        let now = self.move_source(source, &from_dir, from_name, pre.if_version)?;
+        let is_dir = file_type(&now) == FileType::Directory;
+        if is_dir != (file_type(&seen) == FileType::Directory) {
+            files_moved = self.files_moved(source, &from_dir, from_name, &now)?;
+        }
+        let target = match rustix::fs::statat(&to_dir, to_name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(st),
+            Err(Errno::NOENT) => None,
+            Err(e) => return Err(errno(destination, e)),
+        };
+        let floor = match &target {
+            Some(st) if file_type(st) != FileType::Directory => {
+                sandbox::version(&now).max(sandbox::version(st))
+            }
+            _ => sandbox::version(&now),
+        };
+        let flags = if pre.create_only || is_dir {
+            RenameFlags::NOREPLACE
+        } else {
+            RenameFlags::empty()
+        };
+        let same_file = target
+            .as_ref()
+            .is_some_and(|st| (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino));
+        let moved = if same_file && !pre.create_only {
+            // Two names of one file: rename(2) would leave both in place.
+            rustix::fs::unlinkat(&from_dir, from_name, AtFlags::empty())
+        } else {
+            rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, flags)
+        };
+        moved.map_err(|e| match e {
+            Errno::NOENT => Error::NotFound(source.to_string()),
+            Errno::EXIST | Errno::NOTEMPTY => Error::AlreadyExists(destination.to_string()),
+            Errno::ISDIR => Error::IsDirectory(destination.to_string()),
+            // A directory onto a file (the parents are handles, so no
+            // ancestor is in question): NOREPLACE answers EEXIST first, so
+            // only a source that became a directory since it was checked.
+            Errno::NOTDIR => Error::NotDirectory(destination.to_string()),
+            Errno::XDEV => Error::InvalidArgument(format!(
+                "cannot move {source} to {destination}: they are on different file systems \
+                 below the root"
+            )),
+            e => errno(source, e),
+        })?;
+        rustix::fs::fsync(&to_dir).map_err(|e| errno(destination, e))?;
+        if identity(source, &from_dir)? != identity(destination, &to_dir)? {
+            rustix::fs::fsync(&from_dir).map_err(|e| errno(source, e))?;
+        }
+        let version = if is_dir {
+            0
+        } else {
+            self.moved_version(destination, &to_dir, to_name, floor)?
+        };
+        Ok(MoveOutcome {
+            files_moved,
+            version,
+        })
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
@@ -680,5 +930,38 @@ impl Backend for FsBackend {
         };
         let rule = link_rule(scope, &part.top, family);
         search::search(&self.sandbox, scope, &rule, run, part)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tier alone (no mount table in front) refuses to move its own
+    /// root either way, and leaves the directory as it was.
+    #[test]
+    fn the_mount_root_does_not_move() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "a").unwrap();
+        let mount = VfsPath::parse("/workspace").unwrap();
+        let fs = FsBackend::open(mount.clone(), tmp.path(), 1 << 20).unwrap();
+        let inside = VfsPath::parse("/workspace/a.txt").unwrap();
+        for (source, destination) in [(&mount, &inside), (&inside, &mount)] {
+            let err = fs
+                .rename(
+                    &Scope::default(),
+                    source,
+                    destination,
+                    Precondition::default(),
+                )
+                .unwrap_err();
+            assert_eq!(
+                err,
+                Error::InvalidArgument(
+                    "/workspace is a mount root; a mount cannot be moved".into()
+                )
+            );
+        }
+        assert!(tmp.path().join("a.txt").is_file());
     }
 }

@@ -32,8 +32,8 @@
 //! machine. The rest is mostly CPU fd does not spend (the `lstat` per result
 //! that Glob's entries carry, gRPC encoding).
 
+use super::ignore_rules::{Level, Problem, load_level, skip_of};
 use super::sandbox::{DIR_FLAGS, errno, file_type, for_each_entry};
-use super::search::{Level, load_level, skip_of};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules::Skip;
@@ -52,9 +52,6 @@ const NOFOLLOW: AtFlags = AtFlags::SYMLINK_NOFOLLOW;
 pub const MAX_AHEAD: usize = 128;
 /// Threads reading directories ahead of the walk.
 pub const PREFETCHERS: usize = 2;
-
-/// A problem found while listing, reported by the walk when it gets there.
-pub type Problem = (String, Error);
 
 /// One entry of a directory with every decision that needs no counting
 /// made: its type, skip rule, the run's name filter and, for the entries the

@@ -268,10 +268,11 @@ impl Sandbox {
     /// Like [`Sandbox::parent`] with [`Links::Refuse`], creating missing
     /// directories on the way. Each component is opened beneath the previous
     /// one's handle with no link followed, so a link planted during creation
-    /// cannot redirect it.
+    /// cannot redirect it. A file on the way is `NotDirectory` naming that
+    /// file (the component walk finds it), not the path below it.
     pub fn parent_creating<'p>(&self, path: &'p VfsPath) -> Result<(OwnedFd, &'p str)> {
         match self.parent(path, Links::Refuse) {
-            Err(Error::NotFound(_)) => {}
+            Err(Error::NotFound(_) | Error::NotDirectory(_)) => {}
             other => return other,
         }
         let mut dir = self
@@ -421,6 +422,14 @@ pub fn modified(st: &Stat) -> SystemTime {
 pub fn nanos(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+}
+
+/// A time `nanos` after the epoch, as the kernel takes it.
+pub fn timespec(nanos: u64) -> rustix::fs::Timespec {
+    rustix::fs::Timespec {
+        tv_sec: (nanos / 1_000_000_000) as _,
+        tv_nsec: (nanos % 1_000_000_000) as _,
+    }
 }
 
 /// The version of a real file: the later of its modification and status

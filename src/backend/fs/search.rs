@@ -13,71 +13,35 @@
 //! (not UTF-8, control characters, ...) are listed as problems, never
 //! mangled. Per entry, in order: `run.visit()` (visited budget, time budget,
 //! cancellation), the shared hidden/default-ignore rules
-//! ([`crate::search::rules`]), then `.ignore`/`.gitignore` rules matched with
-//! the `ignore` crate's gitignore matcher (compiled once per distinct file
-//! text, [`super::ignore_cache`]). Every skip is counted.
-//!
-//! Ignore files follow ripgrep: rules in deeper directories win, and any
-//! `.ignore` match wins over any `.gitignore` match; ignore files of the
-//! directories above the search root (up to the mount root) apply too.
-//! Unlike ripgrep, `.gitignore` applies outside git repositories as well
-//! (ripgrep's `--no-require-git`): a workspace copied without its `.git`
-//! keeps its rules. `.git/info/exclude` and global excludes are not read.
+//! ([`crate::search::rules`]), then the `.ignore`/`.gitignore` rules
+//! ([`super::ignore_rules`], which follow ripgrep), those of the directories
+//! above the search root (up to the mount root) included. Every skip is
+//! counted.
 //!
 //! Links are never followed by search: Glob lists a link as a link, Grep skips
 //! it. Workers open each file relative to its directory's handle with
 //! `O_NOFOLLOW`, so a file swapped for a link mid-search is refused.
 //!
-//! Parallelism (Grep): the walker hands files, numbered in walk order, to one
-//! worker per core (each reusing one `FileSearcher`); finished files wait in a
-//! reorder window and are emitted as soon as every earlier file is done. At
-//! most [`WINDOW`] files are in flight, and once finished results waiting for
-//! emission exceed [`MAX_BUFFERED_BYTES`] workers pause, except on the file at
-//! the head of the window (so emission always progresses). A slow client's
-//! back-pressure (the run's bounded channel blocks `emit_file`) thus stops the
-//! walk and the workers with server memory bounded by that budget plus one
-//! file's results per worker: measured, a client that stopped reading 70 MB of
-//! matches grew the server by 160 MB with a 256-file window and no byte
-//! budget.
+//! Parallelism (Grep): the walk hands the files it keeps, in path order, to
+//! the shared order-preserving window ([`crate::search::window`]); its
+//! workers open each file beneath its directory's handle (`grep_file`) and
+//! search it, and results come out in walk order, bounded as described there.
 
-use super::ignore_cache::{self, Compiled};
-use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch, Problem};
+use super::ignore_rules::{Level, load_level, skip_of};
+use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use crate::access::Op;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::rules::{self, Skip};
+use crate::search::rules::Skip;
+use crate::search::window::{self, Window};
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
-use ignore::Match;
 use rustix::fs::{FileType, Mode, OFlags};
 use rustix::io::Errno;
-use std::collections::VecDeque;
-use std::io::Read;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
-
-/// Files in flight between the walker and emission. Large enough to keep
-/// every worker busy while one slow file holds the head of the window, small
-/// enough that the results held back stay a few megabytes.
-pub const WINDOW: usize = 256;
-/// Files handed to a Grep worker at once. One by one, the channel's wake-ups
-/// (a `futex` call or two per file, plus spinning) cost more CPU than
-/// ripgrep spends searching a small file; files are still searched and
-/// reported one by one, so the reorder window and the gate work per file.
-const CHUNK: usize = 16;
-/// Bytes of finished, not yet emitted results above which workers pause.
-pub const MAX_BUFFERED_BYTES: usize = 8 << 20;
-/// How long a paused worker sleeps before looking again (it is also woken
-/// whenever results are emitted).
-const GATE_POLL: Duration = Duration::from_millis(10);
-/// Ignore files larger than this are not read (reported as a problem).
-pub const MAX_IGNORE_FILE_BYTES: u64 = 1 << 20;
-/// The ignore files read in each directory, `.ignore` first (it wins).
-const IGNORE_FILES: [&str; 2] = [".ignore", ".gitignore"];
+use std::sync::Arc;
 
 /// Runs the search of `run` over `part` in the tree of `sandbox`.
 /// Links on the way to `part.top` are followed where `rule` accepts their
@@ -129,46 +93,9 @@ fn walk_with(walk: &mut Walk<'_>, listing: Listing) -> Result<()> {
     match &run.spec().kind {
         SearchKind::Glob(_) => walk.dir(listing, &mut Glob),
         SearchKind::Grep(_) => {
-            let workers = std::thread::available_parallelism().map_or(2, |n| n.get());
-            let gate = &Gate::default();
-            std::thread::scope(|scope| {
-                let (tasks_tx, tasks_rx) = crossbeam_channel::bounded::<Vec<Task>>(WINDOW);
-                let (done_tx, done_rx) = crossbeam_channel::bounded(WINDOW);
-                for _ in 0..workers {
-                    let (tasks_rx, done_tx) = (tasks_rx.clone(), done_tx.clone());
-                    scope.spawn(move || {
-                        // Some: the run is a Grep (checked above).
-                        let Some(mut searcher) = FileSearcher::new(run) else {
-                            return;
-                        };
-                        for task in tasks_rx.iter().flatten() {
-                            gate.wait_turn(run, task.seq);
-                            let hits = if run.should_halt() {
-                                None
-                            } else {
-                                grep_file(run, &mut searcher, &task)
-                            };
-                            let bytes = hits.as_ref().map_or(0, hits_bytes);
-                            gate.buffered.fetch_add(bytes, Ordering::Relaxed);
-                            if done_tx.send((task.seq, hits)).is_err() {
-                                return;
-                            }
-                        }
-                    });
-                }
-                drop(done_tx);
-                let mut grep = Grep {
-                    gate,
-                    tasks: Some(tasks_tx),
-                    chunk: Vec::with_capacity(CHUNK),
-                    done: done_rx,
-                    window: VecDeque::new(),
-                    next: 0,
-                };
-                let walked = walk.dir(listing, &mut grep);
-                grep.finish(run);
-                walked
-            })
+            let grep =
+                |searcher: &mut FileSearcher<'_>, file: &FileTask| grep_file(run, searcher, file);
+            window::grep_in_order(run, grep, |files| walk.dir(listing, files))
         }
     }
 }
@@ -190,72 +117,18 @@ fn search_one(run: &SearchRun, path: &VfsPath, fd: OwnedFd, st: &rustix::fs::Sta
     Ok(())
 }
 
-/// Pauses workers while too many result bytes wait for emission.
-#[derive(Default)]
-struct Gate {
-    /// Bytes of finished results not yet emitted.
-    buffered: AtomicUsize,
-    /// Sequence number of the file at the head of the window.
-    head: AtomicU64,
-    /// Workers waiting in [`Gate::wait_turn`]: emission, which happens per
-    /// file, only takes the lock and signals when one waits.
-    waiting: AtomicUsize,
-    lock: Mutex<()>,
-    wake: Condvar,
-}
-
-impl Gate {
-    /// Waits until the worker may search file `seq`.
-    fn wait_turn(&self, run: &SearchRun, seq: u64) {
-        let blocked = || {
-            self.buffered.load(Ordering::SeqCst) > MAX_BUFFERED_BYTES
-                && seq != self.head.load(Ordering::SeqCst)
-                && !run.should_halt()
-        };
-        if !blocked() {
-            return;
-        }
-        let mut guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        // Counted before the check under the lock, so a release that changes
-        // the condition after the check sees the waiter and signals.
-        self.waiting.fetch_add(1, Ordering::SeqCst);
-        while blocked() {
-            guard = match self.wake.wait_timeout(guard, GATE_POLL) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
-        self.waiting.fetch_sub(1, Ordering::SeqCst);
-    }
-
-    /// Records that results of `bytes` left and the head moved to `head`.
-    fn release(&self, bytes: usize, head: u64) {
-        self.buffered.fetch_sub(bytes, Ordering::SeqCst);
-        self.head.store(head, Ordering::SeqCst);
-        if self.waiting.load(Ordering::SeqCst) > 0 {
-            let _guard = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-            self.wake.notify_all();
-        }
-    }
-}
-
-/// Estimated memory of one file's results.
-fn hits_bytes(hits: &FileHits) -> usize {
-    hits.lines
-        .iter()
-        .map(|l| l.line.len() + l.matched.len() + std::mem::size_of_val(l))
-        .sum()
-}
-
-/// One file for a Grep worker.
-struct Task {
-    seq: u64,
+/// One file for a Grep worker: its name beneath its directory's handle.
+struct FileTask {
     dir: Arc<OwnedFd>,
     path: VfsPath,
 }
 
 /// Opens and searches one file; failures are soft (problems of the run).
-fn grep_file(run: &SearchRun, searcher: &mut FileSearcher<'_>, task: &Task) -> Option<FileHits> {
+fn grep_file(
+    run: &SearchRun,
+    searcher: &mut FileSearcher<'_>,
+    task: &FileTask,
+) -> Option<FileHits> {
     let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
     let opened = rustix::fs::openat(&*task.dir, task.path.name(), flags, Mode::empty())
         .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
@@ -316,107 +189,16 @@ impl Visitor for Glob {
     }
 }
 
-/// Grep: hand files to the workers, emit results in order.
-struct Grep<'s> {
-    gate: &'s Gate,
-    tasks: Option<crossbeam_channel::Sender<Vec<Task>>>,
-    /// Files not yet handed to a worker (up to [`CHUNK`]).
-    chunk: Vec<Task>,
-    done: crossbeam_channel::Receiver<(u64, Option<FileHits>)>,
-    /// Results of files `next..`, `None` while a file is in flight.
-    window: VecDeque<Option<Option<FileHits>>>,
-    next: u64,
-}
-
-impl Grep<'_> {
-    /// Emits every finished file at the head of the window.
-    fn emit_ready(&mut self, run: &SearchRun) {
-        let mut released = 0;
-        while let Some(Some(_)) = self.window.front() {
-            if let Some(Some(Some(hits))) = self.window.pop_front() {
-                released += hits_bytes(&hits);
-                run.emit_file(hits);
-            }
-            self.next += 1;
-        }
-        self.gate.release(released, self.next);
-    }
-
-    fn record(&mut self, (seq, hits): (u64, Option<FileHits>)) {
-        let at = (seq - self.next) as usize;
-        self.window[at] = Some(hits);
-    }
-
-    /// Waits for one result (false: every worker is gone).
-    fn wait_one(&mut self, run: &SearchRun) -> bool {
-        match self.done.recv() {
-            Ok(done) => {
-                self.record(done);
-                self.emit_ready(run);
-                true
-            }
-            Err(_) => false,
+/// Grep: hand the wanted files to the window's workers, in walk order.
+impl Visitor for Window<'_, FileTask> {
+    fn file(&mut self, _run: &SearchRun, dir: &Arc<OwnedFd>, path: VfsPath, name: Name) {
+        if name.wanted {
+            self.push(FileTask {
+                dir: dir.clone(),
+                path,
+            });
         }
     }
-
-    /// Hands the files gathered so far to a worker.
-    fn send_chunk(&mut self) {
-        if let Some(tasks) = &self.tasks
-            && !self.chunk.is_empty()
-        {
-            // On error the workers are gone; `finish` then stops waiting.
-            let _workers_gone = tasks.send(std::mem::replace(
-                &mut self.chunk,
-                Vec::with_capacity(CHUNK),
-            ));
-        }
-    }
-
-    /// Stops handing out work and emits everything still in flight.
-    fn finish(&mut self, run: &SearchRun) {
-        self.send_chunk();
-        self.tasks = None;
-        while !self.window.is_empty() && self.wait_one(run) {}
-    }
-}
-
-impl Visitor for Grep<'_> {
-    fn file(&mut self, run: &SearchRun, dir: &Arc<OwnedFd>, path: VfsPath, name: Name) {
-        if !name.wanted {
-            return;
-        }
-        while self.window.len() >= WINDOW {
-            // Files still gathered here would never finish.
-            self.send_chunk();
-            if !self.wait_one(run) {
-                return;
-            }
-        }
-        let seq = self.next + self.window.len() as u64;
-        self.window.push_back(None);
-        self.chunk.push(Task {
-            seq,
-            dir: dir.clone(),
-            path,
-        });
-        if self.chunk.len() >= CHUNK {
-            self.send_chunk();
-        }
-        while let Ok(done) = self.done.try_recv() {
-            self.record(done);
-        }
-        self.emit_ready(run);
-    }
-}
-
-/// The ignore files of one directory of the walk.
-#[derive(Default)]
-pub struct Level {
-    /// By [`IGNORE_FILES`] index.
-    matchers: [Option<Arc<Compiled>>; 2],
-    /// Bytes of the directory's logical path and the `/` after it: what to
-    /// cut from a path below it to match it against these rules.
-    prefix_len: usize,
 }
 
 /// The walk's state: the run, the part to cover, the ignore rules in force.
@@ -585,100 +367,4 @@ fn count_skip(run: &SearchRun, skip: Skip) {
         Skip::Hidden => run.skipped_hidden(),
         Skip::Ignored => run.skipped_ignored(),
     }
-}
-
-/// Why the hidden, default-ignore and ignore-file rules (of `levels`, the
-/// directories from the mount root down to `path`'s parent) skip `path` (a
-/// logical path).
-pub fn skip_of(run: &SearchRun, levels: &[Arc<Level>], path: &str, is_dir: bool) -> Option<Skip> {
-    let spec = run.spec();
-    let name = path.rsplit('/').next().unwrap_or(path);
-    rules::skip_name(name, spec.include_hidden, spec.include_ignored)
-        .or_else(|| ignored_by_files(levels, path, is_dir).then_some(Skip::Ignored))
-}
-
-/// ripgrep's precedence: the deepest `.ignore` match, else the deepest
-/// `.gitignore` match.
-fn ignored_by_files(levels: &[Arc<Level>], path: &str, is_dir: bool) -> bool {
-    for kind in 0..IGNORE_FILES.len() {
-        for level in levels.iter().rev() {
-            if let Some(m) = level.matchers[kind]
-                .as_ref()
-                .and_then(|c| c.matcher.as_ref())
-            {
-                // Relative to the rules' directory (the matcher's root is
-                // `.`), so `matched` has no prefix to strip: stripping
-                // compared `Path`s component by component, 5% of a Glob.
-                let rel = path.get(level.prefix_len..).unwrap_or_default();
-                match m.matched(rel, is_dir) {
-                    Match::None => {}
-                    Match::Ignore(_) => return true,
-                    Match::Whitelist(_) => return false,
-                }
-            }
-        }
-    }
-    false
-}
-
-/// Reads the ignore files of `dir` (open as `fd`) that `present` says exist;
-/// unreadable files and bad rules go to `problems`.
-pub fn load_level(
-    run: &SearchRun,
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    present: impl Fn(&str) -> bool,
-    problems: &mut Vec<Problem>,
-) -> Level {
-    let mut level = Level {
-        prefix_len: if dir.is_root() {
-            1
-        } else {
-            dir.as_str().len() + 1
-        },
-        ..Level::default()
-    };
-    if run.spec().include_ignored {
-        return level;
-    }
-    for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
-        if present(name) {
-            *slot = load_ignore_file(fd, dir, name, problems);
-        }
-    }
-    level
-}
-
-/// Reads one ignore file (not following links) into a matcher of paths
-/// relative to `dir`.
-fn load_ignore_file(
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    name: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<Arc<Compiled>> {
-    let path = dir.join(name).ok()?;
-    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
-    let mut text = String::new();
-    let read = rustix::fs::openat(fd, name, flags, Mode::empty())
-        .map_err(|e| errno(&path, e))
-        .and_then(|f| {
-            std::fs::File::from(f)
-                .take(MAX_IGNORE_FILE_BYTES)
-                .read_to_string(&mut text)
-                .map_err(|e| Error::io(path.as_str(), e))
-        });
-    match read {
-        Ok(_) => {}
-        Err(Error::NotFound(_)) => return None,
-        Err(err) => {
-            problems.push((path.to_string(), err));
-            return None;
-        }
-    }
-    let compiled = ignore_cache::compiled(text);
-    for message in &compiled.errors {
-        problems.push((path.to_string(), Error::InvalidArgument(message.clone())));
-    }
-    Some(compiled)
 }

@@ -6,14 +6,17 @@
 //! (no lost update), a create of `a` and of `a/b` cannot both succeed (one
 //! sees the other), and a recursive delete of `a` (exclusive on `a`) excludes
 //! every write below it, while writes to sibling files proceed in parallel.
+//! A Move holds the locks of its source and of its destination, taken as
+//! one set.
 //!
 //! Stripes are taken in index order, each once (exclusive when any use of it
-//! is), so no two lock sets can deadlock. A path hashing to the stripe of an
+//! is), so no two lock sets can deadlock, however many paths each covers. A path hashing to the stripe of an
 //! unrelated path only costs a little false sharing, never correctness.
 //! `std` locks: nothing awaits while holding them (Backend calls run on
 //! blocking threads).
 
-use super::keys::{self, NsId};
+use super::keys::NsId;
+use crate::backend::ordered::keys::ancestors;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -55,13 +58,14 @@ impl PathLocks {
         (self.hasher.hash_one((ns, rel)) % STRIPES as u64) as usize
     }
 
-    /// Locks the path with relative key `rel`: exclusive on itself, shared on
-    /// its ancestors. Held until the returned guards drop.
-    pub fn lock(&self, ns: NsId, rel: &[u8]) -> Vec<Held<'_>> {
-        let mut wanted: Vec<(usize, bool)> = keys::ancestors(rel)
-            .map(|a| (self.stripe(ns, a), false))
-            .collect();
-        wanted.push((self.stripe(ns, rel), true));
+    /// Locks the paths with relative keys `rels`: exclusive on each, shared
+    /// on their ancestors. Held until the returned guards drop.
+    pub fn lock(&self, ns: NsId, rels: &[&[u8]]) -> Vec<Held<'_>> {
+        let mut wanted: Vec<(usize, bool)> = Vec::new();
+        for rel in rels {
+            wanted.extend(ancestors(rel).map(|a| (self.stripe(ns, a), false)));
+            wanted.push((self.stripe(ns, rel), true));
+        }
         // Index order; for a stripe wanted twice, the exclusive use sorts last
         // and wins.
         wanted.sort_unstable();
@@ -104,15 +108,15 @@ mod tests {
     #[test]
     fn ancestor_exclusive_lock_blocks_writes_below_but_not_siblings() {
         let locks = Arc::new(PathLocks::default());
-        let sibling_a = locks.lock(1, b"d\0x");
-        let sibling_b = locks.lock(1, b"d\0y");
+        let sibling_a = locks.lock(1, &[&b"d\0x"[..]]);
+        let sibling_b = locks.lock(1, &[&b"d\0y"[..]]);
         drop((sibling_a, sibling_b));
-        let dir = locks.lock(1, b"d");
+        let dir = locks.lock(1, &[&b"d"[..]]);
         let done = Arc::new(AtomicBool::new(false));
         let t = {
             let (locks, done) = (locks.clone(), done.clone());
             std::thread::spawn(move || {
-                let _below = locks.lock(1, b"d\0x");
+                let _below = locks.lock(1, &[&b"d\0x"[..]]);
                 done.store(true, Ordering::SeqCst);
             })
         };
@@ -124,5 +128,26 @@ mod tests {
         drop(dir);
         t.join().unwrap();
         assert!(done.load(Ordering::SeqCst));
+    }
+
+    /// Moves lock two paths each; two moves between the same two paths in
+    /// opposite directions, over and over, never deadlock.
+    #[test]
+    fn opposite_moves_never_deadlock() {
+        let locks = Arc::new(PathLocks::default());
+        let threads: Vec<_> = [(&b"a\0x"[..], &b"b\0y"[..]), (&b"b\0y"[..], &b"a\0x"[..])]
+            .into_iter()
+            .map(|(from, to)| {
+                let locks = locks.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        drop(locks.lock(1, &[from, to]));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }

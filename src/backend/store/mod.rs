@@ -1,8 +1,10 @@
 //! The Store tier: persistent, namespaced files on RocksDB.
 //!
 //! Where it sits: the mount table routes calls for paths below the store's
-//! mount (`/memories` by default) here, on a blocking thread; this module
-//! turns them into RocksDB point lookups, bounded range scans and atomic
+//! mount (`/memories` by default) here, on a blocking thread. The file
+//! semantics (lookup, listing, writes, Edit, Delete, Move, search) are the
+//! ordered tiers' (`ordered`); this module is the engine under them, turning
+//! them into RocksDB point lookups, bounded range scans and atomic
 //! `WriteBatch`es.
 //!
 //! Layout (see `keys` and `record`): the `meta` column family maps
@@ -10,19 +12,20 @@
 //! when it is small); the `chunks` column family holds large files in 1 MiB
 //! chunks keyed by blob id; the `default` column family holds the namespace
 //! name → id table, the generation counter and the markers of uploads in
-//! progress. Directories are implied by file keys, as in the State tier.
+//! progress. Directories are implied by file keys (`ordered`).
 //!
 //! Invariants:
 //! - two namespaces never see each other's files: every key starts with the
 //!   namespace id and every scan is bounded to one namespace;
-//! - listing, Glob and Grep are range scans: seek to the directory's range,
-//!   stop at its end, and skip a subdirectory's subtree with one seek, so
-//!   listing 10 entries costs the same among 1,000,000 files as among 100
-//!   (the `keys_read` of each list is logged at debug level to show it);
-//! - every write is one `WriteBatch` (atomic) applied under the path's stripe
-//!   lock (`locks`), after checking preconditions under the same lock: no lost
-//!   update, and `if_version`/`create_only` are checked against what is
-//!   replaced;
+//! - listing, Glob and Grep are range scans bounded to the namespace (the
+//!   iterator's bounds and the `meta` column family's per-namespace prefix
+//!   extractor), as `ordered` describes;
+//! - every change is one `WriteBatch` (atomic) applied under the path's
+//!   stripe lock (`locks`), after checking preconditions under the same lock:
+//!   no lost update, and `if_version`/`create_only` are checked against what
+//!   is replaced. A Move is one batch under the locks of both paths: it
+//!   rewrites the moved files' `meta` keys (new versions, times kept), while
+//!   chunks stay where they are, keyed by blob id;
 //! - versions only grow, across deletes, re-creates and restarts: one
 //!   generation counter per store, persisted in the same batch as the write
 //!   through a `max` merge operator (so concurrent batches landing out of
@@ -36,17 +39,18 @@
 //!   the log before acknowledging, for power loss. A second server on the
 //!   same directory fails at open on RocksDB's `LOCK` file.
 //!
-//! Errors: `NotFound`, `IsDirectory`, `NotDirectory`, `AlreadyExists` and
-//! `VersionMismatch` as in the State tier; `TooLarge` over `max_file_bytes`;
-//! RocksDB failures are `Internal` (logged by the error mapping).
+//! Errors: the file semantics' own as `ordered` decides them; `TooLarge`
+//! over `max_file_bytes`; RocksDB failures are `Internal` (logged by the
+//! error mapping).
 //!
 //! Performance decisions: small files (≤ 64 KiB) live inside their metadata
 //! value, so a small read is one lookup and Grep reads content straight from
-//! the iterator it walks; the search iterator steps with `next` instead of a
-//! fresh seek when the walk asks for the key right after the previous one;
-//! big scans run with `fill_cache(false)` so one Grep does not evict the hot
-//! set. Measured (`cargo bench --bench store`, 2 cores, README has the
-//! table): ListInfo of 10 entries takes 8.5 µs in-process among 100 files and
+//! the iterator it walks; metadata checks and reads use pinned values, never
+//! a copy of the whole value; the search iterator steps with `next` instead
+//! of a fresh seek when the walk asks for the key right after the previous
+//! one (see `ordered::walk`); big scans run with `fill_cache(false)` so one
+//! Grep does not evict the hot set. Measured (`cargo bench --bench store`, 2
+//! cores, README has the table): ListInfo of 10 entries takes 8.5 µs in-process among 100 files and
 //! 10.4 µs among 1,000,000; Grep over 100,000 stored files (112 MB) through
 //! gRPC takes 288 ms against ripgrep's 318 ms over the same files on disk;
 //! in-process 1 KiB writes and reads cost 1–1.5× bare RocksDB.
@@ -55,21 +59,20 @@ mod keys;
 mod locks;
 mod record;
 
-use super::{
-    Backend, ChunkReader, ChunkSource, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
+use super::ordered::{
+    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed,
 };
-use crate::entry::{Entry, EntryKind};
+use super::{ChunkReader, ChunkSource, split_chunks};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::sorted::{self, SortedFiles};
-use crate::search::{SearchPart, SearchRun};
-use keys::{MountKeys, NsId, Seek};
+use keys::NsId;
 use locks::PathLocks;
 use record::{CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType,
-    MergeOperands, Options, ReadOptions, SliceTransform, WriteBatch, WriteOptions,
+    DBPinnableSlice, DBRawIteratorWithThreadMode, MergeOperands, Options, ReadOptions,
+    SliceTransform, SnapshotWithThreadMode, WriteBatch, WriteOptions,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -105,10 +108,12 @@ pub struct StoreOptions {
 }
 
 /// The RocksDB-backed, per-namespace tier.
-pub struct StoreBackend {
+pub type StoreBackend = OrderedTier<StoreEngine>;
+
+/// The Store tier's storage: one RocksDB database, namespaces as key ranges.
+pub struct StoreEngine {
     /// Shared with streaming readers, which outlive the call that opened them.
     db: Arc<DB>,
-    keys: MountKeys,
     options: StoreOptions,
     write_options: WriteOptions,
     locks: PathLocks,
@@ -136,18 +141,12 @@ fn upload_marker(blob: u64) -> Vec<u8> {
     [UPLOAD_PREFIX, &blob.to_be_bytes()[..]].concat()
 }
 
-/// The new content of a file, as `commit` stores it.
-#[derive(Clone, Copy)]
-enum Content<'a> {
-    /// Bytes in memory, stored inline or as chunks in the commit's batch.
-    Bytes(&'a [u8]),
-    /// Chunks an upload already stored under `blob`.
-    Uploaded {
-        /// The upload's blob id.
-        blob: u64,
-        /// Bytes uploaded.
-        size: usize,
-    },
+/// Chunks a streamed write (WriteBytes) stored before its commit.
+pub struct Uploaded {
+    /// The upload's blob id.
+    blob: u64,
+    /// Bytes uploaded.
+    size: usize,
 }
 
 fn decode_u64(bytes: &[u8]) -> Option<u64> {
@@ -158,7 +157,7 @@ fn db_error(what: &str) -> impl Fn(rocksdb::Error) -> Error + '_ {
     move |e| Error::Internal(format!("Store: {what}: {e}"))
 }
 
-impl StoreBackend {
+impl OrderedTier<StoreEngine> {
     /// Opens (creating if needed) the store in `dir`, answering for paths
     /// below `mount`. Fails with a clear message when another server holds
     /// the directory.
@@ -226,9 +225,8 @@ impl StoreBackend {
             generation, sync = options.sync, "opened store");
         let mut write_options = WriteOptions::default();
         write_options.set_sync(options.sync);
-        let store = StoreBackend {
+        let store = StoreEngine {
             db: Arc::new(db),
-            keys: MountKeys::new(mount),
             options,
             write_options,
             locks: PathLocks::default(),
@@ -237,9 +235,11 @@ impl StoreBackend {
             generation: AtomicU64::new(generation),
         };
         store.abandon_unfinished_uploads()?;
-        Ok(store)
+        Ok(OrderedTier::mounted(mount, store))
     }
+}
 
+impl StoreEngine {
     fn cf(&self, name: &str) -> Result<&ColumnFamily> {
         self.db
             .cf_handle(name)
@@ -247,26 +247,28 @@ impl StoreBackend {
     }
 
     /// The id of the caller's namespace; `None` when it has never been
-    /// written to (and `create` is false).
-    fn namespace(&self, scope: &Scope, create: bool) -> Result<Option<NsId>> {
+    /// written to.
+    fn namespace(&self, scope: &Scope) -> Result<Option<NsId>> {
         let name = scope.namespace.as_str();
         Scope::check_name("namespace", name)?;
-        let read = |map: &RwLock<HashMap<String, NsId>>| {
-            map.read()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(name)
-                .copied()
-        };
-        if let Some(id) = read(&self.namespaces) {
-            return Ok(Some(id));
+        Ok(self
+            .namespaces
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .copied())
+    }
+
+    /// The id of the caller's namespace, created at its first write.
+    fn create_namespace(&self, scope: &Scope) -> Result<NsId> {
+        if let Some(id) = self.namespace(scope)? {
+            return Ok(id);
         }
-        if !create {
-            return Ok(None);
-        }
+        let name = scope.namespace.as_str();
         // A poisoned lock guards `()`: nothing can be half-done.
         let _creating = self.new_namespace.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(id) = read(&self.namespaces) {
-            return Ok(Some(id));
+        if let Some(id) = self.namespace(scope)? {
+            return Ok(id);
         }
         let mut map = self.namespaces.write().unwrap_or_else(|p| p.into_inner());
         let id = map.values().max().map_or(1, |m| m + 1);
@@ -282,201 +284,28 @@ impl StoreBackend {
             .map_err(db_error("create a namespace"))?;
         map.insert(name.to_owned(), id);
         tracing::info!(namespace = name, id, "created store namespace");
-        Ok(Some(id))
+        Ok(id)
     }
 
-    fn get_meta(&self, ns: NsId, rel: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.db
-            .get_cf(self.cf(CF_META)?, keys::meta(ns, rel))
-            .map_err(db_error("read metadata"))
-    }
-
-    fn entry(&self, path: VfsPath, meta: &Meta) -> Entry {
-        Entry {
-            path,
-            kind: EntryKind::File,
-            size: meta.size,
-            modified: meta.modified_time(),
-            created: meta.created_time(),
-            version: meta.version,
-        }
-    }
-
-    /// The namespace, relative key and `meta` value of the file at `path`;
-    /// `IsDirectory` when a directory is there, `NotFound` when nothing is.
-    fn file_value(&self, scope: &Scope, path: &VfsPath) -> Result<(NsId, Vec<u8>, Vec<u8>)> {
-        let rel = self.keys.rel(path)?;
-        let ns = self.namespace(scope, false)?;
-        if let Some(ns) = ns
-            && !rel.is_empty()
-            && let Some(value) = self.get_meta(ns, &rel)?
-        {
-            return Ok((ns, rel, value));
-        }
-        // Exists (as an implied directory) or fails with NotFound.
-        self.lookup(ns, path, &rel)?;
-        Err(Error::IsDirectory(path.to_string()))
-    }
-
-    /// The first file strictly below the directory `rel`, if any.
-    fn first_below(&self, ns: NsId, rel: &[u8]) -> Result<Option<Meta>> {
-        let (lo, hi) = keys::subtree(ns, rel);
-        let mut it = self
-            .db
-            .raw_iterator_cf_opt(self.cf(CF_META)?, bounded(lo.clone(), hi));
-        it.seek(&lo);
-        match it.item() {
-            Some((key, value)) => Ok(Some(record::decode(&KeyName(key), value)?.0)),
-            None => it.status().map(|()| None).map_err(db_error("scan")),
-        }
-    }
-
-    /// A file at `path`, a directory implied below it, or `NotFound`.
-    fn lookup(&self, ns: Option<NsId>, path: &VfsPath, rel: &[u8]) -> Result<Entry> {
-        let not_found = || Error::NotFound(path.to_string());
-        let Some(ns) = ns else {
-            return if rel.is_empty() {
-                Ok(Entry::directory(path.clone(), SystemTime::UNIX_EPOCH))
-            } else {
-                Err(not_found())
-            };
-        };
-        if !rel.is_empty()
-            && let Some(value) = self.get_meta(ns, rel)?
-        {
-            let (meta, _) = record::decode(path, &value)?;
-            return Ok(self.entry(path.clone(), &meta));
-        }
-        match self.first_below(ns, rel)? {
-            Some(first) => Ok(Entry::directory(path.clone(), first.modified_time())),
-            None if rel.is_empty() => Ok(Entry::directory(path.clone(), SystemTime::UNIX_EPOCH)),
-            None => Err(not_found()),
-        }
-    }
-
-    /// Fails when `rel` is a directory or lies below a file.
-    fn check_writable(&self, ns: NsId, path: &VfsPath, rel: &[u8]) -> Result<()> {
-        if rel.is_empty() || self.first_below(ns, rel)?.is_some() {
-            return Err(Error::IsDirectory(path.to_string()));
-        }
-        for dir in keys::ancestors(rel).skip(1) {
-            if self.get_meta(ns, dir)?.is_some() {
-                return Err(Error::NotDirectory(self.keys.path(dir)?.to_string()));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
-        let max = self.options.max_file_bytes;
-        if len as u64 > max {
-            return Err(Error::TooLarge(format!(
-                "{path}: {len} bytes exceeds the file size limit of {max} bytes"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Adds the deletion of a file's chunks to `batch`.
-    fn delete_chunks(&self, batch: &mut WriteBatch, meta: &Meta) -> Result<()> {
-        let chunks = self.cf(CF_CHUNKS)?;
-        for i in 0..meta.chunks() {
-            batch.delete_cf(chunks, keys::chunk(meta.blob, i));
-        }
-        Ok(())
-    }
-
-    /// Replaces (or creates) the file `rel` with `content` in one atomic
-    /// batch. The caller holds the path's lock and checked the preconditions.
-    fn commit(
-        &self,
+    /// The scope's files, read live or through `snapshot`.
+    fn space<'a>(
+        &'a self,
         ns: NsId,
-        path: &VfsPath,
-        rel: &[u8],
-        old: Option<Meta>,
-        content: Content<'_>,
-    ) -> Result<WriteOutcome> {
-        let now = record::nanos(SystemTime::now());
-        let version = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        let (size, inline, blob) = match content {
-            Content::Bytes(data) if data.len() <= INLINE_MAX_BYTES => (data.len(), true, 0),
-            Content::Bytes(data) => (data.len(), false, version),
-            Content::Uploaded { blob, size } => (size, false, blob),
-        };
-        self.check_size(path, size)?;
-        let meta = Meta {
-            version,
-            size: size as u64,
-            created: old.map_or(now, |m| m.created),
-            modified: now,
-            inline,
-            blob,
-        };
-        let mut batch = WriteBatch::default();
-        if let Some(old) = &old {
-            self.delete_chunks(&mut batch, old)?;
-        }
-        let key = keys::meta(ns, rel);
-        match content {
-            Content::Bytes(data) if inline => {
-                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, Some(data)));
-            }
-            Content::Bytes(data) => {
-                let chunks = self.cf(CF_CHUNKS)?;
-                for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
-                    // i < meta.chunks(), which fits u32 (see `Meta::chunks`).
-                    batch.put_cf(chunks, keys::chunk(blob, i as u32), chunk);
-                }
-                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, None));
-            }
-            Content::Uploaded { .. } => {
-                batch.put_cf(self.cf(CF_META)?, key, record::encode(&meta, None));
-                batch.delete(upload_marker(blob));
-            }
-        }
-        batch.merge(GENERATION_KEY, version.to_be_bytes());
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(db_error("write"))?;
-        Ok(WriteOutcome {
-            path: path.clone(),
-            bytes_written: meta.size,
-            version,
-            created: old.is_none(),
+        snapshot: Option<&'a SnapshotWithThreadMode<'a, DB>>,
+    ) -> Result<StoreSpace<'a>> {
+        Ok(StoreSpace {
+            store: self,
+            ns,
+            snapshot,
+            meta: self.cf(CF_META)?,
+            chunks: self.cf(CF_CHUNKS)?,
         })
-    }
-
-    /// The current metadata of the file `rel`, if it is one.
-    fn file_meta(&self, ns: NsId, path: &VfsPath, rel: &[u8]) -> Result<Option<Meta>> {
-        match self.get_meta(ns, rel)? {
-            Some(value) => Ok(Some(record::decode(path, &value)?.0)),
-            None => Ok(None),
-        }
-    }
-
-    /// Checks `pre` and writability, then commits `content`, all under the
-    /// path's lock: the read-check-write of every Write.
-    fn replace(
-        &self,
-        ns: NsId,
-        path: &VfsPath,
-        rel: &[u8],
-        pre: Precondition,
-        content: Content<'_>,
-    ) -> Result<WriteOutcome> {
-        let _held = self.locks.lock(ns, rel);
-        let old = self.file_meta(ns, path, rel)?;
-        pre.check(path, old.map(|m| m.version))?;
-        if old.is_none() {
-            self.check_writable(ns, path, rel)?;
-        }
-        self.commit(ns, path, rel, old, content)
     }
 
     /// Starts an upload: draws its blob id and records it, so the chunks of
     /// an upload cut short by a crash are found and removed at the next open.
     fn begin_upload(&self) -> Result<u64> {
-        let blob = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        let blob = self.next_version();
         let mut batch = WriteBatch::default();
         batch.put(upload_marker(blob), []);
         batch.merge(GENERATION_KEY, blob.to_be_bytes());
@@ -488,7 +317,7 @@ impl StoreBackend {
 
     /// Stores `head` and then every piece as full chunks of `blob` as they
     /// fill up; returns the size. Never holds more than two chunks.
-    fn upload(
+    fn store_chunks(
         &self,
         path: &VfsPath,
         blob: u64,
@@ -515,7 +344,7 @@ impl StoreBackend {
                 Some(piece) => {
                     let piece = piece?;
                     size += piece.len();
-                    self.check_size(path, size)?;
+                    Error::check_file_size(path, size as u64, self.options.max_file_bytes)?;
                     buf.extend_from_slice(&piece);
                 }
             }
@@ -595,67 +424,162 @@ impl std::fmt::Display for KeyName<'_> {
     }
 }
 
-impl Backend for StoreBackend {
-    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
-        let rel = self.keys.rel(dir)?;
-        let ns = self.namespace(scope, false)?;
-        let this = self.lookup(ns, dir, &rel)?;
-        if !this.is_directory() {
-            return Err(Error::NotDirectory(dir.to_string()));
+/// One namespace's files: live (reads, and changes under the path locks the
+/// engine took), or a search's snapshot.
+pub struct StoreSpace<'a> {
+    store: &'a StoreEngine,
+    ns: NsId,
+    snapshot: Option<&'a SnapshotWithThreadMode<'a, DB>>,
+    meta: &'a ColumnFamily,
+    chunks: &'a ColumnFamily,
+}
+
+impl Stored for Meta {
+    fn meta(&self) -> FileMeta {
+        FileMeta {
+            version: self.version,
+            size: self.size,
+            created: self.created_time(),
+            modified: self.modified_time(),
         }
-        let Some(ns) = ns else {
-            return Ok(Vec::new());
-        };
-        let (lo, hi) = keys::subtree(ns, &rel);
-        let prefix_len = lo.len();
-        let mut it = self
-            .db
-            .raw_iterator_cf_opt(self.cf(CF_META)?, bounded(lo.clone(), hi));
+    }
+}
+
+/// A bounded scan of one namespace's `meta` keys.
+pub struct StoreCursor<'a> {
+    it: DBRawIteratorWithThreadMode<'a, DB>,
+    ns: NsId,
+}
+
+impl Cursor for StoreCursor<'_> {
+    type File = Meta;
+
+    fn seek(&mut self, rel: &[u8]) {
+        self.it.seek(keys::meta(self.ns, rel));
+    }
+
+    fn next(&mut self) {
+        if self.it.valid() {
+            self.it.next();
+        }
+    }
+
+    fn current(&self) -> Option<Result<(&[u8], Meta)>> {
+        match self.it.item() {
+            Some((key, value)) => Some(
+                record::decode(&KeyName(key), value).map(|(meta, _)| (keys::rel_of(key), meta)),
+            ),
+            None => self.it.status().err().map(|e| Err(db_error("scan")(e))),
+        }
+    }
+}
+
+impl StoreSpace<'_> {
+    /// The `meta` value at `key`, pinned (not copied).
+    fn value(&self, key: &[u8]) -> Result<Option<DBPinnableSlice<'_>>> {
+        match self.snapshot {
+            Some(snapshot) => snapshot.get_pinned_cf(self.meta, key),
+            None => self.store.db.get_pinned_cf(self.meta, key),
+        }
+        .map_err(db_error("read metadata"))
+    }
+
+    /// Adds the deletion of a file's chunks to `batch`.
+    fn delete_chunks(&self, batch: &mut WriteBatch, meta: &Meta) {
+        for i in 0..meta.chunks() {
+            batch.delete_cf(self.chunks, keys::chunk(meta.blob, i));
+        }
+    }
+}
+
+impl Files for StoreSpace<'_> {
+    type File = Meta;
+    type Cursor<'c>
+        = StoreCursor<'c>
+    where
+        Self: 'c;
+
+    fn get(&self, rel: &[u8]) -> Result<Option<Meta>> {
+        let key = keys::meta(self.ns, rel);
+        match self.value(&key)? {
+            Some(value) => Ok(Some(record::decode(&KeyName(&key), &value)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    fn scan(&self, below: &[u8], bulk: bool) -> Result<StoreCursor<'_>> {
+        let (lo, hi) = keys::subtree(self.ns, below);
+        let mut opts = bounded(lo.clone(), hi);
+        if bulk {
+            opts.fill_cache(false);
+        }
+        if let Some(snapshot) = self.snapshot {
+            opts.set_snapshot(snapshot);
+        }
+        let mut it = self.store.db.raw_iterator_cf_opt(self.meta, opts);
         it.seek(&lo);
-        let mut out = Vec::new();
-        let mut keys_read = 0u64;
-        while let Some((key, value)) = it.item() {
-            keys_read += 1;
-            let child = key.get(prefix_len..).unwrap_or_default();
-            let (meta, _) = record::decode(&KeyName(key), value)?;
-            match child.iter().position(|b| *b == 0) {
-                // A subdirectory: show it once and seek past its subtree.
-                Some(end) => {
-                    let sub = &key[keys::NS_BYTES..prefix_len + end];
-                    out.push(Entry::directory(self.keys.path(sub)?, meta.modified_time()));
-                    let (_, past) = keys::subtree(ns, sub);
-                    it.seek(past);
-                }
-                None => {
-                    out.push(self.entry(self.keys.path(keys::rel_of(key))?, &meta));
-                    it.next();
-                }
+        Ok(StoreCursor { it, ns: self.ns })
+    }
+}
+
+impl Frozen for StoreSpace<'_> {
+    type Data = Vec<u8>;
+
+    fn load(&self, cursor: &StoreCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Vec<u8>> {
+        let key = keys::meta(self.ns, rel);
+        let pinned;
+        let value = match cursor.it.item() {
+            Some((k, v)) if k == key.as_slice() => v,
+            _ => {
+                pinned = self
+                    .value(&key)?
+                    .ok_or_else(|| Error::NotFound(path.to_string()))?;
+                &pinned
             }
+        };
+        let (meta, inline) = record::decode(path, value)?;
+        if meta.inline {
+            return Ok(inline.to_vec());
         }
-        it.status().map_err(db_error("list"))?;
-        tracing::debug!(dir = %dir, entries = out.len(), keys_read, "store list");
-        Ok(out)
+        let mut opts = ReadOptions::default();
+        if let Some(snapshot) = self.snapshot {
+            opts.set_snapshot(snapshot);
+        }
+        opts.fill_cache(false);
+        self.store.assemble(&opts, path, &meta)
     }
+}
 
-    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
-        let rel = self.keys.rel(path)?;
-        self.lookup(self.namespace(scope, false)?, path, &rel)
-    }
+/// A change of one namespace: one `WriteBatch`.
+#[derive(Default)]
+pub struct StoreBatch {
+    batch: WriteBatch,
+    /// The largest version the change hands out (0: none), persisted with it.
+    version: u64,
+}
 
-    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
-        let (ns, rel, value) = self.file_value(scope, path)?;
+impl Space for StoreSpace<'_> {
+    type Batch = StoreBatch;
+    type Upload = Uploaded;
+
+    fn read(&self, path: &VfsPath, rel: &[u8]) -> Result<Option<(Meta, Vec<u8>)>> {
+        let key = keys::meta(self.ns, rel);
+        let Some(value) = self.value(&key)? else {
+            return Ok(None);
+        };
         let (meta, inline) = record::decode(path, &value)?;
         if meta.inline {
-            return Ok((inline.to_vec(), self.entry(path.clone(), &meta)));
+            return Ok(Some((meta, inline.to_vec())));
         }
         // A large file: re-read its metadata and chunks from one snapshot so
         // a concurrent rewrite cannot mix two versions.
-        let snapshot = self.db.snapshot();
+        let snapshot = self.store.db.snapshot();
         let mut opts = ReadOptions::default();
         opts.set_snapshot(&snapshot);
         let meta_now = self
+            .store
             .db
-            .get_cf_opt(self.cf(CF_META)?, keys::meta(ns, &rel), &opts)
+            .get_pinned_cf_opt(self.meta, &key, &opts)
             .map_err(db_error("read metadata"))?;
         let Some(value) = meta_now else {
             return Err(Error::NotFound(path.to_string()));
@@ -664,276 +588,235 @@ impl Backend for StoreBackend {
         let data = if meta.inline {
             inline.to_vec()
         } else {
-            self.assemble(&opts, path, &meta)?
+            self.store.assemble(&opts, path, &meta)?
         };
-        Ok((data, self.entry(path.clone(), &meta)))
+        Ok(Some((meta, data)))
     }
 
     fn read_chunks(
         &self,
-        scope: &Scope,
         path: &VfsPath,
+        rel: &[u8],
         max_chunk: usize,
-    ) -> Result<(Entry, ChunkReader)> {
-        let (ns, rel, value) = self.file_value(scope, path)?;
+    ) -> Result<Option<(Meta, ChunkReader)>> {
+        let Some(value) = self.value(&keys::meta(self.ns, rel))? else {
+            return Ok(None);
+        };
         let (meta, inline) = record::decode(path, &value)?;
-        let entry = self.entry(path.clone(), &meta);
         if meta.inline {
-            return Ok((entry, super::split_chunks(inline.to_vec(), max_chunk)));
+            return Ok(Some((meta, split_chunks(inline.to_vec(), max_chunk))));
         }
         let reader = StreamedFile {
-            db: self.db.clone(),
+            db: self.store.db.clone(),
             path: path.clone(),
-            ns,
-            rel,
+            ns: self.ns,
+            rel: rel.to_vec(),
             meta,
             next: 0,
         };
         let split = reader.flat_map(move |chunk| match chunk {
-            Ok(data) => super::split_chunks(data, max_chunk),
+            Ok(data) => split_chunks(data, max_chunk),
             Err(err) => Box::new(std::iter::once(Err(err))),
         });
-        Ok((entry, Box::new(split)))
+        Ok(Some((meta, Box::new(split))))
     }
 
-    fn write(
+    fn put(
         &self,
-        scope: &Scope,
-        path: &VfsPath,
-        data: Vec<u8>,
-        pre: Precondition,
-    ) -> Result<WriteOutcome> {
-        self.check_size(path, data.len())?;
-        let rel = self.keys.rel(path)?;
-        if rel.is_empty() {
-            return Err(Error::IsDirectory(path.to_string()));
+        batch: &mut StoreBatch,
+        _path: &VfsPath,
+        rel: &[u8],
+        old: Option<&Meta>,
+        content: Content<'_, Uploaded>,
+        version: u64,
+    ) -> Result<u64> {
+        let now = record::nanos(SystemTime::now());
+        let (size, inline, blob) = match content {
+            Content::Bytes(data) if data.len() <= INLINE_MAX_BYTES => (data.len(), true, 0),
+            Content::Bytes(data) => (data.len(), false, version),
+            Content::Uploaded(upload) => (upload.size, false, upload.blob),
+        };
+        let meta = Meta {
+            version,
+            size: size as u64,
+            created: old.map_or(now, |m| m.created),
+            modified: now,
+            inline,
+            blob,
+        };
+        if let Some(old) = old {
+            self.delete_chunks(&mut batch.batch, old);
         }
-        let ns = self.namespace(scope, true)?.unwrap_or_default();
-        self.replace(ns, path, &rel, pre, Content::Bytes(&data))
+        let key = keys::meta(self.ns, rel);
+        match content {
+            Content::Bytes(data) if inline => {
+                batch
+                    .batch
+                    .put_cf(self.meta, key, record::encode(&meta, Some(data)));
+            }
+            Content::Bytes(data) => {
+                for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
+                    // i < meta.chunks(), which fits u32 (see `Meta::chunks`).
+                    batch
+                        .batch
+                        .put_cf(self.chunks, keys::chunk(blob, i as u32), chunk);
+                }
+                batch
+                    .batch
+                    .put_cf(self.meta, key, record::encode(&meta, None));
+            }
+            Content::Uploaded(_) => {
+                batch
+                    .batch
+                    .put_cf(self.meta, key, record::encode(&meta, None));
+                batch.batch.delete(upload_marker(blob));
+            }
+        }
+        batch.version = batch.version.max(version);
+        Ok(meta.size)
     }
 
-    fn write_chunks(
+    fn relocate(
+        &self,
+        batch: &mut StoreBatch,
+        from: &[u8],
+        file: &Meta,
+        _to: &VfsPath,
+        to_rel: &[u8],
+        version: u64,
+    ) -> Result<()> {
+        let meta = Meta { version, ..*file };
+        let value = if meta.inline {
+            let key = keys::meta(self.ns, from);
+            let value = self
+                .value(&key)?
+                .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
+            record::encode(&meta, Some(record::decode(&KeyName(&key), &value)?.1))
+        } else {
+            // The chunks stay under their blob id; only the metadata moves.
+            record::encode(&meta, None)
+        };
+        batch
+            .batch
+            .put_cf(self.meta, keys::meta(self.ns, to_rel), value);
+        batch.version = batch.version.max(version);
+        Ok(())
+    }
+
+    fn release(&self, batch: &mut StoreBatch, file: &Meta) -> Result<()> {
+        self.delete_chunks(&mut batch.batch, file);
+        Ok(())
+    }
+
+    fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
+    }
+
+    fn drop_below(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        let (lo, hi) = keys::subtree(self.ns, rel);
+        batch.batch.delete_range_cf(self.meta, lo, hi);
+    }
+
+    fn apply(&mut self, batch: StoreBatch) -> Result<()> {
+        let StoreBatch { mut batch, version } = batch;
+        if version > 0 {
+            batch.merge(GENERATION_KEY, version.to_be_bytes());
+        }
+        self.store
+            .db
+            .write_opt(batch, &self.store.write_options)
+            .map_err(db_error("write"))
+    }
+}
+
+impl Engine for StoreEngine {
+    const TIER: &'static str = "store";
+    type Space<'a> = StoreSpace<'a>;
+    type Frozen<'a> = StoreSpace<'a>;
+    type Upload = Uploaded;
+
+    fn root_time(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH
+    }
+
+    fn max_file_bytes(&self) -> u64 {
+        self.options.max_file_bytes
+    }
+
+    fn next_version(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    fn view<R>(
         &self,
         scope: &Scope,
-        path: &VfsPath,
-        pre: Precondition,
-        pieces: &mut ChunkSource<'_>,
-    ) -> Result<WriteOutcome> {
+        f: impl FnOnce(Option<&StoreSpace<'_>>) -> Result<R>,
+    ) -> Result<R> {
+        match self.namespace(scope)? {
+            Some(ns) => f(Some(&self.space(ns, None)?)),
+            None => f(None),
+        }
+    }
+
+    fn change<R>(
+        &self,
+        scope: &Scope,
+        rels: &[&[u8]],
+        f: impl FnOnce(Option<&mut StoreSpace<'_>>) -> Result<R>,
+    ) -> Result<R> {
+        // A namespace never written holds no file to lock.
+        let Some(ns) = self.namespace(scope)? else {
+            return f(None);
+        };
+        let _held = self.locks.lock(ns, rels);
+        f(Some(&mut self.space(ns, None)?))
+    }
+
+    fn create<R>(
+        &self,
+        scope: &Scope,
+        rel: &[u8],
+        f: impl FnOnce(&mut StoreSpace<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let ns = self.create_namespace(scope)?;
+        let _held = self.locks.lock(ns, &[rel]);
+        f(&mut self.space(ns, None)?)
+    }
+
+    fn freeze<R>(
+        &self,
+        scope: &Scope,
+        _top: &[u8],
+        f: impl FnOnce(Option<&StoreSpace<'_>>) -> Result<R>,
+    ) -> Result<R> {
+        let Some(ns) = self.namespace(scope)? else {
+            return f(None);
+        };
+        let snapshot = self.db.snapshot();
+        f(Some(&self.space(ns, Some(&snapshot))?))
+    }
+
+    fn upload(&self, path: &VfsPath, pieces: &mut ChunkSource<'_>) -> Result<Streamed<Uploaded>> {
         // Gather up to the inline limit: a small file is an ordinary write.
         let mut head = Vec::new();
         while head.len() <= INLINE_MAX_BYTES {
             match pieces.next() {
-                None => return self.write(scope, path, head, pre),
+                None => return Ok(Streamed::Whole(head)),
                 Some(piece) => head.extend_from_slice(&piece?),
             }
         }
-        let rel = self.keys.rel(path)?;
-        if rel.is_empty() {
-            return Err(Error::IsDirectory(path.to_string()));
-        }
-        let ns = self.namespace(scope, true)?.unwrap_or_default();
-        // Fail before storing megabytes when the write cannot succeed; the
-        // check is repeated under the lock at commit.
-        pre.check(path, self.file_meta(ns, path, &rel)?.map(|m| m.version))?;
         let blob = self.begin_upload()?;
-        let outcome = self
-            .upload(path, blob, head, pieces)
-            .and_then(|size| self.replace(ns, path, &rel, pre, Content::Uploaded { blob, size }));
-        if outcome.is_err() {
-            self.abandon_upload(blob)?;
-        }
-        outcome
-    }
-
-    fn update(
-        &self,
-        scope: &Scope,
-        path: &VfsPath,
-        if_version: Option<u64>,
-        f: &mut UpdateFn<'_>,
-    ) -> Result<WriteOutcome> {
-        // Lock first (a namespace never written holds no file to lock), then
-        // read what the edit applies to.
-        let _held = match self.namespace(scope, false)? {
-            Some(ns) => Some(self.locks.lock(ns, &self.keys.rel(path)?)),
-            None => None,
-        };
-        let (ns, rel, value) = self.file_value(scope, path)?;
-        let (meta, inline) = record::decode(path, &value)?;
-        Precondition {
-            create_only: false,
-            if_version,
-        }
-        .check(path, Some(meta.version))?;
-        let current = if meta.inline {
-            f(inline)?
-        } else {
-            // Under the path lock no writer can replace the chunks.
-            f(&self.assemble(&ReadOptions::default(), path, &meta)?)?
-        };
-        self.commit(ns, path, &rel, Some(meta), Content::Bytes(&current))
-    }
-
-    fn delete(
-        &self,
-        scope: &Scope,
-        path: &VfsPath,
-        if_version: Option<u64>,
-        recursive: bool,
-    ) -> Result<u64> {
-        let rel = self.keys.rel(path)?;
-        let Some(ns) = self.namespace(scope, false)? else {
-            // Only the (empty) mount root exists in a namespace never written.
-            self.lookup(None, path, &rel)?;
-            check_directory_delete(path, if_version, recursive)?;
-            return Ok(0);
-        };
-        let _held = self.locks.lock(ns, &rel);
-        let mut batch = WriteBatch::default();
-        let meta_cf = self.cf(CF_META)?;
-        if let Some(value) = (!rel.is_empty())
-            .then(|| self.get_meta(ns, &rel))
-            .transpose()?
-            .flatten()
-        {
-            let (meta, _) = record::decode(path, &value)?;
-            Precondition {
-                create_only: false,
-                if_version,
-            }
-            .check(path, Some(meta.version))?;
-            self.delete_chunks(&mut batch, &meta)?;
-            batch.delete_cf(meta_cf, keys::meta(ns, &rel));
-            self.db
-                .write_opt(batch, &self.write_options)
-                .map_err(db_error("delete"))?;
-            return Ok(1);
-        }
-        self.lookup(Some(ns), path, &rel)?;
-        check_directory_delete(path, if_version, recursive)?;
-        // Everything below is excluded by the exclusive lock on `path`: count
-        // the files and their chunks, then drop the range in one batch.
-        let (lo, hi) = keys::subtree(ns, &rel);
-        let mut opts = bounded(lo.clone(), hi.clone());
-        opts.fill_cache(false);
-        let mut it = self.db.raw_iterator_cf_opt(meta_cf, opts);
-        it.seek(&lo);
-        let mut files = 0;
-        while let Some((key, value)) = it.item() {
-            let (meta, _) = record::decode(&KeyName(key), value)?;
-            self.delete_chunks(&mut batch, &meta)?;
-            files += 1;
-            it.next();
-        }
-        it.status().map_err(db_error("scan"))?;
-        batch.delete_range_cf(meta_cf, lo, hi);
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(db_error("delete"))?;
-        Ok(files)
-    }
-
-    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
-        let root = &part.top;
-        let rel = self.keys.rel(root)?;
-        let ns = self.namespace(scope, false)?;
-        let root_entry = self.lookup(ns, root, &rel)?;
-        let Some(ns) = ns else {
-            return Ok(());
-        };
-        let snapshot = self.db.snapshot();
-        let (lo, hi) = keys::subtree(ns, b"");
-        let mut opts = bounded(lo, hi);
-        opts.set_snapshot(&snapshot);
-        opts.fill_cache(false);
-        let mut files = Walk {
-            store: self,
-            ns,
-            it: self.db.raw_iterator_cf_opt(self.cf(CF_META)?, opts),
-            snapshot: &snapshot,
-            last: None,
-        };
-        if root_entry.is_directory() {
-            sorted::walk(run, &mut files, part)
-        } else {
-            sorted::search_one(run, &mut files, root_entry)
-        }
-    }
-}
-
-/// The search walk's view of one namespace: a raw iterator over a snapshot.
-struct Walk<'a> {
-    store: &'a StoreBackend,
-    ns: NsId,
-    it: rocksdb::DBRawIteratorWithThreadMode<'a, DB>,
-    snapshot: &'a rocksdb::SnapshotWithThreadMode<'a, DB>,
-    /// The full order key of the entry `seek` returned last.
-    last: Option<Vec<u8>>,
-}
-
-impl Walk<'_> {
-    fn current(&self) -> Option<Result<(Meta, Entry)>> {
-        let (key, value) = self.it.item()?;
-        Some((|| {
-            let path = self.store.keys.path(keys::rel_of(key))?;
-            let (meta, _) = record::decode(&path, value)?;
-            let entry = self.store.entry(path, &meta);
-            Ok((meta, entry))
-        })())
-    }
-}
-
-impl SortedFiles for Walk<'_> {
-    type Data = Vec<u8>;
-
-    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        // The walk asks for "the key right after the last one" for every
-        // file; a `next` is far cheaper than a fresh seek.
-        let successor = self.last.as_ref().is_some_and(|last| {
-            from.len() == last.len() + 1 && from.starts_with(last) && from.ends_with(&[0])
-        });
-        if successor && self.it.valid() {
-            self.it.next();
-        } else {
-            match self.store.keys.seek(from) {
-                Seek::Start => self.it.seek_to_first(),
-                Seek::At(rel) => self.it.seek(keys::meta(self.ns, &rel)),
-                Seek::End => return None,
+        match self.store_chunks(path, blob, head, pieces) {
+            Ok(size) => Ok(Streamed::Stored(Uploaded { blob, size })),
+            Err(err) => {
+                self.abandon_upload(blob)?;
+                Err(err)
             }
         }
-        match self.current() {
-            Some(Ok((_, entry))) => {
-                self.last = Some(entry.path.order_key());
-                Some(Ok(entry))
-            }
-            Some(Err(err)) => Some(Err(err)),
-            None => self.it.status().err().map(|e| Err(db_error("search")(e))),
-        }
     }
 
-    fn load(&mut self, entry: &Entry) -> Result<Vec<u8>> {
-        let rel = self.store.keys.rel(&entry.path)?;
-        let key = keys::meta(self.ns, &rel);
-        let owned;
-        let value = match self.it.item() {
-            Some((k, v)) if k == key.as_slice() => v,
-            _ => {
-                owned = self
-                    .snapshot
-                    .get_cf(self.store.cf(CF_META)?, &key)
-                    .map_err(db_error("read metadata"))?
-                    .ok_or_else(|| Error::NotFound(entry.path.to_string()))?;
-                &owned
-            }
-        };
-        let (meta, inline) = record::decode(&entry.path, value)?;
-        if meta.inline {
-            return Ok(inline.to_vec());
-        }
-        let mut opts = ReadOptions::default();
-        opts.set_snapshot(self.snapshot);
-        opts.fill_cache(false);
-        self.store.assemble(&opts, &entry.path, &meta)
+    fn abandon(&self, upload: &Uploaded) -> Result<()> {
+        self.abandon_upload(upload.blob)
     }
 }
 

@@ -10,9 +10,12 @@ use crate::access::{Op, Principal};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
 use crate::scope::Scope;
-use crate::search::{EVENT_CHANNEL_CAPACITY, SearchEvent, SearchPart, SearchRun, SearchSpec};
+use crate::search::{
+    EVENT_CHANNEL_CAPACITY, Hit, SearchEvent, SearchPart, SearchRun, SearchSpec, Summary,
+};
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Starts `spec` over every part of its root the principal may use `op` on,
@@ -62,11 +65,16 @@ pub fn start(
     Ok(ReceiverStream::new(rx))
 }
 
-/// Runs blocking backend work off the async runtime's worker threads.
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Error::Internal(format!("blocking task failed: {e}")))?
+/// Collects a search's hits and summary (the Tools render them whole). The
+/// spec's `max_results` bounds the memory this takes.
+pub async fn collect(mut events: ReceiverStream<SearchEvent>) -> Result<(Vec<Hit>, Summary)> {
+    let mut hits = Vec::new();
+    while let Some(event) = events.next().await {
+        match event {
+            SearchEvent::Batch(batch) => hits.extend(batch),
+            SearchEvent::Summary(summary) => return Ok((hits, summary)),
+            SearchEvent::Failed(err) => return Err(err),
+        }
+    }
+    Err(Error::Internal("search ended without a summary".into()))
 }

@@ -1,0 +1,278 @@
+//! The file semantics of tiers whose files live in one key-ordered space
+//! (State: a `BTreeMap` per session; Store: RocksDB per namespace), written
+//! once over a small storage trait.
+//!
+//! Where it sits: [`OrderedTier`] implements [`Backend`](super::Backend) for
+//! any [`Engine`]; `state` and `store` are engines. The engine owns storage
+//! (how a scope's files are found, locked, read, and changed atomically, and
+//! how content is kept); this module owns every decision: what a path is
+//! (a file, a directory implied by the files below it, or the mount root,
+//! which always exists), one-level listing, the writable check, recursive
+//! delete, atomic update, preconditions, Move, and where a search starts.
+//!
+//! Model: each file is a record under the order key of its path relative to
+//! the mount (`keys`), so key order is path order and a directory's subtree
+//! is one key range. Directories are never stored; they exist while a file
+//! lies below them.
+//!
+//! Invariants (every engine, through this one implementation):
+//! - listing, Glob and Grep are range scans: seek to the directory's range,
+//!   stop at its end, and skip a subdirectory's subtree with one seek, so
+//!   listing 10 entries costs the same among 1,000,000 files as among 100
+//!   (the `keys_read` of each list is logged at debug level to show it);
+//! - every change is a read-check-write inside [`Engine::change`] (or
+//!   [`Engine::create`]), which holds the engine's lock over the paths
+//!   involved, and ends in one [`Space::apply`] of one batch (atomic): no
+//!   lost update, `if_version`/`create_only` are checked against what is
+//!   replaced, and a reader sees a Move's old tree or its new one, never
+//!   both or neither;
+//! - a file is never created at a directory, nor below a file;
+//! - versions only grow: every write and every moved file draws a new one
+//!   from [`Engine::next_version`], one counter per tier, across deletes and
+//!   re-creates;
+//! - a search works on [`Engine::freeze`]'s consistent view, so a slow
+//!   search never blocks writers.
+//!
+//! Errors: `NotFound`, `IsDirectory`, `NotDirectory`, `AlreadyExists`,
+//! `VersionMismatch` and `InvalidArgument` as docs/contract.md describes;
+//! `TooLarge` over the engine's `max_file_bytes`; engines add their own
+//! (`TooLarge` when memory is full, `Internal` storage failures).
+
+pub mod keys;
+mod tier;
+mod walk;
+
+pub use tier::OrderedTier;
+
+use super::{ChunkReader, ChunkSource, split_chunks};
+use crate::error::Result;
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use std::time::SystemTime;
+
+/// One file's metadata, as the shared semantics read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileMeta {
+    /// Generation, unique in the tier and growing.
+    pub version: u64,
+    /// Content length in bytes.
+    pub size: u64,
+    /// Creation time (kept across rewrites and moves).
+    pub created: SystemTime,
+    /// Last change of the content (kept across moves).
+    pub modified: SystemTime,
+}
+
+/// A file record as an engine keeps it (State: the record itself; Store:
+/// its decoded metadata), carried from a read or scan into a change.
+pub trait Stored {
+    /// The file's metadata.
+    fn meta(&self) -> FileMeta;
+
+    /// The file's logical path when the record holds it, which saves
+    /// rebuilding it from the key (State keeps paths; Store does not).
+    fn path(&self) -> Option<&VfsPath> {
+        None
+    }
+}
+
+/// A position in a scan over one key range, in key order.
+pub trait Cursor {
+    /// The engine's file record.
+    type File: Stored;
+
+    /// Moves to the first key `>= rel` within the scanned range.
+    fn seek(&mut self, rel: &[u8]);
+
+    /// Moves to the key after the current one (nothing past the end).
+    fn next(&mut self);
+
+    /// The current relative key and its file; `None` past the end, `Err`
+    /// when storage failed.
+    fn current(&self) -> Option<Result<(&[u8], Self::File)>>;
+}
+
+/// The files of one scope (a State session, a Store namespace), by relative
+/// order key: live, or a search's snapshot.
+pub trait Files {
+    /// The engine's file record.
+    type File: Stored;
+    /// A scan over this set.
+    type Cursor<'c>: Cursor<File = Self::File>
+    where
+        Self: 'c;
+
+    /// The file at `rel`, if one is there.
+    fn get(&self, rel: &[u8]) -> Result<Option<Self::File>>;
+
+    /// A scan of everything strictly below the directory `rel` (the whole
+    /// set for the mount root `""`), positioned at its first file. `bulk`
+    /// says the scan may read many keys once (a search, a recursive
+    /// delete), so an engine can keep it out of its caches.
+    fn scan(&self, below: &[u8], bulk: bool) -> Result<Self::Cursor<'_>>;
+}
+
+/// A search's consistent view of one scope: files and their content.
+pub trait Frozen: Files {
+    /// File content, borrowed or owned.
+    type Data: AsRef<[u8]>;
+
+    /// The content of the file at `rel` (`path`), usually the file `cursor`
+    /// stands on.
+    fn load(&self, cursor: &Self::Cursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Self::Data>;
+}
+
+/// New content for [`Space::put`].
+pub enum Content<'a, U> {
+    /// Bytes in memory.
+    Bytes(&'a [u8]),
+    /// Content a streamed write already stored (see [`Engine::upload`]).
+    Uploaded(&'a U),
+}
+
+/// What [`Engine::upload`] made of a streamed write's pieces.
+pub enum Streamed<U> {
+    /// Small enough to write whole: every piece, gathered.
+    Whole(Vec<u8>),
+    /// Stored apart as it arrived; committed by [`Space::put`] with
+    /// [`Content::Uploaded`], or given back with [`Engine::abandon`].
+    Stored(U),
+}
+
+/// The live files of one scope under the engine's lock: reads, and changes
+/// staged into a batch that [`Space::apply`] makes visible at once.
+pub trait Space: Files {
+    /// Changes staged for one atomic [`Space::apply`], in order.
+    type Batch: Default;
+    /// What [`Engine::upload`] stores (see [`Streamed`]).
+    type Upload;
+
+    /// The file at `rel` (`path`) and its whole content, if one is there.
+    fn read(&self, path: &VfsPath, rel: &[u8]) -> Result<Option<(Self::File, Vec<u8>)>>;
+
+    /// The file at `rel` (`path`) and its content as pieces of at most
+    /// `max_chunk` bytes. The default reads it whole; an engine that keeps
+    /// large files in chunks fetches one at a time.
+    fn read_chunks(
+        &self,
+        path: &VfsPath,
+        rel: &[u8],
+        max_chunk: usize,
+    ) -> Result<Option<(Self::File, ChunkReader)>> {
+        Ok(self
+            .read(path, rel)?
+            .map(|(file, data)| (file, split_chunks(data, max_chunk))))
+    }
+
+    /// Stages `content` as the file at `rel` (`path`) with `version`,
+    /// replacing `old` (its content released) or created now; returns the
+    /// new size.
+    fn put(
+        &self,
+        batch: &mut Self::Batch,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&Self::File>,
+        content: Content<'_, Self::Upload>,
+        version: u64,
+    ) -> Result<u64>;
+
+    /// Stages a copy of `file` (now at `from`) at `to_rel` (`to`) with a new
+    /// `version`, its content, creation and modification times kept. The
+    /// key `from` stays until dropped.
+    fn relocate(
+        &self,
+        batch: &mut Self::Batch,
+        from: &[u8],
+        file: &Self::File,
+        to: &VfsPath,
+        to_rel: &[u8],
+        version: u64,
+    ) -> Result<()>;
+
+    /// Stages the release of `file`'s content (its key stays until dropped).
+    fn release(&self, batch: &mut Self::Batch, file: &Self::File) -> Result<()>;
+
+    /// Stages the removal of the key `rel` (its content stays).
+    fn drop_key(&self, batch: &mut Self::Batch, rel: &[u8]);
+
+    /// Stages the removal of every key below the directory `rel`.
+    fn drop_below(&self, batch: &mut Self::Batch, rel: &[u8]);
+
+    /// Applies `batch` as one atomic step; on `Err` nothing changed.
+    fn apply(&mut self, batch: Self::Batch) -> Result<()>;
+}
+
+/// A tier's storage: scopes' key spaces, their locks, versions and content.
+pub trait Engine: Send + Sync + 'static {
+    /// `state` or `store`, for logs.
+    const TIER: &'static str;
+    /// The live files of one scope.
+    type Space<'a>: Space<Upload = Self::Upload>
+    where
+        Self: 'a;
+    /// A search's view of one scope.
+    type Frozen<'a>: Frozen
+    where
+        Self: 'a;
+    /// What a streamed write stores before its commit.
+    type Upload;
+
+    /// The time shown for the mount root when no file dates it.
+    fn root_time(&self) -> SystemTime;
+
+    /// The largest file accepted.
+    fn max_file_bytes(&self) -> u64;
+
+    /// A new version, larger than every one handed out before.
+    fn next_version(&self) -> u64;
+
+    /// Runs `f` on the scope's files (`None` when the scope never stored a
+    /// file: only the empty mount root exists); never creates the scope.
+    fn view<R>(
+        &self,
+        scope: &Scope,
+        f: impl FnOnce(Option<&Self::Space<'_>>) -> Result<R>,
+    ) -> Result<R>;
+
+    /// Runs `f` on the scope's files while holding the engine's lock for a
+    /// change of the paths `rels` (and everything below them); `None` when
+    /// the scope never stored a file. Never creates the scope.
+    fn change<R>(
+        &self,
+        scope: &Scope,
+        rels: &[&[u8]],
+        f: impl FnOnce(Option<&mut Self::Space<'_>>) -> Result<R>,
+    ) -> Result<R>;
+
+    /// As [`Engine::change`] for the one path `rel`, creating the scope when
+    /// missing (the first write).
+    fn create<R>(
+        &self,
+        scope: &Scope,
+        rel: &[u8],
+        f: impl FnOnce(&mut Self::Space<'_>) -> Result<R>,
+    ) -> Result<R>;
+
+    /// Runs `f` on a consistent view of the scope holding at least the
+    /// subtree of `top` (`None` when the scope never stored a file), without
+    /// holding any lock that writers wait for.
+    fn freeze<R>(
+        &self,
+        scope: &Scope,
+        top: &[u8],
+        f: impl FnOnce(Option<&Self::Frozen<'_>>) -> Result<R>,
+    ) -> Result<R>;
+
+    /// Takes in a streamed write's pieces for `path`: gathers them when the
+    /// file is small enough to write whole, else stores them apart as they
+    /// arrive (a large upload is then never whole in memory).
+    fn upload(
+        &self,
+        path: &VfsPath,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<Streamed<Self::Upload>>;
+
+    /// Removes what an upload stored when it does not commit.
+    fn abandon(&self, upload: &Self::Upload) -> Result<()>;
+}

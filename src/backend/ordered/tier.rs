@@ -1,0 +1,479 @@
+//! [`OrderedTier`]: the one `Backend` implementation of every ordered
+//! engine (see the module doc of `ordered`).
+
+use super::keys::{self, MountKeys};
+use super::walk::Walk;
+use super::{Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed};
+use crate::backend::{
+    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    check_directory_delete,
+};
+use crate::entry::{Entry, EntryKind};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use crate::search::sorted;
+use crate::search::{SearchPart, SearchRun};
+
+/// A tier made of an [`Engine`] mounted at a prefix.
+pub struct OrderedTier<E> {
+    keys: MountKeys,
+    engine: E,
+}
+
+/// The entry of the file `file` at `path`.
+pub(super) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
+    let FileMeta {
+        version,
+        size,
+        created,
+        modified,
+    } = file.meta();
+    Entry {
+        path,
+        kind: EntryKind::File,
+        size,
+        modified,
+        created,
+        version,
+    }
+}
+
+/// The logical path of the file `file` scanned at `rel`.
+pub(super) fn path_of(keys: &MountKeys, rel: &[u8], file: &impl Stored) -> Result<VfsPath> {
+    match file.path() {
+        Some(path) => Ok(path.clone()),
+        None => keys.path(rel),
+    }
+}
+
+/// The first file strictly below the directory `rel`, if any.
+fn first_below<F: Files>(files: &F, rel: &[u8]) -> Result<Option<FileMeta>> {
+    match files.scan(rel, false)?.current() {
+        Some(item) => Ok(Some(item?.1.meta())),
+        None => Ok(None),
+    }
+}
+
+/// The precondition of a change of an existing file: only `if_version`.
+fn version_check(if_version: Option<u64>) -> Precondition {
+    Precondition {
+        create_only: false,
+        if_version,
+    }
+}
+
+impl<E: Engine> OrderedTier<E> {
+    /// The tier of `engine`, answering for paths below `mount`.
+    pub(crate) fn mounted(mount: VfsPath, engine: E) -> OrderedTier<E> {
+        OrderedTier {
+            keys: MountKeys::new(mount),
+            engine,
+        }
+    }
+
+    /// The engine (for its own counters).
+    pub(crate) fn engine(&self) -> &E {
+        &self.engine
+    }
+
+    /// What `path` is when no file or directory of the scope says more: the
+    /// mount root exists (empty), anything else does not.
+    fn root_or_missing(&self, path: &VfsPath, rel: &[u8]) -> Result<Entry> {
+        if rel.is_empty() {
+            Ok(Entry::directory(path.clone(), self.engine.root_time()))
+        } else {
+            Err(Error::NotFound(path.to_string()))
+        }
+    }
+
+    /// A file at `path`, a directory implied below it, the mount root, or
+    /// `NotFound`.
+    fn lookup<F: Files>(&self, files: Option<&F>, path: &VfsPath, rel: &[u8]) -> Result<Entry> {
+        if let Some(files) = files {
+            if !rel.is_empty()
+                && let Some(file) = files.get(rel)?
+            {
+                return Ok(file_entry(path.clone(), &file));
+            }
+            if let Some(first) = first_below(files, rel)? {
+                return Ok(Entry::directory(path.clone(), first.modified));
+            }
+        }
+        self.root_or_missing(path, rel)
+    }
+
+    /// Why `path`, which names no file, cannot be read as one: it is a
+    /// directory (implied or the mount root), or it does not exist.
+    fn not_a_file<F: Files>(&self, files: Option<&F>, path: &VfsPath, rel: &[u8]) -> Error {
+        match self.lookup(files, path, rel) {
+            Ok(_) => Error::IsDirectory(path.to_string()),
+            Err(e) => e,
+        }
+    }
+
+    /// Fails with `NotDirectory` when an ancestor of `rel` is a file.
+    fn check_parents<F: Files>(&self, files: &F, rel: &[u8]) -> Result<()> {
+        for dir in keys::ancestors(rel).skip(1) {
+            if files.get(dir)?.is_some() {
+                return Err(Error::NotDirectory(self.keys.path(dir)?.to_string()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails when no file may be created at `rel`: it is a directory (the
+    /// mount root included) or lies below a file.
+    fn check_writable<F: Files>(&self, files: &F, path: &VfsPath, rel: &[u8]) -> Result<()> {
+        if rel.is_empty() || first_below(files, rel)?.is_some() {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        self.check_parents(files, rel)
+    }
+
+    /// The relative key of a file to write; the mount root is a directory.
+    fn file_rel(&self, path: &VfsPath) -> Result<Vec<u8>> {
+        let rel = self.keys.rel(path)?;
+        if rel.is_empty() {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        Ok(rel)
+    }
+
+    fn check_size(&self, path: &VfsPath, len: usize) -> Result<()> {
+        Error::check_file_size(path, len as u64, self.engine.max_file_bytes())
+    }
+
+    /// Stages `content` at `rel` (replacing `old`) with a new version and
+    /// applies it: the write step of every Write and Edit.
+    fn commit<S: Space<Upload = E::Upload>>(
+        &self,
+        space: &mut S,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&S::File>,
+        content: Content<'_, E::Upload>,
+    ) -> Result<WriteOutcome> {
+        let mut batch = Default::default();
+        let version = self.engine.next_version();
+        let size = space.put(&mut batch, path, rel, old, content, version)?;
+        space.apply(batch)?;
+        Ok(WriteOutcome {
+            path: path.clone(),
+            bytes_written: size,
+            version,
+            created: old.is_none(),
+        })
+    }
+
+    /// Checks `pre` and writability, then commits `content`, all under the
+    /// path's lock: the read-check-write of every Write.
+    fn replace(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        rel: &[u8],
+        pre: Precondition,
+        content: Content<'_, E::Upload>,
+    ) -> Result<WriteOutcome> {
+        self.engine.create(scope, rel, |space| {
+            let old = space.get(rel)?;
+            pre.check(path, old.as_ref().map(|f| f.meta().version))?;
+            if old.is_none() {
+                self.check_writable(&*space, path, rel)?;
+            }
+            self.commit(space, path, rel, old.as_ref(), content)
+        })
+    }
+}
+
+impl<E: Engine> Backend for OrderedTier<E> {
+    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let rel = self.keys.rel(dir)?;
+        self.engine.view(scope, |files| {
+            let this = self.lookup(files, dir, &rel)?;
+            if !this.is_directory() {
+                return Err(Error::NotDirectory(dir.to_string()));
+            }
+            let Some(files) = files else {
+                return Ok(Vec::new());
+            };
+            // Keys below `dir` start with `rel ++ \0` (nothing for the root).
+            let prefix_len = if rel.is_empty() { 0 } else { rel.len() + 1 };
+            let mut cursor = files.scan(&rel, false)?;
+            let mut out = Vec::new();
+            let mut keys_read = 0u64;
+            while let Some(item) = cursor.current() {
+                keys_read += 1;
+                let (key, file) = item?;
+                let child = key.get(prefix_len..).unwrap_or_default();
+                match memchr::memchr(0, child) {
+                    // A subdirectory: show it once and seek past its subtree.
+                    Some(end) => {
+                        let sub = &key[..prefix_len + end];
+                        out.push(Entry::directory(self.keys.path(sub)?, file.meta().modified));
+                        cursor.seek(&keys::past(sub));
+                    }
+                    None => {
+                        out.push(file_entry(path_of(&self.keys, key, &file)?, &file));
+                        cursor.next();
+                    }
+                }
+            }
+            tracing::debug!(dir = %dir, entries = out.len(), keys_read, "{} list", E::TIER);
+            Ok(out)
+        })
+    }
+
+    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        let rel = self.keys.rel(path)?;
+        self.engine
+            .view(scope, |files| self.lookup(files, path, &rel))
+    }
+
+    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        let rel = self.keys.rel(path)?;
+        self.engine.view(scope, |files| {
+            if let Some(files) = files
+                && !rel.is_empty()
+                && let Some((file, data)) = files.read(path, &rel)?
+            {
+                return Ok((data, file_entry(path.clone(), &file)));
+            }
+            Err(self.not_a_file(files, path, &rel))
+        })
+    }
+
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        let rel = self.keys.rel(path)?;
+        self.engine.view(scope, |files| {
+            if let Some(files) = files
+                && !rel.is_empty()
+                && let Some((file, reader)) = files.read_chunks(path, &rel, max_chunk)?
+            {
+                return Ok((file_entry(path.clone(), &file), reader));
+            }
+            Err(self.not_a_file(files, path, &rel))
+        })
+    }
+
+    fn write(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        data: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        self.check_size(path, data.len())?;
+        let rel = self.file_rel(path)?;
+        self.replace(scope, path, &rel, pre, Content::Bytes(&data))
+    }
+
+    fn write_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+    ) -> Result<WriteOutcome> {
+        let rel = self.file_rel(path)?;
+        // Fail before taking in megabytes when the write cannot succeed; the
+        // check is repeated under the lock at commit.
+        self.engine.view(scope, |files| {
+            let current = match files {
+                Some(files) => files.get(&rel)?.map(|f| f.meta().version),
+                None => None,
+            };
+            pre.check(path, current)
+        })?;
+        match self.engine.upload(path, pieces)? {
+            Streamed::Whole(data) => self.write(scope, path, data, pre),
+            Streamed::Stored(upload) => {
+                let outcome = self.replace(scope, path, &rel, pre, Content::Uploaded(&upload));
+                if outcome.is_err() {
+                    self.engine.abandon(&upload)?;
+                }
+                outcome
+            }
+        }
+    }
+
+    fn update(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        f: &mut UpdateFn<'_>,
+    ) -> Result<WriteOutcome> {
+        let rel = self.keys.rel(path)?;
+        self.engine.change(scope, &[&rel], |space| {
+            let found = match &space {
+                Some(space) if !rel.is_empty() => space.read(path, &rel)?,
+                _ => None,
+            };
+            match (space, found) {
+                (Some(space), Some((old, data))) => {
+                    version_check(if_version).check(path, Some(old.meta().version))?;
+                    let data = f(&data)?;
+                    self.check_size(path, data.len())?;
+                    self.commit(space, path, &rel, Some(&old), Content::Bytes(&data))
+                }
+                (space, _) => Err(self.not_a_file(space.as_deref(), path, &rel)),
+            }
+        })
+    }
+
+    fn delete(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64> {
+        let rel = self.keys.rel(path)?;
+        self.engine.change(scope, &[&rel], |space| {
+            let Some(space) = space else {
+                // Only the (empty) mount root exists in a scope never written.
+                self.root_or_missing(path, &rel)?;
+                check_directory_delete(path, if_version, recursive)?;
+                return Ok(0);
+            };
+            let mut batch = Default::default();
+            if !rel.is_empty()
+                && let Some(file) = space.get(&rel)?
+            {
+                version_check(if_version).check(path, Some(file.meta().version))?;
+                space.release(&mut batch, &file)?;
+                space.drop_key(&mut batch, &rel);
+                space.apply(batch)?;
+                return Ok(1);
+            }
+            self.lookup(Some(&*space), path, &rel)?;
+            check_directory_delete(path, if_version, recursive)?;
+            // Everything below is excluded by the lock on `path`: release
+            // the files' content, then drop the range in the same batch.
+            let mut files = 0;
+            let mut cursor = space.scan(&rel, true)?;
+            while let Some(item) = cursor.current() {
+                space.release(&mut batch, &item?.1)?;
+                files += 1;
+                cursor.next();
+            }
+            drop(cursor);
+            space.drop_below(&mut batch, &rel);
+            space.apply(batch)?;
+            Ok(files)
+        })
+    }
+
+    fn rename(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        let from = self.keys.rel(source)?;
+        let to = self.keys.rel(destination)?;
+        for (path, rel) in [(source, &from), (destination, &to)] {
+            if rel.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "{path} is a mount root; a mount cannot be moved"
+                )));
+            }
+        }
+        self.engine.change(scope, &[&from, &to], |space| {
+            let Some(space) = space else {
+                return Err(Error::NotFound(source.to_string()));
+            };
+            let file = space.get(&from)?;
+            match &file {
+                Some(file) => {
+                    version_check(pre.if_version).check(source, Some(file.meta().version))?
+                }
+                None if first_below(&*space, &from)?.is_none() => {
+                    return Err(Error::NotFound(source.to_string()));
+                }
+                None if pre.if_version.is_some() => {
+                    return Err(Error::InvalidArgument(
+                        "if_version applies to files, not directories".into(),
+                    ));
+                }
+                None => {}
+            }
+            self.check_parents(&*space, &to)?;
+            let replaced = space.get(&to)?;
+            if replaced.is_some() || first_below(&*space, &to)?.is_some() {
+                // Only a file replaces a file, and only when allowed to.
+                if pre.create_only || file.is_none() {
+                    return Err(Error::AlreadyExists(destination.to_string()));
+                }
+                if replaced.is_none() {
+                    return Err(Error::IsDirectory(destination.to_string()));
+                }
+            }
+            let mut batch = Default::default();
+            let outcome = match file {
+                Some(file) => {
+                    if let Some(old) = &replaced {
+                        space.release(&mut batch, old)?;
+                    }
+                    let version = self.engine.next_version();
+                    space.relocate(&mut batch, &from, &file, destination, &to, version)?;
+                    space.drop_key(&mut batch, &from);
+                    MoveOutcome {
+                        files_moved: 1,
+                        version,
+                    }
+                }
+                None => {
+                    // The destination's subtree is empty and disjoint from
+                    // the source's: copy every file over, then drop the
+                    // source's range, in one batch.
+                    let mut files_moved = 0;
+                    let mut cursor = space.scan(&from, true)?;
+                    while let Some(item) = cursor.current() {
+                        let (key, file) = item?;
+                        let mut rel = to.clone();
+                        rel.extend_from_slice(&key[from.len()..]);
+                        let path = self.keys.path(&rel)?;
+                        let version = self.engine.next_version();
+                        space.relocate(&mut batch, key, &file, &path, &rel, version)?;
+                        files_moved += 1;
+                        cursor.next();
+                    }
+                    drop(cursor);
+                    space.drop_below(&mut batch, &from);
+                    MoveOutcome {
+                        files_moved,
+                        version: 0,
+                    }
+                }
+            };
+            space.apply(batch)?;
+            Ok(outcome)
+        })
+    }
+
+    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        let root = &part.top;
+        let rel = self.keys.rel(root)?;
+        self.engine.freeze(scope, &rel, |files| {
+            let root_entry = self.lookup(files, root, &rel)?;
+            let Some(files) = files else {
+                return Ok(());
+            };
+            let mut walk = Walk::new(&self.keys, files)?;
+            if root_entry.is_directory() {
+                sorted::walk(run, &mut walk, part)
+            } else {
+                sorted::search_one(run, &mut walk, root_entry)
+            }
+        })
+    }
+}

@@ -1,0 +1,74 @@
+//! Edit and MultiEdit's one atomic step, shared by every front end: the
+//! gRPC Edit/MultiEdit RPCs and the Edit/MultiEdit tools differ only in the
+//! change they compute and how they word the answer.
+
+use super::Files;
+use crate::access::Op;
+use crate::backend::Precondition;
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::text;
+
+/// What an edit made of a file: the version written (the current one for a
+/// dry run) and what the edit kept for the answer; or the edit's refusal,
+/// which changed nothing.
+pub type Edited<T, R> = std::result::Result<(u64, T), R>;
+
+impl Files<'_> {
+    /// Replaces the text of the file at `path` with what `edit` makes of it,
+    /// as one atomic read-modify-write (`read_file` and `write` grants); a
+    /// dry run reads, checks `if_version` and computes, and writes nothing.
+    ///
+    /// The file must be UTF-8 (strictly: writing back a lossy decoding would
+    /// corrupt it). `edit` gets the text and the file size limit, and returns
+    /// the new text with what the caller keeps for its answer, or a refusal.
+    /// It runs under the tier's lock on the file, so it should compute the
+    /// new text and little else; whatever needs the whole old text (a
+    /// closest-match hint) is built from what it keeps, after the lock.
+    pub fn edit_text<T, R>(
+        &self,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        dry_run: bool,
+        mut edit: impl FnMut(&str, u64) -> std::result::Result<(String, T), R>,
+    ) -> Result<Edited<T, R>> {
+        self.check(path, Op::ReadFile)?;
+        self.check(path, Op::Write)?;
+        let max = self.max_file_bytes();
+        let (mut kept, mut refused) = (None, None);
+        let outcome = {
+            let mut apply = |data: &[u8]| -> Result<Vec<u8>> {
+                let old = text::decode_strict(path.as_str(), data)?;
+                match edit(old, max) {
+                    Ok((new, keep)) => {
+                        kept = Some(keep);
+                        Ok(new.into_bytes())
+                    }
+                    Err(refusal) => {
+                        // Aborts the update; the refusal is the answer.
+                        refused = Some(refusal);
+                        Err(Error::InvalidArgument("the edit was refused".into()))
+                    }
+                }
+            };
+            if dry_run {
+                self.read(path, Op::ReadFile).and_then(|(data, entry)| {
+                    Precondition {
+                        create_only: false,
+                        if_version,
+                    }
+                    .check(path, Some(entry.version))?;
+                    apply(&data).map(|_| entry.version)
+                })
+            } else {
+                self.update(path, if_version, &mut apply).map(|o| o.version)
+            }
+        };
+        match (outcome, refused, kept) {
+            (Err(_), Some(refusal), _) => Ok(Err(refusal)),
+            (Err(e), None, _) => Err(e),
+            (Ok(version), _, Some(keep)) => Ok(Ok((version, keep))),
+            (Ok(_), _, None) => Err(Error::Internal("edit finished without a change".into())),
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! The caller's view of the files: every tier call behind the grant it
+//! needs (docs/contract.md § Grants), so a front end composing several steps
+//! cannot skip a check. It runs on a blocking thread ([`super::Service::run`]).
+
+use crate::access::Op;
+use crate::backend::{
+    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_move_paths,
+};
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+
+use super::Caller;
+
+/// One caller's grant-checked, synchronous access to the backend.
+pub struct Files<'a> {
+    backend: &'a dyn Backend,
+    caller: &'a Caller,
+    max_file_bytes: u64,
+}
+
+impl<'a> Files<'a> {
+    /// The view of `caller` over `backend`, refusing files over `max_file_bytes`.
+    pub fn new(backend: &'a dyn Backend, caller: &'a Caller, max_file_bytes: u64) -> Files<'a> {
+        Files {
+            backend,
+            caller,
+            max_file_bytes,
+        }
+    }
+
+    /// Largest file a write may produce.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// Checks one grant (PERMISSION_DENIED naming the path and the operation).
+    pub fn check(&self, path: &VfsPath, op: Op) -> Result<()> {
+        self.caller.principal.check(path, op)
+    }
+
+    /// True when the caller holds `op` on `path` (for answers that show more
+    /// to a caller who may see more, as Write's diff).
+    pub fn may(&self, path: &VfsPath, op: Op) -> bool {
+        self.check(path, op).is_ok()
+    }
+
+    /// One directory level (`list` grant). A caller granted only prefixes
+    /// below `dir` sees the entries leading to or lying in them.
+    pub fn list(&self, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let visible = self.caller.principal.granted_within(dir, Op::List);
+        if visible.is_empty() {
+            self.check(dir, Op::List)?;
+        }
+        let mut entries = self.backend.list(&self.caller.scope, dir)?;
+        if visible != [dir.clone()] {
+            entries.retain(|e| {
+                visible
+                    .iter()
+                    .any(|p| p.is_within(&e.path) || e.path.is_within(p))
+            });
+        }
+        Ok(entries)
+    }
+
+    /// Metadata of one path, under the grant `op` that justifies looking
+    /// (`file` for Stat; Write's existence check holds `write`).
+    pub fn stat(&self, path: &VfsPath, op: Op) -> Result<Entry> {
+        self.check(path, op)?;
+        self.backend.stat(&self.caller.scope, path)
+    }
+
+    /// A whole file, under the grant `op` of the reading call (`read_file`,
+    /// `read_re`).
+    pub fn read(&self, path: &VfsPath, op: Op) -> Result<(Vec<u8>, Entry)> {
+        self.check(path, op)?;
+        self.backend.read(&self.caller.scope, path)
+    }
+
+    /// A file's metadata and content in pieces (`read_binary` grant).
+    pub fn read_chunks(&self, path: &VfsPath, max_chunk: usize) -> Result<(Entry, ChunkReader)> {
+        self.check(path, Op::ReadBinary)?;
+        self.backend
+            .read_chunks(&self.caller.scope, path, max_chunk)
+    }
+
+    /// Creates or replaces a file (`write` grant, size limit).
+    pub fn write(&self, path: &VfsPath, data: Vec<u8>, pre: Precondition) -> Result<WriteOutcome> {
+        self.check(path, Op::Write)?;
+        Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
+        self.backend.write(&self.caller.scope, path, data, pre)
+    }
+
+    /// Atomically replaces a file's content with `f(current)` (`read_file`
+    /// and `write` grants: the caller sees what it changes).
+    pub fn update(
+        &self,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        f: &mut UpdateFn<'_>,
+    ) -> Result<WriteOutcome> {
+        self.check(path, Op::ReadFile)?;
+        self.check(path, Op::Write)?;
+        self.backend.update(&self.caller.scope, path, if_version, f)
+    }
+
+    /// Deletes a file or, when `recursive`, a directory tree (`delete` grant).
+    pub fn delete(&self, path: &VfsPath, if_version: Option<u64>, recursive: bool) -> Result<u64> {
+        self.check(path, Op::Delete)?;
+        self.backend
+            .delete(&self.caller.scope, path, if_version, recursive)
+    }
+
+    /// Moves a file or a directory tree: `write` and `delete` on the source,
+    /// `write` on the destination, then the path checks, then one atomic
+    /// tier step (docs/contract.md § Move).
+    pub fn rename(
+        &self,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        self.check(source, Op::Write)?;
+        self.check(source, Op::Delete)?;
+        self.check(destination, Op::Write)?;
+        check_move_paths(source, destination)?;
+        self.backend
+            .rename(&self.caller.scope, source, destination, pre)
+    }
+}

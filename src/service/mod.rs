@@ -1,0 +1,225 @@
+//! The application layer: the one place where a call's domain steps happen.
+//!
+//! Front ends (the gRPC `Filesystem` service, the LLM tools, any future
+//! adapter such as MCP) decode a request, make one call here, and encode the
+//! answer. Everything between is written once, in this module:
+//!
+//! - the caller's grants are checked for the object each step touches
+//!   ([`Files`] checks before every tier call, so an adapter cannot forget);
+//! - listings are grant-aware: a caller granted only parts of a directory
+//!   sees what leads to or lies in them ([`Files::list`]);
+//! - sizes are bounded: a write over `max_file_bytes` is RESOURCE_EXHAUSTED
+//!   before it reaches a tier, an edit's result before it is built;
+//! - blocking tier work runs off the async runtime ([`Service::run`]);
+//! - streams and searches are admitted under the server's [`Limits`];
+//! - searches start over the granted parts of their root ([`Service::search`]).
+//!
+//! Errors are domain [`Error`]s; each front end maps them once (gRPC:
+//! `From<Error> for Status`; tools: the envelope's codes and messages).
+//!
+//! Dependencies point one way: front ends → `service` → tiers (`backend`) →
+//! `search` → `path`/`error` (docs/architecture.md).
+
+mod caller;
+mod edit;
+mod files;
+mod limits;
+mod search;
+
+pub use caller::{Caller, Secret};
+pub use files::Files;
+pub use limits::{Limits, SearchPermit, StreamPermit};
+pub use search::collect;
+
+use crate::access::Op;
+use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::search::{SearchEvent, SearchSpec};
+use std::future::Future;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// The application layer over one backend (the mount table, or a single
+/// tier), shared by every front end. Cloning is cheap.
+#[derive(Clone)]
+pub struct Service {
+    backend: Arc<dyn Backend>,
+    max_file_bytes: u64,
+    limits: Limits,
+}
+
+impl Service {
+    /// The layer over `backend`, refusing files over `max_file_bytes`, its
+    /// streams and searches admitted under `limits`.
+    pub fn new(backend: Arc<dyn Backend>, max_file_bytes: u64, limits: Limits) -> Service {
+        Service {
+            backend,
+            max_file_bytes,
+            limits,
+        }
+    }
+
+    /// Largest file a write may produce.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    /// The server's stream and search bounds.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs `work` on a blocking thread with the caller's grant-checked view
+    /// of the files: the way a front end composes several steps of one call
+    /// (a read and then a write, a read and then a window of lines).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        caller: &Caller,
+        work: impl FnOnce(&Files<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
+        blocking(move || work(&Files::new(&*backend, &caller, max))).await
+    }
+
+    /// One directory level, as much of it as the caller may see.
+    pub async fn list(&self, caller: &Caller, dir: VfsPath) -> Result<Vec<Entry>> {
+        self.run(caller, move |files| files.list(&dir)).await
+    }
+
+    /// Metadata of one path (`file` grant).
+    pub async fn stat(&self, caller: &Caller, path: VfsPath) -> Result<Entry> {
+        self.run(caller, move |files| files.stat(&path, Op::File))
+            .await
+    }
+
+    /// Creates or replaces a file (`write` grant, size limit).
+    pub async fn write(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        data: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        self.run(caller, move |files| files.write(&path, data, pre))
+            .await
+    }
+
+    /// Deletes a file or a directory tree (`delete` grant).
+    pub async fn delete(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64> {
+        self.run(caller, move |files| {
+            files.delete(&path, if_version, recursive)
+        })
+        .await
+    }
+
+    /// Moves a file or a directory tree (docs/contract.md § Move).
+    pub async fn rename(
+        &self,
+        caller: &Caller,
+        source: VfsPath,
+        destination: VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        self.run(caller, move |files| {
+            files.rename(&source, &destination, pre)
+        })
+        .await
+    }
+
+    /// Admits one more stream of the caller (RESOURCE_EXHAUSTED over
+    /// `max_streams_per_principal`); the stream lasts while the permit does.
+    pub fn admit_stream(&self, caller: &Caller) -> Result<StreamPermit> {
+        self.limits.stream(&caller.principal)
+    }
+
+    /// A download: the file's metadata, its content in pieces of at most
+    /// `max_chunk` bytes fetched as they are asked for, and the stream's
+    /// permit (`read_binary` grant).
+    pub async fn read_chunks(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader, StreamPermit)> {
+        caller.principal.check(&path, Op::ReadBinary)?;
+        let permit = self.admit_stream(caller)?;
+        let (entry, chunks) = self
+            .run(caller, move |files| files.read_chunks(&path, max_chunk))
+            .await?;
+        Ok((entry, chunks, permit))
+    }
+
+    /// An upload: checks the `write` grant now, then returns the work that
+    /// stores `pieces` as they arrive (on a blocking thread). The upload is
+    /// refused with RESOURCE_EXHAUSTED as soon as it passes the size limit;
+    /// an `Err` piece, or that refusal, leaves the file as it was. The work
+    /// ends when the sender is dropped (commit) or fails.
+    pub fn upload(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        pre: Precondition,
+        mut pieces: mpsc::Receiver<Result<Vec<u8>>>,
+    ) -> Result<impl Future<Output = Result<WriteOutcome>> + use<>> {
+        caller.principal.check(&path, Op::Write)?;
+        let (backend, scope, max) = (
+            self.backend.clone(),
+            caller.scope.clone(),
+            self.max_file_bytes,
+        );
+        Ok(blocking(move || {
+            let mut size = 0u64;
+            let mut counted = std::iter::from_fn(|| {
+                let piece = pieces.blocking_recv()?;
+                Some(piece.and_then(|data| {
+                    size += data.len() as u64;
+                    Error::check_file_size(&path, size, max).map(|()| data)
+                }))
+            });
+            backend.write_chunks(&scope, &path, pre, &mut counted)
+        }))
+    }
+
+    /// Starts a search: admits it as one of the caller's streams when
+    /// `streamed` (a front end forwarding results as they come; the Tools,
+    /// which collect them, pass false), builds its spec off the runtime
+    /// (compiling a pattern is CPU work), then runs it over the parts of
+    /// its root the caller holds `op` on ([`search::start`]).
+    pub async fn search(
+        &self,
+        caller: &Caller,
+        op: Op,
+        streamed: bool,
+        spec: impl FnOnce() -> Result<SearchSpec> + Send + 'static,
+    ) -> Result<ReceiverStream<SearchEvent>> {
+        let permit = streamed.then(|| self.admit_stream(caller)).transpose()?;
+        let spec = blocking(spec).await?;
+        search::start(
+            &self.limits,
+            permit,
+            self.backend.clone(),
+            &caller.principal,
+            op,
+            caller.scope.clone(),
+            spec,
+        )
+    }
+}
+
+/// Runs blocking work off the async runtime's worker threads.
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("blocking task failed: {e}")))?
+}

@@ -1,0 +1,273 @@
+//! The module graph of `src/` has no cycle (docs/architecture.md § Layers):
+//! dependencies point one way, front ends → application layer → tiers →
+//! search → paths and errors.
+//!
+//! The check reads the source as text: every `crate::` and `super::` path in
+//! code (use declarations, braced lists included, and paths written inline)
+//! is an edge from the file's module to the longest module that path names.
+//! Edges are compared between siblings: an edge from `a::x::y` to `a::z` is
+//! `x → z` among the children of `a`. A child using its parent (or the
+//! reverse) is how Rust modules are built and is not counted. Any cycle
+//! among siblings fails the test, naming it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every `.rs` file below `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The module path of a source file: `src/backend/fs/mod.rs` → `backend::fs`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("below src");
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The code of a file without comments and string literals (so a doc
+/// comment citing `crate::x` is no dependency).
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        let mut code = String::new();
+        let mut in_string = false;
+        let mut chars = line.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => in_string = !in_string,
+                '\\' if in_string => {
+                    chars.next();
+                }
+                '/' if !in_string && chars.peek() == Some(&'/') => break,
+                _ if in_string => {}
+                _ => code.push(c),
+            }
+        }
+        out.push_str(&code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The module paths a file's code names, expanded from braced use lists:
+/// `use crate::{a::X, b::{c, d}}` names `a::X`, `b::c` and `b::d`.
+fn named_paths(code: &str, module: &[String]) -> Vec<Vec<String>> {
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    for (start, keyword) in code
+        .match_indices("crate::")
+        .chain(code.match_indices("super::"))
+    {
+        let preceded = start > 0 && {
+            let b = bytes[start - 1];
+            b.is_ascii_alphanumeric() || b == b'_' || b == b':'
+        };
+        if preceded {
+            continue;
+        }
+        let base: Vec<String> = if keyword == "crate::" {
+            Vec::new()
+        } else {
+            module[..module.len().saturating_sub(1)].to_vec()
+        };
+        expand(&code[start + keyword.len()..], base, &mut found);
+    }
+    found
+}
+
+/// Reads one path (with `{…}` groups) from `rest`, pushing each full
+/// path; returns how many bytes it read.
+fn expand(rest: &str, mut prefix: Vec<String>, found: &mut Vec<Vec<String>>) -> usize {
+    let bytes = rest.as_bytes();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        if i > start {
+            prefix.push(rest[start..i].to_owned());
+        }
+        if rest[i..].starts_with("::") {
+            i += 2;
+        } else if rest[i..].starts_with('{') {
+            i += 1;
+            loop {
+                while i < bytes.len() && (bytes[i] == b',' || (bytes[i] as char).is_whitespace()) {
+                    i += 1;
+                }
+                if i >= bytes.len() || bytes[i] == b'}' {
+                    return i + 1;
+                }
+                i += expand(&rest[i..], prefix.clone(), found);
+            }
+        } else {
+            found.push(prefix);
+            return i;
+        }
+    }
+}
+
+/// The longest known module that `path` starts with.
+fn resolve(path: &[String], modules: &BTreeSet<Vec<String>>) -> Option<Vec<String>> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|m| modules.contains(m))
+}
+
+/// Cycles of a directed graph, each as the list of its nodes (Tarjan's
+/// strongly connected components with more than one node).
+fn cycles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'g> {
+        graph: &'g BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        found: Vec<Vec<String>>,
+    }
+    fn visit<'g>(s: &mut State<'g>, node: &'g str) {
+        let n = s.index.len();
+        s.index.insert(node, n);
+        s.low.insert(node, n);
+        s.stack.push(node);
+        s.on_stack.insert(node);
+        for next in s.graph.get(node).into_iter().flatten() {
+            let next = next.as_str();
+            if !s.index.contains_key(next) {
+                visit(s, next);
+                let low = s.low[node].min(s.low[next]);
+                s.low.insert(node, low);
+            } else if s.on_stack.contains(next) {
+                let low = s.low[node].min(s.index[next]);
+                s.low.insert(node, low);
+            }
+        }
+        if s.low[node] == s.index[node] {
+            let mut component = Vec::new();
+            while let Some(top) = s.stack.pop() {
+                s.on_stack.remove(top);
+                component.push(top.to_owned());
+                if top == node {
+                    break;
+                }
+            }
+            if component.len() > 1 {
+                component.sort();
+                s.found.push(component);
+            }
+        }
+    }
+    let mut state = State {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for node in graph.keys() {
+        if !state.index.contains_key(node.as_str()) {
+            visit(&mut state, node);
+        }
+    }
+    state.found
+}
+
+/// Sibling edges `parent → (from → to)` of the whole crate.
+fn sibling_graphs(src: &Path) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
+        .map(|f| module_of(src, f))
+        .collect();
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        if file.file_name().is_some_and(|n| n == "main.rs") {
+            continue; // the binary, a front end of the library
+        }
+        let from = module_of(src, file);
+        let code = code_of(&std::fs::read_to_string(file).expect("read source"));
+        for named in named_paths(&code, &from) {
+            let Some(to) = resolve(&named, &modules) else {
+                continue;
+            };
+            let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+            if common == from.len() || common == to.len() {
+                continue; // parent and child
+            }
+            graphs
+                .entry(from[..common].to_vec())
+                .or_default()
+                .entry(from[common].clone())
+                .or_default()
+                .insert(to[common].clone());
+        }
+    }
+    graphs
+}
+
+#[test]
+fn the_module_graph_has_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graphs = sibling_graphs(&src);
+    let top = graphs
+        .get(&Vec::new())
+        .expect("the crate's top-level modules");
+    assert!(
+        top.get("server")
+            .is_some_and(|deps| deps.contains("service")),
+        "the checker must see server → service: {top:?}"
+    );
+    let found: Vec<String> = graphs
+        .iter()
+        .flat_map(|(parent, graph)| {
+            cycles(graph).into_iter().map(move |cycle| {
+                let at = if parent.is_empty() {
+                    "crate".to_owned()
+                } else {
+                    parent.join("::")
+                };
+                format!("in {at}: {}", cycle.join(" ↔ "))
+            })
+        })
+        .collect();
+    assert!(found.is_empty(), "module cycles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_checker_finds_a_cycle_and_expands_braced_lists() {
+    let module = vec!["a".to_owned(), "b".to_owned()];
+    let code =
+        code_of("use crate::{x::Y, z::{p, q::R}}; // crate::ignored\nlet s = \"crate::no\";");
+    let named = named_paths(&code, &module);
+    let names: Vec<String> = named.iter().map(|p| p.join("::")).collect();
+    assert_eq!(names, ["x::Y", "z::p", "z::q::R"]);
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["a".to_owned()])),
+        ("c".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]
+    .into();
+    assert_eq!(cycles(&graph), vec![vec!["a".to_owned(), "b".to_owned()]]);
+}
