@@ -37,15 +37,23 @@ pub fn a_file_moves(t: &Tier) {
 }
 
 /// A moved file's new version is greater than every version the tier
-/// handed out before, not only its own.
+/// handed out before, not only its own: here another file's, written just
+/// before each move (20 rounds, so a tier whose versions come from a clock
+/// cannot pass by luck).
 pub fn a_moved_file_outranks_every_earlier_version(t: &Tier) {
     t.write("a", "a");
-    let mut highest = 0;
-    for i in 0..5 {
-        highest = highest.max(t.write(&format!("other{i}"), "x").version);
+    let (mut from, mut to) = ("a", "b");
+    for round in 0..20 {
+        let latest = t.write(&format!("other{round}"), "x").version;
+        let out = t.rename(from, to, any()).unwrap();
+        assert!(
+            out.version > latest,
+            "round {round}: moved to version {}, not above {latest}",
+            out.version
+        );
+        assert_eq!(t.version(to), out.version, "round {round}");
+        std::mem::swap(&mut from, &mut to);
     }
-    let out = t.rename("a", "b", any()).unwrap();
-    assert!(out.version > highest, "{} <= {highest}", out.version);
 }
 
 /// An `if_version` taken before the move never matches the moved file.
