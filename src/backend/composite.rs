@@ -41,13 +41,6 @@ pub struct CompositeBackend {
     built: SystemTime,
 }
 
-/// The error of a Move whose source or destination is a mount root, or lies
-/// above one (docs/contract.md § Move): a mount is configuration, not data,
-/// so no tier moves it. Tiers refuse their own root with it too.
-pub fn unmovable_mount(path: &VfsPath) -> Error {
-    Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
-}
-
 impl CompositeBackend {
     /// Builds the table; two mounts on one prefix are an error.
     pub fn new(mut mounts: Vec<Mount>) -> Result<CompositeBackend> {
@@ -318,7 +311,7 @@ impl Backend for CompositeBackend {
     ) -> Result<MoveOutcome> {
         for path in [source, destination] {
             if path.is_root() || self.holds_mounts(path) {
-                return Err(unmovable_mount(path));
+                return Err(super::unmovable_mount(path));
             }
         }
         let from = self

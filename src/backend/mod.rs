@@ -114,6 +114,13 @@ pub fn check_move_paths(source: &VfsPath, destination: &VfsPath) -> Result<()> {
     Ok(())
 }
 
+/// The error of a Move whose source or destination is a mount root, or lies
+/// above one (docs/contract.md § Move): a mount is configuration, not data,
+/// so no tier moves it. Tiers refuse their own root with it too.
+pub fn unmovable_mount(path: &VfsPath) -> Error {
+    Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
+}
+
 /// A transformation of a file's content for [`Backend::update`]: given the
 /// current bytes, return the new bytes (or an error to change nothing).
 pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;

@@ -67,7 +67,6 @@ pub mod prefetch;
 pub mod sandbox;
 pub mod search;
 
-use super::composite::unmovable_mount;
 use super::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
     check_directory_delete,
@@ -840,7 +839,7 @@ impl Backend for FsBackend {
     ) -> Result<MoveOutcome> {
         for path in [source, destination] {
             if path == self.sandbox.mount() {
-                return Err(unmovable_mount(path));
+                return Err(super::unmovable_mount(path));
             }
         }
         // Below a missing directory or a file, the source does not exist.

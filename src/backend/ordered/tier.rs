@@ -354,15 +354,17 @@ impl<E: Engine> Backend for OrderedTier<E> {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
-        let from = self.keys.rel(source)?;
-        let to = self.keys.rel(destination)?;
-        for (path, rel) in [(source, &from), (destination, &to)] {
+        // Each path is checked as it is resolved: the mount root is refused
+        // before a destination outside the mount is looked at.
+        let movable = |path: &VfsPath| {
+            let rel = self.keys.rel(path)?;
             if rel.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "{path} is a mount root; a mount cannot be moved"
-                )));
+                return Err(crate::backend::unmovable_mount(path));
             }
-        }
+            Ok(rel)
+        };
+        let from = movable(source)?;
+        let to = movable(destination)?;
         self.engine.change(scope, &[&from, &to], |space| {
             let Some(space) = space else {
                 return Err(Error::NotFound(source.to_string()));
