@@ -96,6 +96,13 @@ pub struct Tier {
     /// A rewrite keeps the file's `created` time. The Filesystem tier knows
     /// no creation time and reports the modification time (src/entry.rs).
     pub keeps_created: bool,
+    /// Versions come from one counter per tier (State, Store), so every
+    /// moved file gets a version above every version handed out before. The
+    /// Filesystem tier's versions come from each file's own times
+    /// (src/backend/fs/sandbox.rs `version`): a moved file's version grows
+    /// past its own and past the file it replaces, and the files inside a
+    /// moved directory keep theirs, their content being unchanged.
+    pub tier_wide_versions: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
     _dirs: Vec<tempfile::TempDir>,
@@ -196,6 +203,7 @@ impl Tier {
             explicit_directories: kind == Kind::Filesystem,
             honours_ignore_files: kind == Kind::Filesystem,
             keeps_created: kind != Kind::Filesystem,
+            tier_wide_versions: kind != Kind::Filesystem,
             _dirs: dirs,
         }
     }
