@@ -1,8 +1,9 @@
 //! One search engine, Grep and Glob, for every tier.
 //!
-//! The gRPC layer validates a request into a [`SearchSpec`] (pattern compiled
-//! once, on a blocking thread, under size limits), starts a [`SearchRun`] on a
-//! blocking thread and hands it to `Backend::search`. The tier walks its entries in path order and feeds them to
+//! The application layer (`crate::service`) validates a request into a
+//! [`SearchSpec`] (pattern compiled once, on a blocking thread, under size
+//! limits), starts a [`SearchRun`] on a blocking thread and hands it to
+//! `Backend::search`. The tier walks its entries in path order and feeds them to
 //! the run, which applies the shared rules (hidden and ignored names, globs,
 //! binary and size limits), enforces the budgets (visited count, time,
 //! max_results, cancellation) and streams results in batches through a bounded
@@ -15,7 +16,9 @@
 //! - `run`: budgets, counters and the batching, back-pressured output;
 //! - `grep`: the ripgrep matcher and sink that collects one file's matches;
 //! - `rules`: which names are hidden or ignored by default (docs/contract.md § Glob and Grep);
-//! - `sorted`: the walk over tiers whose files live in an ordered key space.
+//! - `sorted`: the walk over tiers whose files live in an ordered key space;
+//! - `window`: the parallel, order-preserving file window any tier's Grep
+//!   can search files with (results still in walk order).
 
 mod grep;
 pub mod rules;

@@ -18,7 +18,12 @@
 //! - `tools`: the LLM tools' envelopes, golden texts and an agent loop;
 //! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency;
 //! - `limits`: streams per principal, searches server-wide, idle timeouts and
-//!   oversized messages against stalled and hostile clients.
+//!   oversized messages against stalled and hostile clients;
+//! - `moves`: Move on the State and Store tiers, in-process: every refusal,
+//!   versions, memory accounting and atomicity under concurrent moves;
+//! - `fs_moves`: Move on the Filesystem tier and the mount table, through
+//!   the server: links on either path, races, cross-mount refusals;
+//! - `modules`: the module graph of `src/` has no cycle.
 
 mod access;
 mod cli;
