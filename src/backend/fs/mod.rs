@@ -206,16 +206,6 @@ impl FsBackend {
         [Some(first), second.map(|s| self.lock_stripe(s))]
     }
 
-    fn check_size(&self, path: &VfsPath, len: u64) -> Result<()> {
-        if len > self.max_file_bytes {
-            return Err(Error::TooLarge(format!(
-                "{path} is {len} bytes; the file size limit is {} bytes",
-                self.max_file_bytes
-            )));
-        }
-        Ok(())
-    }
-
     /// The entry of `path` from its (not followed) metadata.
     fn entry(&self, scope: &Scope, path: VfsPath, st: &Stat) -> Entry {
         let modified = sandbox::modified(st);
@@ -300,7 +290,7 @@ impl FsBackend {
     /// Appends `data` to the temporary file, refusing to grow it past the
     /// file size limit.
     fn append(&self, path: &VfsPath, temp: &mut Temp<'_>, data: &[u8]) -> Result<()> {
-        self.check_size(path, temp.size + data.len() as u64)?;
+        Error::check_file_size(path, temp.size + data.len() as u64, self.max_file_bytes)?;
         sandbox::write_all(&temp.fd, data).map_err(|e| errno(path, e))?;
         temp.size += data.len() as u64;
         Ok(())
@@ -471,7 +461,7 @@ impl FsBackend {
             .take(self.max_file_bytes + 1)
             .read_to_end(&mut data)
             .map_err(|e| Error::io(path.as_str(), e))?;
-        self.check_size(path, data.len() as u64)?;
+        Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
         Ok((data, st))
     }
 
@@ -484,7 +474,7 @@ impl FsBackend {
             FileType::Directory => return Err(Error::IsDirectory(path.to_string())),
             _ => return Err(not_regular(path)),
         }
-        self.check_size(path, st.st_size as u64)?;
+        Error::check_file_size(path, st.st_size as u64, self.max_file_bytes)?;
         Ok(st)
     }
 }
@@ -763,7 +753,7 @@ impl Backend for FsBackend {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
-        self.check_size(path, data.len() as u64)?;
+        Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
         self.write_from(path, pre, &mut std::iter::once(Ok(data)))
     }
 
@@ -814,6 +804,14 @@ impl Backend for FsBackend {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64> {
+        if path == self.sandbox.mount() {
+            // A directory like any other to a plain delete; but the tier
+            // never removes its own root.
+            check_directory_delete(path, if_version, recursive)?;
+            return Err(Error::PermissionDenied(format!(
+                "{path} is the root of a filesystem mount"
+            )));
+        }
         let _guard = self.lock(path);
         let (dir, name) = self.sandbox.parent(path, Links::Refuse)?;
         let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
@@ -842,16 +840,9 @@ impl Backend for FsBackend {
                 return Err(super::unmovable_mount(path));
             }
         }
-        // Below a missing directory or a file, the source does not exist.
-        let (from_dir, from_name) =
-            self.sandbox
-                .parent(source, Links::Refuse)
-                .map_err(|e| match e {
-                    Error::NotFound(_) | Error::NotDirectory(_) => {
-                        Error::NotFound(source.to_string())
-                    }
-                    e => e,
-                })?;
+        // Below a missing directory or a file, the source does not exist
+        // (`Sandbox::parent` says so).
+        let (from_dir, from_name) = self.sandbox.parent(source, Links::Refuse)?;
         // Checked and counted before the destination's parents are created
         // and without the locks (counting a large tree takes a while)...
         let seen = self.move_source(source, &from_dir, from_name, pre.if_version)?;

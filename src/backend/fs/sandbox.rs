@@ -107,14 +107,33 @@ impl Sandbox {
     pub fn open_at(&self, path: &VfsPath, flags: OFlags, links: Links<'_>) -> Result<OwnedFd> {
         match self.open_exact(path, flags) {
             Err(Errno::LOOP) => {}
-            other => return other.map_err(|e| errno(path, e)),
+            other => return other.map_err(|e| self.lookup_error(path, path, flags, e)),
         }
         let Links::Follow(allowed) = links else {
             return Err(through_link(path));
         };
         let target = self.resolve(path, !flags.contains(OFlags::NOFOLLOW), allowed)?;
         allowed(&target)?;
-        self.open_exact(&target, flags).map_err(|e| errno(path, e))
+        self.open_exact(&target, flags)
+            .map_err(|e| self.lookup_error(path, &target, flags, e))
+    }
+
+    /// The error of opening `path` (reached as `reached`, its links
+    /// followed) with `flags`: a file where a directory was needed on the
+    /// way means `path` does not exist (`NotFound` naming it); only when the
+    /// object reached is itself a file and `flags` asked for a directory is
+    /// it `NotDirectory`.
+    fn lookup_error(&self, path: &VfsPath, reached: &VfsPath, flags: OFlags, e: Errno) -> Error {
+        let parent_flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        match e {
+            Errno::NOTDIR
+                if !flags.contains(OFlags::DIRECTORY)
+                    || self.open_exact(&reached.parent(), parent_flags).is_err() =>
+            {
+                Error::NotFound(path.to_string())
+            }
+            e => errno(path, e),
+        }
     }
 
     /// Opens `path` with no symbolic link in any component.
@@ -206,7 +225,8 @@ impl Sandbox {
                         .map_err(|e| fail(&done, errno(path, e)))?;
                     done.push(name);
                 }
-                _ if !last => return Err(fail(&done, Error::NotDirectory(path.to_string()))),
+                // A file on the way: nothing exists below it.
+                _ if !last => return Err(fail(&done, Error::NotFound(path.to_string()))),
                 _ => done.push(name),
             }
         }
@@ -245,23 +265,28 @@ impl Sandbox {
     }
 
     /// The parent directory of `path`, opened as a directory handle, and the
-    /// last component's name. Fails for the mount root itself. With
+    /// last component's name. The mount root has no parent here: it is
+    /// `IsDirectory` naming it (every caller wants a file's place). A
+    /// missing parent, or a file where one is, is `NotFound` naming `path`:
+    /// nothing exists below a missing directory or a file. With
     /// [`Links::Follow`], `allowed` judges the path the last component has
     /// below the resolved parent.
     pub fn parent<'p>(&self, path: &'p VfsPath, links: Links<'_>) -> Result<(OwnedFd, &'p str)> {
         if *path == self.mount {
-            return Err(Error::PermissionDenied(format!(
-                "{path} is the root of a filesystem mount"
-            )));
+            return Err(Error::IsDirectory(path.to_string()));
         }
         let name = path.name();
-        let fd = match links {
-            Links::Refuse => self.open_at(&path.parent(), DIR_FLAGS, Links::Refuse)?,
+        let opened = match links {
+            Links::Refuse => self.open_at(&path.parent(), DIR_FLAGS, Links::Refuse),
             Links::Follow(allowed) => {
                 let child = |dir: &VfsPath| allowed(&dir.join(name)?);
-                self.open_at(&path.parent(), DIR_FLAGS, Links::Follow(&child))?
+                self.open_at(&path.parent(), DIR_FLAGS, Links::Follow(&child))
             }
         };
+        let fd = opened.map_err(|e| match e {
+            Error::NotFound(_) | Error::NotDirectory(_) => Error::NotFound(path.to_string()),
+            e => e,
+        })?;
         Ok((fd, name))
     }
 
@@ -272,7 +297,7 @@ impl Sandbox {
     /// file (the component walk finds it), not the path below it.
     pub fn parent_creating<'p>(&self, path: &'p VfsPath) -> Result<(OwnedFd, &'p str)> {
         match self.parent(path, Links::Refuse) {
-            Err(Error::NotFound(_) | Error::NotDirectory(_)) => {}
+            Err(Error::NotFound(_)) => {}
             other => return other,
         }
         let mut dir = self
