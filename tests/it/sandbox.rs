@@ -400,11 +400,16 @@ async fn swapping_a_directory_for_a_link_during_operations_never_escapes() {
             let (d, real, link) = (root.join("d"), root.join("d.real"), root.join("d.link"));
             std::fs::rename(&d, &real).unwrap();
             symlink(&outside, &link).unwrap();
-            let mut swaps = 0u64;
-            // Renames may fail when a write recreated `d` meanwhile; the
-            // swapping goes on either way.
+            let (mut swaps, mut recreated) = (0u64, 0u64);
             let mv = |from: &PathBuf, to: &PathBuf| std::fs::rename(from, to).is_ok();
             while !stop.load(Ordering::Relaxed) {
+                // Between cycles `d` is parked; a `d` here is one a write
+                // recreated, which would block every later rename: set it
+                // aside (inside the root) and go on swapping.
+                if d.symlink_metadata().is_ok() {
+                    recreated += 1;
+                    mv(&d, &root.join(format!("recreated{recreated}")));
+                }
                 if mv(&link, &d) && mv(&d, &link) && mv(&real, &d) && mv(&d, &real) {
                     swaps += 1;
                 }

@@ -203,8 +203,16 @@ impl Sandbox {
                     if hops > MAX_LINK_HOPS {
                         return Err(errno(path, Errno::LOOP));
                     }
-                    let target = rustix::fs::readlinkat(&dir, name.as_str(), Vec::new())
-                        .map_err(|e| fail(&done, errno(path, e)))?;
+                    let target = match rustix::fs::readlinkat(&dir, name.as_str(), Vec::new()) {
+                        Ok(target) => target,
+                        // Replaced since `statat` saw a link: look again (the
+                        // hop count bounds how often).
+                        Err(Errno::INVAL | Errno::NOENT) => {
+                            pending.push(name);
+                            continue;
+                        }
+                        Err(e) => return Err(fail(&done, errno(path, e))),
+                    };
                     let target = target.to_str().map_err(|_| {
                         fail(
                             &done,
@@ -221,8 +229,21 @@ impl Sandbox {
                 FileType::Directory if !last => {
                     let flags =
                         OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                    dir = rustix::fs::openat(&dir, name.as_str(), flags, Mode::empty())
-                        .map_err(|e| fail(&done, errno(path, e)))?;
+                    match rustix::fs::openat(&dir, name.as_str(), flags, Mode::empty()) {
+                        Ok(opened) => dir = opened,
+                        // Replaced by a link or a file since `statat` saw a
+                        // directory: look again, counted as a hop so a
+                        // swapping loop cannot keep this walk going.
+                        Err(Errno::LOOP | Errno::NOTDIR) => {
+                            hops += 1;
+                            if hops > MAX_LINK_HOPS {
+                                return Err(errno(path, Errno::LOOP));
+                            }
+                            pending.push(name);
+                            continue;
+                        }
+                        Err(e) => return Err(fail(&done, errno(path, e))),
+                    }
                     done.push(name);
                 }
                 // A file on the way: nothing exists below it.
