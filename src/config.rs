@@ -138,6 +138,8 @@ pub struct Config {
     pub access: AccessConfig,
     /// Stream, search and idle bounds.
     pub limits: LimitsConfig,
+    /// The MCP endpoint.
+    pub mcp: McpConfig,
 }
 
 #[derive(Deserialize)]
@@ -148,6 +150,7 @@ struct RawConfig {
     state: Option<RawState>,
     tools: Option<RawTools>,
     limits: Option<RawLimits>,
+    mcp: Option<RawMcp>,
     #[serde(default, rename = "mount")]
     mounts: Vec<Spanned<RawMount>>,
     #[serde(default, rename = "principal")]
@@ -481,6 +484,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         principals,
         access,
         limits: parse_limits(raw.limits.as_ref(), &at)?,
+        mcp: parse_mcp(raw.mcp, &at)?,
     })
 }
 
@@ -609,6 +613,100 @@ fn parse_limits(
     })
 }
 
+/// Default `[mcp] max_sessions`.
+pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 256;
+/// Most `[mcp] max_sessions`: each live session holds a task and a channel.
+pub const MAX_MCP_SESSIONS: u64 = 65_536;
+/// Default `[mcp] session_idle_timeout_seconds`.
+pub const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS: u64 = 300;
+
+/// The `[mcp]` section: the Model Context Protocol endpoint served at
+/// `/mcp` on the gRPC listener (docs/mcp.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Serve MCP over streamable HTTP at `/mcp` (default on).
+    pub http: bool,
+    /// `Host` values the endpoint answers (a DNS-rebinding guard): names or
+    /// `name:port`. Default: the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// MCP sessions (of clients on protocol versions with sessions) live at
+    /// once; an `initialize` beyond it is refused with HTTP 503.
+    pub max_sessions: usize,
+    /// A session unused this long is closed and its memory freed.
+    pub session_idle_timeout: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            http: true,
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            max_sessions: DEFAULT_MCP_MAX_SESSIONS as usize,
+            session_idle_timeout: Duration::from_secs(DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMcp {
+    http: Option<bool>,
+    allowed_hosts: Option<Spanned<Vec<String>>>,
+    max_sessions: Option<Spanned<u64>>,
+    session_idle_timeout_seconds: Option<Spanned<u64>>,
+}
+
+/// Validates `[mcp]`.
+fn parse_mcp(
+    raw: Option<RawMcp>,
+    at: &dyn Fn(usize, String) -> ConfigError,
+) -> Result<McpConfig, ConfigError> {
+    let defaults = McpConfig::default();
+    let Some(raw) = raw else {
+        return Ok(defaults);
+    };
+    let within = |field: Option<Spanned<u64>>, name: &str, max: u64, default: u64| match field {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+        Some(v) => Err(at(
+            v.span().start,
+            format!("mcp {name} must be between 1 and {max}"),
+        )),
+    };
+    let allowed_hosts = match raw.allowed_hosts {
+        None => defaults.allowed_hosts,
+        Some(hosts) => {
+            let start = hosts.span().start;
+            let hosts = hosts.into_inner();
+            if hosts.is_empty() || hosts.iter().any(|h| h.is_empty() || h.contains('/')) {
+                return Err(at(
+                    start,
+                    "mcp allowed_hosts must list host names or host:port values (an empty list \
+                     would answer any Host and defeat the DNS-rebinding guard)"
+                        .into(),
+                ));
+            }
+            hosts
+        }
+    };
+    Ok(McpConfig {
+        http: raw.http.unwrap_or(defaults.http),
+        allowed_hosts,
+        max_sessions: within(
+            raw.max_sessions,
+            "max_sessions",
+            MAX_MCP_SESSIONS,
+            DEFAULT_MCP_MAX_SESSIONS,
+        )? as usize,
+        session_idle_timeout: Duration::from_secs(within(
+            raw.session_idle_timeout_seconds,
+            "session_idle_timeout_seconds",
+            24 * 3600,
+            DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS,
+        )?),
+    })
+}
+
 /// The embedded default configuration.
 pub fn embedded_default() -> Config {
     parse("<embedded default>", DEFAULT_CONFIG)
@@ -731,6 +829,31 @@ mod tests {
         assert_eq!(
             parse("x.toml", &src).unwrap_err().to_string(),
             "x.toml:2: limits max_concurrent_searches must be between 1 and 64"
+        );
+    }
+
+    #[test]
+    fn mcp_section_has_defaults_and_bounds() {
+        assert_eq!(embedded_default().mcp, McpConfig::default());
+        let mount = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        let src = format!(
+            "[mcp]\nhttp = false\nallowed_hosts = [\"vfs.example.com\"]\nmax_sessions = 3\n{mount}"
+        );
+        let mcp = parse("x.toml", &src).unwrap().mcp;
+        assert!(!mcp.http);
+        assert_eq!(mcp.allowed_hosts, ["vfs.example.com"]);
+        assert_eq!(mcp.max_sessions, 3);
+        let src = format!("[mcp]\nallowed_hosts = []\n{mount}");
+        assert!(
+            parse("x.toml", &src)
+                .unwrap_err()
+                .to_string()
+                .starts_with("x.toml:2: mcp allowed_hosts must list host names")
+        );
+        let src = format!("[mcp]\nmax_sessions = 0\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:2: mcp max_sessions must be between 1 and 65536"
         );
     }
 

@@ -23,7 +23,10 @@
 //! - [`service`]: the application layer, where every call's domain steps
 //!   happen once (grants, size limits, edits, admission, blocking work);
 //! - [`server`]: tonic services (thin adapters over [`service`]),
-//!   interceptor, health, reflection;
+//!   interceptor, health, reflection, and the listener that also serves
+//!   MCP at `/mcp`;
+//! - [`mcp`]: the Model Context Protocol front end (tools and resources,
+//!   streamable HTTP and stdio), a third adapter over [`service`];
 //! - [`config`], [`startup`]: configuration and turning it into a server;
 //! - [`cli`]: the client verbs of the `agentvfs` command (`ls`, `cat`, `grep`, ...);
 //! - [`pb`]: the generated protobuf code.
@@ -42,6 +45,7 @@ pub mod cli;
 pub mod config;
 pub mod entry;
 pub mod error;
+pub mod mcp;
 pub mod path;
 pub mod pb;
 pub mod scope;

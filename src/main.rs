@@ -22,6 +22,9 @@ struct Cli {
 enum Command {
     /// Run the server (embedded default configuration unless --config).
     Serve(ServeArgs),
+    /// Serve MCP on stdin/stdout for one local agent, in process, as the
+    /// principal --token names (docs/mcp.md).
+    Mcp(McpArgs),
     /// Client verbs: talk to a running server.
     #[command(flatten)]
     Client(agentvfs::cli::Verb),
@@ -44,6 +47,19 @@ struct ServeArgs {
     /// Allow a non-loopback listener with no principal configured.
     #[arg(long)]
     allow_unauthenticated: bool,
+}
+
+#[derive(clap::Args)]
+struct McpArgs {
+    /// TOML configuration file (see agentvfs.example.toml).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Directory served by the filesystem mount at /workspace/.
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Data directory of the store mount at /memories/.
+    #[arg(long)]
+    data: Option<PathBuf>,
 }
 
 fn load(args: &ServeArgs) -> Result<Config, String> {
@@ -94,6 +110,34 @@ fn shutdown_signal() -> Result<impl std::future::Future<Output = ()>, String> {
     })
 }
 
+/// `agentvfs mcp`: the server's tiers in this process, MCP on stdio. The
+/// connection's token and session pick the one caller every request acts as.
+async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(), String> {
+    let serve_args = ServeArgs {
+        config: args.config,
+        listen: None,
+        root: args.root,
+        data: args.data,
+        allow_unauthenticated: false,
+    };
+    let config = load(&serve_args)?;
+    startup::check_data_dirs(&config)?;
+    startup::raise_open_file_limit();
+    let app = startup::build_app(&config)?;
+    let authorization = connection.token.map(|token| format!("Bearer {token}"));
+    let credentials = agentvfs::service::Credentials {
+        authorization: authorization.as_deref(),
+        session: connection.session.as_deref(),
+        namespace: None,
+    };
+    let caller = agentvfs::service::Caller::identify(&app.auth, credentials)
+        .map_err(|e| format!("{e} (pass the principal's token with --token or AGENTVFS_TOKEN)"))?;
+    let limits = agentvfs::service::Limits::new(app.limits);
+    let service = agentvfs::service::Service::new(app.backend, app.max_file_bytes, limits);
+    let tools = agentvfs::tools::Tools::new(service.clone(), app.tools);
+    agentvfs::mcp::stdio::serve(tools, service, caller).await
+}
+
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
@@ -142,6 +186,7 @@ async fn run() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args).await,
+        Command::Mcp(args) => mcp(args, cli.connection).await,
         Command::Client(verb) => agentvfs::cli::run(cli.connection, verb).await,
     };
     match result {

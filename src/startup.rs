@@ -61,6 +61,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
         max_file_bytes: config.max_file_bytes,
         tools: config.tools.clone(),
         limits: config.limits,
+        mcp: config.mcp.clone(),
     })
 }
 

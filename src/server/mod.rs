@@ -1,4 +1,6 @@
-//! The gRPC server: services, interceptor, health, reflection, shutdown.
+//! The gRPC server: services, interceptor, health, reflection, shutdown,
+//! and MCP over streamable HTTP at `/mcp` on the same listener
+//! ([`crate::mcp::http`]; HTTP/1.1 is accepted for it, gRPC stays HTTP/2).
 //!
 //! [`serve`] takes a bound listener and a shutdown future (as mini-redis does),
 //! so `main` stays thin and tests can start a server on port 0. The
@@ -14,13 +16,14 @@ mod message_limit;
 mod tools;
 
 pub use access::AccessService;
-pub use caller::{NAMESPACE_HEADER, SESSION_HEADER, identify};
+pub use caller::identify;
 pub use filesystem::FilesystemService;
 pub use message_limit::{TooLargeStatus, too_large};
 pub use tools::ToolsService;
 
 use crate::auth::Auth;
 use crate::backend::Backend;
+use crate::mcp::http::McpHttp;
 use crate::pb;
 use crate::service::{Limits, Service};
 use std::future::Future;
@@ -54,6 +57,8 @@ pub struct App {
     pub tools: crate::config::ToolsConfig,
     /// Stream, search and idle bounds.
     pub limits: crate::config::LimitsConfig,
+    /// The MCP endpoint at `/mcp`.
+    pub mcp: crate::config::McpConfig,
 }
 
 /// Accepted connections with Nagle's algorithm off: a response larger than
@@ -105,12 +110,10 @@ pub async fn serve(
     health
         .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
         .await;
-    let tools = pb::tools_server::ToolsServer::new(ToolsService::new(crate::tools::Tools::new(
-        service,
-        app.tools.clone(),
-    )))
-    .max_decoding_message_size(max_message)
-    .max_encoding_message_size(max_message);
+    let llm_tools = crate::tools::Tools::new(service.clone(), app.tools.clone());
+    let tools = pb::tools_server::ToolsServer::new(ToolsService::new(llm_tools.clone()))
+        .max_decoding_message_size(max_message)
+        .max_encoding_message_size(max_message);
     health
         .set_serving::<pb::tools_server::ToolsServer<ToolsService>>()
         .await;
@@ -124,9 +127,8 @@ pub async fn serve(
         .await;
 
     let intercept = caller::interceptor(app.auth.clone());
-    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
-    tonic::transport::Server::builder()
-        .max_concurrent_streams(limits.config().max_streams_per_connection)
+    let mut routes = tonic::service::RoutesBuilder::default();
+    routes
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -138,7 +140,28 @@ pub async fn serve(
             access,
             intercept.clone(),
         )))
-        .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)))
+        .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)));
+    let mut router = routes.routes().into_axum_router();
+    let mut mcp_shutdown = None;
+    if app.mcp.http {
+        let (endpoint, stop) =
+            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
+        router = router.route_service(crate::mcp::http::PATH, endpoint);
+        mcp_shutdown = Some(stop);
+    }
+    // Ending MCP sessions and event streams first lets the graceful
+    // shutdown finish instead of waiting on a client's open stream.
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(stop) = mcp_shutdown {
+            stop.cancel();
+        }
+    };
+    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
+    tonic::transport::Server::builder()
+        .accept_http1(app.mcp.http)
+        .max_concurrent_streams(limits.config().max_streams_per_connection)
+        .add_routes(router.into())
         .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
 }

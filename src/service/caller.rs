@@ -1,11 +1,31 @@
 //! Who is calling: the principal, its scope and its token, as every front
-//! end hands them to the application layer. The gRPC interceptor builds it
-//! from request metadata (`server/caller.rs`); the Tools and any future
-//! adapter pass it through unchanged.
+//! end hands them to the application layer.
+//!
+//! Each front end reads the same three credentials from its own carrier (gRPC
+//! metadata in `server/caller.rs`, HTTP headers in `mcp/http.rs`, the command
+//! line for MCP over stdio) and calls [`Caller::identify`], so the rules of
+//! who may act as whom are written once:
+//!
+//! - `authorization: Bearer <token>` names the principal (see [`Auth`]);
+//! - the session scopes the State tier (default `default`);
+//! - the namespace picks the Store namespace in anonymous mode
+//!   (`[access] anonymous`); otherwise every caller, handles included, is
+//!   bound to its principal's namespace.
+//!
+//! Session and namespace are validated like names ([`Scope::check_name`]) so
+//! they can never smuggle a path or a control character into storage keys.
+//! Tokens are never logged ([`Secret`]).
 
 use crate::access::Principal;
+use crate::auth::Auth;
+use crate::error::{Error, Result};
 use crate::scope::Scope;
 use std::sync::Arc;
+
+/// Header (gRPC metadata key) naming the State session.
+pub const SESSION_HEADER: &str = "x-agentvfs-session";
+/// Header (gRPC metadata key) naming the Store namespace.
+pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
 
 /// The authenticated caller of one request.
 #[derive(Clone, Debug)]
@@ -16,6 +36,57 @@ pub struct Caller {
     pub scope: Scope,
     /// The bearer token it presented (handles record their creator's).
     pub token: Option<Secret>,
+}
+
+/// What a request presents about its caller, as its front end read it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Credentials<'a> {
+    /// The `authorization` value, `Bearer <token>`.
+    pub authorization: Option<&'a str>,
+    /// The State session asked for.
+    pub session: Option<&'a str>,
+    /// The Store namespace asked for.
+    pub namespace: Option<&'a str>,
+}
+
+impl Caller {
+    /// Authenticates `credentials` and builds the caller, or the error that
+    /// rejects the request (UNAUTHENTICATED, PERMISSION_DENIED for another
+    /// principal's namespace, INVALID_ARGUMENT for a malformed value).
+    pub fn identify(auth: &Auth, credentials: Credentials<'_>) -> Result<Caller> {
+        let token = match credentials.authorization {
+            None => None,
+            Some(value) => Some(value.strip_prefix("Bearer ").ok_or_else(|| {
+                Error::Unauthenticated("authorization metadata must be 'Bearer <token>'".into())
+            })?),
+        };
+        let principal = auth.authenticate(token)?;
+        let session = credentials.session.unwrap_or("default");
+        Scope::check_name("session", session)?;
+        // In anonymous mode the caller may pick any namespace (it could drop
+        // its token anyway); otherwise it is bound to its principal's.
+        let namespace = match credentials.namespace {
+            Some(ns) if !auth.requires_token() => ns,
+            Some(ns) if ns != principal.namespace => {
+                return Err(Error::PermissionDenied(format!(
+                    "namespace {ns:?} is not yours: principal {} uses namespace {:?}",
+                    principal.name, principal.namespace
+                )));
+            }
+            _ => principal.namespace.as_str(),
+        };
+        Scope::check_name("namespace", namespace)?;
+        let scope = Scope {
+            session: session.to_owned(),
+            namespace: namespace.to_owned(),
+            principal: principal.clone(),
+        };
+        Ok(Caller {
+            principal,
+            scope,
+            token: token.map(|t| Secret(t.to_owned())),
+        })
+    }
 }
 
 /// A bearer token: `Debug` never shows it, so it cannot reach a log.

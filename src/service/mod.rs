@@ -26,20 +26,21 @@ mod files;
 mod limits;
 mod search;
 
-pub use caller::{Caller, Secret};
+pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
 pub use files::Files;
 pub use limits::{Limits, SearchPermit, StreamPermit};
 pub use search::collect;
 
 use crate::access::Op;
 use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use crate::search::{SearchEvent, SearchSpec};
+use crate::search::{Budgets, Hit, SearchEvent, SearchSpec};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// The application layer over one backend (the mount table, or a single
@@ -211,7 +212,59 @@ impl Service {
             op,
             caller.scope.clone(),
             spec,
+            None,
         )
+    }
+
+    /// One page of a walk over the files below `root` the caller may list,
+    /// in path order: at most `limit` files ordered after `after`, and
+    /// whether more may follow. The walk runs under the search budgets
+    /// (docs/contract.md § Glob and Grep), so a page that hits one is
+    /// shorter and says more may follow; hidden files are included, what
+    /// ignore rules leave out is not.
+    pub async fn files_after(
+        &self,
+        caller: &Caller,
+        root: VfsPath,
+        after: Option<VfsPath>,
+        limit: usize,
+    ) -> Result<(Vec<Entry>, bool)> {
+        let budgets = Budgets {
+            include_hidden: true,
+            ..Budgets::default()
+        };
+        let spec = blocking(move || SearchSpec::glob(root, "**", false, budgets)).await?;
+        let mut events = search::start(
+            &self.limits,
+            None,
+            self.backend.clone(),
+            &caller.principal,
+            Op::List,
+            caller.scope.clone(),
+            spec,
+            after.as_ref(),
+        )?;
+        let mut files = Vec::new();
+        while let Some(event) = events.next().await {
+            match event {
+                SearchEvent::Batch(batch) => {
+                    for hit in batch {
+                        if let Hit::Entry(entry) = hit
+                            && entry.kind == EntryKind::File
+                        {
+                            if files.len() == limit {
+                                // Dropping `events` stops the walk.
+                                return Ok((files, true));
+                            }
+                            files.push(entry);
+                        }
+                    }
+                }
+                SearchEvent::Summary(summary) => return Ok((files, summary.aborted.is_some())),
+                SearchEvent::Failed(err) => return Err(err),
+            }
+        }
+        Err(Error::Internal("search ended without a summary".into()))
     }
 }
 

@@ -9,6 +9,7 @@ use super::limits::{Limits, StreamPermit};
 use crate::access::{Op, Principal};
 use crate::backend::Backend;
 use crate::error::{Error, Result};
+use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::{
     EVENT_CHANNEL_CAPACITY, Hit, SearchEvent, SearchPart, SearchRun, SearchSpec, Summary,
@@ -19,10 +20,12 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// Starts `spec` over every part of its root the principal may use `op` on,
-/// in path order, under one budget. Fails at once when nothing is visible
-/// or the server runs its maximum of searches. `stream` is the caller's
-/// stream permit (None when the server itself consumes the results, as the
-/// Tools do), held until the search ends.
+/// in path order, under one budget; with `after`, only paths ordered after
+/// it (a walk resumed from its last result). Fails at once when nothing is
+/// visible or the server runs its maximum of searches. `stream` is the
+/// caller's stream permit (None when the server itself consumes the
+/// results, as the Tools do), held until the search ends.
+#[allow(clippy::too_many_arguments)] // one search's inputs, each from a different owner
 pub fn start(
     limits: &Limits,
     stream: Option<StreamPermit>,
@@ -31,7 +34,15 @@ pub fn start(
     op: Op,
     scope: Scope,
     spec: SearchSpec,
+    after: Option<&VfsPath>,
 ) -> Result<ReceiverStream<SearchEvent>> {
+    // Strictly after `after`: its own key followed by NUL sorts above it and
+    // below everything else after it (docs/architecture.md, order keys).
+    let lo = after.map(|path| {
+        let mut key = path.order_key();
+        key.push(0);
+        key
+    });
     let tops = principal.granted_within(&spec.root, op);
     if tops.is_empty() {
         principal.check(&spec.root, op)?;
@@ -50,7 +61,14 @@ pub fn start(
             if run.should_stop() {
                 break;
             }
-            match backend.search(&scope, &run, &SearchPart::whole(top.clone())) {
+            let mut part = SearchPart::whole(top.clone());
+            if let Some(lo) = &lo {
+                if *lo >= part.hi {
+                    continue;
+                }
+                part.lo = part.lo.max(lo.clone());
+            }
+            match backend.search(&scope, &run, &part) {
                 Ok(()) => {}
                 Err(Error::NotFound(_)) if partial => {}
                 Err(err) if !partial => {

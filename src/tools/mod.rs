@@ -158,7 +158,8 @@ fn object_schema(properties: Value, required: &[&str]) -> Value {
     })
 }
 
-/// The tool layer over the application layer.
+/// The tool layer over the application layer. Cloning is cheap.
+#[derive(Clone)]
 pub struct Tools {
     service: Service,
     config: ToolsConfig,
@@ -261,6 +262,11 @@ impl Tools {
     /// The tools over `service` with `config`'s root and output budget.
     pub fn new(service: Service, config: ToolsConfig) -> Tools {
         Tools { service, config }
+    }
+
+    /// The project root: where relative paths start and what the tools may reach.
+    pub fn root(&self) -> &VfsPath {
+        &self.config.root
     }
 
     /// ListTools: every tool's name, description and parameters schema.

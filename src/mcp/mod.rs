@@ -1,0 +1,204 @@
+//! The Model Context Protocol front end: the seven LLM tools and the files
+//! as resources, for any MCP client (docs/mcp.md).
+//!
+//! A third adapter over the application layer, beside the gRPC services:
+//! [`McpServer`] implements the SDK's (`rmcp`) `ServerHandler` by decoding
+//! each MCP request, making one [`Tools`] or [`Service`] call, and encoding
+//! the answer. It adds no file semantics of its own.
+//!
+//! - Tools: the names, descriptions and JSON Schemas of `ListTools`, with
+//!   MCP annotations (LS, Glob, Grep and Read are read-only; Write, Edit and
+//!   MultiEdit are not). A call answers with the envelope's `text` as text
+//!   content, the whole envelope as `structuredContent`, and `isError` for
+//!   error envelopes; the output budget and large-result eviction are the
+//!   Tools' own.
+//! - Resources: files under the caller's grants ([`resources`]).
+//! - Transports: streamable HTTP at `/mcp` on the gRPC listener ([`http`]),
+//!   and stdio for a local agent (`agentvfs mcp`, [`stdio`]).
+//!
+//! Who calls: over HTTP every request carries its own credentials (the
+//! bearer token selects the principal, as on gRPC); over stdio the process
+//! runs as one caller fixed at start. [`Identity`] says which.
+
+pub mod http;
+mod resources;
+pub mod stdio;
+
+use crate::error::Error;
+use crate::service::{Caller, Service};
+use crate::tools::{Envelope, ToolName, Tools};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use std::sync::Arc;
+
+/// Where a request's caller comes from.
+#[derive(Clone)]
+pub enum Identity {
+    /// Every request acts as this caller (stdio: one local agent).
+    Fixed(Caller),
+    /// Each HTTP request carries its own: [`http`] authenticates it and
+    /// attaches the [`Caller`] to the request before the SDK sees it.
+    PerRequest,
+}
+
+/// The MCP server: one per MCP session (the SDK makes one per session over
+/// HTTP), all sharing the same tools and application layer.
+#[derive(Clone)]
+pub struct McpServer {
+    tools: Tools,
+    service: Service,
+    identity: Identity,
+}
+
+impl McpServer {
+    /// A server answering with `tools` and `service` as `identity` says.
+    pub fn new(tools: Tools, service: Service, identity: Identity) -> McpServer {
+        McpServer {
+            tools,
+            service,
+            identity,
+        }
+    }
+
+    /// The caller of the request `context` belongs to.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
+        match &self.identity {
+            Identity::Fixed(caller) => Ok(caller.clone()),
+            Identity::PerRequest => http::caller_of(context),
+        }
+    }
+}
+
+/// The MCP description of one tool: the `ListTools` name, description and
+/// schema, and whether it changes files.
+fn tool(name: ToolName) -> Tool {
+    let schema = match name.schema() {
+        serde_json::Value::Object(schema) => schema,
+        other => unreachable!("every tool schema is an object, not {other}"),
+    };
+    let read_only = matches!(
+        name,
+        ToolName::Ls | ToolName::Glob | ToolName::Grep | ToolName::Read
+    );
+    let annotations = ToolAnnotations::new()
+        .read_only(read_only)
+        .destructive(!read_only)
+        .idempotent(read_only)
+        .open_world(false);
+    Tool::new(name.as_str(), name.description(), Arc::new(schema)).with_annotations(annotations)
+}
+
+/// An envelope as an MCP tool result: its text for the model, the whole
+/// envelope as structured content, `isError` for error envelopes.
+fn tool_result(envelope: &Envelope) -> CallToolResult {
+    let mut result = if envelope.error().is_some() {
+        CallToolResult::error(vec![ContentBlock::text(envelope.text.clone())])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(envelope.text.clone())])
+    };
+    result.structured_content = Some(envelope.to_value());
+    result
+}
+
+/// A domain error as the JSON-RPC error of a protocol-level failure
+/// (resources; tools answer every failure in an envelope).
+fn rpc_error(error: Error) -> ErrorData {
+    let message = error.to_string();
+    let data = Some(serde_json::json!({ "code": error.code() }));
+    match error.kind() {
+        Error::NotFound(_) => ErrorData::resource_not_found(message, data),
+        Error::Internal(_) => ErrorData::internal_error(message, data),
+        _ => ErrorData::invalid_params(message, data),
+    }
+}
+
+/// A fresh id naming where an oversized result is saved
+/// (`/large_tool_results/{id}`): MCP carries no model tool-call id, and
+/// JSON-RPC ids repeat across sessions.
+fn tool_call_id() -> String {
+    format!("mcp-{:016x}", rand::random::<u64>())
+}
+
+impl ServerHandler for McpServer {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("agentvfs", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "agentvfs: a shared file system. Use LS, Glob, Grep and Read to look, Write, \
+                 Edit and MultiEdit to change files; paths are relative to the project root. \
+                 Every answer is a JSON envelope (status, data, text, stats, context, error).",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            ToolName::ALL.into_iter().map(tool).collect(),
+        ))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        ToolName::parse(name).map(tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let caller = self.caller(&context)?;
+        let args = request.arguments.unwrap_or_default();
+        let envelope = self
+            .tools
+            .invoke_args(caller, &request.name, Ok(args), &tool_call_id())
+            .await;
+        Ok(tool_result(&envelope).into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        let cursor = request.and_then(|r| r.cursor);
+        resources::list(&self.service, &caller, self.tools.root(), cursor.as_deref())
+            .await
+            .map_err(rpc_error)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            resources::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let caller = self.caller(&context)?;
+        resources::read(&self.service, &caller, &request.uri)
+            .await
+            .map(Into::into)
+            .map_err(rpc_error)
+    }
+}

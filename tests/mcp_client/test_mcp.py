@@ -1,0 +1,280 @@
+"""The MCP endpoint through the official MCP Python SDK, on both transports
+(docs/mcp.md): the same tools as ListTools, every tool called, envelopes as
+results, grants, authentication, sessions, and files as resources."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import re
+import subprocess
+
+import httpx2
+import pytest
+from agentvfs import Client as GrpcClient
+from agentvfs.v1 import tools_pb2
+from mcp import Client
+from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents
+
+from conftest import PRINCIPALS, TRANSPORTS, Server, connect, http_client, stdio_client
+
+ENVELOPE_KEYS = ["status", "data", "text", "stats", "context"]
+
+
+def messages(err: BaseException) -> str:
+    """Every message in `err`, exception groups (the SDK's task groups) flattened."""
+    if isinstance(err, BaseExceptionGroup):
+        return " | ".join(messages(e) for e in err.exceptions)
+    return str(err)
+
+
+def envelope(result: CallToolResult) -> dict:
+    """The envelope a tool result carries, checked for the MCP shape:
+    the envelope's text as the one text content, the envelope whole as
+    structured content, isError exactly for error envelopes."""
+    env = result.structured_content
+    assert isinstance(env, dict)
+    assert list(env)[:5] == ENVELOPE_KEYS
+    assert [c.type for c in result.content] == ["text"]
+    assert result.content[0].text == env["text"]  # type: ignore[union-attr]
+    assert bool(result.is_error) == (env["status"] == "error")
+    assert ("error" in env) == (env["status"] == "error")
+    return env
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tools_are_the_grpc_tools_with_annotations(server: Server, transport: str) -> None:
+    grpc = GrpcClient(server.address)
+    specs = grpc.tools.ListTools(tools_pb2.ListToolsRequest()).tools
+    async with connect(transport, server) as client:
+        assert client.server_info is not None and client.server_info.name == "agentvfs"
+        tools = (await client.list_tools()).tools
+    assert [t.name for t in tools] == [s.name for s in specs]
+    for tool, spec in zip(tools, specs, strict=True):
+        assert tool.description == spec.description
+        assert tool.input_schema == json.loads(spec.parameters_json_schema)
+        assert tool.annotations is not None
+        read_only = tool.name in {"LS", "Glob", "Grep", "Read"}
+        assert tool.annotations.read_only_hint is read_only, tool.name
+        assert tool.annotations.destructive_hint is (not read_only), tool.name
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_every_tool_answers_in_the_envelope(server: Server, transport: str) -> None:
+    grpc = GrpcClient(server.address)
+    base = f"workspace/{transport}"
+    async with connect(transport, server) as client:
+        env = envelope(await client.call_tool("Write", {"path": f"{base}/a.py", "content": "x = 1\ny = 2\n"}))
+        assert env["status"] == "success", env
+        env = envelope(await client.call_tool("Read", {"path": f"{base}/a.py"}))
+        assert "     1\tx = 1" in env["text"]
+        edit = {"path": f"{base}/a.py", "old_string": "x = 1", "new_string": "x = 10"}
+        env = envelope(await client.call_tool("Edit", {**edit, "expected_version": env["stats"]["version"]}))
+        assert env["status"] == "success", env
+        version = envelope(await client.call_tool("Read", {"path": f"{base}/a.py"}))["stats"]["version"]
+        edits = [
+            {"old_string": "y = 2", "new_string": "y = 20"},
+            {"old_string": "x = 10", "new_string": "x = 100"},
+        ]
+        env = envelope(
+            await client.call_tool("MultiEdit", {"path": f"{base}/a.py", "edits": edits, "expected_version": version})
+        )
+        assert env["status"] == "success", env
+        env = envelope(await client.call_tool("LS", {"path": base}))
+        assert [e["path"] for e in env["data"]["entries"]] == [f"{base}/a.py"]
+        env = envelope(await client.call_tool("Glob", {"pattern": "**/*.py", "path": base}))
+        assert f"{base}/a.py" in env["text"]
+        env = envelope(await client.call_tool("Grep", {"pattern": "y = 20", "path": base, "output_mode": "content"}))
+        assert "y = 20" in env["text"]
+    # What MCP wrote is what gRPC reads.
+    out = io.BytesIO()
+    grpc.download(f"/{base}/a.py", out)
+    assert out.getvalue() == b"x = 100\ny = 20\n"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_failures_are_error_envelopes(server: Server, transport: str) -> None:
+    async with connect(transport, server) as client:
+        env = envelope(await client.call_tool("Read", {"path": "workspace/missing.txt"}))
+        assert env["error"]["code"] == "NOT_FOUND"
+        env = envelope(await client.call_tool("Read", {}))
+        assert env["error"]["code"] == "INVALID_PARAM"
+        env = envelope(await client.call_tool("Read", {"path": "../../etc/passwd"}))
+        assert env["error"]["code"] == "ACCESS_DENIED"
+
+
+async def test_the_bearer_token_selects_the_principal_and_its_grants(secured: Server) -> None:
+    (secured.root / "pub").mkdir(exist_ok=True)
+    (secured.root / "pub" / "notes.md").write_text("# notes\n")
+    (secured.root / "private.txt").write_text("secret\n")
+    async with http_client(secured.url, headers={"authorization": "Bearer reader-token"}) as reader:
+        env = envelope(await reader.call_tool("Read", {"path": "workspace/pub/notes.md"}))
+        assert env["status"] == "success"
+        env = envelope(await reader.call_tool("Read", {"path": "workspace/private.txt"}))
+        assert env["error"]["code"] == "ACCESS_DENIED"
+        env = envelope(await reader.call_tool("Write", {"path": "workspace/pub/new.md", "content": "x"}))
+        assert env["error"]["code"] == "ACCESS_DENIED"
+    assert not (secured.root / "pub" / "new.md").exists()
+    async with http_client(secured.url, headers={"authorization": "Bearer full-token"}) as full:
+        env = envelope(await full.call_tool("Write", {"path": "workspace/pub/new.md", "content": "x"}))
+        assert env["status"] == "success"
+
+
+async def test_unauthenticated_http_is_refused(secured: Server) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient() as http:
+        for auth in [None, "Bearer wrong-token", "Basic Zm9vOmJhcg=="]:
+            sent = {**headers, **({"authorization": auth} if auth else {})}
+            response = await http.post(secured.url, json=body, headers=sent)
+            assert response.status_code == 401, (auth, response.text)
+            assert response.headers["www-authenticate"].startswith("Bearer")
+            assert response.json()["error"]["message"]
+    with pytest.raises(Exception):  # noqa: B017 (the SDK's error type is its own concern)
+        async with http_client(secured.url) as client:
+            await client.list_tools()
+
+
+async def test_stdio_runs_as_the_principal_its_token_names(secured: Server) -> None:
+    config = secured.config.with_name("stdio-secured.toml")
+    config.write_text(secured.config.read_text().replace("/store", "/store-stdio-secured"))
+    (secured.root / "pub").mkdir(exist_ok=True)
+    async with stdio_client(config, token="reader-token") as reader:
+        env = envelope(await reader.call_tool("LS", {"path": "workspace/pub"}))
+        assert env["status"] == "success"
+        env = envelope(await reader.call_tool("Write", {"path": "workspace/pub/x.md", "content": "x"}))
+        assert env["error"]["code"] == "ACCESS_DENIED"
+    # No token, or a wrong one, and the server refuses to start, saying why.
+    for token in [None, "wrong"]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTVFS_")}
+        if token:
+            env["AGENTVFS_TOKEN"] = token
+        done = subprocess.run(
+            [os.environ["AGENTVFS_BIN"], "mcp", "--config", str(config)],
+            input=b"",
+            capture_output=True,
+            env=env,
+            timeout=30,
+        )
+        assert done.returncode != 0
+        assert b"token" in done.stderr, done.stderr
+        assert done.stdout == b""
+
+
+async def test_mcp_sessions_are_state_sessions(server: Server) -> None:
+    # On a protocol version with sessions, each MCP session is its own State
+    # session: a scratch file written in one is not seen by another.
+    async with http_client(server.url, mode="legacy") as one, http_client(server.url, mode="legacy") as two:
+        env = envelope(await one.call_tool("Write", {"path": "scratch/plan.md", "content": "mine\n"}))
+        assert env["status"] == "success"
+        assert envelope(await one.call_tool("Read", {"path": "scratch/plan.md"}))["status"] == "success"
+        env = envelope(await two.call_tool("Read", {"path": "scratch/plan.md"}))
+        assert env["error"]["code"] == "NOT_FOUND"
+    # x-agentvfs-session names the State session explicitly, on any version.
+    headers = {"x-agentvfs-session": "shared-run"}
+    async with http_client(server.url, headers=headers) as writer:
+        envelope(await writer.call_tool("Write", {"path": "scratch/shared.md", "content": "ours\n"}))
+    async with http_client(server.url, headers=headers, mode="legacy") as reader:
+        env = envelope(await reader.call_tool("Read", {"path": "scratch/shared.md"}))
+        assert "ours" in env["text"]
+    with pytest.raises(BaseException) as refused:
+        async with http_client(server.url, headers={"x-agentvfs-session": "bad/name"}) as bad:
+            await bad.list_tools()
+    assert "invalid session name" in messages(refused.value)
+
+
+async def test_sessions_are_bounded(start_server) -> None:  # type: ignore[no-untyped-def]
+    bounded = start_server("[mcp]\nmax_sessions = 2\n")
+    async with http_client(bounded.url, mode="legacy"), http_client(bounded.url, mode="legacy"):
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        }
+        async with httpx2.AsyncClient() as http:
+            response = await http.post(
+                bounded.url, json=body, headers={"accept": "application/json, text/event-stream"}
+            )
+        assert response.status_code == 503
+        assert "max_sessions" in response.json()["error"]["message"]
+    # Closed sessions (the SDK sends DELETE) free their places.
+    async with http_client(bounded.url, mode="legacy") as client:
+        assert (await client.list_tools()).tools
+
+
+async def test_large_results_are_budgeted_and_saved(start_server) -> None:  # type: ignore[no-untyped-def]
+    small = start_server("[tools]\nmax_output_lines = 200\n")
+    (small.root / "big.txt").write_text("".join(f"line {i}\n" for i in range(5000)))
+    async with http_client(small.url) as client:
+        env = envelope(await client.call_tool("Read", {"path": "workspace/big.txt"}))
+        assert env["status"] == "partial"
+        saved = re.search(r"Full result saved to '(large_tool_results/mcp-[0-9a-f]{16})'", env["text"])
+        assert saved, env["text"][:300]
+        full = envelope(await client.call_tool("Grep", {"pattern": "line 499$", "path": saved.group(1)}))
+        assert full["status"] == "success", full
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_files_are_resources(server: Server, transport: str) -> None:
+    top = server.root / f"res-{transport}"
+    (top / "docs").mkdir(parents=True)
+    (top / "docs" / "read me.md").write_text("# hello\n")
+    (top / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    async with connect(transport, server) as client:
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["agentvfs://{+path}"]
+        listed = {}
+        cursor = None
+        while True:
+            page = await client.list_resources(cursor=cursor)
+            listed.update({r.uri: r for r in page.resources})
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        prefix = f"agentvfs:///workspace/res-{transport}/"
+        mine = sorted(uri for uri in listed if uri.startswith(prefix))
+        assert mine == [prefix + "docs/read%20me.md", prefix + "logo.png"]
+        md = listed[prefix + "docs/read%20me.md"]
+        assert (md.mime_type, md.size) == ("text/markdown", 8)
+        text = (await client.read_resource(prefix + "docs/read%20me.md")).contents
+        assert isinstance(text[0], TextResourceContents)
+        assert (text[0].text, text[0].mime_type) == ("# hello\n", "text/markdown")
+        blob = (await client.read_resource(prefix + "logo.png")).contents
+        assert isinstance(blob[0], BlobResourceContents)
+        assert blob[0].mime_type == "image/png"
+        assert base64.b64decode(blob[0].blob) == (top / "logo.png").read_bytes()
+        for bad in [prefix + "missing.md", "file:///etc/passwd", "agentvfs:///workspace/../etc"]:
+            with pytest.raises(Exception):  # noqa: B017
+                await client.read_resource(bad)
+
+
+async def test_resources_page_in_path_order_under_the_grants(secured: Server) -> None:
+    many = secured.root / "pub" / "many"
+    many.mkdir(parents=True, exist_ok=True)
+    for i in range(450):
+        (many / f"f{i:03}.txt").write_text(str(i))
+    (secured.root / "hidden-from-reader.txt").write_text("no")
+    async with http_client(secured.url, headers={"authorization": "Bearer reader-token"}) as reader:
+        uris: list[str] = []
+        pages = 0
+        cursor = None
+        while True:
+            page = await reader.list_resources(cursor=cursor)
+            pages += 1
+            uris += [r.uri for r in page.resources]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert pages >= 3
+        assert len(uris) == len(set(uris))
+        assert all(uri.startswith("agentvfs:///workspace/pub/") for uri in uris), uris[:3]
+        assert [u for u in uris if "/many/" in u] == [
+            f"agentvfs:///workspace/pub/many/f{i:03}.txt" for i in range(450)
+        ]
+        with pytest.raises(Exception):  # noqa: B017
+            await reader.read_resource("agentvfs:///workspace/hidden-from-reader.txt")
+        with pytest.raises(Exception):  # noqa: B017
+            await reader.list_resources(cursor="forged")
