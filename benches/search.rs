@@ -18,14 +18,18 @@
 //! (`--no-require-git`), no global ignore file, and the default
 //! ignored names excluded (`-g '!name'` / `-E name`).
 
+mod support;
+
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::search::rules::DEFAULT_IGNORED_NAMES;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Write};
+use std::ffi::OsStr;
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::Served;
 use tonic::transport::Channel;
 
 /// Threads given to rg and fd; the server uses one worker per core.
@@ -99,8 +103,8 @@ fn main() {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---|");
     for (tree, root, greps) in trees {
-        let (server, url) = start_server(&root);
-        let mut client = rt.block_on(connect(&url));
+        let server = Served::start([OsStr::new("--root"), root.as_os_str()], &root);
+        let mut client = rt.block_on(connect(&server.url()));
         let glob = Case {
             name: "glob **/*.rs",
             kind: Kind::Glob("**/*.rs"),
@@ -132,7 +136,7 @@ fn main() {
         }
         println!(
             "| {tree} | server peak RSS (VmHWM) | {} | | | | | |",
-            peak_rss(server.0.id())
+            peak_rss(server.pid())
         );
         drop(server);
     }
@@ -171,37 +175,6 @@ fn measure(runs: usize, mut f: impl FnMut() -> (Duration, Option<Duration>, Resu
         first_batch: firsts.get(firsts.len() / 2).copied(),
         results,
     }
-}
-
-/// The server process, killed when dropped (also when the benchmark panics).
-struct ServerProcess(Child);
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        let _already_gone_is_fine = self.0.kill();
-        let _reaped = self.0.wait();
-    }
-}
-
-fn start_server(root: &Path) -> (ServerProcess, String) {
-    let bin = env!("CARGO_BIN_EXE_agentvfs");
-    let mut child = Command::new(bin)
-        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
-        .arg(root)
-        .env("RUST_LOG", "agentvfs=warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start agentvfs");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("piped"))
-        .read_line(&mut line)
-        .expect("read listening line");
-    let addr = line
-        .trim()
-        .strip_prefix("agentvfs listening on ")
-        .unwrap_or_else(|| panic!("server did not start: {line:?}"));
-    (ServerProcess(child), format!("http://{addr}"))
 }
 
 async fn connect(url: &str) -> FilesystemClient<Channel> {

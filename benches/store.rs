@@ -12,16 +12,19 @@
 //!
 //! `AGENTVFS_BENCH_SCALE=0.1` shrinks every file count for a quick run.
 
+mod support;
+
 use agentvfs::VfsPath;
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
 use agentvfs::backend::{Backend, Precondition};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::scope::Scope;
-use std::io::{BufRead, BufReader};
+use std::ffi::OsStr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use support::Served;
 use tonic::transport::Channel;
 
 /// Concurrent callers in the throughput rows (threads in-process, gRPC
@@ -34,59 +37,25 @@ const GREP_PATTERN: &str = "error [0-9]+";
 /// Largest limits, so budgets never cut a benchmark short.
 const UNLIMITED: u64 = 1 << 40;
 
-/// The running server under measurement, killed on drop.
-struct Served {
-    child: Child,
-    url: String,
+/// The server under measurement with its Store at `data`. The default
+/// config serves the working directory at /workspace, and the server refuses
+/// a data directory inside a served one: run it in an empty sibling of the
+/// data directory.
+fn serve_store(data: &Path) -> Served {
+    let served = data
+        .parent()
+        .expect("data dirs are inside a temp dir")
+        .join("served");
+    std::fs::create_dir_all(&served).expect("create the served directory");
+    Served::start([OsStr::new("--data"), data.as_os_str()], &served)
 }
 
-impl Served {
-    fn start(data: &Path) -> Served {
-        // The default config serves the working directory at /workspace, and
-        // the server refuses a data directory inside a served one: run it in
-        // an empty sibling of the data directory.
-        let served = data
-            .parent()
-            .expect("data dirs are inside a temp dir")
-            .join("served");
-        std::fs::create_dir_all(&served).expect("create the served directory");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .current_dir(&served)
-            .env("RUST_LOG", "agentvfs=warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn agentvfs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("read the listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("agentvfs listening on ")
-            .unwrap_or_else(|| panic!("server did not start: {line:?}"));
-        Served {
-            url: format!("http://{addr}"),
-            child,
-        }
-    }
-
-    async fn client(&self) -> FilesystemClient<Channel> {
-        FilesystemClient::connect(self.url.clone())
-            .await
-            .expect("connect")
-            .max_decoding_message_size(64 << 20)
-    }
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        // Best effort: the process may already be gone.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A Filesystem client of `served`.
+async fn client(served: &Served) -> FilesystemClient<Channel> {
+    FilesystemClient::connect(served.url())
+        .await
+        .expect("connect")
+        .max_decoding_message_size(64 << 20)
 }
 
 fn scaled(n: usize) -> usize {
@@ -125,7 +94,7 @@ where
 {
     let mut clients = Vec::new();
     for _ in 0..CALLERS {
-        clients.push(served.client().await);
+        clients.push(client(served).await);
     }
     let start = Instant::now();
     let tasks: Vec<_> = clients
@@ -258,7 +227,7 @@ fn throughput(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
         (w, r)
     };
 
-    let served = Served::start(&tmp.join("grpc"));
+    let served = serve_store(&tmp.join("grpc"));
     let (grpc_write, grpc_read) = rt.block_on(async {
         let w = parallel_grpc(&served, n, |mut fs, i| async move {
             fs.write(pb::WriteRequest {
@@ -315,7 +284,7 @@ fn throughput(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
 }
 
 async fn grep_count(served: &Served) -> u64 {
-    let mut fs = served.client().await;
+    let mut fs = client(served).await;
     let mut stream = fs
         .grep(pb::GrepRequest {
             pattern: GREP_PATTERN.into(),
@@ -361,7 +330,7 @@ fn grep_vs_rg(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
         });
     }
     let bytes: u64 = (0..n).map(|i| grep_content(i).len() as u64).sum();
-    let served = Served::start(&data);
+    let served = serve_store(&data);
     let (store_time, store_matches) = best_of(3, || {
         let start = Instant::now();
         let matches = rt.block_on(grep_count(&served));
@@ -448,9 +417,9 @@ fn list_scaling(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
             }
             start.elapsed() / LISTS
         };
-        let served = Served::start(&dir);
+        let served = serve_store(&dir);
         let grpc = rt.block_on(async {
-            let mut fs = served.client().await;
+            let mut fs = client(&served).await;
             let start = Instant::now();
             for _ in 0..LISTS {
                 let r = fs

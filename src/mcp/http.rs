@@ -12,8 +12,10 @@
 //!   `default`;
 //! - bounds: at most `[mcp] max_sessions` live sessions (an `initialize`
 //!   beyond it is HTTP 503), each closed after `session_idle_timeout_seconds`
-//!   unused; request bodies up to the gRPC message limit; `Host` checked
-//!   against `allowed_hosts` (DNS rebinding).
+//!   unused; request bodies up to the gRPC message limit, received within
+//!   the stream idle timeout (HTTP 413, 408); `Host` checked against
+//!   `allowed_hosts` (DNS rebinding). Request headers must arrive within
+//!   30 s (hyper's HTTP/1 header timeout).
 //!
 //! The server's shutdown cancels every session and stream, so a client
 //! holding an event stream open never delays it.
@@ -27,6 +29,7 @@ use crate::tools::Tools;
 use axum::body::Body;
 use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -34,6 +37,7 @@ use rmcp::{ErrorData, RoleServer};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// Where the endpoint is served.
 pub const PATH: &str = "/mcp";
@@ -48,6 +52,8 @@ pub struct McpHttp {
     sessions: Arc<LocalSessionManager>,
     auth: Arc<Auth>,
     max_sessions: usize,
+    max_body_bytes: usize,
+    body_timeout: Duration,
 }
 
 /// What stops the endpoint: cancelling it ends every session and stream.
@@ -55,13 +61,15 @@ pub type Shutdown = tokio_util::sync::CancellationToken;
 
 impl McpHttp {
     /// The endpoint over `tools` and `service`, accepting request bodies up
-    /// to `max_body_bytes`, and the handle that shuts it down.
+    /// to `max_body_bytes` that arrive within `body_timeout`, and the handle
+    /// that shuts it down.
     pub fn new(
         tools: Tools,
         service: Service,
         auth: Arc<Auth>,
         config: &McpConfig,
         max_body_bytes: usize,
+        body_timeout: Duration,
     ) -> (McpHttp, Shutdown) {
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(config.session_idle_timeout);
@@ -79,6 +87,8 @@ impl McpHttp {
             sessions,
             auth,
             max_sessions: config.max_sessions,
+            max_body_bytes,
+            body_timeout,
         };
         (endpoint, shutdown)
     }
@@ -119,6 +129,35 @@ impl McpHttp {
         }
         req.extensions_mut().insert(caller);
         Ok(())
+    }
+
+    /// `req` with its body read whole: at most `max_body_bytes`, all of it
+    /// within `body_timeout`, so a client that stalls mid-body is answered
+    /// (408) and dropped instead of holding the request open for ever.
+    async fn read_body(&self, req: Request<Body>) -> Result<Request<Body>, Response<Body>> {
+        let (parts, body) = req.into_parts();
+        let limited = http_body_util::Limited::new(body, self.max_body_bytes);
+        match tokio::time::timeout(self.body_timeout, limited.collect()).await {
+            Ok(Ok(collected)) => Ok(Request::from_parts(parts, Body::from(collected.to_bytes()))),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "request body over {} bytes (the largest message, set by max_file_bytes)",
+                    self.max_body_bytes
+                ),
+            )),
+            Ok(Err(e)) => Err(json_error(
+                StatusCode::BAD_REQUEST,
+                format!("cannot read the request body: {e}"),
+            )),
+            Err(_) => Err(json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "request body not received within {} s ([limits] stream_idle_timeout_seconds)",
+                    self.body_timeout.as_secs()
+                ),
+            )),
+        }
     }
 }
 
@@ -170,6 +209,10 @@ impl tower_service::Service<Request<Body>> for McpHttp {
             if let Err(refused) = this.admit(&mut req).await {
                 return Ok(refused);
             }
+            let req = match this.read_body(req).await {
+                Ok(req) => req,
+                Err(refused) => return Ok(refused),
+            };
             let closes_session = req.method() == http::Method::DELETE;
             let mut inner = this.inner.clone();
             let mut response = tower_service::Service::call(&mut inner, req).await?;

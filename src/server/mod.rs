@@ -144,8 +144,14 @@ pub async fn serve(
     let mut router = routes.routes().into_axum_router();
     let mut mcp_shutdown = None;
     if app.mcp.http {
-        let (endpoint, stop) =
-            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
+        let (endpoint, stop) = McpHttp::new(
+            llm_tools,
+            service,
+            app.auth.clone(),
+            &app.mcp,
+            max_message,
+            limits.idle_timeout(),
+        );
         router = router.route_service(crate::mcp::http::PATH, endpoint);
         mcp_shutdown = Some(stop);
     }

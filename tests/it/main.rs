@@ -23,6 +23,8 @@
 //!   versions, memory accounting and atomicity under concurrent moves;
 //! - `fs_moves`: Move on the Filesystem tier and the mount table, through
 //!   the server: links on either path, races, cross-mount refusals;
+//! - `mcp_http`: the MCP endpoint at `/mcp` against hostile HTTP clients
+//!   (stalled and oversized bodies, foreign hosts, malformed requests);
 //! - `modules`: the module graph of `src/` has no cycle.
 
 mod access;
@@ -33,6 +35,7 @@ mod fs_moves;
 mod fs_search;
 mod limits;
 mod links;
+mod mcp_http;
 mod modules;
 mod mounts;
 mod moves;

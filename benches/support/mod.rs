@@ -1,0 +1,64 @@
+//! What the benchmarks share: the real `agentvfs` binary serving on a
+//! loopback port, killed when dropped (also when a benchmark panics).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// A running `agentvfs serve`.
+pub struct Served {
+    child: Child,
+    /// `host:port` it listens on.
+    pub addr: String,
+}
+
+impl Served {
+    /// `agentvfs serve --listen 127.0.0.1:0` with `args`, run in `cwd`
+    /// (the default configuration serves its working directory at
+    /// `/workspace`), logging warnings only.
+    pub fn start<I, S>(args: I, cwd: &Path) -> Served
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(cwd)
+            .env("RUST_LOG", "agentvfs=warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn agentvfs");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("read the listening line");
+        let addr = line
+            .trim()
+            .strip_prefix("agentvfs listening on ")
+            .unwrap_or_else(|| panic!("server did not start: {line:?}"))
+            .to_owned();
+        Served { child, addr }
+    }
+
+    /// `http://host:port`, for gRPC clients.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The server's process id (to read its memory use).
+    #[allow(dead_code)] // each bench compiles this module; only `search` reads memory
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // Best effort: the process may already be gone.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
