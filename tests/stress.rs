@@ -1,6 +1,6 @@
 //! Stress test: one real server, ~16 concurrent clients, a bounded time of
-//! mixed load over every RPC of `proto/agentvfs/v1/*.proto`, a good share of it
-//! hostile. Afterwards the server must still answer, its memory must have
+//! mixed load over every RPC of `proto/agentvfs/v1/*.proto` and MCP at `/mcp`,
+//! a good share of it hostile. Afterwards the server must still answer, its memory must have
 //! stayed under a stated bound, no acknowledged write may be lost and no
 //! response may show a byte from outside the sandbox.
 //!
@@ -100,6 +100,8 @@ const KINDS: &[(&str, bool, u32)] = &[
     ("hostile_invoke", true, 3),
     ("hostile_glob", true, 2),
     ("hostile_search_args", true, 2),
+    ("mcp_call", false, 4),
+    ("mcp_hostile", true, 3),
 ];
 
 fn main() {
@@ -432,6 +434,77 @@ fn authed<T>(msg: T, session: &str) -> Request<T> {
     req
 }
 
+/// The head of an MCP POST to `/mcp` with a `body_len`-byte body.
+fn mcp_head(host: &str, token: Option<&str>, session: &str, tool: &str, body_len: usize) -> String {
+    let auth = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {host}\r\n{auth}x-agentvfs-session: {session}\r\n\
+         content-type: application/json\r\naccept: application/json, text/event-stream\r\n\
+         mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: {tool}\r\n\
+         content-length: {body_len}\r\n\r\n"
+    )
+}
+
+/// Sends `raw` on a fresh connection to `addr` and reads the answer: its
+/// text on 2xx, a refusal on 4xx, a fault (UNAVAILABLE) on 5xx or a broken
+/// connection. With `give_up`, the client leaves that long after sending
+/// instead (a stalled or abandoned request), which is never a fault.
+async fn mcp_exchange(
+    addr: String,
+    raw: Vec<u8>,
+    give_up: Option<Duration>,
+) -> Result<String, Status> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .map_err(|e| Status::unavailable(format!("connect: {e}")))?;
+    if let Err(e) = stream.write_all(&raw).await {
+        // The server may close a connection whose request it refused early.
+        return match give_up {
+            Some(_) => Ok(String::new()),
+            None => Err(Status::unavailable(format!("send: {e}"))),
+        };
+    }
+    if let Some(wait) = give_up {
+        tokio::time::sleep(wait).await;
+        return Ok(String::new());
+    }
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        let n = stream
+            .read(&mut buf)
+            .await
+            .map_err(|e| Status::unavailable(format!("receive: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&answer);
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())?
+            });
+            if length.is_some_and(|len| body.len() >= len) {
+                break;
+            }
+        }
+    }
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    match text.get(9..12).and_then(|code| code.parse::<u16>().ok()) {
+        Some(200..=299) => Ok(text),
+        Some(400..=499) => Err(Status::invalid_argument(
+            text.chars().take(160).collect::<String>(),
+        )),
+        _ => Err(Status::unavailable(format!(
+            "MCP answered {:?}",
+            text.chars().take(160).collect::<String>()
+        ))),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Shared bookkeeping
 // ---------------------------------------------------------------------------
@@ -546,6 +619,8 @@ struct Worker {
     fs: FilesystemClient<Channel>,
     tools: ToolsClient<Channel>,
     access: AccessClient<Channel>,
+    /// `host:port` of the server, for MCP over plain HTTP/1.1.
+    addr: String,
     kinds: Vec<(&'static str, u32)>,
     /// (session, path) → acknowledged content.
     owned: Owned,
@@ -572,6 +647,7 @@ impl Worker {
             fs: FilesystemClient::new(channel.clone()).max_decoding_message_size(big),
             tools: ToolsClient::new(channel.clone()).max_decoding_message_size(big),
             access: AccessClient::new(channel).max_decoding_message_size(big),
+            addr: server.url.trim_start_matches("http://").to_owned(),
             kinds: KINDS
                 .iter()
                 .filter(|(k, _, _)| !skip.iter().any(|s| s == k))
@@ -929,6 +1005,7 @@ impl Worker {
                 self.call(kind, tools.invoke(req)).await;
             }
             "typed_tools" => self.typed_tools(kind).await,
+            "mcp_call" => self.mcp_call(kind).await,
             "handle_roundtrip" => {
                 let req = self.req(pb::CreateHandleRequest {
                     grants: vec![pb::Grant {
@@ -1054,9 +1131,99 @@ impl Worker {
         }
     }
 
+    /// One MCP `tools/call` (the current protocol's stateless request) over
+    /// plain HTTP/1.1 at `/mcp`, some of them through links out of the root.
+    async fn mcp_call(&mut self, kind: &'static str) {
+        let scratch = format!("/workspace/scratch/w{}/mcp.txt", self.id);
+        let (tool, args) = [
+            ("Read", r#"{"path": "/workspace/a.txt"}"#.to_owned()),
+            ("Read", r#"{"path": "/workspace/passwd"}"#.to_owned()),
+            ("Read", r#"{"path": "/workspace/secret_link"}"#.to_owned()),
+            ("LS", r#"{"path": "/workspace/out"}"#.to_owned()),
+            // The pattern must not spell the secret: arguments are echoed.
+            (
+                "Grep",
+                r#"{"pattern": "STRESS-S[E]CRET", "path": "/workspace"}"#.to_owned(),
+            ),
+            (
+                "Glob",
+                r#"{"pattern": "**/*", "path": "/workspace/up"}"#.to_owned(),
+            ),
+            (
+                "Write",
+                format!(r#"{{"path": "{scratch}", "content": "mcp"}}"#),
+            ),
+        ][self.rng.random_range(0..7)]
+        .clone();
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        );
+        let head = mcp_head("127.0.0.1", Some(TOKEN), &self.session, tool, body.len());
+        let raw = [head.into_bytes(), body.into_bytes()].concat();
+        let exchange = mcp_exchange(self.addr.clone(), raw, None);
+        if let Outcome::Ok(answer) = self.call(kind, exchange).await {
+            self.scan(kind, &answer);
+        }
+    }
+
+    /// MCP over HTTP as a hostile client sends it: bodies that stall or
+    /// never end, garbage, a foreign `Host`, bad tokens, half a request.
+    async fn mcp_hostile(&mut self, kind: &'static str) {
+        let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let (raw, give_up) = match self.rng.random_range(0..6) {
+            // A body that stalls: the client leaves before the server's timeout.
+            0 => {
+                let head = mcp_head("127.0.0.1", Some(TOKEN), &self.session, "LS", 4096);
+                let wait = Duration::from_millis(self.rng.random_range(0..300));
+                ([head.as_bytes(), b"{\"jsonrpc\""].concat(), Some(wait))
+            }
+            // A body declared far over the limit, cut off after 256 KiB.
+            1 => {
+                let head = mcp_head("127.0.0.1", Some(TOKEN), &self.session, "LS", 1 << 30);
+                (
+                    [head.into_bytes(), vec![b'['; 256 << 10]].concat(),
+                    Some(Duration::ZERO),
+                )
+            }
+            2 => {
+                let garbage: Vec<u8> = (0..self.rng.random_range(1..2048))
+                    .map(|_| self.rng.random())
+                    .collect();
+                let head = mcp_head("127.0.0.1", Some(TOKEN), &self.session, "LS", garbage.len());
+                ([head.into_bytes(), garbage].concat(), None)
+            }
+            3 => {
+                let head = mcp_head("evil.example", Some(TOKEN), &self.session, "LS", call.len());
+                ([head.as_bytes(), call.as_bytes()].concat(), None)
+            }
+            4 => {
+                let token = ["", "x", READER_TOKEN][self.rng.random_range(0..3)];
+                let token = (!token.is_empty()).then(|| format!("{token}x"));
+                let head = mcp_head(
+                    "127.0.0.1",
+                    token.as_deref(),
+                    &self.session,
+                    "LS",
+                    call.len(),
+                );
+                ([head.as_bytes(), call.as_bytes()].concat(), None)
+            }
+            // Half a request line, then gone.
+            _ => (
+                b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-le".to_vec(),
+                Some(Duration::ZERO),
+            ),
+        };
+        let exchange = mcp_exchange(self.addr.clone(), raw, give_up);
+        if let Outcome::Ok(answer) = self.call(kind, exchange).await {
+            self.scan(kind, &answer);
+        }
+    }
+
     async fn hostile(&mut self, kind: &'static str) {
         let mut fs = self.fs.clone();
         match kind {
+            "mcp_hostile" => self.mcp_hostile(kind).await,
             "huge_path" | "dotdot_nul_control_path" => {
                 let path = if kind == "huge_path" {
                     ["/", "/workspace/", "/memories/"][self.rng.random_range(0..3)].to_owned()
