@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from deepagents import create_deep_agent
 from deepagents.backends.protocol import BackendProtocol
+from deepagents.backends.utils import EMPTY_CONTENT_WARNING
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
@@ -53,21 +54,23 @@ def test_write_read_edit_ls_delete(backend: AgentVfsBackend) -> None:
     assert backend.edit("/proj/a.py", "absent", "x").error
     ls = backend.ls("/proj")
     assert ls.entries is not None
-    assert [(e["path"], e.get("is_dir")) for e in ls.entries] == [("/proj/a.py", False), ("/proj/sub", True)]
+    assert [(e["path"], e.get("is_dir")) for e in ls.entries] == [("/proj/a.py", False), ("/proj/sub/", True)]
     assert backend.delete("/proj/sub").path == "/proj/sub"
     assert "not found" in (backend.read("/proj/sub/b.py").error or "")
-    assert backend.ls("/missing").error
+    assert backend.ls("/missing").error == "Path '/missing': path_not_found"
+    assert backend.ls("/proj/a.py").error == "Path '/proj/a.py': not_a_directory"
 
 
 def test_read_of_empty_and_binary_files(backend: AgentVfsBackend) -> None:
-    """An empty file reads as empty content (the middleware adds its reminder);
-    a binary file reads as base64."""
+    """An empty file reads as deepagents' empty-file reminder; a file of a
+    type deepagents reads as binary (by its extension) reads as base64."""
     backend.write("/e.txt", "")
     empty = backend.read("/e.txt")
-    assert empty.file_data is not None and empty.file_data["content"] == "" and empty.start_line is None
-    [up] = backend.upload_files([("/img.bin", b"\x00\x01\x02")])
+    assert empty.file_data == {"content": EMPTY_CONTENT_WARNING, "encoding": "utf-8"}
+    assert empty.start_line is None
+    [up] = backend.upload_files([("/img.png", b"\x00\x01\x02")])
     assert up.error is None
-    binary = backend.read("/img.bin")
+    binary = backend.read("/img.png")
     assert binary.file_data == {"content": "AAEC", "encoding": "base64"}
 
 
@@ -106,8 +109,8 @@ def test_glob_follows_the_protocol_semantics(backend: AgentVfsBackend) -> None:
 def test_upload_and_download_files_report_per_file_errors(backend: AgentVfsBackend) -> None:
     """Batch transfers move large files and name failures with the protocol's codes."""
     big = bytes(range(256)) * 12_000  # 3 MB: several chunks each way
-    responses = backend.upload_files([("/up/big.bin", big), ("relative", b"x")])
-    assert [(r.path, r.error) for r in responses] == [("/up/big.bin", None), ("relative", "invalid_path")]
+    responses = backend.upload_files([("/up/big.bin", big), ("/up/../../x", b"x")])
+    assert [(r.path, r.error) for r in responses] == [("/up/big.bin", None), ("/up/../../x", "invalid_path")]
     down = backend.download_files(["/up/big.bin", "/up/missing", "/up"])
     assert down[0].content == big
     assert [d.error for d in down] == [None, "file_not_found", "is_directory"]
