@@ -138,7 +138,22 @@ impl McpHttp {
         let (parts, body) = req.into_parts();
         let limited = http_body_util::Limited::new(body, self.max_body_bytes);
         match tokio::time::timeout(self.body_timeout, limited.collect()).await {
-            Ok(Ok(collected)) => Ok(Request::from_parts(parts, Body::from(collected.to_bytes()))),
+            Ok(Ok(collected)) => {
+                let bytes = collected.to_bytes();
+                // JSON that does not parse is a JSON-RPC parse error (-32700,
+                // HTTP 400); the SDK would answer 415 with a bare text.
+                // Checking costs one pass that allocates nothing.
+                if parts.method == http::Method::POST
+                    && let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes)
+                {
+                    return Err(json_rpc_error(
+                        StatusCode::BAD_REQUEST,
+                        -32700,
+                        format!("Parse error: the request body is not JSON ({e})"),
+                    ));
+                }
+                Ok(Request::from_parts(parts, Body::from(bytes)))
+            }
             Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(json_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
@@ -178,12 +193,18 @@ fn refusal(error: Error) -> Response<Body> {
     response
 }
 
-/// A JSON-RPC error body (no request id: the request was not read).
+/// A JSON-RPC error body for a request refused before it was read (no
+/// request id), with the implementation-defined server error code.
 fn json_error(status: StatusCode, message: String) -> Response<Body> {
+    json_rpc_error(status, -32001, message)
+}
+
+/// A JSON-RPC error body with `code` (no request id: none was read).
+fn json_rpc_error(status: StatusCode, code: i32, message: String) -> Response<Body> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": { "code": -32001, "message": message },
+        "error": { "code": code, "message": message },
     });
     let mut response = Response::new(Body::from(body.to_string()));
     *response.status_mut() = status;

@@ -137,12 +137,11 @@ async fn a_foreign_host_is_refused() {
 #[tokio::test]
 async fn malformed_requests_get_errors_naming_the_problem() {
     let server = Server::start_with(Some(CONFIG), &[]);
-    // JSON that does not parse is a 4xx naming it (the SDK answers 415 with
-    // its parser's message); well-formed JSON-RPC that is wrong is an error
-    // object.
+    // JSON that does not parse is a JSON-RPC parse error naming the problem;
+    // well-formed JSON-RPC that is wrong is an error object.
     let cases: [(&str, &str, &str); 4] = [
-        ("{not json", "HTTP/1.1 4", "deserialize"),
-        ("\u{0}\u{1}\u{2}", "HTTP/1.1 4", "deserialize"),
+        ("{not json", "HTTP/1.1 400", "-32700"),
+        ("\u{0}\u{1}\u{2}", "HTTP/1.1 400", "not JSON"),
         (
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"LS","arguments":"."}}"#,
             "HTTP/1.1 ",
