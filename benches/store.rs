@@ -16,7 +16,7 @@ mod support;
 
 use agentvfs::VfsPath;
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
-use agentvfs::backend::{Backend, Precondition};
+use agentvfs::backend::{Backend, Keep, Precondition};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::scope::Scope;
@@ -70,6 +70,7 @@ fn open_store(dir: &Path) -> StoreBackend {
     let options = StoreOptions {
         sync: false,
         max_file_bytes: 64 << 20,
+        keep: Keep::DEFAULT,
     };
     StoreBackend::open(VfsPath::parse("/memories").unwrap(), dir, options).expect("open store")
 }

@@ -227,7 +227,10 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
         }
         Verb::Get { path } => {
             let mut stream = fs
-                .read_bytes(pb::ReadBytesRequest { path })
+                .read_bytes(pb::ReadBytesRequest {
+                    path,
+                    version: None,
+                })
                 .await
                 .map_err(fail)?
                 .into_inner();

@@ -6,7 +6,9 @@
 //! `agentvfs.example.toml` for every key.
 
 use crate::access::{Grant, OpSet, Principal};
+use crate::backend::Keep;
 use crate::backend::state::StateLimits;
+use crate::history::Retention;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use serde::Deserialize;
@@ -83,7 +85,18 @@ pub struct MountConfig {
     pub prefix: VfsPath,
     /// The tier serving it.
     pub tier: TierConfig,
+    /// What it keeps of its past: `history_versions`, `history_seconds`,
+    /// `change_log` (a Filesystem mount keeps no history).
+    pub keep: Keep,
 }
+
+/// Default changes a State session's log and a Filesystem mount's log
+/// keep: memory, so fewer than the Store's.
+pub const DEFAULT_MEMORY_CHANGE_LOG: usize = 10_000;
+/// Most versions per file a mount may keep.
+pub const MAX_HISTORY_VERSIONS: u64 = 10_000;
+/// Most changes a change log may keep.
+pub const MAX_CHANGE_LOG: u64 = 100_000_000;
 
 /// The Tools service's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,6 +196,9 @@ struct RawMount {
     root: Option<Spanned<String>>,
     path: Option<Spanned<String>>,
     sync: Option<bool>,
+    history_versions: Option<Spanned<u64>>,
+    history_seconds: Option<Spanned<u64>>,
+    change_log: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -364,7 +380,49 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 ));
             }
         };
-        mounts.push(MountConfig { prefix, tier });
+        let in_range = |field: &Option<Spanned<u64>>, name: &str, min: u64, max: u64| match field {
+            Some(v) if !(min..=max).contains(v.get_ref()) => Err(at(
+                v.span().start,
+                format!("mount {prefix}: {name} must be between {min} and {max}"),
+            )),
+            Some(v) => Ok(Some(*v.get_ref())),
+            None => Ok(None),
+        };
+        let versions = in_range(
+            &m.history_versions,
+            "history_versions",
+            1,
+            MAX_HISTORY_VERSIONS,
+        )?;
+        let seconds = in_range(&m.history_seconds, "history_seconds", 1, 100 * 365 * 86_400)?;
+        let changes = in_range(&m.change_log, "change_log", 0, MAX_CHANGE_LOG)?;
+        if let TierConfig::Filesystem { .. } = tier {
+            for (field, name) in [
+                (&m.history_versions, "history_versions"),
+                (&m.history_seconds, "history_seconds"),
+            ] {
+                if let Some(f) = field {
+                    return Err(at(
+                        f.span().start,
+                        format!(
+                            "mount {prefix}: tier \"filesystem\" keeps no version history, so it takes no `{name}`"
+                        ),
+                    ));
+                }
+            }
+        }
+        let default_changes = match tier {
+            TierConfig::Store { .. } => Keep::DEFAULT_CHANGES,
+            _ => DEFAULT_MEMORY_CHANGE_LOG,
+        };
+        let keep = Keep {
+            history: Retention {
+                versions: versions.map_or(Retention::DEFAULT_VERSIONS, |v| v as usize),
+                within: seconds.map(Duration::from_secs),
+            },
+            changes: changes.map_or(default_changes, |c| c as usize),
+        };
+        mounts.push(MountConfig { prefix, tier, keep });
     }
     if mounts.is_empty() {
         return Err(ConfigError {

@@ -97,6 +97,17 @@ pub enum Error {
     /// A search budget ran out before it found anything.
     #[error("timeout: {0}")]
     Timeout(String),
+    /// The mount cannot do this (no version history, no change log).
+    #[error("not supported: {0}")]
+    Unsupported(String),
+    /// A Watch cursor names changes the log no longer holds.
+    #[error("cursor expired: {what}; the oldest cursor still available is {oldest}")]
+    Expired {
+        /// Which log, and why.
+        what: String,
+        /// The oldest cursor a Watch can still resume from.
+        oldest: String,
+    },
     /// A fault of the server or its storage; logged when mapped.
     #[error("internal error: {0}")]
     Internal(String),
@@ -185,7 +196,9 @@ impl Error {
             Error::InvalidPath { .. }
             | Error::InvalidArgument(_)
             | Error::NotDirectory(_)
-            | Error::TooLarge(_) => "INVALID_PARAM",
+            | Error::TooLarge(_)
+            | Error::Unsupported(_)
+            | Error::Expired { .. } => "INVALID_PARAM",
             Error::NotFound(_) => "NOT_FOUND",
             Error::PermissionDenied(_) | Error::Unauthenticated(_) => "ACCESS_DENIED",
             Error::AlreadyExists(_) | Error::VersionMismatch { .. } => "CONFLICT",
@@ -205,9 +218,11 @@ impl Error {
             Error::Unauthenticated(_) => Code::Unauthenticated,
             Error::AlreadyExists(_) => Code::AlreadyExists,
             Error::VersionMismatch { .. } => Code::Aborted,
-            Error::IsDirectory(_) | Error::NotDirectory(_) | Error::Binary(_) => {
-                Code::FailedPrecondition
-            }
+            Error::IsDirectory(_)
+            | Error::NotDirectory(_)
+            | Error::Binary(_)
+            | Error::Unsupported(_)
+            | Error::Expired { .. } => Code::FailedPrecondition,
             Error::TooLarge(_) => Code::ResourceExhausted,
             Error::Timeout(_) => Code::DeadlineExceeded,
             Error::Internal(_) | Error::Context { .. } => Code::Internal,
@@ -243,6 +258,9 @@ impl Error {
                 out.insert("expected_version".into(), expected.to_string());
                 out.insert("actual_version".into(), actual.to_string());
             }
+            Error::Expired { oldest, .. } => {
+                out.insert("oldest_cursor".into(), oldest.clone());
+            }
             _ => {}
         }
         out
@@ -259,7 +277,13 @@ impl From<Error> for Status {
             .metadata()
             .into_iter()
             .map(|(k, v)| {
-                let v = echo(&v).into_owned();
+                // A cursor is a value to pass back whole, bounded by the
+                // mount table; caller input is echoed short.
+                let v = if k == "oldest_cursor" {
+                    clip(&v, MAX_STATUS_MESSAGE_CHARS).into_owned()
+                } else {
+                    echo(&v).into_owned()
+                };
                 (k, v)
             })
             .collect::<HashMap<_, _>>();

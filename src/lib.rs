@@ -12,6 +12,9 @@
 //!   order key that makes a subtree one key range;
 //! - [`error`]: the domain error and its one mapping to gRPC statuses;
 //! - [`entry`], [`scope`]: what a path names, and whose data a call sees;
+//! - [`change`], [`history`]: change events, their cursors, retained
+//!   versions and which versions a mount keeps (docs/contract.md § Changes
+//!   and history);
 //! - [`access`], [`auth`]: principals, grants, tokens and handles (docs/contract.md § Grants);
 //! - [`backend`]: the backend protocol and its tiers, [`backend::composite`]
 //!   being the mount table;
@@ -41,10 +44,12 @@
 pub mod access;
 pub mod auth;
 pub mod backend;
+pub mod change;
 pub mod cli;
 pub mod config;
 pub mod entry;
 pub mod error;
+pub mod history;
 pub mod mcp;
 pub mod path;
 pub mod pb;

@@ -19,7 +19,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     for m in &config.mounts {
         let (backend, tier): (Arc<dyn Backend>, &'static str) = match &m.tier {
             TierConfig::State => (
-                Arc::new(StateBackend::new(m.prefix.clone(), config.state)),
+                Arc::new(StateBackend::new(m.prefix.clone(), config.state, m.keep)),
                 "state",
             ),
             TierConfig::Filesystem { root } => (
@@ -33,6 +33,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 let options = StoreOptions {
                     sync: *sync,
                     max_file_bytes: config.max_file_bytes,
+                    keep: m.keep,
                 };
                 let store = StoreBackend::open(m.prefix.clone(), path, options).map_err(|e| {
                     match e.kind() {

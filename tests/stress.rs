@@ -816,6 +816,7 @@ impl Worker {
                     offset,
                     limit,
                     numbered,
+                    version: None,
                 });
                 let mut fs = self.fs.clone();
                 self.call(kind, fs.read(req)).await;
@@ -823,7 +824,10 @@ impl Worker {
             "read_bytes" => {
                 let path = self.own_path();
                 let mut fs = self.fs.clone();
-                let req = self.req(pb::ReadBytesRequest { path });
+                let req = self.req(pb::ReadBytesRequest {
+                    path,
+                    version: None,
+                });
                 self.call(kind, async move { read_all(&mut fs, req).await.map(drop) })
                     .await;
             }
@@ -1305,7 +1309,10 @@ impl Worker {
                         }
                     }
                     1 => {
-                        let req = self.req(pb::ReadBytesRequest { path: path.into() });
+                        let req = self.req(pb::ReadBytesRequest {
+                            path: path.into(),
+                            version: None,
+                        });
                         if let Outcome::Ok(data) = self.call(kind, read_all(&mut fs, req)).await {
                             self.scan(kind, &String::from_utf8_lossy(&data));
                             let shown = format!(
@@ -1535,6 +1542,7 @@ impl Worker {
             "read_bytes_abandoned" => {
                 let req = self.req(pb::ReadBytesRequest {
                     path: "/workspace/big.txt".into(),
+                    version: None,
                 });
                 let read_one = self.rng.random_bool(0.5);
                 self.call(kind, async move {
@@ -1800,6 +1808,7 @@ impl Worker {
                         offset: u64::MAX,
                         limit: u64::MAX,
                         numbered: true,
+                        version: None,
                     });
                     self.call(kind, fs.read(req)).await;
                 }
@@ -1809,6 +1818,7 @@ impl Worker {
                         offset: 0,
                         limit: 0,
                         numbered: true,
+                        version: None,
                     });
                     self.call(kind, fs.read(req)).await;
                 }
@@ -1897,7 +1907,13 @@ async fn verify(server: &Server, owned: &Owned, durable_only: bool) -> (u64, u64
             continue;
         }
         checked += 1;
-        let req = authed(pb::ReadBytesRequest { path: path.clone() }, session);
+        let req = authed(
+            pb::ReadBytesRequest {
+                path: path.clone(),
+                version: None,
+            },
+            session,
+        );
         let got = tokio::time::timeout(DEADLINE, read_all(&mut fs, req)).await;
         let problem = match got {
             Ok(Ok(data)) if &data == expected => continue,

@@ -12,15 +12,25 @@
 //! place. A mount that fails during a search is reported in the summary
 //! instead of vanishing from the results.
 
-use super::{Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome};
+use super::{
+    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    no_change_log,
+};
+use crate::change::{Change, ChangeCursor};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
+use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::rules::{self, Skip};
 use crate::search::{SearchPart, SearchRun};
 use std::sync::Arc;
 use std::time::SystemTime;
+use tokio::sync::watch;
+
+/// Fewest changes one mount contributes to a page of a Watch spanning
+/// several, so a busy mount cannot starve the others.
+const MIN_CHANGES_PER_MOUNT: usize = 16;
 
 /// One entry of the mount table.
 pub struct Mount {
@@ -105,6 +115,38 @@ impl CompositeBackend {
     /// True when `dir` is a mount point or lies above one.
     fn holds_mounts(&self, dir: &VfsPath) -> bool {
         self.mounts.iter().any(|m| m.prefix.is_within(dir))
+    }
+
+    /// The mounts whose change logs a Watch of `root` reads: the one
+    /// owning `root` and every mount below it.
+    fn watched(&self, root: &VfsPath) -> Vec<&Mount> {
+        let owner = self.owner(root).map(|m| &m.prefix);
+        self.mounts
+            .iter()
+            .filter(|m| Some(&m.prefix) == owner || m.prefix.is_within(root))
+            .collect()
+    }
+
+    /// Runs `f` on every mount a Watch of `root` reads, passing over those
+    /// that keep no change log; fails when none keeps one.
+    fn each_log(
+        &self,
+        root: &VfsPath,
+        mut f: impl FnMut(&Mount, usize) -> Result<()>,
+    ) -> Result<()> {
+        let watched = self.watched(root);
+        let mut logs = 0;
+        for mount in &watched {
+            match f(mount, watched.len()) {
+                Ok(()) => logs += 1,
+                Err(Error::Unsupported(_)) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if logs == 0 {
+            return Err(no_change_log(root));
+        }
+        Ok(())
     }
 
     /// Searches `part` with `owner` around the child mounts, in path order.
@@ -332,11 +374,74 @@ impl Backend for CompositeBackend {
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
         self.search_part(scope, run, part)
     }
+
+    fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        self.read_file(path, |b| b.versions(scope, path))
+    }
+
+    fn read_version(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<(FileVersion, ChunkReader)> {
+        self.read_file(path, |b| b.read_version(scope, path, version, max_chunk))
+    }
+
+    fn restore(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        if_version: Option<u64>,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mounts(path) {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        self.route(path)?.restore(scope, path, version, if_version)
+    }
+
+    /// Every mount under `root` that keeps a change log (those that keep
+    /// none are passed over; none at all is FAILED_PRECONDITION).
+    fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        self.each_log(root, |mount, _| {
+            mount.backend.watch_head(scope, root, cursor)
+        })
+    }
+
+    /// Reads each mount's log in turn, each up to its share of `max` (at
+    /// least [`MIN_CHANGES_PER_MOUNT`]).
+    fn changes(
+        &self,
+        scope: &Scope,
+        root: &VfsPath,
+        cursor: &mut ChangeCursor,
+        max: usize,
+    ) -> Result<Vec<Change>> {
+        let mut out = Vec::new();
+        self.each_log(root, |mount, mounts| {
+            let share = match max {
+                0 => 0,
+                max => (max / mounts).max(MIN_CHANGES_PER_MOUNT),
+            };
+            out.extend(mount.backend.changes(scope, root, cursor, share)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+        for mount in self.watched(root) {
+            mount.backend.change_signals(root, out);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::Keep;
     use crate::backend::state::{StateBackend, StateLimits};
     use crate::search::{Budgets, SearchEvent, SearchSpec};
     use std::time::Duration;
@@ -409,7 +514,7 @@ mod tests {
             idle_ttl: Duration::from_secs(60),
             max_sessions: 8,
         };
-        let state = Arc::new(StateBackend::new(VfsPath::root(), limits));
+        let state = Arc::new(StateBackend::new(VfsPath::root(), limits, Keep::DEFAULT));
         let scope = Scope::default();
         for p in ["/a.txt", "/z.txt"] {
             state

@@ -10,20 +10,77 @@
 //! - every path handed back is a logical path, never a host path;
 //! - [`Backend::update`] is an atomic read-modify-write: no lost update when
 //!   many clients edit one file at once;
-//! - versions only grow: every change of a path gives it a new, larger version.
+//! - versions only grow: every change of a path gives it a new, larger version;
+//! - a tier that keeps a change log records every change it commits, in commit
+//!   order, atomically with the change (docs/contract.md § Changes and
+//!   history); one that keeps history keeps past versions and tombstones by
+//!   its [`Retention`].
 
 pub mod composite;
 pub mod fs;
+pub mod memory_log;
 pub mod ordered;
 pub mod state;
 pub mod store;
 
+use crate::change::{Change, ChangeCursor};
 use crate::error::{Error, Result};
+use crate::history::{FileVersion, Retention};
 use crate::path::VfsPath;
 use crate::search::{SearchPart, SearchRun};
+use tokio::sync::watch;
 
 use crate::entry::Entry;
 use crate::scope::Scope;
+
+/// What a tier keeps of its past, per mount (the configuration's
+/// `history_versions`, `history_seconds` and `change_log`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keep {
+    /// Which past versions of a file are kept.
+    pub history: Retention,
+    /// Changes the tier's change log keeps for Watch to resume from (per
+    /// State session, per Store, per Filesystem mount); 0 keeps no log.
+    pub changes: usize,
+}
+
+impl Keep {
+    /// Default changes kept.
+    pub const DEFAULT_CHANGES: usize = 100_000;
+
+    /// The default: ten versions per file, the last 100,000 changes.
+    pub const DEFAULT: Keep = Keep {
+        history: Retention::DEFAULT,
+        changes: Keep::DEFAULT_CHANGES,
+    };
+
+    /// Nothing: no history, no change log.
+    pub const NOTHING: Keep = Keep {
+        history: Retention {
+            versions: 1,
+            within: None,
+        },
+        changes: 0,
+    };
+}
+
+impl Default for Keep {
+    fn default() -> Keep {
+        Keep::DEFAULT
+    }
+}
+
+/// The error of a history call on a mount that keeps no history.
+pub fn no_history(path: &VfsPath) -> Error {
+    Error::Unsupported(format!(
+        "{path} is on a mount that keeps no version history"
+    ))
+}
+
+/// The error of a Watch of a mount that keeps no change log.
+pub fn no_change_log(path: &VfsPath) -> Error {
+    Error::Unsupported(format!("{path} is on a mount that keeps no change log"))
+}
 
 /// The condition a write must meet, from `create_only` and `if_version`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -233,4 +290,61 @@ pub trait Backend: Send + Sync {
     /// Per-file failures are soft (reported through the run); an `Err` means
     /// the search could not start (`part.top` missing, ...).
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()>;
+
+    /// The retained versions of the file at `path`, newest first: its
+    /// current version (if it exists), past versions and tombstones.
+    fn versions(&self, _scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        Err(no_history(path))
+    }
+
+    /// A retained version's metadata and its content in pieces of at most
+    /// `max_chunk` bytes (NOT_FOUND when it is not retained; a tombstone's
+    /// content is empty).
+    fn read_version(
+        &self,
+        _scope: &Scope,
+        path: &VfsPath,
+        _version: u64,
+        _max_chunk: usize,
+    ) -> Result<(FileVersion, ChunkReader)> {
+        Err(no_history(path))
+    }
+
+    /// Writes the content of retained `version` back as the file's newest
+    /// version, `if_version` checked against the current one (0: the file
+    /// must not exist).
+    fn restore(
+        &self,
+        _scope: &Scope,
+        path: &VfsPath,
+        _version: u64,
+        _if_version: Option<u64>,
+    ) -> Result<WriteOutcome> {
+        Err(no_history(path))
+    }
+
+    /// Sets `cursor`'s position in every change log that holds changes
+    /// under `root` to that log's head (Watch `from_now`).
+    fn watch_head(&self, _scope: &Scope, root: &VfsPath, _cursor: &mut ChangeCursor) -> Result<()> {
+        Err(no_change_log(root))
+    }
+
+    /// Up to about `max` changes under `root` committed after `cursor`, in
+    /// each log's commit order, moving `cursor` past every change read
+    /// (also those outside `root`). A log the cursor has no position in is
+    /// read from its oldest retained change; a position the log no longer
+    /// holds is [`Error::Expired`] naming the oldest cursor still available.
+    fn changes(
+        &self,
+        _scope: &Scope,
+        root: &VfsPath,
+        _cursor: &mut ChangeCursor,
+        _max: usize,
+    ) -> Result<Vec<Change>> {
+        Err(no_change_log(root))
+    }
+
+    /// Receivers that change whenever a log holding changes under `root`
+    /// may have grown, for a Watch to wait on without polling.
+    fn change_signals(&self, _root: &VfsPath, _out: &mut Vec<watch::Receiver<u64>>) {}
 }

@@ -20,13 +20,26 @@
 //! content, its path (held three times: the path, its order key in the map
 //! and in the record) and [`FILE_OVERHEAD_BYTES`], so empty files with long
 //! paths fill the tier too; a Move re-counts every moved file at its new
-//! path. Beyond either bound a write is `TooLarge` (RESOURCE_EXHAUSTED).
+//! path. Past versions and tombstones (history) count the same way, and each
+//! change-log record its keys and [`LOG_RECORD_OVERHEAD_BYTES`]. Beyond either
+//! bound a write is `TooLarge` (RESOURCE_EXHAUSTED).
+//!
+//! History and the change log live with the session, under its lock: a
+//! version a change replaces moves to the session's past versions (its
+//! content shared, not copied), and each change's record joins the session's
+//! log, numbered in commit order as the batch applies. The log keeps the
+//! last `changes` records ([`Keep`]) and starts over, under a new random
+//! epoch, when the session is created again.
 
-use super::ChunkSource;
+use super::memory_log::MemoryLog;
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed, keys,
+    Content, Cursor, Engine, FileMeta, Files, Frozen, LogRead, Logged, OrderedTier, Space, Stored,
+    Streamed, keys,
 };
+use super::{ChunkReader, ChunkSource, Keep, split_chunks};
+use crate::change::Origin;
 use crate::error::{Error, Result};
+use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use std::collections::{BTreeMap, HashMap};
@@ -35,6 +48,7 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::watch;
 
 /// How often idle sessions are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -42,6 +56,9 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// What one file costs beyond its content and path copies: the record, its
 /// `Arc`, and its share of the map's nodes (a generous round figure).
 pub const FILE_OVERHEAD_BYTES: u64 = 256;
+
+/// What one change-log record costs beyond its keys and names.
+pub const LOG_RECORD_OVERHEAD_BYTES: u64 = 128;
 
 /// Bounds of the State tier.
 #[derive(Clone, Copy, Debug)]
@@ -56,8 +73,18 @@ pub struct StateLimits {
     pub max_sessions: usize,
 }
 
-/// One file of a session. Immutable once stored: a change stores a new
-/// record, so snapshots of `Arc`s stay valid.
+/// What a logged change costs against `max_total_bytes`.
+fn log_cost(logged: &Logged) -> u64 {
+    (logged.rel.len()
+        + logged.moved.as_ref().map_or(0, Vec::len)
+        + logged.origin.principal.len()
+        + logged.origin.handle.len()) as u64
+        + LOG_RECORD_OVERHEAD_BYTES
+}
+
+/// One file of a session, or one of its past versions. Immutable once
+/// stored: a change stores a new record, so snapshots of `Arc`s stay valid
+/// and a replaced record becomes a past version as it is.
 pub struct FileRecord {
     path: VfsPath,
     /// The path's order key relative to the mount, kept so snapshot seeks
@@ -67,6 +94,10 @@ pub struct FileRecord {
     created: SystemTime,
     modified: SystemTime,
     version: u64,
+    /// Who made this version, and how.
+    origin: Origin,
+    /// A tombstone (only ever among past versions).
+    deleted: bool,
 }
 
 impl FileRecord {
@@ -74,6 +105,18 @@ impl FileRecord {
     /// three copies of its path and [`FILE_OVERHEAD_BYTES`].
     fn cost(&self) -> u64 {
         self.data.len() as u64 + 3 * self.path.as_str().len() as u64 + FILE_OVERHEAD_BYTES
+    }
+
+    /// This record as a retained version.
+    fn as_version(&self, current: bool) -> FileVersion {
+        FileVersion {
+            version: self.version,
+            size: self.data.len() as u64,
+            time: self.modified,
+            origin: self.origin.clone(),
+            deleted: self.deleted,
+            current,
+        }
     }
 }
 
@@ -95,8 +138,20 @@ impl Stored for Arc<FileRecord> {
 /// A session's files by relative order key.
 type FileMap = BTreeMap<Vec<u8>, Arc<FileRecord>>;
 
+/// Everything a session holds, under one lock.
+struct SessionData {
+    files: FileMap,
+    /// Past versions and tombstones by relative key, oldest first.
+    past: HashMap<Vec<u8>, Vec<Arc<FileRecord>>>,
+    /// The session's change log: a cursor of an earlier session of the
+    /// same name is never read against it (a new epoch).
+    log: MemoryLog<Logged>,
+    /// What all of it counts against `max_total_bytes`.
+    bytes: u64,
+}
+
 struct Session {
-    files: Mutex<FileMap>,
+    data: Mutex<SessionData>,
     last_used: Mutex<Instant>,
 }
 
@@ -116,6 +171,10 @@ pub struct StateEngine {
     /// One counter for every file of every session: versions only grow, even
     /// across delete and re-create, so `if_version` can never be fooled.
     generation: AtomicU64,
+    /// History and change log settings.
+    keep: Keep,
+    /// Bumped after every batch that logged changes (any session).
+    changed: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -126,8 +185,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl OrderedTier<StateEngine> {
-    /// A State tier answering for paths below `mount`.
-    pub fn new(mount: VfsPath, limits: StateLimits) -> StateBackend {
+    /// A State tier answering for paths below `mount`, keeping `keep` of
+    /// each session's past.
+    pub fn new(mount: VfsPath, limits: StateLimits, keep: Keep) -> StateBackend {
         OrderedTier::mounted(
             mount,
             StateEngine {
@@ -137,6 +197,8 @@ impl OrderedTier<StateEngine> {
                 last_sweep: Mutex::new(Instant::now()),
                 total_bytes: AtomicU64::new(0),
                 generation: AtomicU64::new(0),
+                keep,
+                changed: watch::Sender::new(0),
             },
         )
     }
@@ -177,7 +239,12 @@ impl StateEngine {
                 .entry(key)
                 .or_insert_with(|| {
                     Arc::new(Session {
-                        files: Mutex::new(BTreeMap::new()),
+                        data: Mutex::new(SessionData {
+                            files: BTreeMap::new(),
+                            past: HashMap::new(),
+                            log: MemoryLog::new(),
+                            bytes: 0,
+                        }),
                         last_used: Mutex::new(Instant::now()),
                     })
                 })
@@ -201,7 +268,7 @@ impl StateEngine {
         lock(&self.sessions).retain(|(namespace, name), session| {
             let keep = lock(&session.last_used).elapsed() < ttl;
             if !keep {
-                let bytes: u64 = lock(&session.files).values().map(|f| f.cost()).sum();
+                let bytes = lock(&session.data).bytes;
                 self.total_bytes.fetch_sub(bytes, Ordering::Relaxed);
                 tracing::info!(%namespace, session = %name, bytes, "dropped idle State session");
             }
@@ -243,6 +310,25 @@ impl Engine for StateEngine {
         self.limits.max_file_bytes
     }
 
+    fn keep(&self) -> Keep {
+        self.keep
+    }
+
+    fn read_log(&self, scope: &Scope, after: Option<u64>, max: usize) -> Result<LogRead> {
+        let Some(session) = self.existing(scope) else {
+            return Ok(LogRead::default());
+        };
+        let data = lock(&session.data);
+        Ok(LogRead {
+            bounds: data.log.bounds(),
+            entries: data.log.read(after, max),
+        })
+    }
+
+    fn signal(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
     fn next_version(&self) -> u64 {
         self.generation.fetch_add(1, Ordering::Relaxed) + 1
     }
@@ -255,7 +341,7 @@ impl Engine for StateEngine {
         match self.existing(scope) {
             Some(session) => f(Some(&StateSpace {
                 engine: self,
-                files: &mut lock(&session.files),
+                data: &mut lock(&session.data),
             })),
             None => f(None),
         }
@@ -271,7 +357,7 @@ impl Engine for StateEngine {
         match self.existing(scope) {
             Some(session) => f(Some(&mut StateSpace {
                 engine: self,
-                files: &mut lock(&session.files),
+                data: &mut lock(&session.data),
             })),
             None => f(None),
         }
@@ -286,7 +372,7 @@ impl Engine for StateEngine {
         let session = self.session_for_write(scope)?;
         f(&mut StateSpace {
             engine: self,
-            files: &mut lock(&session.files),
+            data: &mut lock(&session.data),
         })
     }
 
@@ -341,14 +427,14 @@ impl Bounds {
 /// A session's live files, under the session's lock.
 pub struct StateSpace<'a> {
     engine: &'a StateEngine,
-    files: &'a mut FileMap,
+    data: &'a mut SessionData,
 }
 
 impl StateSpace<'_> {
     /// A scan of everything below the directory `rel`.
     fn cursor(&self, rel: &[u8]) -> MapCursor<'_> {
         let mut cursor = MapCursor {
-            files: &*self.files,
+            files: &self.data.files,
             bounds: Bounds::below(rel),
             at: None,
         };
@@ -359,7 +445,7 @@ impl StateSpace<'_> {
     /// The files at and below `top`, for a search that runs without the lock.
     fn snapshot(&self, top: &[u8]) -> Snapshot {
         let mut files = Vec::new();
-        if let Some(file) = self.files.get(top) {
+        if let Some(file) = self.data.files.get(top) {
             files.push(file.clone());
         }
         let mut cursor = self.cursor(top);
@@ -415,7 +501,7 @@ impl Files for StateSpace<'_> {
         Self: 'c;
 
     fn get(&self, rel: &[u8]) -> Result<Option<Arc<FileRecord>>> {
-        Ok(self.files.get(rel).cloned())
+        Ok(self.data.files.get(rel).cloned())
     }
 
     fn scan(&self, below: &[u8], _bulk: bool) -> Result<MapCursor<'_>> {
@@ -427,16 +513,22 @@ impl Files for StateSpace<'_> {
 #[derive(Default)]
 pub struct StateBatch {
     steps: Vec<Step>,
-    /// What the files stored by the change cost.
+    /// What the records stored by the change cost.
     added: u64,
-    /// What the files it removes or replaces cost.
+    /// What the records it removes cost.
     freed: u64,
+    /// Change-log records, numbered as the batch applies.
+    logged: Vec<Logged>,
 }
 
 enum Step {
     Put(Arc<FileRecord>),
     Drop(Vec<u8>),
     DropBelow(Vec<u8>),
+    /// Keep a record among its key's past versions.
+    Retire(Arc<FileRecord>),
+    /// Drop these past versions of a key.
+    Forget(Vec<u8>, Vec<u64>),
 }
 
 impl Space for StateSpace<'_> {
@@ -445,11 +537,13 @@ impl Space for StateSpace<'_> {
 
     fn read(&self, _path: &VfsPath, rel: &[u8]) -> Result<Option<(Arc<FileRecord>, Vec<u8>)>> {
         Ok(self
+            .data
             .files
             .get(rel)
             .map(|file| (file.clone(), file.data.to_vec())))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         batch: &mut StateBatch,
@@ -458,6 +552,7 @@ impl Space for StateSpace<'_> {
         old: Option<&Arc<FileRecord>>,
         content: Content<'_, Infallible>,
         version: u64,
+        origin: &Origin,
     ) -> Result<u64> {
         let data = match content {
             Content::Bytes(data) => data,
@@ -471,15 +566,15 @@ impl Space for StateSpace<'_> {
             created: old.map_or(now, |old| old.created),
             modified: now,
             version,
+            origin: origin.clone(),
+            deleted: false,
         };
         batch.added += record.cost();
-        if let Some(old) = old {
-            batch.freed += old.cost();
-        }
         batch.steps.push(Step::Put(Arc::new(record)));
         Ok(data.len() as u64)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn relocate(
         &self,
         batch: &mut StateBatch,
@@ -488,6 +583,7 @@ impl Space for StateSpace<'_> {
         to: &VfsPath,
         to_rel: &[u8],
         version: u64,
+        origin: &Origin,
     ) -> Result<()> {
         let record = FileRecord {
             path: to.clone(),
@@ -496,6 +592,8 @@ impl Space for StateSpace<'_> {
             created: file.created,
             modified: file.modified,
             version,
+            origin: origin.clone(),
+            deleted: false,
         };
         // The content is shared, but the path's copies change length.
         batch.added += record.cost();
@@ -509,6 +607,96 @@ impl Space for StateSpace<'_> {
         Ok(())
     }
 
+    fn retire(&self, batch: &mut StateBatch, _rel: &[u8], file: &Arc<FileRecord>) -> Result<()> {
+        // Its cost stays counted: the record lives on as a past version.
+        batch.steps.push(Step::Retire(file.clone()));
+        Ok(())
+    }
+
+    fn tombstone(
+        &self,
+        batch: &mut StateBatch,
+        path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        origin: &Origin,
+    ) -> Result<()> {
+        let now = SystemTime::now();
+        let record = FileRecord {
+            path: path.clone(),
+            key: rel.to_vec(),
+            data: Arc::from(&[][..]),
+            created: now,
+            modified: now,
+            version,
+            origin: origin.clone(),
+            deleted: true,
+        };
+        batch.added += record.cost();
+        batch.steps.push(Step::Retire(Arc::new(record)));
+        Ok(())
+    }
+
+    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>> {
+        Ok(self
+            .data
+            .past
+            .get(rel)
+            .map(|past| past.iter().rev().map(|r| (r.version, r.modified)).collect())
+            .unwrap_or_default())
+    }
+
+    fn forget(&self, batch: &mut StateBatch, rel: &[u8], versions: &[u64]) -> Result<()> {
+        if let Some(past) = self.data.past.get(rel) {
+            for record in past.iter().filter(|r| versions.contains(&r.version)) {
+                batch.freed += record.cost();
+            }
+        }
+        batch
+            .steps
+            .push(Step::Forget(rel.to_vec(), versions.to_vec()));
+        Ok(())
+    }
+
+    fn versions(&self, _path: &VfsPath, rel: &[u8]) -> Result<Vec<FileVersion>> {
+        let current = self.data.files.get(rel).map(|r| r.as_version(true));
+        let past = self.data.past.get(rel).into_iter().flatten().rev();
+        Ok(current
+            .into_iter()
+            .chain(past.map(|r| r.as_version(false)))
+            .collect())
+    }
+
+    fn read_version(
+        &self,
+        _path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<Option<(FileVersion, ChunkReader)>> {
+        let current = self.data.files.get(rel).filter(|r| r.version == version);
+        let found = match current {
+            Some(record) => Some((record, true)),
+            None => self
+                .data
+                .past
+                .get(rel)
+                .and_then(|past| past.iter().find(|r| r.version == version))
+                .map(|record| (record, false)),
+        };
+        Ok(found.map(|(record, current)| {
+            (
+                record.as_version(current),
+                split_chunks(record.data.to_vec(), max_chunk),
+            )
+        }))
+    }
+
+    fn record(&self, batch: &mut StateBatch, change: Logged) {
+        batch.added += log_cost(&change);
+        batch.logged.push(change);
+    }
+
     fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
         batch.steps.push(Step::Drop(rel.to_vec()));
     }
@@ -518,14 +706,29 @@ impl Space for StateSpace<'_> {
     }
 
     fn apply(&mut self, batch: StateBatch) -> Result<()> {
-        self.engine.reserve(batch.added, batch.freed)?;
-        for step in batch.steps {
+        let StateBatch {
+            steps,
+            added,
+            mut freed,
+            logged,
+        } = batch;
+        // Records the log drops to make room count as freed by the change.
+        let capacity = self.engine.keep.changes;
+        let log = &self.data.log;
+        let dropped = (log.len() + logged.len()).saturating_sub(capacity);
+        let from_log = dropped.min(log.len());
+        let from_batch = dropped - from_log;
+        freed += log.oldest(from_log).map(log_cost).sum::<u64>();
+        freed += logged.iter().take(from_batch).map(log_cost).sum::<u64>();
+        self.engine.reserve(added, freed)?;
+        self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
+        for step in steps {
             match step {
                 Step::Put(record) => {
-                    self.files.insert(record.key.clone(), record);
+                    self.data.files.insert(record.key.clone(), record);
                 }
                 Step::Drop(key) => {
-                    self.files.remove(&key);
+                    self.data.files.remove(&key);
                 }
                 Step::DropBelow(rel) => {
                     let mut doomed = Vec::new();
@@ -535,10 +738,33 @@ impl Space for StateSpace<'_> {
                         cursor.next();
                     }
                     for key in doomed {
-                        self.files.remove(&key);
+                        self.data.files.remove(&key);
+                    }
+                }
+                Step::Retire(record) => {
+                    self.data
+                        .past
+                        .entry(record.key.clone())
+                        .or_default()
+                        .push(record);
+                }
+                Step::Forget(rel, versions) => {
+                    if let Some(past) = self.data.past.get_mut(&rel) {
+                        past.retain(|r| !versions.contains(&r.version));
+                        if past.is_empty() {
+                            self.data.past.remove(&rel);
+                        }
                     }
                 }
             }
+        }
+        if !logged.is_empty() {
+            let log = &mut self.data.log;
+            for record in logged {
+                log.push(|seq| Logged { seq, ..record });
+            }
+            log.trim(capacity);
+            self.engine.changed.send_modify(|n| *n = n.wrapping_add(1));
         }
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! Domain types to protobuf messages (one place, so every RPC agrees).
 
 use crate::backend::WriteOutcome;
+use crate::change::{Change, ChangeKind};
 use crate::entry::{Entry, EntryKind};
+use crate::history::FileVersion;
 use crate::pb;
 use crate::search::{AbortReason, Hit, Summary};
 
@@ -15,6 +17,42 @@ pub fn file_info(e: &Entry) -> pb::FileInfo {
         created_time: Some(e.created.into()),
         version: e.version,
         is_symlink: matches!(e.kind, EntryKind::Symlink { .. }),
+    }
+}
+
+/// A change, with the cursor that resumes after it, as a `ChangeEvent`.
+pub fn change_event(change: Change, cursor: String) -> pb::ChangeEvent {
+    let kind = match change.kind {
+        ChangeKind::Created => pb::ChangeKind::Created,
+        ChangeKind::Modified => pb::ChangeKind::Modified,
+        ChangeKind::Deleted => pb::ChangeKind::Deleted,
+    };
+    pb::ChangeEvent {
+        path: change.path.to_string(),
+        kind: kind as i32,
+        version: change.version,
+        size: change.size,
+        time: Some(change.time.into()),
+        principal: change.origin.principal,
+        handle: change.origin.handle,
+        operation: change.origin.operation.as_str().into(),
+        external: change.external,
+        moved_path: change.moved_path.map(|p| p.to_string()).unwrap_or_default(),
+        cursor,
+    }
+}
+
+/// A retained version as a `FileVersion`.
+pub fn file_version(v: FileVersion) -> pb::FileVersion {
+    pb::FileVersion {
+        version: v.version,
+        size: v.size,
+        time: Some(v.time.into()),
+        principal: v.origin.principal,
+        handle: v.origin.handle,
+        operation: v.origin.operation.as_str().into(),
+        deleted: v.deleted,
+        current: v.current,
     }
 }
 

@@ -18,13 +18,15 @@ use super::convert;
 use super::message_limit::too_large;
 use crate::access::Op;
 use crate::backend::{ChunkReader, Precondition};
+use crate::change::ChangeCursor;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::filesystem_server::Filesystem;
 use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec, compile_regex};
-use crate::service::{Service, StreamPermit, blocking};
+use crate::service::{Service, StreamPermit, WatchStart, Watcher, blocking};
+use crate::text::diff::DiffCaps;
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
 use std::time::Duration;
@@ -39,6 +41,10 @@ pub const READ_CHUNK_BYTES: usize = 1 << 20;
 /// ReadBytes/WriteBytes pieces buffered between the network and the tier:
 /// two keep both busy while bounding memory to a few MiB per stream.
 const PIECES_IN_FLIGHT: usize = 2;
+
+/// Watch messages queued for a client: a few pages, so a reader that keeps
+/// up never waits on the next page, and one that stalls holds little.
+const WATCH_MESSAGES_IN_FLIGHT: usize = 4;
 
 /// A boxed server stream.
 pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -156,7 +162,13 @@ impl Filesystem for FilesystemService {
         let out = self
             .service
             .run(&caller, move |files| {
-                let (data, entry) = files.read(&path, Op::ReadFile)?;
+                let (data, entry) = match req.version {
+                    None => files.read(&path, Op::ReadFile)?,
+                    Some(version) => {
+                        let (data, found) = files.read_version(&path, version, Op::ReadFile)?;
+                        (data, found.entry(path.clone()))
+                    }
+                };
                 let window = text::read_window(
                     path.as_str(),
                     &data,
@@ -184,11 +196,12 @@ impl Filesystem for FilesystemService {
 
     async fn read_bytes(&self, req: Request<pb::ReadBytesRequest>) -> Reply<Self::ReadBytesStream> {
         let caller = caller(&req)?;
-        let path = VfsPath::parse(&req.into_inner().path)?;
+        let req = req.into_inner();
+        let path = VfsPath::parse(&req.path)?;
         let shown = path.to_string();
         let (entry, chunks, permit) = self
             .service
-            .read_chunks(&caller, path, READ_CHUNK_BYTES)
+            .read_chunks(&caller, path, req.version, READ_CHUNK_BYTES)
             .await?;
         Ok(Response::new(chunk_stream(
             shown,
@@ -407,6 +420,91 @@ impl Filesystem for FilesystemService {
         )))
     }
 
+    type WatchStream = ResponseStream<pb::WatchResponse>;
+
+    async fn watch(&self, req: Request<pb::WatchRequest>) -> Reply<Self::WatchStream> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let root = search_root(&req.path)?;
+        let start = match (req.cursor.is_empty(), req.from_now) {
+            (false, true) => {
+                return Err(
+                    Error::InvalidArgument("give cursor or from_now, not both".into()).into(),
+                );
+            }
+            (false, false) => WatchStart::After(ChangeCursor::decode(&req.cursor)?),
+            (true, true) => WatchStart::Now,
+            (true, false) => WatchStart::Oldest,
+        };
+        let watcher = self
+            .service
+            .watch(&caller, root, start, req.stop_at_head)
+            .await?;
+        Ok(Response::new(watch_stream(
+            watcher,
+            self.service.limits().idle_timeout(),
+        )))
+    }
+
+    async fn list_versions(
+        &self,
+        req: Request<pb::ListVersionsRequest>,
+    ) -> Reply<pb::ListVersionsResponse> {
+        let caller = caller(&req)?;
+        let path = VfsPath::parse(&req.into_inner().path)?;
+        let shown = path.to_string();
+        let versions = self
+            .service
+            .run(&caller, move |files| files.versions(&path))
+            .await?;
+        Ok(Response::new(pb::ListVersionsResponse {
+            path: shown,
+            versions: versions.into_iter().map(convert::file_version).collect(),
+        }))
+    }
+
+    async fn restore(&self, req: Request<pb::RestoreRequest>) -> Reply<pb::RestoreResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = VfsPath::parse(&req.path)?;
+        let restored_version = req.version;
+        let out = self
+            .service
+            .run(&caller, move |files| {
+                files.restore(&path, restored_version, req.if_version)
+            })
+            .await?;
+        Ok(Response::new(pb::RestoreResponse {
+            path: out.path.to_string(),
+            version: out.version,
+            restored_version,
+            bytes_written: out.bytes_written,
+            created: out.created,
+        }))
+    }
+
+    async fn diff(&self, req: Request<pb::DiffRequest>) -> Reply<pb::DiffResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = VfsPath::parse(&req.path)?;
+        let shown = path.to_string();
+        let out = self
+            .service
+            .run(&caller, move |files| {
+                files.diff(&path, req.from_version, req.to_version, DiffCaps::WHOLE)
+            })
+            .await?;
+        Ok(Response::new(pb::DiffResponse {
+            path: shown,
+            from_version: out.from_version,
+            to_version: out.to_version,
+            diff: out.diff.text,
+            added: out.diff.added as u64,
+            removed: out.diff.removed as u64,
+            truncated: out.diff.truncated,
+        }))
+    }
+
     type GlobStream = ResponseStream<pb::GlobResponse>;
 
     async fn glob(&self, req: Request<pb::GlobRequest>) -> Reply<Self::GlobStream> {
@@ -503,6 +601,53 @@ fn chunk_stream(
                         "{path}: the client took no data for {} s (the server's \
                          stream_idle_timeout_seconds); the download was cut",
                         idle.as_secs()
+                    ));
+                    let _unread = cut_tx.send(cut.into());
+                    return;
+                }
+            }
+        }
+    });
+    let cut = futures_util::stream::once(cut_rx).filter_map(|cut| cut.ok().map(Err));
+    Box::pin(ReceiverStream::new(rx).chain(cut))
+}
+
+/// Watch's response: a task takes each message from the watcher and hands
+/// it over as the client takes them (at most [`WATCH_MESSAGES_IN_FLIGHT`]
+/// waiting). The watcher holds no thread while it waits for changes; a
+/// client that takes nothing for `idle` is cut (DEADLINE_EXCEEDED after what
+/// was queued), and one that leaves stops the task at its next step.
+fn watch_stream(mut watcher: Watcher, idle: Duration) -> ResponseStream<pb::WatchResponse> {
+    let (tx, rx) = tokio::sync::mpsc::channel(WATCH_MESSAGES_IN_FLIGHT);
+    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<Status>();
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::select! {
+                next = watcher.next() => next,
+                () = tx.closed() => return,
+            };
+            let message = match next {
+                Ok(Some(batch)) => Ok(pb::WatchResponse {
+                    events: batch
+                        .changes
+                        .into_iter()
+                        .map(|(change, cursor)| convert::change_event(change, cursor))
+                        .collect(),
+                    cursor: batch.cursor,
+                }),
+                Ok(None) => return,
+                Err(err) => Err(Status::from(err)),
+            };
+            let last = message.is_err();
+            match tokio::time::timeout(idle, tx.send(message)).await {
+                Ok(Ok(())) if !last => {}
+                Ok(_) => return,
+                Err(_) => {
+                    let cut = Error::Timeout(format!(
+                        "the watcher took no changes for {} s (the server's \
+                         stream_idle_timeout_seconds); resume from cursor {}",
+                        idle.as_secs(),
+                        watcher.cursor()
                     ));
                     let _unread = cut_tx.send(cut.into());
                     return;

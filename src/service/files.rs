@@ -34,6 +34,17 @@ impl<'a> Files<'a> {
         self.max_file_bytes
     }
 
+    /// The backend, for the service's other modules (each checks grants
+    /// before every call).
+    pub(super) fn backend(&self) -> &dyn Backend {
+        self.backend
+    }
+
+    /// The caller's scope.
+    pub(super) fn scope(&self) -> &crate::scope::Scope {
+        &self.caller.scope
+    }
+
     /// Checks one grant (PERMISSION_DENIED naming the path and the operation).
     pub fn check(&self, path: &VfsPath, op: Op) -> Result<()> {
         self.caller.principal.check(path, op)

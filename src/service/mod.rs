@@ -12,7 +12,9 @@
 //!   before it reaches a tier, an edit's result before it is built;
 //! - blocking tier work runs off the async runtime ([`Service::run`]);
 //! - streams and searches are admitted under the server's [`Limits`];
-//! - searches start over the granted parts of their root ([`Service::search`]).
+//! - searches start over the granted parts of their root ([`Service::search`]);
+//! - history (versions, restores, diffs) and the change feed ([`Watcher`])
+//!   show and change only what the caller's grants cover.
 //!
 //! Errors are domain [`Error`]s; each front end maps them once (gRPC:
 //! `From<Error> for Status`; tools: the envelope's codes and messages).
@@ -23,13 +25,17 @@
 mod caller;
 mod edit;
 mod files;
+mod history;
 mod limits;
 mod search;
+mod watch;
 
 pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
 pub use files::Files;
+pub use history::VersionDiff;
 pub use limits::{Limits, SearchPermit, StreamPermit};
 pub use search::collect;
+pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
 
 use crate::access::Op;
 use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
@@ -149,12 +155,20 @@ impl Service {
         &self,
         caller: &Caller,
         path: VfsPath,
+        version: Option<u64>,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader, StreamPermit)> {
         caller.principal.check(&path, Op::ReadBinary)?;
         let permit = self.admit_stream(caller)?;
         let (entry, chunks) = self
-            .run(caller, move |files| files.read_chunks(&path, max_chunk))
+            .run(caller, move |files| match version {
+                None => files.read_chunks(&path, max_chunk),
+                Some(version) => {
+                    let (found, chunks) =
+                        files.read_version_chunks(&path, version, Op::ReadBinary, max_chunk)?;
+                    Ok((found.entry(path), chunks))
+                }
+            })
             .await?;
         Ok((entry, chunks, permit))
     }

@@ -7,7 +7,9 @@
 //! - [`lines`]: `cat -n` numbering and the line windows of Read;
 //! - [`edit`]: Edit and MultiEdit's string replacements;
 //! - [`read_re`]: ReadRe's regex windows;
-//! - [`grep`]: the Grep tool's three output modes.
+//! - [`grep`]: the Grep tool's three output modes;
+//! - [`diff`]: unified diffs of a change, bounded in time and size (the
+//!   tools' previews, the Diff RPC and the History tool).
 //!
 //! Decisions: lengths are counted in `char`s (Unicode scalar values), like
 //! Python's `len(str)`, and text is only ever cut on a `char` boundary. Lines
@@ -15,6 +17,7 @@
 //! does not start an extra empty line: exactly [`str::lines`]. Binary content
 //! is detected the way git and ripgrep do, by a NUL byte near the start.
 
+pub mod diff;
 pub mod edit;
 pub mod grep;
 pub mod lines;

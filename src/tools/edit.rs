@@ -24,12 +24,12 @@
 //! IS_DIRECTORY, BINARY_FILE as Write.
 
 use super::args::Args;
-use super::diff;
 use super::hint;
 use super::write::{change_error, expected_version, push_diff};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::error::Error;
+use crate::text::diff;
 use crate::text::{self, EditSpec};
 use serde_json::{Value, json};
 use std::borrow::Cow;

@@ -48,7 +48,6 @@ macro_rules! object {
 
 mod args;
 pub mod budget;
-mod diff;
 mod edit;
 pub mod envelope;
 mod glob;

@@ -13,11 +13,11 @@
 //! file needs none (0 is accepted as "must not exist").
 
 use super::args::Args;
-use super::diff::{self, DiffPreview};
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
 use crate::backend::Precondition;
 use crate::error::Error;
+use crate::text::diff::{self, DiffPreview};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 

@@ -12,7 +12,7 @@ use agentvfs::backend::fs::FsBackend;
 use agentvfs::backend::state::{StateBackend, StateLimits};
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
 use agentvfs::backend::{
-    Backend, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_move_paths,
+    Backend, Keep, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_move_paths,
 };
 use agentvfs::entry::Entry;
 use agentvfs::error::{Error, Result};
@@ -124,7 +124,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
                 idle_ttl: Duration::from_secs(3600),
                 max_sessions: 64,
             };
-            let state = StateBackend::new(vpath(STATE_MOUNT), limits);
+            let state = StateBackend::new(vpath(STATE_MOUNT), limits, Keep::DEFAULT);
             (Arc::new(state), "state", None)
         }
         Kind::Store => {
@@ -132,6 +132,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
             let options = StoreOptions {
                 sync: false,
                 max_file_bytes: MAX_FILE_BYTES,
+                keep: Keep::DEFAULT,
             };
             let store = StoreBackend::open(vpath(STORE_MOUNT), dir.path(), options)
                 .expect("open the store");

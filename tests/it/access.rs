@@ -115,7 +115,13 @@ async fn call(
             .map(drop),
         "ReadBytes" => {
             let mut s = fs
-                .read_bytes(authed(pb::ReadBytesRequest { path: file.into() }, t))
+                .read_bytes(authed(
+                    pb::ReadBytesRequest {
+                        path: file.into(),
+                        version: None,
+                    },
+                    t,
+                ))
                 .await?
                 .into_inner();
             while s.message().await?.is_some() {}

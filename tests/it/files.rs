@@ -22,6 +22,7 @@ async fn write_then_read_round_trips_with_version() {
             offset: 1,
             limit: 1,
             numbered: true,
+            version: None,
         })
         .await
         .unwrap()
@@ -426,6 +427,7 @@ async fn bytes_round_trip_and_binary_is_refused_as_text() {
     let mut stream = fs
         .read_bytes(pb::ReadBytesRequest {
             path: "/bin/blob".into(),
+            version: None,
         })
         .await
         .unwrap()
@@ -666,6 +668,7 @@ async fn numbered_read_of_a_large_file_is_bounded() {
             offset: 2_000_000,
             limit: 3,
             numbered: true,
+            version: None,
         })
         .await
         .unwrap()

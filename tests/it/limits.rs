@@ -227,6 +227,7 @@ async fn stalled_downloads_are_bounded_and_cut() {
     write(&mut fs, "/big.txt", &"x".repeat(8 << 20)).await;
     let read = || pb::ReadBytesRequest {
         path: "/big.txt".into(),
+        version: None,
     };
     let mut held = Vec::new();
     for _ in 0..8 {

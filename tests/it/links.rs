@@ -118,7 +118,10 @@ async fn read(fs: &mut FilesystemClient<Channel>, path: &str) -> Result<String, 
 }
 
 async fn read_bytes(fs: &mut FilesystemClient<Channel>, path: &str) -> Result<Vec<u8>, Status> {
-    let req = pb::ReadBytesRequest { path: path.into() };
+    let req = pb::ReadBytesRequest {
+        path: path.into(),
+        version: None,
+    };
     let mut stream = fs.read_bytes(agent(req)).await?.into_inner();
     let mut out = Vec::new();
     while let Some(msg) = stream.message().await? {
@@ -422,6 +425,7 @@ async fn reading_a_socket_is_invalid_argument() {
         .map(|_| ()),
         fs.read_bytes(pb::ReadBytesRequest {
             path: "/workspace/sock".into(),
+            version: None,
         })
         .await
         .map(|_| ()),
@@ -579,6 +583,7 @@ async fn large_transfers_never_hold_whole_files() {
     for _ in 0..8 {
         let req = pb::ReadBytesRequest {
             path: "/workspace/big.bin".into(),
+            version: None,
         };
         // One connection each: a stalled stream holds its connection's
         // flow-control window, which the next stream's answer would need.

@@ -8,7 +8,7 @@
 use agentvfs::VfsPath;
 use agentvfs::backend::state::{StateBackend, StateLimits};
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
-use agentvfs::backend::{Backend, MoveOutcome, Precondition};
+use agentvfs::backend::{Backend, Keep, MoveOutcome, Precondition};
 use agentvfs::entry::Entry;
 use agentvfs::error::Error;
 use agentvfs::scope::Scope;
@@ -88,8 +88,14 @@ fn limits(max_total_bytes: u64) -> StateLimits {
     }
 }
 
+/// A State tier keeping no history and no change log: these tests count
+/// the memory of files alone (tests/it/history.rs counts the rest).
 fn state() -> Tier {
-    let state = Arc::new(StateBackend::new(VfsPath::root(), limits(1 << 30)));
+    let state = Arc::new(StateBackend::new(
+        VfsPath::root(),
+        limits(1 << 30),
+        Keep::NOTHING,
+    ));
     Tier {
         name: "state",
         mount: "/",
@@ -99,10 +105,12 @@ fn state() -> Tier {
     }
 }
 
+/// A Store keeping no history and no change log, as `state`.
 fn open_store(dir: &std::path::Path) -> StoreBackend {
     let options = StoreOptions {
         sync: false,
         max_file_bytes: 64 << 20,
+        keep: Keep::NOTHING,
     };
     StoreBackend::open(VfsPath::parse("/memories").unwrap(), dir, options).unwrap()
 }
@@ -355,7 +363,7 @@ fn refusals_follow_the_contract() {
 /// overfill the tier is refused whole.
 #[test]
 fn state_memory_accounting_follows_moved_paths() {
-    let state = StateBackend::new(VfsPath::root(), limits(4096));
+    let state = StateBackend::new(VfsPath::root(), limits(4096), Keep::NOTHING);
     let s = scope();
     let p = |s: &str| VfsPath::parse(s).unwrap();
     for i in 0..3 {

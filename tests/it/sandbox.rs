@@ -131,6 +131,7 @@ async fn read_never_follows_a_link_out_of_the_root() {
     let bytes = fs
         .read_bytes(pb::ReadBytesRequest {
             path: "/workspace/leak".into(),
+            version: None,
         })
         .await;
     let err = match bytes {

@@ -61,6 +61,7 @@ async fn every_rpc_works_on_the_store() {
             offset: 1,
             limit: 1,
             numbered: true,
+            version: None,
         })
         .await
         .unwrap()
@@ -669,6 +670,7 @@ async fn hundred_megabyte_file_streams_in_chunks() {
     let mut stream = fs
         .read_bytes(pb::ReadBytesRequest {
             path: "/memories/huge.txt".into(),
+            version: None,
         })
         .await
         .unwrap()
@@ -702,6 +704,7 @@ async fn hundred_megabyte_file_streams_in_chunks() {
             offset: 1_000_000,
             limit: 2,
             numbered: false,
+            version: None,
         })
         .await
         .unwrap()

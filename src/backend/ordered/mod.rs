@@ -31,7 +31,16 @@
 //!   from [`Engine::next_version`], one counter per tier, across deletes and
 //!   re-creates;
 //! - a search works on [`Engine::freeze`]'s consistent view, so a slow
-//!   search never blocks writers.
+//!   search never blocks writers;
+//! - history (docs/contract.md § Changes and history): a change keeps the
+//!   version it replaces ([`Space::retire`]) and a deletion or a move leaves
+//!   a tombstone ([`Space::tombstone`]), as the engine's [`Retention`]
+//!   says, and drops in the same batch the versions it no longer keeps; a
+//!   past version is immutable until dropped;
+//! - the change log: every change stages one [`Logged`] record per file
+//!   into the batch that makes it ([`Space::record`]); the engine numbers
+//!   them in commit order when the batch applies, so an acknowledged change
+//!   always has its record and no record exists without its change.
 //!
 //! Errors: `NotFound`, `IsDirectory`, `NotDirectory`, `AlreadyExists`,
 //! `VersionMismatch` and `InvalidArgument` as docs/contract.md describes;
@@ -44,13 +53,16 @@ mod walk;
 
 pub use tier::OrderedTier;
 
-use super::{ChunkReader, ChunkSource, split_chunks};
+use super::{ChunkReader, ChunkSource, Keep, split_chunks};
+use crate::change::{ChangeKind, LogBounds, Origin};
 use crate::entry::{Entry, EntryKind};
 use crate::error::Result;
+use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use keys::MountKeys;
 use std::time::SystemTime;
+use tokio::sync::watch;
 
 /// The entry of the file `file` at `path`.
 pub(crate) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
@@ -150,6 +162,38 @@ pub trait Frozen: Files {
     fn load(&self, cursor: &Self::Cursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Self::Data>;
 }
 
+/// One change as an engine's log keeps it: paths as keys relative to the
+/// mount (so a store can be mounted elsewhere), numbered when its batch
+/// applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Logged {
+    /// Place in the scope's log, in commit order (0 until applied).
+    pub seq: u64,
+    /// The file's relative key.
+    pub rel: Vec<u8>,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// Its new version (a deletion's: its tombstone's).
+    pub version: u64,
+    /// Its size after the change.
+    pub size: u64,
+    /// When the change was made.
+    pub time: SystemTime,
+    /// Who made it, and how.
+    pub origin: Origin,
+    /// For a move: the other end's relative key.
+    pub moved: Option<Vec<u8>>,
+}
+
+/// What a read of a scope's change log found, all from one consistent view.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogRead {
+    /// Where the log stands.
+    pub bounds: LogBounds,
+    /// Changes after the position asked for, in commit order.
+    pub entries: Vec<Logged>,
+}
+
 /// New content for [`Space::put`].
 pub enum Content<'a, U> {
     /// Bytes in memory.
@@ -192,9 +236,11 @@ pub trait Space: Files {
             .map(|(file, data)| (file, split_chunks(data, max_chunk))))
     }
 
-    /// Stages `content` as the file at `rel` (`path`) with `version`,
-    /// replacing `old` (its content released) or created now; returns the
-    /// new size.
+    /// Stages `content` as the file at `rel` (`path`) with `version`, made
+    /// by `origin`, replacing `old` (whose content the caller released or
+    /// retired; its creation time is kept) or created now; returns the new
+    /// size.
+    #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         batch: &mut Self::Batch,
@@ -203,11 +249,13 @@ pub trait Space: Files {
         old: Option<&Self::File>,
         content: Content<'_, Self::Upload>,
         version: u64,
+        origin: &Origin,
     ) -> Result<u64>;
 
     /// Stages a copy of `file` (now at `from`) at `to_rel` (`to`) with a new
-    /// `version`, its content, creation and modification times kept. The
-    /// key `from` stays until dropped.
+    /// `version` made by `origin`, its content, creation and modification
+    /// times kept. The key `from` stays until dropped.
+    #[allow(clippy::too_many_arguments)]
     fn relocate(
         &self,
         batch: &mut Self::Batch,
@@ -216,10 +264,53 @@ pub trait Space: Files {
         to: &VfsPath,
         to_rel: &[u8],
         version: u64,
+        origin: &Origin,
     ) -> Result<()>;
 
     /// Stages the release of `file`'s content (its key stays until dropped).
     fn release(&self, batch: &mut Self::Batch, file: &Self::File) -> Result<()>;
+
+    /// Stages keeping `file`, the record at `rel` a change replaces or
+    /// deletes, as a past version of `rel`, content and origin with it (its
+    /// key stays until dropped or overwritten).
+    fn retire(&self, batch: &mut Self::Batch, rel: &[u8], file: &Self::File) -> Result<()>;
+
+    /// Stages a tombstone of `rel` (`path`) with `version`: the file was
+    /// deleted or moved away by `origin` now.
+    fn tombstone(
+        &self,
+        batch: &mut Self::Batch,
+        path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        origin: &Origin,
+    ) -> Result<()>;
+
+    /// The past versions of `rel` (retired records and tombstones) as
+    /// `(version, time)`, newest first.
+    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>>;
+
+    /// Stages dropping the past `versions` of `rel`, their content released.
+    fn forget(&self, batch: &mut Self::Batch, rel: &[u8], versions: &[u64]) -> Result<()>;
+
+    /// Every retained version of `rel` (`path`): its current record and its
+    /// past versions, newest first; empty when it has none.
+    fn versions(&self, path: &VfsPath, rel: &[u8]) -> Result<Vec<FileVersion>>;
+
+    /// Retained `version` of `rel` (`path`), current or past, with its
+    /// content as pieces of at most `max_chunk` bytes (a tombstone's are
+    /// empty).
+    fn read_version(
+        &self,
+        path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<Option<(FileVersion, ChunkReader)>>;
+
+    /// Stages `change` for the scope's change log: it is numbered, and made
+    /// visible to readers of the log, when the batch applies.
+    fn record(&self, batch: &mut Self::Batch, change: Logged);
 
     /// Stages the removal of the key `rel` (its content stays).
     fn drop_key(&self, batch: &mut Self::Batch, rel: &[u8]);
@@ -251,6 +342,18 @@ pub trait Engine: Send + Sync + 'static {
 
     /// The largest file accepted.
     fn max_file_bytes(&self) -> u64;
+
+    /// What the tier keeps of its past: history and change log.
+    fn keep(&self) -> Keep;
+
+    /// The scope's change log from just after `after` (`None`: from the
+    /// oldest change held), at most `max` changes, with the log's bounds,
+    /// all read from one consistent view.
+    fn read_log(&self, scope: &Scope, after: Option<u64>, max: usize) -> Result<LogRead>;
+
+    /// A receiver whose value changes after every batch that logged
+    /// changes, so watchers wait without polling.
+    fn signal(&self) -> watch::Receiver<u64>;
 
     /// A new version, larger than every one handed out before.
     fn next_version(&self) -> u64;

@@ -4,18 +4,26 @@
 use super::keys::{self, MountKeys};
 use super::walk::Walk;
 use super::{
-    Content, Cursor, Engine, FileMeta, Files, Space, Stored, Streamed, file_entry, path_of,
+    Content, Cursor, Engine, FileMeta, Files, Logged, Space, Stored, Streamed, file_entry, path_of,
 };
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
-    check_directory_delete,
+    check_directory_delete, no_change_log,
 };
+use crate::change::{Change, ChangeCursor, ChangeKind, LogPosition, Operation, Origin};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
+use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::sorted;
 use crate::search::{SearchPart, SearchRun};
+use std::time::SystemTime;
+use tokio::sync::watch;
+
+/// Pieces a restore reads a past version in: the size of a Store chunk, so
+/// a large version streams into its new blob one chunk at a time.
+const RESTORE_CHUNK_BYTES: usize = 1 << 20;
 
 /// A tier made of an [`Engine`] mounted at a prefix.
 pub struct OrderedTier<E> {
@@ -120,8 +128,10 @@ impl<E: Engine> OrderedTier<E> {
         Error::check_file_size(path, len as u64, self.engine.max_file_bytes())
     }
 
-    /// Stages `content` at `rel` (replacing `old`) with a new version and
-    /// applies it: the write step of every Write and Edit.
+    /// Stages `content` at `rel` (replacing `old`) with a new version made
+    /// by `origin`, and applies it: the write step of every Write, Edit and
+    /// Restore.
+    #[allow(clippy::too_many_arguments)]
     fn commit<S: Space<Upload = E::Upload>>(
         &self,
         space: &mut S,
@@ -129,10 +139,18 @@ impl<E: Engine> OrderedTier<E> {
         rel: &[u8],
         old: Option<&S::File>,
         content: Content<'_, E::Upload>,
+        origin: Origin,
     ) -> Result<WriteOutcome> {
         let mut batch = Default::default();
         let version = self.engine.next_version();
-        let size = space.put(&mut batch, path, rel, old, content, version)?;
+        self.supersede(&*space, &mut batch, rel, old, 1)?;
+        let size = space.put(&mut batch, path, rel, old, content, version, &origin)?;
+        let kind = if old.is_some() {
+            ChangeKind::Modified
+        } else {
+            ChangeKind::Created
+        };
+        self.log(&*space, &mut batch, rel, kind, version, size, origin, None);
         space.apply(batch)?;
         Ok(WriteOutcome {
             path: path.clone(),
@@ -151,6 +169,7 @@ impl<E: Engine> OrderedTier<E> {
         rel: &[u8],
         pre: Precondition,
         content: Content<'_, E::Upload>,
+        operation: Operation,
     ) -> Result<WriteOutcome> {
         self.engine.create(scope, rel, |space| {
             let old = space.get(rel)?;
@@ -158,7 +177,210 @@ impl<E: Engine> OrderedTier<E> {
             if old.is_none() {
                 self.check_writable(&*space, path, rel)?;
             }
-            self.commit(space, path, rel, old.as_ref(), content)
+            let origin = Origin::of(&scope.principal, operation);
+            self.commit(space, path, rel, old.as_ref(), content, origin)
+        })
+    }
+
+    /// Stores a streamed write's pieces and commits them as `operation`
+    /// under `pre`: the body of WriteBytes and Restore.
+    fn write_streamed(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        rel: &[u8],
+        pre: Precondition,
+        pieces: &mut ChunkSource<'_>,
+        operation: Operation,
+    ) -> Result<WriteOutcome> {
+        match self.engine.upload(path, pieces)? {
+            Streamed::Whole(data) => {
+                self.check_size(path, data.len())?;
+                self.replace(scope, path, rel, pre, Content::Bytes(&data), operation)
+            }
+            Streamed::Stored(upload) => {
+                let outcome =
+                    self.replace(scope, path, rel, pre, Content::Uploaded(&upload), operation);
+                if outcome.is_err() {
+                    self.engine.abandon(&upload)?;
+                }
+                outcome
+            }
+        }
+    }
+
+    /// The history step of a change of `rel` that makes `newer` versions
+    /// (a new content, a tombstone) and replaces `old`: keeps `old` as a
+    /// past version or releases it, and drops the past versions of `rel`
+    /// the retention no longer keeps, in the same batch.
+    fn supersede<S: Space>(
+        &self,
+        space: &S,
+        batch: &mut S::Batch,
+        rel: &[u8],
+        old: Option<&S::File>,
+        newer: usize,
+    ) -> Result<()> {
+        let retention = self.engine.keep().history;
+        if !retention.keeps_history() {
+            if let Some(old) = old {
+                space.release(batch, old)?;
+            }
+            return Ok(());
+        }
+        let old_version = old.map(|f| f.meta());
+        let mut candidates: Vec<(u64, SystemTime)> = old_version
+            .iter()
+            .map(|m| (m.version, m.modified))
+            .collect();
+        candidates.extend(space.past(rel)?);
+        let mut doomed = retention.doomed(newer, &candidates, SystemTime::now());
+        if let (Some(old), Some(meta)) = (old, old_version) {
+            match doomed.iter().position(|v| *v == meta.version) {
+                Some(at) => {
+                    doomed.swap_remove(at);
+                    space.release(batch, old)?;
+                }
+                None => space.retire(batch, rel, old)?,
+            }
+        }
+        if !doomed.is_empty() {
+            space.forget(batch, rel, &doomed)?;
+        }
+        Ok(())
+    }
+
+    /// Leaves a tombstone of `rel` with a new version (when history is
+    /// kept), after its current record `file` (if any) was superseded;
+    /// returns the tombstone's version, which the change's event carries.
+    fn bury<S: Space>(
+        &self,
+        space: &S,
+        batch: &mut S::Batch,
+        rel: &[u8],
+        file: Option<&S::File>,
+        origin: &Origin,
+    ) -> Result<u64> {
+        let version = self.engine.next_version();
+        self.supersede(space, batch, rel, file, 1)?;
+        if self.engine.keep().history.keeps_history() {
+            space.tombstone(batch, &self.keys.path(rel)?, rel, version, origin)?;
+        }
+        Ok(version)
+    }
+
+    /// Stages the change log's record of a change of `rel` (when the tier
+    /// keeps a log).
+    #[allow(clippy::too_many_arguments)]
+    fn log<S: Space>(
+        &self,
+        space: &S,
+        batch: &mut S::Batch,
+        rel: &[u8],
+        kind: ChangeKind,
+        version: u64,
+        size: u64,
+        origin: Origin,
+        moved: Option<&[u8]>,
+    ) {
+        if self.engine.keep().changes == 0 {
+            return;
+        }
+        space.record(
+            batch,
+            Logged {
+                seq: 0,
+                rel: rel.to_vec(),
+                kind,
+                version,
+                size,
+                time: SystemTime::now(),
+                origin,
+                moved: moved.map(<[u8]>::to_vec),
+            },
+        );
+    }
+
+    /// Stages the deletion of the file `file` at `rel` by `origin`: its
+    /// history step, its tombstone, its key and its event.
+    fn delete_file<S: Space>(
+        &self,
+        space: &S,
+        batch: &mut S::Batch,
+        rel: &[u8],
+        file: &S::File,
+        origin: &Origin,
+    ) -> Result<()> {
+        let version = self.bury(space, batch, rel, Some(file), origin)?;
+        space.drop_key(batch, rel);
+        let kind = ChangeKind::Deleted;
+        self.log(space, batch, rel, kind, version, 0, origin.clone(), None);
+        Ok(())
+    }
+
+    /// Stages the move of `file` from `from` to `to_rel` (`to`), replacing
+    /// `replaced`: a tombstone at the source, the file under a new version
+    /// at the destination, and an event at each end; returns the new
+    /// version. The source key is dropped by the caller.
+    #[allow(clippy::too_many_arguments)]
+    fn move_file<S: Space>(
+        &self,
+        space: &S,
+        batch: &mut S::Batch,
+        from: &[u8],
+        file: &S::File,
+        to: &VfsPath,
+        to_rel: &[u8],
+        replaced: Option<&S::File>,
+        origin: &Origin,
+    ) -> Result<u64> {
+        let tombstone = self.bury(space, batch, from, None, origin)?;
+        self.supersede(space, batch, to_rel, replaced, 1)?;
+        let version = self.engine.next_version();
+        space.relocate(batch, from, file, to, to_rel, version, origin)?;
+        let size = file.meta().size;
+        let (gone, came) = (ChangeKind::Deleted, ChangeKind::Created);
+        let kind = if replaced.is_some() {
+            ChangeKind::Modified
+        } else {
+            came
+        };
+        self.log(
+            space,
+            batch,
+            from,
+            gone,
+            tombstone,
+            0,
+            origin.clone(),
+            Some(to_rel),
+        );
+        self.log(
+            space,
+            batch,
+            to_rel,
+            kind,
+            version,
+            size,
+            origin.clone(),
+            Some(from),
+        );
+        Ok(version)
+    }
+
+    /// The change a log record stands for, in logical paths.
+    fn change_of(&self, logged: Logged) -> Result<Change> {
+        Ok(Change {
+            log: self.keys.mount.clone(),
+            seq: logged.seq,
+            path: self.keys.path(&logged.rel)?,
+            kind: logged.kind,
+            version: logged.version,
+            size: logged.size,
+            time: logged.time,
+            origin: logged.origin,
+            external: false,
+            moved_path: logged.moved.map(|rel| self.keys.path(&rel)).transpose()?,
         })
     }
 }
@@ -247,7 +469,14 @@ impl<E: Engine> Backend for OrderedTier<E> {
     ) -> Result<WriteOutcome> {
         self.check_size(path, data.len())?;
         let rel = self.file_rel(path)?;
-        self.replace(scope, path, &rel, pre, Content::Bytes(&data))
+        self.replace(
+            scope,
+            path,
+            &rel,
+            pre,
+            Content::Bytes(&data),
+            Operation::Write,
+        )
     }
 
     fn write_chunks(
@@ -267,16 +496,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             pre.check(path, current)
         })?;
-        match self.engine.upload(path, pieces)? {
-            Streamed::Whole(data) => self.write(scope, path, data, pre),
-            Streamed::Stored(upload) => {
-                let outcome = self.replace(scope, path, &rel, pre, Content::Uploaded(&upload));
-                if outcome.is_err() {
-                    self.engine.abandon(&upload)?;
-                }
-                outcome
-            }
-        }
+        self.write_streamed(scope, path, &rel, pre, pieces, Operation::Write)
     }
 
     fn update(
@@ -297,7 +517,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
                     version_check(if_version).check(path, Some(old.meta().version))?;
                     let data = f(&data)?;
                     self.check_size(path, data.len())?;
-                    self.commit(space, path, &rel, Some(&old), Content::Bytes(&data))
+                    let origin = Origin::of(&scope.principal, Operation::Edit);
+                    self.commit(space, path, &rel, Some(&old), Content::Bytes(&data), origin)
                 }
                 (space, _) => Err(self.not_a_file(space.as_deref(), path, &rel)),
             }
@@ -320,23 +541,24 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 return Ok(0);
             };
             let mut batch = Default::default();
+            let origin = Origin::of(&scope.principal, Operation::Delete);
             if !rel.is_empty()
                 && let Some(file) = space.get(&rel)?
             {
                 version_check(if_version).check(path, Some(file.meta().version))?;
-                space.release(&mut batch, &file)?;
-                space.drop_key(&mut batch, &rel);
+                self.delete_file(&*space, &mut batch, &rel, &file, &origin)?;
                 space.apply(batch)?;
                 return Ok(1);
             }
             self.lookup(Some(&*space), path, &rel)?;
             check_directory_delete(path, if_version, recursive)?;
-            // Everything below is excluded by the lock on `path`: release
-            // the files' content, then drop the range in the same batch.
+            // Everything below is excluded by the lock on `path`: each file
+            // is superseded and logged, then the range dropped, in one batch.
             let mut files = 0;
             let mut cursor = space.scan(&rel, true)?;
             while let Some(item) = cursor.current() {
-                space.release(&mut batch, &item?.1)?;
+                let (key, file) = item?;
+                self.delete_file(&*space, &mut batch, key, &file, &origin)?;
                 files += 1;
                 cursor.next();
             }
@@ -396,13 +618,19 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 }
             }
             let mut batch = Default::default();
+            let origin = Origin::of(&scope.principal, Operation::Move);
             let outcome = match file {
                 Some(file) => {
-                    if let Some(old) = &replaced {
-                        space.release(&mut batch, old)?;
-                    }
-                    let version = self.engine.next_version();
-                    space.relocate(&mut batch, &from, &file, destination, &to, version)?;
+                    let version = self.move_file(
+                        &*space,
+                        &mut batch,
+                        &from,
+                        &file,
+                        destination,
+                        &to,
+                        replaced.as_ref(),
+                        &origin,
+                    )?;
                     space.drop_key(&mut batch, &from);
                     MoveOutcome {
                         files_moved: 1,
@@ -420,8 +648,9 @@ impl<E: Engine> Backend for OrderedTier<E> {
                         let mut rel = to.clone();
                         rel.extend_from_slice(&key[from.len()..]);
                         let path = self.keys.path(&rel)?;
-                        let version = self.engine.next_version();
-                        space.relocate(&mut batch, key, &file, &path, &rel, version)?;
+                        self.move_file(
+                            &*space, &mut batch, key, &file, &path, &rel, None, &origin,
+                        )?;
                         files_moved += 1;
                         cursor.next();
                     }
@@ -453,5 +682,106 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 sorted::search_one(run, &mut walk, root_entry)
             }
         })
+    }
+
+    fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        let rel = self.file_rel(path)?;
+        self.engine.view(scope, |space| {
+            if let Some(space) = space {
+                let versions = space.versions(path, &rel)?;
+                if !versions.is_empty() {
+                    return Ok(versions);
+                }
+            }
+            Err(self.not_a_file(space, path, &rel))
+        })
+    }
+
+    fn read_version(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<(FileVersion, ChunkReader)> {
+        let rel = self.file_rel(path)?;
+        let found = self.engine.view(scope, |space| match space {
+            Some(space) => space.read_version(path, &rel, version, max_chunk),
+            None => Ok(None),
+        })?;
+        found.ok_or_else(|| Error::NotFound(format!("version {version} of {path}")))
+    }
+
+    fn restore(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        if_version: Option<u64>,
+    ) -> Result<WriteOutcome> {
+        let rel = self.file_rel(path)?;
+        // A retained version never changes, so it is read without the
+        // path's lock and committed under it, `if_version` checked there.
+        let (found, mut pieces) = self.read_version(scope, path, version, RESTORE_CHUNK_BYTES)?;
+        if found.deleted {
+            return Err(Error::InvalidArgument(format!(
+                "version {version} of {path} is a deletion: restore a version with content, \
+                 or Delete the file"
+            )));
+        }
+        let pre = version_check(if_version);
+        self.write_streamed(scope, path, &rel, pre, &mut pieces, Operation::Restore)
+    }
+
+    fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        if self.engine.keep().changes == 0 {
+            return Err(no_change_log(root));
+        }
+        let bounds = self.engine.read_log(scope, None, 0)?.bounds;
+        let head = LogPosition {
+            epoch: bounds.epoch,
+            seq: bounds.head,
+        };
+        cursor.set(&self.keys.mount, head);
+        Ok(())
+    }
+
+    fn changes(
+        &self,
+        scope: &Scope,
+        root: &VfsPath,
+        cursor: &mut ChangeCursor,
+        max: usize,
+    ) -> Result<Vec<Change>> {
+        if self.engine.keep().changes == 0 {
+            return Err(no_change_log(root));
+        }
+        let mount = &self.keys.mount;
+        let position = cursor.get(mount);
+        let read = self.engine.read_log(scope, position.map(|p| p.seq), max)?;
+        if let Some(position) = position {
+            let kept = self.engine.keep().changes;
+            read.bounds.check(mount, cursor, position, kept)?;
+        }
+        let mut at = LogPosition {
+            epoch: read.bounds.epoch,
+            seq: position.map_or(read.bounds.trimmed, |p| p.seq),
+        };
+        let mut out = Vec::new();
+        for logged in read.entries {
+            at.seq = logged.seq;
+            let change = self.change_of(logged)?;
+            if change.path.is_within(root) {
+                out.push(change);
+            }
+        }
+        cursor.set(mount, at);
+        Ok(out)
+    }
+
+    fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+        if self.engine.keep().changes > 0 {
+            out.push(self.engine.signal());
+        }
     }
 }

@@ -12,6 +12,14 @@
 //!   points at them, and a reader that knows the id never sees another
 //!   write's bytes.
 //!
+//! - `versions` column family: `namespace id` ++ relative key ++ `\0\0` ++
+//!   `version (u64, big-endian)`: the past versions and tombstones of one
+//!   file are one key range ([`versions_of`]), oldest first. Relative keys
+//!   never hold two NULs in a row (path segments are never empty), so no
+//!   other file's versions fall in that range.
+//! - `log` column family: `namespace id` ++ `change number (u64,
+//!   big-endian)`: a namespace's change log in commit order.
+//!
 //! Invariants: namespace ids are below `u32::MAX`, so `id + 1` is always the
 //! exclusive end of a namespace; relative keys never contain a `/` and never
 //! start with NUL.
@@ -52,6 +60,40 @@ pub fn subtree(ns: NsId, rel: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (meta(ns, &lo), hi)
 }
 
+/// The `versions` key of past `version` of a relative key.
+pub fn version(ns: NsId, rel: &[u8], version: u64) -> Vec<u8> {
+    let mut key = versions_of(ns, rel).0;
+    key.extend_from_slice(&version.to_be_bytes());
+    key
+}
+
+/// The `versions` key range `[lo, hi)` of every past version of `rel`.
+pub fn versions_of(ns: NsId, rel: &[u8]) -> (Vec<u8>, Vec<u8>) {
+    let mut lo = meta(ns, rel);
+    let mut hi = lo.clone();
+    lo.extend_from_slice(&[0, 0]);
+    hi.extend_from_slice(&[0, 1]);
+    (lo, hi)
+}
+
+/// The number a `versions` key ends with (its version) or a `log` key
+/// (its change number).
+pub fn trailing_u64(key: &[u8]) -> u64 {
+    let mut word = [0; 8];
+    if let Some(tail) = key.len().checked_sub(8).and_then(|at| key.get(at..)) {
+        word.copy_from_slice(tail);
+    }
+    u64::from_be_bytes(word)
+}
+
+/// The `log` key of change `seq` of a namespace.
+pub fn log(ns: NsId, seq: u64) -> [u8; NS_BYTES + 8] {
+    let mut key = [0; NS_BYTES + 8];
+    key[..NS_BYTES].copy_from_slice(&ns.to_be_bytes());
+    key[NS_BYTES..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
 /// The `chunks` key of chunk `index` of blob `blob`.
 pub fn chunk(blob: u64, index: u32) -> [u8; BLOB_BYTES + 4] {
     let mut key = [0; BLOB_BYTES + 4];
@@ -76,5 +118,18 @@ mod tests {
         assert!(meta(7, b"a\0x\0y").as_slice() < hi.as_slice());
         assert!(meta(7, b"a-b").as_slice() >= hi.as_slice());
         assert!(meta(7, b"a").as_slice() < lo.as_slice());
+    }
+
+    #[test]
+    fn a_files_versions_are_one_range_holding_no_other_file() {
+        let (lo, hi) = versions_of(7, b"a");
+        let inside = version(7, b"a", 9);
+        assert!(lo <= inside && inside < hi);
+        assert_eq!(trailing_u64(&inside), 9);
+        for other in [&b"a\0b"[..], b"a-b", b"ab", b""] {
+            let key = version(7, other, 9);
+            assert!(key < lo || key >= hi, "{other:?}");
+        }
+        assert!(log(7, 1) < log(7, 2) && log(7, u64::MAX) < log(8, 0));
     }
 }

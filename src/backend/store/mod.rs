@@ -7,12 +7,15 @@
 //! them into RocksDB point lookups, bounded range scans and atomic
 //! `WriteBatch`es.
 //!
-//! Layout (see `keys` and `record`): the `meta` column family maps
+//! Layout (see `keys`, `record` and `log`): the `meta` column family maps
 //! `namespace id ++ relative order key` to a file's metadata (and its content
 //! when it is small); the `chunks` column family holds large files in 1 MiB
-//! chunks keyed by blob id; the `default` column family holds the namespace
-//! name → id table, the generation counter and the markers of uploads in
-//! progress. Directories are implied by file keys (`ordered`).
+//! chunks keyed by blob id; the `versions` column family holds past versions
+//! and tombstones (history), each the value it had as the current record;
+//! the `log` column family holds each namespace's change log; the `default`
+//! column family holds the namespace name → id table, the generation
+//! counter, the change log's epoch, head and trim point, and the markers of
+//! uploads in progress. Directories are implied by file keys (`ordered`).
 //!
 //! Invariants:
 //! - two namespaces never see each other's files: every key starts with the
@@ -34,6 +37,15 @@
 //!   fresh blob id, recorded by an `up:` marker, and becomes visible only
 //!   with the batch that writes its metadata: a crash mid-upload leaves no
 //!   file, and the next open removes the orphaned chunks;
+//! - the change log: changes are numbered across namespaces, in commit
+//!   order, under one mutex held while their batch is written, and each
+//!   record is in the batch of its change: an acknowledged write always has
+//!   its record, a record never exists without its write, across `kill -9`.
+//!   Records older than the last `changes` of the store ([`Keep`]) are
+//!   dropped in the batch that passes the bound by an eighth; a log read
+//!   takes its records and bounds from one snapshot;
+//! - a past version keeps its chunks (their blob id is its own) until the
+//!   retention drops it; a restore copies the version into a new blob;
 //! - durability: the write-ahead log is always on, so an acknowledged write
 //!   survives a crash of the process (`kill -9`); `sync = true` also fsyncs
 //!   the log before acknowledging, for power loss. A second server on the
@@ -57,13 +69,17 @@
 
 mod keys;
 mod locks;
+mod log;
 mod record;
 
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, OrderedTier, Space, Stored, Streamed,
+    Content, Cursor, Engine, FileMeta, Files, Frozen, LogRead, Logged, OrderedTier, Space, Stored,
+    Streamed,
 };
-use super::{ChunkReader, ChunkSource, split_chunks};
+use super::{ChunkReader, ChunkSource, Keep, split_chunks};
+use crate::change::{LogBounds, Origin};
 use crate::error::{Error, Result};
+use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use keys::NsId;
@@ -79,13 +95,25 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
+use tokio::sync::watch;
 
 /// Column family of file metadata (and inline content).
 const CF_META: &str = "meta";
 /// Column family of large files' chunks.
 const CF_CHUNKS: &str = "chunks";
+/// Column family of past versions and tombstones.
+const CF_VERSIONS: &str = "versions";
+/// Column family of the change log.
+const CF_LOG: &str = "log";
 /// Key (default column family) of the generation counter.
 const GENERATION_KEY: &[u8] = b"generation";
+/// Key (default column family) of the change log's epoch, drawn at random
+/// when the store is created.
+const LOG_EPOCH_KEY: &[u8] = b"log:epoch";
+/// Key (default column family) of the last change numbered (a `max` merge).
+const LOG_HEAD_KEY: &[u8] = b"log:head";
+/// Key (default column family) of the last change dropped (a `max` merge).
+const LOG_TRIMMED_KEY: &[u8] = b"log:trimmed";
 /// Key prefix (default column family) of the namespace table: `ns:` ++ name
 /// → id (u32, big-endian).
 const NAMESPACE_PREFIX: &[u8] = b"ns:";
@@ -105,6 +133,16 @@ pub struct StoreOptions {
     pub sync: bool,
     /// Largest file accepted; larger writes fail with `TooLarge`.
     pub max_file_bytes: u64,
+    /// History and change log.
+    pub keep: Keep,
+}
+
+/// Where the change log stands, changed only under its mutex.
+struct LogState {
+    /// The last change numbered.
+    head: u64,
+    /// The last change dropped.
+    trimmed: u64,
 }
 
 /// The RocksDB-backed, per-namespace tier.
@@ -123,6 +161,12 @@ pub struct StoreEngine {
     new_namespace: Mutex<()>,
     /// The last version handed out.
     generation: AtomicU64,
+    /// The change log's epoch (constant for the store's life).
+    log_epoch: u64,
+    /// Numbers changes: held while a batch with changes is written.
+    log: Mutex<LogState>,
+    /// Bumped after every batch that logged changes.
+    changed: watch::Sender<u64>,
 }
 
 /// The `max` merge operator of the generation counter.
@@ -191,6 +235,8 @@ impl OrderedTier<StoreEngine> {
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, default_cf),
             ColumnFamilyDescriptor::new(CF_META, table(keys::NS_BYTES)),
             ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::BLOB_BYTES)),
+            ColumnFamilyDescriptor::new(CF_VERSIONS, table(keys::NS_BYTES)),
+            ColumnFamilyDescriptor::new(CF_LOG, table(keys::NS_BYTES)),
         ];
         let db = DB::open_cf_descriptors(&db_options, dir, cfs).map_err(|e| {
             if e.to_string().contains("lock file") {
@@ -202,12 +248,28 @@ impl OrderedTier<StoreEngine> {
                 Error::Internal(format!("cannot open the store in {}: {e}", dir.display()))
             }
         })?;
-        let generation = db
-            .get(GENERATION_KEY)
-            .map_err(db_error("read the generation"))?
-            .as_deref()
-            .and_then(decode_u64)
-            .unwrap_or(0);
+        let counter = |key: &[u8]| -> Result<u64> {
+            Ok(db
+                .get(key)
+                .map_err(db_error("read a counter"))?
+                .as_deref()
+                .and_then(decode_u64)
+                .unwrap_or(0))
+        };
+        let generation = counter(GENERATION_KEY)?;
+        let log = LogState {
+            head: counter(LOG_HEAD_KEY)?,
+            trimmed: counter(LOG_TRIMMED_KEY)?,
+        };
+        let log_epoch = match counter(LOG_EPOCH_KEY)? {
+            0 => {
+                let epoch = rand::random::<u64>().max(1);
+                db.put(LOG_EPOCH_KEY, epoch.to_be_bytes())
+                    .map_err(db_error("start the change log"))?;
+                epoch
+            }
+            epoch => epoch,
+        };
         let mut namespaces = HashMap::new();
         for item in db.prefix_iterator(NAMESPACE_PREFIX) {
             let (key, value) = item.map_err(db_error("read the namespace table"))?;
@@ -233,6 +295,9 @@ impl OrderedTier<StoreEngine> {
             namespaces: RwLock::new(namespaces),
             new_namespace: Mutex::new(()),
             generation: AtomicU64::new(generation),
+            log_epoch,
+            log: Mutex::new(log),
+            changed: watch::Sender::new(0),
         };
         store.abandon_unfinished_uploads()?;
         Ok(OrderedTier::mounted(mount, store))
@@ -287,6 +352,54 @@ impl StoreEngine {
         Ok(id)
     }
 
+    /// Reads the counter at `key` through `snapshot`.
+    fn counter_at(&self, snapshot: &SnapshotWithThreadMode<'_, DB>, key: &[u8]) -> Result<u64> {
+        Ok(snapshot
+            .get(key)
+            .map_err(db_error("read a counter"))?
+            .as_deref()
+            .and_then(decode_u64)
+            .unwrap_or(0))
+    }
+
+    /// Numbers `logged` (changes of namespace `ns`) and adds their records
+    /// (and, past the log's bound, the dropping of its oldest ones) to
+    /// `batch`, then writes it, all under the log's mutex: numbers follow
+    /// commit order.
+    fn write_logged(&self, ns: NsId, mut batch: WriteBatch, logged: Vec<Logged>) -> Result<()> {
+        let log_cf = self.cf(CF_LOG)?;
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut head = log.head;
+        for mut change in logged {
+            head += 1;
+            change.seq = head;
+            batch.put_cf(log_cf, keys::log(ns, head), log::encode(&change));
+        }
+        batch.merge(LOG_HEAD_KEY, head.to_be_bytes());
+        let keep = self.options.keep.changes as u64;
+        let slack = (keep / 8).max(64);
+        let cut = (head > log.trimmed + keep + slack).then(|| head - keep);
+        if let Some(cut) = cut {
+            let namespaces = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
+            for ns in namespaces.values() {
+                let end = keys::log(*ns, cut.saturating_add(1));
+                batch.delete_range_cf(log_cf, keys::log(*ns, 0), end);
+            }
+            batch.merge(LOG_TRIMMED_KEY, cut.to_be_bytes());
+        }
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(db_error("write"))?;
+        log.head = head;
+        if let Some(cut) = cut {
+            log.trimmed = cut;
+            tracing::debug!(cut, head, "trimmed the store's change log");
+        }
+        drop(log);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(())
+    }
+
     /// The scope's files, read live or through `snapshot`.
     fn space<'a>(
         &'a self,
@@ -299,6 +412,7 @@ impl StoreEngine {
             snapshot,
             meta: self.cf(CF_META)?,
             chunks: self.cf(CF_CHUNKS)?,
+            versions: self.cf(CF_VERSIONS)?,
         })
     }
 
@@ -432,6 +546,7 @@ pub struct StoreSpace<'a> {
     snapshot: Option<&'a SnapshotWithThreadMode<'a, DB>>,
     meta: &'a ColumnFamily,
     chunks: &'a ColumnFamily,
+    versions: &'a ColumnFamily,
 }
 
 impl Stored for Meta {
@@ -489,6 +604,67 @@ impl StoreSpace<'_> {
         for i in 0..meta.chunks() {
             batch.delete_cf(self.chunks, keys::chunk(meta.blob, i));
         }
+    }
+
+    /// The past versions of `rel` as `(version, value)`, newest first.
+    fn past_values(&self, rel: &[u8]) -> Result<Vec<(u64, Vec<u8>)>> {
+        let (lo, hi) = keys::versions_of(self.ns, rel);
+        let mut opts = bounded(lo, hi);
+        if let Some(snapshot) = self.snapshot {
+            opts.set_snapshot(snapshot);
+        }
+        let mut it = self.store.db.raw_iterator_cf_opt(self.versions, opts);
+        it.seek_to_last();
+        let mut out = Vec::new();
+        while let Some((key, value)) = it.item() {
+            out.push((keys::trailing_u64(key), value.to_vec()));
+            it.prev();
+        }
+        it.status().map_err(db_error("read past versions"))?;
+        Ok(out)
+    }
+
+    /// A stored value (current or past) of `path` as a retained version.
+    fn as_version(&self, path: &VfsPath, value: &[u8], current: bool) -> Result<FileVersion> {
+        let (meta, _) = record::decode(path, value)?;
+        Ok(FileVersion {
+            version: meta.version,
+            size: meta.size,
+            time: meta.modified_time(),
+            origin: record::origin(path, value)?,
+            deleted: record::is_tombstone(value),
+            current,
+        })
+    }
+
+    /// The content of a stored value of `path` in pieces: inline, or its
+    /// blob's chunks fetched one at a time.
+    fn pieces(
+        &self,
+        path: &VfsPath,
+        rel: &[u8],
+        value: &[u8],
+        past: bool,
+        max_chunk: usize,
+    ) -> Result<(Meta, ChunkReader)> {
+        let (meta, inline) = record::decode(path, value)?;
+        if meta.inline {
+            return Ok((meta, split_chunks(inline.to_vec(), max_chunk)));
+        }
+        let reader = StreamedFile {
+            db: self.store.db.clone(),
+            path: path.clone(),
+            ns: self.ns,
+            rel: rel.to_vec(),
+            meta,
+            next: 0,
+            past,
+        };
+        let split = reader.flat_map(move |chunk| match chunk {
+            Ok(data) => split_chunks(data, max_chunk),
+            Err(err) => Box::new(std::iter::once(Err(err))),
+        });
+        Ok((meta, Box::new(split)))
     }
 }
 
@@ -556,6 +732,8 @@ pub struct StoreBatch {
     batch: WriteBatch,
     /// The largest version the change hands out (0: none), persisted with it.
     version: u64,
+    /// Its change-log records, numbered as it is written.
+    logged: Vec<Logged>,
 }
 
 impl Space for StoreSpace<'_> {
@@ -602,25 +780,10 @@ impl Space for StoreSpace<'_> {
         let Some(value) = self.value(&keys::meta(self.ns, rel))? else {
             return Ok(None);
         };
-        let (meta, inline) = record::decode(path, &value)?;
-        if meta.inline {
-            return Ok(Some((meta, split_chunks(inline.to_vec(), max_chunk))));
-        }
-        let reader = StreamedFile {
-            db: self.store.db.clone(),
-            path: path.clone(),
-            ns: self.ns,
-            rel: rel.to_vec(),
-            meta,
-            next: 0,
-        };
-        let split = reader.flat_map(move |chunk| match chunk {
-            Ok(data) => split_chunks(data, max_chunk),
-            Err(err) => Box::new(std::iter::once(Err(err))),
-        });
-        Ok(Some((meta, Box::new(split))))
+        Ok(Some(self.pieces(path, rel, &value, false, max_chunk)?))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
         batch: &mut StoreBatch,
@@ -629,6 +792,7 @@ impl Space for StoreSpace<'_> {
         old: Option<&Meta>,
         content: Content<'_, Uploaded>,
         version: u64,
+        origin: &Origin,
     ) -> Result<u64> {
         let now = record::nanos(SystemTime::now());
         let (size, inline, blob) = match content {
@@ -644,15 +808,11 @@ impl Space for StoreSpace<'_> {
             inline,
             blob,
         };
-        if let Some(old) = old {
-            self.delete_chunks(&mut batch.batch, old);
-        }
         let key = keys::meta(self.ns, rel);
         match content {
             Content::Bytes(data) if inline => {
-                batch
-                    .batch
-                    .put_cf(self.meta, key, record::encode(&meta, Some(data)));
+                let value = record::encode(&meta, origin, Some(data));
+                batch.batch.put_cf(self.meta, key, value);
             }
             Content::Bytes(data) => {
                 for (i, chunk) in data.chunks(CHUNK_BYTES).enumerate() {
@@ -661,14 +821,12 @@ impl Space for StoreSpace<'_> {
                         .batch
                         .put_cf(self.chunks, keys::chunk(blob, i as u32), chunk);
                 }
-                batch
-                    .batch
-                    .put_cf(self.meta, key, record::encode(&meta, None));
+                let value = record::encode(&meta, origin, None);
+                batch.batch.put_cf(self.meta, key, value);
             }
             Content::Uploaded(_) => {
-                batch
-                    .batch
-                    .put_cf(self.meta, key, record::encode(&meta, None));
+                let value = record::encode(&meta, origin, None);
+                batch.batch.put_cf(self.meta, key, value);
                 batch.batch.delete(upload_marker(blob));
             }
         }
@@ -676,6 +834,7 @@ impl Space for StoreSpace<'_> {
         Ok(meta.size)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn relocate(
         &self,
         batch: &mut StoreBatch,
@@ -684,6 +843,7 @@ impl Space for StoreSpace<'_> {
         _to: &VfsPath,
         to_rel: &[u8],
         version: u64,
+        origin: &Origin,
     ) -> Result<()> {
         let meta = Meta { version, ..*file };
         let value = if meta.inline {
@@ -691,10 +851,11 @@ impl Space for StoreSpace<'_> {
             let value = self
                 .value(&key)?
                 .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
-            record::encode(&meta, Some(record::decode(&KeyName(&key), &value)?.1))
+            let content = record::decode(&KeyName(&key), &value)?.1;
+            record::encode(&meta, origin, Some(content))
         } else {
             // The chunks stay under their blob id; only the metadata moves.
-            record::encode(&meta, None)
+            record::encode(&meta, origin, None)
         };
         batch
             .batch
@@ -708,6 +869,111 @@ impl Space for StoreSpace<'_> {
         Ok(())
     }
 
+    fn retire(&self, batch: &mut StoreBatch, rel: &[u8], file: &Meta) -> Result<()> {
+        // The value moves as it is: origin, inline content or blob id.
+        let key = keys::meta(self.ns, rel);
+        let value = self
+            .value(&key)?
+            .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
+        let past = keys::version(self.ns, rel, file.version);
+        batch.batch.put_cf(self.versions, past, &*value);
+        Ok(())
+    }
+
+    fn tombstone(
+        &self,
+        batch: &mut StoreBatch,
+        _path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        origin: &Origin,
+    ) -> Result<()> {
+        let now = record::nanos(SystemTime::now());
+        let meta = Meta {
+            version,
+            size: 0,
+            created: now,
+            modified: now,
+            inline: true,
+            blob: 0,
+        };
+        let key = keys::version(self.ns, rel, version);
+        let value = record::encode_tombstone(&meta, origin);
+        batch.batch.put_cf(self.versions, key, value);
+        batch.version = batch.version.max(version);
+        Ok(())
+    }
+
+    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>> {
+        self.past_values(rel)?
+            .into_iter()
+            .map(|(version, value)| {
+                let (meta, _) = record::decode(&KeyName(rel), &value)?;
+                Ok((version, meta.modified_time()))
+            })
+            .collect()
+    }
+
+    fn forget(&self, batch: &mut StoreBatch, rel: &[u8], versions: &[u64]) -> Result<()> {
+        for &version in versions {
+            let key = keys::version(self.ns, rel, version);
+            let found = self
+                .store
+                .db
+                .get_pinned_cf(self.versions, &key)
+                .map_err(db_error("read a past version"))?;
+            if let Some(value) = found {
+                let (meta, _) = record::decode(&KeyName(rel), &value)?;
+                self.delete_chunks(&mut batch.batch, &meta);
+            }
+            batch.batch.delete_cf(self.versions, key);
+        }
+        Ok(())
+    }
+
+    fn versions(&self, path: &VfsPath, rel: &[u8]) -> Result<Vec<FileVersion>> {
+        let mut out = Vec::new();
+        if let Some(value) = self.value(&keys::meta(self.ns, rel))? {
+            out.push(self.as_version(path, &value, true)?);
+        }
+        for (_, value) in self.past_values(rel)? {
+            out.push(self.as_version(path, &value, false)?);
+        }
+        Ok(out)
+    }
+
+    fn read_version(
+        &self,
+        path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<Option<(FileVersion, ChunkReader)>> {
+        if let Some(value) = self.value(&keys::meta(self.ns, rel))?
+            && record::decode(path, &value)?.0.version == version
+        {
+            let found = self.as_version(path, &value, true)?;
+            let (_, reader) = self.pieces(path, rel, &value, false, max_chunk)?;
+            return Ok(Some((found, reader)));
+        }
+        let key = keys::version(self.ns, rel, version);
+        let value = match self.snapshot {
+            Some(snapshot) => snapshot.get_pinned_cf(self.versions, &key),
+            None => self.store.db.get_pinned_cf(self.versions, &key),
+        }
+        .map_err(db_error("read a past version"))?;
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let found = self.as_version(path, &value, false)?;
+        let (_, reader) = self.pieces(path, rel, &value, true, max_chunk)?;
+        Ok(Some((found, reader)))
+    }
+
+    fn record(&self, batch: &mut StoreBatch, change: Logged) {
+        batch.logged.push(change);
+    }
+
     fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
         batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
     }
@@ -718,9 +984,16 @@ impl Space for StoreSpace<'_> {
     }
 
     fn apply(&mut self, batch: StoreBatch) -> Result<()> {
-        let StoreBatch { mut batch, version } = batch;
+        let StoreBatch {
+            mut batch,
+            version,
+            logged,
+        } = batch;
         if version > 0 {
             batch.merge(GENERATION_KEY, version.to_be_bytes());
+        }
+        if !logged.is_empty() {
+            return self.store.write_logged(self.ns, batch, logged);
         }
         self.store
             .db
@@ -741,6 +1014,51 @@ impl Engine for StoreEngine {
 
     fn max_file_bytes(&self) -> u64 {
         self.options.max_file_bytes
+    }
+
+    fn keep(&self) -> Keep {
+        self.options.keep
+    }
+
+    fn read_log(&self, scope: &Scope, after: Option<u64>, max: usize) -> Result<LogRead> {
+        let snapshot = self.db.snapshot();
+        let trimmed = self.counter_at(&snapshot, LOG_TRIMMED_KEY)?;
+        let head = self.counter_at(&snapshot, LOG_HEAD_KEY)?;
+        let mut read = LogRead {
+            bounds: LogBounds {
+                epoch: self.log_epoch,
+                trimmed,
+                head,
+            },
+            entries: Vec::new(),
+        };
+        let Some(ns) = self.namespace(scope)? else {
+            return Ok(read);
+        };
+        let after = after.unwrap_or(trimmed).max(trimmed);
+        if max == 0 || after >= head {
+            return Ok(read);
+        }
+        let lo = keys::log(ns, after + 1);
+        let hi = keys::log(ns, head).to_vec();
+        let mut opts = bounded(lo.to_vec(), [hi.as_slice(), &[0]].concat());
+        opts.set_snapshot(&snapshot);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG)?, opts);
+        it.seek(lo);
+        while let Some((key, value)) = it.item() {
+            let seq = keys::trailing_u64(key);
+            read.entries.push(log::decode(seq, value)?);
+            if read.entries.len() == max {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(db_error("read the change log"))?;
+        Ok(read)
+    }
+
+    fn signal(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
     }
 
     fn next_version(&self) -> u64 {
@@ -829,6 +1147,8 @@ struct StreamedFile {
     rel: Vec<u8>,
     meta: Meta,
     next: u32,
+    /// A past version: its chunks vanish only when the retention drops it.
+    past: bool,
 }
 
 impl StreamedFile {
@@ -844,6 +1164,12 @@ impl StreamedFile {
             .map_err(db_error("read a chunk"))?
         {
             return Ok(data);
+        }
+        if self.past {
+            return Err(Error::NotFound(format!(
+                "version {} of {} (it was dropped from the history while being read)",
+                self.meta.version, self.path
+            )));
         }
         // The chunks of a version vanish only when it is replaced or deleted.
         let actual = match self

@@ -2,8 +2,13 @@
 //! file is small.
 //!
 //! Layout (big-endian): `format (1) | flags (1) | version (8) | size (8) |
-//! created ns (8) | modified ns (8) | blob id (8)` then, when the `INLINE`
-//! flag is set, the whole content. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
+//! created ns (8) | modified ns (8) | blob id (8)`, then (format 2) the
+//! origin: `operation (1) | principal length (1) | principal | handle length
+//! (1) | handle`, then, when the `INLINE` flag is set, the whole content. A
+//! past version (the `versions` column family) is the same value it had as
+//! the current one; a tombstone has the `TOMBSTONE` flag and no content.
+//! Format 1 values (written before history existed) decode with an unknown
+//! origin. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
 //! read is one point lookup and Grep reads them straight from the iterator it
 //! walks with; larger files are cut into [`CHUNK_BYTES`] chunks in the `chunks`
 //! column family so no single value (or gRPC message) ever holds a huge file.
@@ -11,13 +16,19 @@
 //! Errors: a value that does not decode is reported as `Internal` naming the
 //! path, never guessed at.
 
+use crate::change::{Operation, Origin, bounded_name};
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Format byte written today; a different one is refused, not misread.
-const FORMAT: u8 = 1;
+/// Format byte written today; another is refused, not misread (format 1,
+/// without the origin, is still read).
+const FORMAT: u8 = 2;
+/// The format before origins were kept.
+const FORMAT_NO_ORIGIN: u8 = 1;
 /// Flag: the content follows the header.
 const INLINE: u8 = 1;
+/// Flag: a tombstone (a deletion kept in history).
+const TOMBSTONE: u8 = 2;
 /// Header bytes before inline content.
 const HEADER_BYTES: usize = 2 + 5 * 8;
 
@@ -77,11 +88,27 @@ pub fn nanos(t: SystemTime) -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// Encodes `meta`, with `content` inline when given.
-pub fn encode(meta: &Meta, content: Option<&[u8]>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_BYTES + content.map_or(0, <[u8]>::len));
+/// Encodes `meta` made by `origin`, with `content` inline when given.
+pub fn encode(meta: &Meta, origin: &Origin, content: Option<&[u8]>) -> Vec<u8> {
+    encode_flagged(meta, origin, content, 0)
+}
+
+/// Encodes a tombstone: version `meta.version` deleted at `meta.modified`
+/// by `origin`.
+pub fn encode_tombstone(meta: &Meta, origin: &Origin) -> Vec<u8> {
+    encode_flagged(meta, origin, Some(&[]), TOMBSTONE)
+}
+
+fn encode_flagged(meta: &Meta, origin: &Origin, content: Option<&[u8]>, flags: u8) -> Vec<u8> {
+    let (principal, handle) = (
+        bounded_name(&origin.principal),
+        bounded_name(&origin.handle),
+    );
+    let mut out = Vec::with_capacity(
+        HEADER_BYTES + 3 + principal.len() + handle.len() + content.map_or(0, <[u8]>::len),
+    );
     out.push(FORMAT);
-    out.push(if content.is_some() { INLINE } else { 0 });
+    out.push(flags | if content.is_some() { INLINE } else { 0 });
     for n in [
         meta.version,
         meta.size,
@@ -91,10 +118,47 @@ pub fn encode(meta: &Meta, content: Option<&[u8]>) -> Vec<u8> {
     ] {
         out.extend_from_slice(&n.to_be_bytes());
     }
+    out.push(origin.operation.code());
+    for name in [&principal, &handle] {
+        // bounded_name keeps at most 255 bytes.
+        out.push(name.len() as u8);
+        out.extend_from_slice(name.as_bytes());
+    }
     if let Some(content) = content {
         out.extend_from_slice(content);
     }
     out
+}
+
+/// True when the value is a tombstone.
+pub fn is_tombstone(value: &[u8]) -> bool {
+    value.get(1).is_some_and(|flags| flags & TOMBSTONE != 0)
+}
+
+/// Where the origin section of a format-2 value ends (the content starts).
+fn origin_end(value: &[u8]) -> Option<usize> {
+    let principal = HEADER_BYTES + 1;
+    let handle = principal + 1 + usize::from(*value.get(principal)?);
+    let end = handle + 1 + usize::from(*value.get(handle)?);
+    (end <= value.len()).then_some(end)
+}
+
+/// The origin kept in a value read for `path` (format 1: unknown, shown as
+/// a write by nobody).
+pub fn origin(path: &dyn std::fmt::Display, value: &[u8]) -> Result<Origin> {
+    if value.first() == Some(&FORMAT_NO_ORIGIN) {
+        return Ok(Origin::external(Operation::Write));
+    }
+    let corrupt = || Error::Internal(format!("corrupt Store origin for {path}"));
+    let end = origin_end(value).ok_or_else(corrupt)?;
+    let principal = HEADER_BYTES + 1;
+    let handle = principal + 1 + usize::from(value[principal]);
+    let name = |from: usize, to: usize| String::from_utf8_lossy(&value[from..to]).into_owned();
+    Ok(Origin {
+        operation: Operation::from_code(value[HEADER_BYTES]).ok_or_else(corrupt)?,
+        principal: name(principal + 1, handle),
+        handle: name(handle + 1, end),
+    })
 }
 
 /// Decodes a value read for `path`: the metadata and the inline content.
@@ -103,9 +167,11 @@ pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta
     if value.len() < HEADER_BYTES {
         return Err(corrupt("value too short"));
     }
-    if value[0] != FORMAT {
-        return Err(corrupt(&format!("unknown format {}", value[0])));
-    }
+    let content_at = match value[0] {
+        FORMAT => origin_end(value).ok_or_else(|| corrupt("origin cut short"))?,
+        FORMAT_NO_ORIGIN => HEADER_BYTES,
+        other => return Err(corrupt(&format!("unknown format {other}"))),
+    };
     let inline = value[1] & INLINE != 0;
     let word = |i: usize| {
         let at = 2 + i * 8;
@@ -121,7 +187,7 @@ pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta
         inline,
         blob: word(4),
     };
-    let content = &value[HEADER_BYTES..];
+    let content = &value[content_at..];
     if inline && content.len() as u64 != meta.size {
         return Err(corrupt("inline content length differs from size"));
     }
@@ -142,15 +208,25 @@ mod tests {
             inline: true,
             blob: 0,
         };
-        let value = encode(&meta, Some(b"abc"));
+        let origin = Origin {
+            principal: "agent".into(),
+            handle: "h1".into(),
+            operation: Operation::Edit,
+        };
+        let value = encode(&meta, &origin, Some(b"abc"));
         assert_eq!(decode(&"/x", &value).unwrap(), (meta, &b"abc"[..]));
+        assert_eq!(super::origin(&"/x", &value).unwrap(), origin);
+        assert!(!is_tombstone(&value));
+        let tomb = encode_tombstone(&Meta { size: 0, ..meta }, &origin);
+        assert!(is_tombstone(&tomb));
+        assert_eq!(decode(&"/x", &tomb).unwrap().1, b"");
         let big = Meta {
             size: 3 * CHUNK_BYTES as u64 + 1,
             inline: false,
             blob: 9,
             ..meta
         };
-        let value = encode(&big, None);
+        let value = encode(&big, &Origin::external(Operation::Write), None);
         let (back, rest) = decode(&"/x", &value).unwrap();
         assert_eq!((back, rest.len(), back.chunks()), (big, 0, 4));
     }
@@ -168,10 +244,23 @@ mod tests {
                 inline: true,
                 blob: 0,
             },
+            &Origin::external(Operation::Write),
             Some(b"abc"),
         );
         assert!(decode(&"/m/x", &bad).is_err());
-        bad[0] = 2;
+        bad[0] = 3;
         assert!(decode(&"/m/x", &bad).is_err());
+    }
+
+    #[test]
+    fn values_of_the_first_format_still_decode() {
+        let mut value = vec![FORMAT_NO_ORIGIN, INLINE];
+        for n in [4u64, 2, 1, 2, 0] {
+            value.extend_from_slice(&n.to_be_bytes());
+        }
+        value.extend_from_slice(b"hi");
+        let (meta, content) = decode(&"/old", &value).unwrap();
+        assert_eq!((meta.version, content), (4, &b"hi"[..]));
+        assert_eq!(origin(&"/old", &value).unwrap().principal, "");
     }
 }

@@ -1,9 +1,10 @@
-//! Unified diff previews of a change, for Write, Edit and MultiEdit.
+//! Unified diffs of a change: the previews of Write, Edit and MultiEdit, the
+//! Diff RPC and the History tool.
 //!
 //! Uses the `similar` crate (Myers diff, line granularity, 3 lines of
-//! context, like `diff -u`). The preview is capped at [`MAX_DIFF_LINES`] lines
-//! and [`MAX_DIFF_BYTES`] bytes, cut at a line boundary, so a rewrite of a big
-//! file cannot flood the model.
+//! context, like `diff -u`). The text is capped ([`DiffCaps`]: a preview at
+//! [`MAX_DIFF_LINES`] lines and [`MAX_DIFF_BYTES`] bytes), cut at a line
+//! boundary, so a rewrite of a big file cannot flood the model or a message.
 //!
 //! Cost is bounded, because a diff is computed for every change and Myers is
 //! quadratic on very different texts (an 80,000-line replacement took 25 s):
@@ -34,8 +35,31 @@ pub const DIFF_DEADLINE: Duration = Duration::from_millis(200);
 /// Lines of context around each change.
 const CONTEXT_LINES: usize = 3;
 
+/// How much diff text may be rendered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DiffCaps {
+    /// Most lines.
+    pub lines: usize,
+    /// Most bytes.
+    pub bytes: usize,
+}
+
+impl DiffCaps {
+    /// A preview for a model: [`MAX_DIFF_LINES`] lines, [`MAX_DIFF_BYTES`].
+    pub const PREVIEW: DiffCaps = DiffCaps {
+        lines: MAX_DIFF_LINES,
+        bytes: MAX_DIFF_BYTES,
+    };
+    /// A whole diff for a person or a program (the Diff RPC): 1 MiB, far
+    /// below the 4 MiB a gRPC client accepts in one message.
+    pub const WHOLE: DiffCaps = DiffCaps {
+        lines: 100_000,
+        bytes: 1 << 20,
+    };
+}
+
 /// A change, summarised.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiffPreview {
     /// Unified diff, possibly cut.
     pub text: String,
@@ -146,7 +170,15 @@ impl Change {
 
     /// The preview of this change in the file shown as `shown`.
     pub fn preview(&self, shown: &str) -> DiffPreview {
-        let mut out = Preview::default();
+        self.render(shown, DiffCaps::PREVIEW)
+    }
+
+    /// The diff of this change in the file shown as `shown`, within `caps`.
+    pub fn render(&self, shown: &str, caps: DiffCaps) -> DiffPreview {
+        let mut out = Preview {
+            caps,
+            ..Preview::default()
+        };
         let header = format!("--- a/{shown}\n+++ b/{shown}\n");
         if let Some((removed, added)) = self.coarse {
             out.push(&header);
@@ -159,6 +191,9 @@ impl Change {
                     out.push_change(sign, line);
                 }
             }
+            // A coarse change is over MAX_DIFFED_BYTES, so at least one of
+            // its heads was cut: the text is never the whole change.
+            out.truncated = true;
             return out.finish(removed, added, true);
         }
         let diff = TextDiff::configure()
@@ -218,11 +253,22 @@ fn hunk_range(start: usize, end: usize) -> String {
 }
 
 /// A preview being rendered, line by line, up to the caps.
-#[derive(Default)]
 struct Preview {
     text: String,
     lines: usize,
     truncated: bool,
+    caps: DiffCaps,
+}
+
+impl Default for Preview {
+    fn default() -> Preview {
+        Preview {
+            text: String::new(),
+            lines: 0,
+            truncated: false,
+            caps: DiffCaps::PREVIEW,
+        }
+    }
 }
 
 impl Preview {
@@ -232,7 +278,7 @@ impl Preview {
             if self.truncated {
                 return;
             }
-            if self.lines == MAX_DIFF_LINES || self.text.len() + line.len() > MAX_DIFF_BYTES {
+            if self.lines == self.caps.lines || self.text.len() + line.len() > self.caps.bytes {
                 self.truncated = true;
                 return;
             }
@@ -266,6 +312,11 @@ impl Preview {
 /// The diff from `old` to `new` of the file shown as `shown`.
 pub fn preview(shown: &str, old: &str, new: &str) -> DiffPreview {
     Change::new(old, new).preview(shown)
+}
+
+/// The diff from `old` to `new` of the file shown as `shown`, within `caps`.
+pub fn unified(shown: &str, old: &str, new: &str, caps: DiffCaps) -> DiffPreview {
+    Change::new(old, new).render(shown, caps)
 }
 
 #[cfg(test)]

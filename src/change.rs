@@ -1,0 +1,396 @@
+//! What changed, by whom, and where a reader of the change logs stands: the
+//! values of the change feed (Watch) and of version history, shared by the
+//! tiers that record them and the front ends that show them. A leaf module
+//! (docs/contract.md § Changes and history).
+//!
+//! Each tier that keeps a change log numbers its changes in commit order
+//! (`seq`, per State session, per Store, per Filesystem mount) and names the
+//! log by an `epoch` that changes whenever the log starts over (a new Store, a
+//! restarted server's State sessions). A [`ChangeCursor`] holds one
+//! [`LogPosition`] per mount, so one cursor resumes a Watch that spans several
+//! mounts; clients see it only as an opaque string.
+
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// How a version came to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// Write or WriteBytes (create or replace).
+    Write,
+    /// Edit or MultiEdit (a read-modify-write).
+    Edit,
+    /// Delete (the version is a tombstone).
+    Delete,
+    /// Move (a tombstone at the source, a new version at the destination).
+    Move,
+    /// Restore of an earlier version.
+    Restore,
+}
+
+impl Operation {
+    /// Every operation, in the order of their stored codes.
+    const ALL: [Operation; 5] = [
+        Operation::Write,
+        Operation::Edit,
+        Operation::Delete,
+        Operation::Move,
+        Operation::Restore,
+    ];
+
+    /// The name clients see: `write`, `edit`, `delete`, `move`, `restore`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Write => "write",
+            Operation::Edit => "edit",
+            Operation::Delete => "delete",
+            Operation::Move => "move",
+            Operation::Restore => "restore",
+        }
+    }
+
+    /// The byte a tier stores for it.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The operation stored as `code` (`None` for an unknown code).
+    pub fn from_code(code: u8) -> Option<Operation> {
+        Operation::ALL.get(usize::from(code)).copied()
+    }
+}
+
+/// Who made a version and how: kept with every version and change event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The configured principal (for a handle: the principal at the root of
+    /// its chain); empty for a change made outside agentvfs.
+    pub principal: String,
+    /// The handle the principal acted through; empty when it acted itself.
+    pub handle: String,
+    /// What was done.
+    pub operation: Operation,
+}
+
+impl Origin {
+    /// Longest principal or handle name kept (longer names are cut on a
+    /// character boundary): names come from the configuration and from
+    /// handle ids, so this only bounds what a record can hold.
+    pub const MAX_NAME_BYTES: usize = 255;
+
+    /// `operation` done by the caller of `scope`.
+    pub fn of(principal: &crate::access::Principal, operation: Operation) -> Origin {
+        let handle = if principal.name == principal.owner {
+            String::new()
+        } else {
+            bounded_name(&principal.name)
+        };
+        Origin {
+            principal: bounded_name(&principal.owner),
+            handle,
+            operation,
+        }
+    }
+
+    /// A change made on disk by something other than agentvfs.
+    pub fn external(operation: Operation) -> Origin {
+        Origin {
+            principal: String::new(),
+            handle: String::new(),
+            operation,
+        }
+    }
+}
+
+/// `name` cut to [`Origin::MAX_NAME_BYTES`] on a character boundary.
+pub fn bounded_name(name: &str) -> String {
+    let mut cut = name.len().min(Origin::MAX_NAME_BYTES);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    name[..cut].to_owned()
+}
+
+/// What a change did to its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The file did not exist before.
+    Created,
+    /// The file's content changed.
+    Modified,
+    /// The file is gone.
+    Deleted,
+}
+
+impl ChangeKind {
+    /// The byte a tier stores for it.
+    pub fn code(self) -> u8 {
+        match self {
+            ChangeKind::Created => 1,
+            ChangeKind::Modified => 2,
+            ChangeKind::Deleted => 3,
+        }
+    }
+
+    /// The kind stored as `code`.
+    pub fn from_code(code: u8) -> Option<ChangeKind> {
+        match code {
+            1 => Some(ChangeKind::Created),
+            2 => Some(ChangeKind::Modified),
+            3 => Some(ChangeKind::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One committed change of one file, as a change log keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Change {
+    /// The mount whose log holds it (its key in a [`ChangeCursor`]).
+    pub log: VfsPath,
+    /// Its place in that log: commit order, starting at 1.
+    pub seq: u64,
+    /// The file changed.
+    pub path: VfsPath,
+    /// What happened to it.
+    pub kind: ChangeKind,
+    /// The file's new version (a deletion's: its tombstone's).
+    pub version: u64,
+    /// Size after the change (0 for a deletion).
+    pub size: u64,
+    /// When it was committed.
+    pub time: SystemTime,
+    /// Who did it, and how.
+    pub origin: Origin,
+    /// Made on disk outside agentvfs (Filesystem tier, best effort).
+    pub external: bool,
+    /// For a move: where the file came from (created) or went (deleted).
+    pub moved_path: Option<VfsPath>,
+}
+
+/// Where a reader stands in one change log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogPosition {
+    /// Which log: it changes whenever the log starts over, so a position in
+    /// an earlier log is never read against a new one.
+    pub epoch: u64,
+    /// The last change seen (0: none).
+    pub seq: u64,
+}
+
+/// Where one change log stands, read at one moment: which log, what it no
+/// longer holds, and its last change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogBounds {
+    /// Which log (0: the scope has none yet, so no change was ever lost).
+    pub epoch: u64,
+    /// The last change no longer held (0: none dropped yet).
+    pub trimmed: u64,
+    /// The last change committed.
+    pub head: u64,
+}
+
+impl LogBounds {
+    /// Checks that `position`, the position of `cursor` in the log of
+    /// `mount` (which keeps its last `kept` changes), can be resumed from:
+    /// it names this log (or a scope that had none yet), and the log still
+    /// holds every change after it. Otherwise the error names the oldest
+    /// cursor still available ([`Error::Expired`]); a position ahead of the
+    /// log is INVALID_ARGUMENT.
+    pub fn check(
+        &self,
+        mount: &VfsPath,
+        cursor: &ChangeCursor,
+        position: LogPosition,
+        kept: usize,
+    ) -> Result<()> {
+        let empty = LogPosition { epoch: 0, seq: 0 };
+        let same_log = position.epoch == self.epoch || position == empty;
+        if same_log && position.seq > self.head {
+            return Err(Error::InvalidArgument(format!(
+                "cursor is ahead of the change log of {mount}: it names change {} of {}",
+                position.seq, self.head
+            )));
+        }
+        if same_log && position.seq >= self.trimmed {
+            return Ok(());
+        }
+        let mut oldest = cursor.clone();
+        oldest.set(
+            mount,
+            LogPosition {
+                epoch: self.epoch,
+                seq: self.trimmed,
+            },
+        );
+        let what = if same_log {
+            format!(
+                "the change log of {mount} keeps its last {kept} changes and no longer holds \
+                 those after this cursor"
+            )
+        } else {
+            format!(
+                "the change log of {mount} started over since this cursor (a new store, a \
+                 restarted server or an expired session)"
+            )
+        };
+        Err(Error::Expired {
+            what,
+            oldest: oldest.encode(),
+        })
+    }
+}
+
+/// A reader's position in every change log a Watch spans, one per mount.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeCursor {
+    positions: BTreeMap<VfsPath, LogPosition>,
+}
+
+/// What every encoded cursor starts with (a format tag).
+const CURSOR_TAG: &str = "c1.";
+/// Longest cursor accepted: far above any mount table's, so decoding a
+/// hostile string is bounded.
+pub const MAX_CURSOR_CHARS: usize = 16 << 10;
+
+impl ChangeCursor {
+    /// The position in the log of `mount`, if the cursor has one.
+    pub fn get(&self, mount: &VfsPath) -> Option<LogPosition> {
+        self.positions.get(mount).copied()
+    }
+
+    /// Sets the position in the log of `mount`.
+    pub fn set(&mut self, mount: &VfsPath, position: LogPosition) {
+        self.positions.insert(mount.clone(), position);
+    }
+
+    /// Moves the position in the log of `mount` to `seq` (keeping its epoch;
+    /// a mount without a position is left alone).
+    pub fn advance(&mut self, mount: &VfsPath, seq: u64) {
+        if let Some(position) = self.positions.get_mut(mount) {
+            position.seq = position.seq.max(seq);
+        }
+    }
+
+    /// The opaque text form clients hold: `c1.` then URL-safe base64 of
+    /// each mount's prefix, epoch and sequence number.
+    pub fn encode(&self) -> String {
+        let mut bytes = Vec::new();
+        for (mount, position) in &self.positions {
+            let prefix = mount.as_str().as_bytes();
+            // Paths are at most 4,096 bytes (crate::path), so this fits.
+            bytes.extend_from_slice(&(prefix.len() as u16).to_be_bytes());
+            bytes.extend_from_slice(prefix);
+            bytes.extend_from_slice(&position.epoch.to_be_bytes());
+            bytes.extend_from_slice(&position.seq.to_be_bytes());
+        }
+        format!("{CURSOR_TAG}{}", URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// Parses a cursor this server (or another sharing its stores) issued;
+    /// anything else is INVALID_ARGUMENT.
+    pub fn decode(text: &str) -> Result<ChangeCursor> {
+        let bad = |why: &str| {
+            Error::InvalidArgument(format!(
+                "cursor {:?} is not a cursor a Watch returned: {why}",
+                crate::error::echo(text)
+            ))
+        };
+        if text.len() > MAX_CURSOR_CHARS {
+            return Err(bad("too long"));
+        }
+        let body = text
+            .strip_prefix(CURSOR_TAG)
+            .ok_or_else(|| bad("unknown format"))?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| bad("not base64"))?;
+        let mut rest = bytes.as_slice();
+        let mut take = |n: usize| -> Result<&[u8]> {
+            if rest.len() < n {
+                return Err(bad("truncated"));
+            }
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            Ok(head)
+        };
+        let word = |b: &[u8]| {
+            let mut w = [0; 8];
+            w.copy_from_slice(b);
+            u64::from_be_bytes(w)
+        };
+        let mut cursor = ChangeCursor::default();
+        for _ in 0..bytes.len() {
+            let len = match take(2) {
+                Ok(len) => usize::from(u16::from_be_bytes([len[0], len[1]])),
+                // Only a cursor ending exactly after a position is whole.
+                Err(_) if take(1).is_err() => break,
+                Err(err) => return Err(err),
+            };
+            let prefix = std::str::from_utf8(take(len)?).map_err(|_| bad("not UTF-8"))?;
+            let mount = VfsPath::parse(prefix).map_err(|_| bad("names no mount"))?;
+            let epoch = word(take(8)?);
+            let seq = word(take(8)?);
+            cursor.positions.insert(mount, LogPosition { epoch, seq });
+        }
+        Ok(cursor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> VfsPath {
+        VfsPath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn cursors_round_trip_through_their_text() {
+        let mut cursor = ChangeCursor::default();
+        assert_eq!(ChangeCursor::decode(&cursor.encode()).unwrap(), cursor);
+        cursor.set(&p("/"), LogPosition { epoch: 7, seq: 0 });
+        cursor.set(
+            &p("/memories"),
+            LogPosition {
+                epoch: u64::MAX,
+                seq: 42,
+            },
+        );
+        cursor.advance(&p("/"), 3);
+        let text = cursor.encode();
+        assert!(text.starts_with("c1."), "{text}");
+        let back = ChangeCursor::decode(&text).unwrap();
+        assert_eq!(back, cursor);
+        assert_eq!(back.get(&p("/")), Some(LogPosition { epoch: 7, seq: 3 }));
+    }
+
+    #[test]
+    fn foreign_cursors_are_invalid_arguments() {
+        for text in ["", "c2.AAAA", "c1.!!", "c1.AAE", "c1.AAJ4eA"] {
+            let err = ChangeCursor::decode(text).unwrap_err();
+            assert_eq!(err.code(), "INVALID_PARAM", "{text}: {err}");
+        }
+        let long = format!("c1.{}", "A".repeat(MAX_CURSOR_CHARS));
+        assert!(ChangeCursor::decode(&long).is_err());
+    }
+
+    #[test]
+    fn operations_round_trip_through_their_codes() {
+        for op in Operation::ALL {
+            assert_eq!(Operation::from_code(op.code()), Some(op));
+        }
+        assert_eq!(Operation::from_code(200), None);
+        for kind in [
+            ChangeKind::Created,
+            ChangeKind::Modified,
+            ChangeKind::Deleted,
+        ] {
+            assert_eq!(ChangeKind::from_code(kind.code()), Some(kind));
+        }
+    }
+}

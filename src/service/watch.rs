@@ -1,0 +1,207 @@
+//! The change feed for every front end (docs/contract.md § Changes and
+//! history): a [`Watcher`] reads the change logs under a path page by page,
+//! shows the caller only the changes at paths it may list, and waits for new
+//! ones on the tiers' signals, holding no thread while it waits.
+//!
+//! Where it sits: a front end starts one with [`super::Service::watch`] and
+//! calls [`Watcher::next`] for each message, sending it on with its own
+//! bound on a slow client (the gRPC adapter cuts one that takes nothing for
+//! the idle timeout). Memory is one page per watcher, whatever the backlog:
+//! a watcher that falls behind reads the log later, and one that falls
+//! behind the log's retention gets FAILED_PRECONDITION naming the oldest
+//! cursor still available.
+
+use super::{Caller, StreamPermit, blocking};
+use crate::access::Op;
+use crate::backend::Backend;
+use crate::change::{Change, ChangeCursor};
+use crate::error::Result;
+use crate::path::VfsPath;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Changes read from the logs per page (before the grant filter): one
+/// message of at most a few hundred KiB.
+pub const WATCH_PAGE: usize = 256;
+
+/// How long a watcher waits for a signal before it reads the logs again,
+/// in case one was missed (a log can start over, a mount can come back).
+const RECHECK_EVERY: Duration = Duration::from_secs(30);
+
+/// Where a Watch starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WatchStart {
+    /// Just after this cursor.
+    After(ChangeCursor),
+    /// At the head of every log: only changes committed from now on.
+    Now,
+    /// At the oldest change every log still holds.
+    Oldest,
+}
+
+/// One message of a Watch: the visible changes of a page, each with the
+/// cursor that resumes after it, and the cursor after the whole page.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchBatch {
+    /// Changes the caller may see, in each log's commit order.
+    pub changes: Vec<(Change, String)>,
+    /// Resumes after everything the page covered, seen or passed over.
+    pub cursor: String,
+}
+
+/// A running Watch of one caller under one path.
+pub struct Watcher {
+    backend: Arc<dyn Backend>,
+    caller: Caller,
+    root: VfsPath,
+    cursor: ChangeCursor,
+    stop_at_head: bool,
+    signals: Vec<watch::Receiver<u64>>,
+    /// The stream's slot among the caller's streams, held while it runs.
+    _permit: StreamPermit,
+}
+
+impl Watcher {
+    /// A watcher from `cursor` (already resolved from its start).
+    pub(super) fn new(
+        backend: Arc<dyn Backend>,
+        caller: Caller,
+        root: VfsPath,
+        cursor: ChangeCursor,
+        stop_at_head: bool,
+        permit: StreamPermit,
+    ) -> Watcher {
+        let mut signals = Vec::new();
+        backend.change_signals(&root, &mut signals);
+        Watcher {
+            backend,
+            caller,
+            root,
+            cursor,
+            stop_at_head,
+            signals,
+            _permit: permit,
+        }
+    }
+
+    /// The cursor after everything read so far.
+    pub fn cursor(&self) -> String {
+        self.cursor.encode()
+    }
+
+    /// The next message: the next page of changes (which may hold none the
+    /// caller may see, only a cursor that moved on), waiting for new changes
+    /// when it has caught up; `None` when a `stop_at_head` watch has caught
+    /// up. An expired cursor is FAILED_PRECONDITION.
+    pub async fn next(&mut self) -> Result<Option<WatchBatch>> {
+        loop {
+            for signal in &mut self.signals {
+                signal.borrow_and_update();
+            }
+            let before = self.cursor.clone();
+            let (backend, caller, root) =
+                (self.backend.clone(), self.caller.clone(), self.root.clone());
+            let mut cursor = self.cursor.clone();
+            let (changes, cursor) = blocking(move || {
+                let changes = backend.changes(&caller.scope, &root, &mut cursor, WATCH_PAGE)?;
+                Ok((changes, cursor))
+            })
+            .await?;
+            self.cursor = cursor;
+            if !changes.is_empty() || self.cursor != before {
+                return Ok(Some(self.batch(before, changes)));
+            }
+            if self.stop_at_head {
+                return Ok(None);
+            }
+            self.wait().await;
+        }
+    }
+
+    /// The message of a page read from `before`: the changes the caller may
+    /// list, each with its own cursor; the other end of a move is named only
+    /// where the caller may list it.
+    fn batch(&self, before: ChangeCursor, changes: Vec<Change>) -> WatchBatch {
+        let principal = &self.caller.principal;
+        let mut at = before;
+        let mut visible = Vec::new();
+        for mut change in changes {
+            at.advance(&change.log, change.seq);
+            if principal.check(&change.path, Op::List).is_err() {
+                continue;
+            }
+            if let Some(other) = &change.moved_path
+                && principal.check(other, Op::List).is_err()
+            {
+                change.moved_path = None;
+            }
+            visible.push((change, at.encode()));
+        }
+        WatchBatch {
+            changes: visible,
+            cursor: self.cursor.encode(),
+        }
+    }
+
+    /// Waits until a log under the root may have grown (or a while passed).
+    async fn wait(&mut self) {
+        if self.signals.is_empty() {
+            tokio::time::sleep(RECHECK_EVERY).await;
+            return;
+        }
+        let changed = self
+            .signals
+            .iter_mut()
+            .map(|signal| Box::pin(signal.changed()));
+        // A closed signal (its tier gone) resolves at once; the timeout
+        // keeps that from spinning.
+        let _ =
+            tokio::time::timeout(RECHECK_EVERY, futures_util::future::select_all(changed)).await;
+    }
+}
+
+impl super::Service {
+    /// Starts a Watch of the changes under `root` (`list` grant on `root`
+    /// or on paths below it; each change is shown only where the caller
+    /// holds `list`), admitted as one of the caller's streams. The start is
+    /// checked now: a foreign or expired cursor, or a root where no mount
+    /// keeps a change log, fails the call itself.
+    pub async fn watch(
+        &self,
+        caller: &Caller,
+        root: VfsPath,
+        start: WatchStart,
+        stop_at_head: bool,
+    ) -> Result<Watcher> {
+        if caller.principal.granted_within(&root, Op::List).is_empty() {
+            caller.principal.check(&root, Op::List)?;
+        }
+        let permit = self.admit_stream(caller)?;
+        let (backend, who, at) = (self.backend.clone(), caller.clone(), root.clone());
+        let cursor = blocking(move || {
+            let mut cursor = ChangeCursor::default();
+            match start {
+                WatchStart::Now => backend.watch_head(&who.scope, &at, &mut cursor)?,
+                WatchStart::Oldest | WatchStart::After(_) => {
+                    if let WatchStart::After(after) = start {
+                        cursor = after;
+                    }
+                    // Checks the cursor (foreign, expired, ahead) and that
+                    // some log is there; the first `next` reads the page.
+                    backend.changes(&who.scope, &at, &mut cursor.clone(), 0)?;
+                }
+            }
+            Ok(cursor)
+        });
+        let cursor = cursor.await?;
+        Ok(Watcher::new(
+            self.backend.clone(),
+            caller.clone(),
+            root,
+            cursor,
+            stop_at_head,
+            permit,
+        ))
+    }
+}
