@@ -24,8 +24,13 @@ pub fn build_app(config: &Config) -> Result<App, String> {
             ),
             TierConfig::Filesystem { root } => (
                 Arc::new(
-                    FsBackend::open(m.prefix.clone(), root, config.max_file_bytes)
-                        .map_err(|e| format!("mount {}: {e}", m.prefix))?,
+                    FsBackend::open(
+                        m.prefix.clone(),
+                        root,
+                        config.max_file_bytes,
+                        m.keep.changes,
+                    )
+                    .map_err(|e| format!("mount {}: {e}", m.prefix))?,
                 ),
                 "filesystem",
             ),

@@ -411,7 +411,7 @@ impl Backend for CompositeBackend {
     }
 
     /// Reads each mount's log in turn, each up to its share of `max` (at
-    /// least [`MIN_CHANGES_PER_MOUNT`]).
+    /// least [`MIN_CHANGES_PER_MOUNT`], at most `max`).
     fn changes(
         &self,
         scope: &Scope,
@@ -421,10 +421,7 @@ impl Backend for CompositeBackend {
     ) -> Result<Vec<Change>> {
         let mut out = Vec::new();
         self.each_log(root, |mount, mounts| {
-            let share = match max {
-                0 => 0,
-                max => (max / mounts).max(MIN_CHANGES_PER_MOUNT),
-            };
+            let share = (max / mounts).max(MIN_CHANGES_PER_MOUNT.min(max));
             out.extend(mount.backend.changes(scope, root, cursor, share)?);
             Ok(())
         })?;

@@ -207,4 +207,23 @@ impl ToolsRpc for ToolsService {
                 .await
         )
     }
+
+    async fn history_tool(
+        &self,
+        req: Request<pb::HistoryToolRequest>,
+    ) -> Reply<pb::HistoryToolResponse> {
+        let caller = caller(&req)?;
+        let r = req.into_inner();
+        let mut args = Object::new();
+        put(&mut args, "path", Some(r.path));
+        put(&mut args, "action", r.action);
+        put(&mut args, "version", r.version);
+        put(&mut args, "to_version", r.to_version);
+        put(&mut args, "expected_version", r.expected_version);
+        reply!(
+            HistoryToolResponse,
+            self.typed(caller, ToolName::History, args, &r.tool_call_id)
+                .await
+        )
+    }
 }

@@ -14,7 +14,7 @@
 use super::{Caller, StreamPermit, blocking};
 use crate::access::Op;
 use crate::backend::Backend;
-use crate::change::{Change, ChangeCursor};
+use crate::change::{Change, ChangeCursor, LogPosition};
 use crate::error::Result;
 use crate::path::VfsPath;
 use std::sync::Arc;
@@ -127,7 +127,18 @@ impl Watcher {
         let mut at = before;
         let mut visible = Vec::new();
         for mut change in changes {
-            at.advance(&change.log, change.seq);
+            // The page's own position names the log (its epoch) the change
+            // was read from, which a position taken before a State session
+            // existed does not.
+            if let Some(read) = self.cursor.get(&change.log) {
+                at.set(
+                    &change.log,
+                    LogPosition {
+                        epoch: read.epoch,
+                        seq: change.seq,
+                    },
+                );
+            }
             if principal.check(&change.path, Op::List).is_err() {
                 continue;
             }
@@ -188,8 +199,10 @@ impl super::Service {
                         cursor = after;
                     }
                     // Checks the cursor (foreign, expired, ahead) and that
-                    // some log is there; the first `next` reads the page.
-                    backend.changes(&who.scope, &at, &mut cursor.clone(), 0)?;
+                    // some log is there, and sets the position of every log
+                    // the cursor lacks to its oldest change: every event
+                    // then gets a cursor naming all the logs.
+                    backend.changes(&who.scope, &at, &mut cursor, 0)?;
                 }
             }
             Ok(cursor)

@@ -1,5 +1,6 @@
-//! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit and MultiEdit over
-//! the one logical path space, each answering in the standard envelope.
+//! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit and
+//! History over the one logical path space, each answering in the standard
+//! envelope.
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
 //! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
@@ -20,7 +21,8 @@
 //!   (ACCESS_DENIED otherwise); result paths are shown relative to it, POSIX;
 //! - each tool checks the caller's grants exactly like the Filesystem service
 //!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
-//!   Edit/MultiEdit `read_file` + `write`);
+//!   Edit/MultiEdit `read_file` + `write`; History by action: `file`,
+//!   `read_file`, `read_file` + `write`);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
 //!   envelope, `context.path_resolved` once a path was resolved;
 //! - messages quote raw input (paths, names, strings) through
@@ -53,6 +55,7 @@ pub mod envelope;
 mod glob;
 mod grep;
 mod hint;
+mod history;
 mod ls;
 mod multi_edit;
 mod read;
@@ -87,11 +90,13 @@ pub enum ToolName {
     Edit,
     /// Several edits of one file, all or nothing.
     MultiEdit,
+    /// A file's versions, a diff between two, or a restore.
+    History,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 7] = [
+    pub const ALL: [ToolName; 8] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -99,6 +104,7 @@ impl ToolName {
         ToolName::Write,
         ToolName::Edit,
         ToolName::MultiEdit,
+        ToolName::History,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -111,6 +117,7 @@ impl ToolName {
             ToolName::Write => "Write",
             ToolName::Edit => "Edit",
             ToolName::MultiEdit => "MultiEdit",
+            ToolName::History => "History",
         }
     }
 
@@ -129,6 +136,7 @@ impl ToolName {
             ToolName::Write => write::DESCRIPTION,
             ToolName::Edit => edit::DESCRIPTION,
             ToolName::MultiEdit => multi_edit::DESCRIPTION,
+            ToolName::History => history::DESCRIPTION,
         }
     }
 
@@ -142,6 +150,7 @@ impl ToolName {
             ToolName::Write => write::schema(),
             ToolName::Edit => edit::schema(),
             ToolName::MultiEdit => multi_edit::schema(),
+            ToolName::History => history::schema(),
         }
     }
 }
@@ -367,5 +376,6 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::Write => write::run(call, args).await,
         ToolName::Edit => edit::run(call, args).await,
         ToolName::MultiEdit => multi_edit::run(call, args).await,
+        ToolName::History => history::run(call, args).await,
     }
 }

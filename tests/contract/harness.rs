@@ -14,7 +14,9 @@ use agentvfs::backend::store::{StoreBackend, StoreOptions};
 use agentvfs::backend::{
     Backend, Keep, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_move_paths,
 };
+use agentvfs::change::{Change, ChangeCursor, ChangeKind};
 use agentvfs::entry::Entry;
+use agentvfs::history::FileVersion;
 use agentvfs::error::{Error, Result};
 use agentvfs::scope::Scope;
 use agentvfs::search::{
@@ -103,6 +105,10 @@ pub struct Tier {
     /// past its own and past the file it replaces, and the files inside a
     /// moved directory keep theirs, their content being unchanged.
     pub tier_wide_versions: bool,
+    /// The tier keeps past versions and tombstones (State, Store); the
+    /// Filesystem tier keeps none: every history call is
+    /// FAILED_PRECONDITION (src/backend/mod.rs `no_history`).
+    pub keeps_history: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
     _dirs: Vec<tempfile::TempDir>,
@@ -140,7 +146,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
         }
         Kind::Filesystem => {
             let dir = tempfile::tempdir().expect("temp dir for the filesystem root");
-            let fs = FsBackend::open(vpath(FS_MOUNT), dir.path(), MAX_FILE_BYTES)
+            let fs = FsBackend::open(vpath(FS_MOUNT), dir.path(), MAX_FILE_BYTES, 1000)
                 .expect("open the filesystem root");
             (Arc::new(fs), "filesystem", Some(dir))
         }
@@ -205,6 +211,7 @@ impl Tier {
             honours_ignore_files: kind == Kind::Filesystem,
             keeps_created: kind != Kind::Filesystem,
             tier_wide_versions: kind != Kind::Filesystem,
+            keeps_history: kind != Kind::Filesystem,
             _dirs: dirs,
         }
     }
@@ -305,6 +312,66 @@ impl Tier {
         pre: Precondition,
     ) -> Result<MoveOutcome> {
         self.rename_paths(&self.path(source), &self.path(destination), pre)
+    }
+
+    /// The retained versions of `rel`, newest first.
+    pub fn versions(&self, rel: &str) -> Result<Vec<FileVersion>> {
+        self.backend.versions(&self.scope, &self.path(rel))
+    }
+
+    /// Retained `version` of `rel`: its metadata and whole content.
+    pub fn read_version(&self, rel: &str, version: u64) -> Result<(FileVersion, Vec<u8>)> {
+        let (found, pieces) =
+            self.backend
+                .read_version(&self.scope, &self.path(rel), version, 1 << 16)?;
+        let mut data = Vec::new();
+        for piece in pieces {
+            data.extend_from_slice(&piece?);
+        }
+        Ok((found, data))
+    }
+
+    /// Restores `version` of `rel`.
+    pub fn restore(&self, rel: &str, version: u64, if_version: Option<u64>) -> Result<WriteOutcome> {
+        self.backend
+            .restore(&self.scope, &self.path(rel), version, if_version)
+    }
+
+    /// A cursor at the head of every log under the base.
+    pub fn head(&self) -> ChangeCursor {
+        let mut cursor = ChangeCursor::default();
+        self.backend
+            .watch_head(&self.scope, &self.base, &mut cursor)
+            .unwrap_or_else(|e| panic!("watch head of {}: {e}", self.base));
+        cursor
+    }
+
+    /// Up to `max` changes under the base after `cursor`, moving it.
+    pub fn changes(&self, cursor: &mut ChangeCursor, max: usize) -> Result<Vec<Change>> {
+        self.backend.changes(&self.scope, &self.base, cursor, max)
+    }
+
+    /// Every change under the base after `cursor` (read a few at a time),
+    /// as `(kind, path relative to the base)`.
+    pub fn drain(&self, cursor: &mut ChangeCursor) -> Vec<(ChangeKind, String)> {
+        let mut out = Vec::new();
+        loop {
+            let before = cursor.clone();
+            let page = self
+                .changes(cursor, 3)
+                .unwrap_or_else(|e| panic!("changes: {e}"));
+            if page.is_empty() && before == *cursor {
+                return out;
+            }
+            out.extend(page.into_iter().map(|c| (c.kind, self.rel(&c.path))));
+        }
+    }
+
+    /// `path` relative to the base.
+    pub fn rel(&self, path: &VfsPath) -> String {
+        path.relative_to(&self.base)
+            .unwrap_or_else(|| panic!("{path} is not below {}", self.base))
+            .to_owned()
     }
 
     /// [`Tier::rename`] with whole logical paths.

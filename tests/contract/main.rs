@@ -13,6 +13,11 @@
 //!   mount table holding all three, as `src/startup.rs` builds it, with the
 //!   case working in the State, Store or Filesystem mount.
 //!
+//! Sections: listing, reads, writes, edits, deletes, chunks, search,
+//! errors, concurrency, scopes, history (versions, tombstones, restores,
+//! retention) and changes (the change log: order, cursors, roots, expiry),
+//! Move.
+//!
 //! Cases work below `{mount}/case`. Where tiers legitimately differ
 //! (explicit or implied directories, creation times, who shares files),
 //! the case branches on a flag of the `Tier` and asserts each branch
@@ -31,12 +36,14 @@
 //! `contract_suite!` line below for it alone (and one inside `composite`
 //! for its mount); it is accepted when every case passes on both.
 
+mod changes;
 mod chunks;
 mod concurrency;
 mod deletes;
 mod edits;
 mod errors;
 mod harness;
+mod history;
 mod listing;
 mod moves;
 mod reads;
@@ -170,6 +177,30 @@ macro_rules! contract_suite {
             );
             section!($setup, scopes:
                 scopes_see_what_their_tier_shares,
+            );
+            section!($setup, history:
+                versions_are_listed_newest_first_with_their_origin,
+                old_versions_read_back_as_written,
+                a_deleted_file_keeps_a_tombstone,
+                a_restore_writes_an_old_version_back,
+                a_deleted_file_is_restored,
+                a_restore_checks_if_version,
+                tombstones_and_unknown_versions_are_refused,
+                a_move_leaves_a_tombstone_at_the_source,
+                a_directory_has_no_versions,
+                the_last_ten_versions_are_kept,
+            );
+            section!($setup, changes:
+                changes_come_in_commit_order,
+                a_cursor_resumes_exactly_after_its_change,
+                the_head_skips_the_past,
+                a_root_filters_changes_and_keeps_the_place,
+                a_recursive_delete_logs_every_file,
+                a_move_logs_both_ends,
+                a_failed_change_logs_nothing,
+                a_position_in_another_log_is_expired,
+                a_signal_fires_after_a_change,
+                concurrent_changes_are_each_logged_once,
             );
             section!($setup, moves:
                 a_file_moves,

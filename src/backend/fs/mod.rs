@@ -61,6 +61,7 @@
 //! `NOT_FOUND`, files over the size limit `RESOURCE_EXHAUSTED`, devices,
 //! sockets and pipes `INVALID_ARGUMENT`.
 
+pub mod changes;
 pub mod ignore_cache;
 pub mod ignore_rules;
 pub mod prefetch;
@@ -72,11 +73,13 @@ use super::{
     check_directory_delete,
 };
 use crate::access::{Op, OpSet};
+use crate::change::{Change, ChangeCursor, ChangeKind, Operation, Origin};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::{VfsPath, check_name};
 use crate::scope::Scope;
 use crate::search::{SearchKind, SearchPart, SearchRun};
+use changes::FsChanges;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
 use rustix::io::Errno;
 use sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type, not_regular};
@@ -86,8 +89,9 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
+use tokio::sync::watch;
 
 /// Number of per-path locks: paths share a lock only when their hashes
 /// collide, which merely serialises two unrelated writes; no map of locks has
@@ -114,8 +118,10 @@ const GREP_OPS: &[Op] = &[Op::ReadRe];
 
 /// A sandboxed real directory; see the module doc.
 pub struct FsBackend {
-    sandbox: Sandbox,
+    sandbox: Arc<Sandbox>,
     max_file_bytes: u64,
+    /// The change log, unless the mount keeps none (`change_log = 0`).
+    changes: Option<Arc<FsChanges>>,
     locks: [Mutex<()>; LOCK_STRIPES],
     /// Makes temporary file names unique within this process.
     temp_counter: AtomicU64,
@@ -167,14 +173,60 @@ impl Drop for Temp<'_> {
 
 impl FsBackend {
     /// Opens the tier for `root` mounted at `mount`; reads and writes of
-    /// files over `max_file_bytes` fail with `TooLarge`.
-    pub fn open(mount: VfsPath, root: &Path, max_file_bytes: u64) -> Result<FsBackend> {
+    /// files over `max_file_bytes` fail with `TooLarge`; the change log
+    /// keeps the last `change_log` changes (0: no log).
+    pub fn open(
+        mount: VfsPath,
+        root: &Path,
+        max_file_bytes: u64,
+        change_log: usize,
+    ) -> Result<FsBackend> {
+        let sandbox = Arc::new(Sandbox::open(mount, root)?);
+        let changes = (change_log > 0).then(|| FsChanges::new(sandbox.clone(), root, change_log));
         Ok(FsBackend {
-            sandbox: Sandbox::open(mount, root)?,
+            sandbox,
             max_file_bytes,
+            changes,
             locks: std::array::from_fn(|_| Mutex::new(())),
             temp_counter: AtomicU64::new(0),
         })
+    }
+
+    /// Marks `path` (and everything below it) as about to be changed by
+    /// agentvfs, so the disk's events of the change are not logged again
+    /// as external (`changes::FsChanges::expect`).
+    fn expect(&self, path: &VfsPath) {
+        if let Some(changes) = &self.changes {
+            changes.expect(path);
+        }
+    }
+
+    /// Logs a change agentvfs made (when the mount keeps a log); the caller
+    /// still holds the path's lock, so one path's changes log in order.
+    fn record(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        kind: ChangeKind,
+        (version, size): (u64, u64),
+        operation: Operation,
+        moved: Option<&VfsPath>,
+    ) {
+        if let Some(changes) = &self.changes {
+            let origin = Origin::of(&scope.principal, operation);
+            changes.record(path, kind, version, size, origin, moved.cloned());
+        }
+    }
+
+    /// Logs a write's outcome (created or modified).
+    fn record_write(&self, scope: &Scope, out: &WriteOutcome, operation: Operation) {
+        let kind = if out.created {
+            ChangeKind::Created
+        } else {
+            ChangeKind::Modified
+        };
+        let stamp = (out.version, out.bytes_written);
+        self.record(scope, &out.path, kind, stamp, operation, None);
     }
 
     /// The index of `path`'s lock among [`LOCK_STRIPES`].
@@ -370,6 +422,7 @@ impl FsBackend {
     /// lock.
     fn write_from(
         &self,
+        scope: &Scope,
         path: &VfsPath,
         pre: Precondition,
         pieces: &mut ChunkSource<'_>,
@@ -382,7 +435,10 @@ impl FsBackend {
             self.append(path, &mut temp, &piece?)?;
         }
         let _guard = self.lock(path);
-        self.commit(path, name, temp, pre)
+        self.expect(path);
+        let out = self.commit(path, name, temp, pre)?;
+        self.record_write(scope, &out, Operation::Write);
+        Ok(out)
     }
 
     /// The metadata of a Move's source `name` in `dir` (a link in its last
@@ -451,6 +507,54 @@ impl FsBackend {
         }
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
         Ok(sandbox::version(&st))
+    }
+
+    /// Logs a Move that put `source` at `to_name` in `to_dir`
+    /// (`destination`): a deletion at the source and a creation (or, when
+    /// it `replaced` a file, a modification) at the destination, for the
+    /// file or for every file of the moved directory.
+    fn record_move(
+        &self,
+        scope: &Scope,
+        (source, destination): (&VfsPath, &VfsPath),
+        to_dir: &OwnedFd,
+        to_name: &str,
+        is_dir: bool,
+        replaced: bool,
+    ) -> Result<()> {
+        let moved = |from: &VfsPath, to: &VfsPath, stamp: (u64, u64), replaced: bool| {
+            let came = if replaced {
+                ChangeKind::Modified
+            } else {
+                ChangeKind::Created
+            };
+            let op = Operation::Move;
+            self.record(scope, from, ChangeKind::Deleted, (0, 0), op, Some(to));
+            self.record(scope, to, came, stamp, op, Some(from));
+        };
+        let stamp_of = |dir: &OwnedFd, name: &CStr| {
+            rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map(|st| (sandbox::version(&st), st.st_size as u64))
+                .unwrap_or((0, 0))
+        };
+        if !is_dir {
+            let stamp = stamp_of(to_dir, &c_name(destination, to_name)?);
+            moved(source, destination, stamp, replaced);
+            return Ok(());
+        }
+        for_each_file(
+            to_dir,
+            &c_name(destination, to_name)?,
+            destination,
+            |dir, chain, leaf| {
+                if let (Some(from), Some(to)) =
+                    (below(source, chain, leaf), below(destination, chain, leaf))
+                {
+                    moved(&from, &to, stamp_of(dir, leaf), false);
+                }
+                Ok(())
+            },
+        )
     }
 
     /// Reads a whole opened file, refusing directories and oversized files.
@@ -554,16 +658,17 @@ fn walk_tree(
     parent: &OwnedFd,
     name: &CStr,
     path: &VfsPath,
-    mut leaf: impl FnMut(&OwnedFd, &CStr) -> Result<()>,
+    mut leaf: impl FnMut(&OwnedFd, &[CString], &CStr) -> Result<()>,
     mut finished: impl FnMut(&OwnedFd, &CStr) -> Result<()>,
 ) -> Result<()> {
     let os = |e| errno(path, e);
     let open = |dir: &OwnedFd, name: &CStr| {
         rustix::fs::openat(dir, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty()).map_err(os)
     };
-    // Calls `leaf` for the non-directories of `fd` and returns its
-    // subdirectories. The names are read first: `leaf` may remove them.
-    let mut visit = |fd: &OwnedFd| -> Result<Vec<CString>> {
+    // Calls `leaf` for the non-directories of `fd` (at `chain` below
+    // `name`) and returns its subdirectories. The names are read first:
+    // `leaf` may remove them.
+    let mut visit = |fd: &OwnedFd, chain: &[CString]| -> Result<Vec<CString>> {
         let mut children = Vec::new();
         sandbox::for_each_entry(fd, |name, kind| children.push((name.to_owned(), kind)))
             .map_err(os)?;
@@ -580,21 +685,24 @@ fn walk_tree(
             if kind == FileType::Directory {
                 subdirs.push(child);
             } else {
-                leaf(fd, &child)?;
+                leaf(fd, chain, &child)?;
             }
         }
         Ok(subdirs)
     };
     let mut fd = open(parent, name)?;
+    // The names of the directories from `name` (excluded) down to `fd`.
+    let mut chain: Vec<CString> = Vec::new();
     let mut stack = vec![Descent {
         name: name.to_owned(),
         id: identity(path, &fd)?,
-        subdirs: visit(&fd)?,
+        subdirs: visit(&fd, &chain)?,
     }];
     while let Some(top) = stack.last_mut() {
         if let Some(sub) = top.subdirs.pop() {
             fd = open(&fd, &sub)?;
-            let subdirs = visit(&fd)?;
+            chain.push(sub.clone());
+            let subdirs = visit(&fd, &chain)?;
             stack.push(Descent {
                 name: sub,
                 id: identity(path, &fd)?,
@@ -604,6 +712,7 @@ fn walk_tree(
         }
         // Everything below `top` is walked: go up.
         let done = stack.pop().expect("the loop holds a top");
+        chain.pop();
         let (up, up_id) = match stack.last() {
             Some(above) => (open(&fd, c"..")?, above.id),
             None => break,
@@ -619,23 +728,54 @@ fn walk_tree(
     finished(parent, name)
 }
 
-/// Removes the directory `name` in `parent` and everything below it without
-/// following any link; returns the number of non-directories removed.
-fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
+/// The logical path of the file `leaf` at `chain` below the directory
+/// `top`; `None` for a name no logical path can hold (not UTF-8, ...).
+fn below(top: &VfsPath, chain: &[CString], leaf: &CStr) -> Option<VfsPath> {
+    let mut path = top.clone();
+    for name in chain.iter().map(CString::as_c_str).chain([leaf]) {
+        path = path.join(name.to_str().ok()?).ok()?;
+    }
+    Some(path)
+}
+
+/// Removes the directory `name` in `parent` (`path`) and everything below
+/// it without following any link, telling `removed` the logical path of
+/// each non-directory removed; returns how many were.
+fn remove_tree(
+    parent: &OwnedFd,
+    name: &CStr,
+    path: &VfsPath,
+    mut removed: impl FnMut(&VfsPath),
+) -> Result<u64> {
     let os = |e| errno(path, e);
-    let mut removed = 0;
+    let mut count = 0;
     walk_tree(
         parent,
         name,
         path,
-        |dir, leaf| {
+        |dir, chain, leaf| {
             rustix::fs::unlinkat(dir, leaf, AtFlags::empty()).map_err(os)?;
-            removed += 1;
+            count += 1;
+            if let Some(file) = below(path, chain, leaf) {
+                removed(&file);
+            }
             Ok(())
         },
         |up, dir| rustix::fs::unlinkat(up, dir, AtFlags::REMOVEDIR).map_err(os),
     )?;
-    Ok(removed)
+    Ok(count)
+}
+
+/// Calls `f` with the directory, the chain of names below `name` and the
+/// name of every non-directory in the directory `name` in `parent` (`path`)
+/// and below it (links included, never followed).
+fn for_each_file(
+    parent: &OwnedFd,
+    name: &CStr,
+    path: &VfsPath,
+    f: impl FnMut(&OwnedFd, &[CString], &CStr) -> Result<()>,
+) -> Result<()> {
+    walk_tree(parent, name, path, f, |_, _| Ok(()))
 }
 
 /// The number of non-directories in the directory `name` in `parent` and
@@ -643,16 +783,10 @@ fn remove_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
 /// remove, and what a Move of the directory reports as moved.
 fn count_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
     let mut count = 0;
-    walk_tree(
-        parent,
-        name,
-        path,
-        |_, _| {
-            count += 1;
-            Ok(())
-        },
-        |_, _| Ok(()),
-    )?;
+    for_each_file(parent, name, path, |_, _, _| {
+        count += 1;
+        Ok(())
+    })?;
     Ok(count)
 }
 
@@ -748,28 +882,28 @@ impl Backend for FsBackend {
 
     fn write(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         path: &VfsPath,
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
-        self.write_from(path, pre, &mut std::iter::once(Ok(data)))
+        self.write_from(scope, path, pre, &mut std::iter::once(Ok(data)))
     }
 
     fn write_chunks(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         path: &VfsPath,
         pre: Precondition,
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
-        self.write_from(path, pre, pieces)
+        self.write_from(scope, path, pre, pieces)
     }
 
     fn update(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         path: &VfsPath,
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
@@ -794,12 +928,15 @@ impl Backend for FsBackend {
             create_only: false,
             if_version: Some(seen),
         };
-        self.commit(path, name, temp, pre)
+        self.expect(path);
+        let out = self.commit(path, name, temp, pre)?;
+        self.record_write(scope, &out, Operation::Edit);
+        Ok(out)
     }
 
     fn delete(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         path: &VfsPath,
         if_version: Option<u64>,
         recursive: bool,
@@ -816,13 +953,27 @@ impl Backend for FsBackend {
         let (dir, name) = self.sandbox.parent(path, Links::Refuse)?;
         let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW)
             .map_err(|e| errno(path, e))?;
+        let deleted = |file: &VfsPath| {
+            let gone = (0, 0);
+            self.record(
+                scope,
+                file,
+                ChangeKind::Deleted,
+                gone,
+                Operation::Delete,
+                None,
+            );
+        };
         if file_type(&st) == FileType::Directory {
             check_directory_delete(path, if_version, recursive)?;
-            return remove_tree(&dir, &c_name(path, name)?, path);
+            self.expect(path);
+            return remove_tree(&dir, &c_name(path, name)?, path, deleted);
         }
         check_leaf_version(path, &st, if_version)?;
+        self.expect(path);
         // Unlinking a link removes the link, never what it points to.
         rustix::fs::unlinkat(&dir, name, AtFlags::empty()).map_err(|e| errno(path, e))?;
+        deleted(path);
         Ok(1)
     }
 
@@ -830,7 +981,7 @@ impl Backend for FsBackend {
     /// module doc (Move).
     fn rename(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         source: &VfsPath,
         destination: &VfsPath,
         pre: Precondition,
@@ -878,6 +1029,8 @@ impl Backend for FsBackend {
         let same_file = target
             .as_ref()
             .is_some_and(|st| (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino));
+        self.expect(source);
+        self.expect(destination);
         let moved = if same_file && !pre.create_only {
             // Two names of one file: rename(2) would leave both in place.
             rustix::fs::unlinkat(&from_dir, from_name, AtFlags::empty())
@@ -907,6 +1060,17 @@ impl Backend for FsBackend {
         } else {
             self.moved_version(destination, &to_dir, to_name, floor)?
         };
+        if self.changes.is_some() {
+            let replaced = target.is_some();
+            self.record_move(
+                scope,
+                (source, destination),
+                &to_dir,
+                to_name,
+                is_dir,
+                replaced,
+            )?;
+        }
         Ok(MoveOutcome {
             files_moved,
             version,
@@ -921,6 +1085,31 @@ impl Backend for FsBackend {
         let rule = link_rule(scope, &part.top, family);
         search::search(&self.sandbox, scope, &rule, run, part)
     }
+
+    fn watch_head(&self, _scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        let log = changes::log_of(&self.changes, root)?;
+        log.follow_disk();
+        log.head(cursor);
+        Ok(())
+    }
+
+    fn changes(
+        &self,
+        _scope: &Scope,
+        root: &VfsPath,
+        cursor: &mut ChangeCursor,
+        max: usize,
+    ) -> Result<Vec<Change>> {
+        let log = changes::log_of(&self.changes, root)?;
+        log.follow_disk();
+        log.read(root, cursor, max)
+    }
+
+    fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+        if let Some(log) = &self.changes {
+            out.push(log.signal());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -934,7 +1123,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("a.txt"), "a").unwrap();
         let mount = VfsPath::parse("/workspace").unwrap();
-        let fs = FsBackend::open(mount.clone(), tmp.path(), 1 << 20).unwrap();
+        let fs = FsBackend::open(mount.clone(), tmp.path(), 1 << 20, 0).unwrap();
         let inside = VfsPath::parse("/workspace/a.txt").unwrap();
         for (source, destination) in [(&mount, &inside), (&inside, &mount)] {
             let err = fs

@@ -83,6 +83,62 @@ func (AbortedReason) EnumDescriptor() ([]byte, []int) {
 	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{0}
 }
 
+// ChangeKind says what a change did to its path.
+type ChangeKind int32
+
+const (
+	ChangeKind_CHANGE_KIND_UNSPECIFIED ChangeKind = 0
+	// The file did not exist before.
+	ChangeKind_CHANGE_KIND_CREATED ChangeKind = 1
+	// The file's content changed.
+	ChangeKind_CHANGE_KIND_MODIFIED ChangeKind = 2
+	// The file is gone.
+	ChangeKind_CHANGE_KIND_DELETED ChangeKind = 3
+)
+
+// Enum value maps for ChangeKind.
+var (
+	ChangeKind_name = map[int32]string{
+		0: "CHANGE_KIND_UNSPECIFIED",
+		1: "CHANGE_KIND_CREATED",
+		2: "CHANGE_KIND_MODIFIED",
+		3: "CHANGE_KIND_DELETED",
+	}
+	ChangeKind_value = map[string]int32{
+		"CHANGE_KIND_UNSPECIFIED": 0,
+		"CHANGE_KIND_CREATED":     1,
+		"CHANGE_KIND_MODIFIED":    2,
+		"CHANGE_KIND_DELETED":     3,
+	}
+)
+
+func (x ChangeKind) Enum() *ChangeKind {
+	p := new(ChangeKind)
+	*p = x
+	return p
+}
+
+func (x ChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_agentvfs_v1_filesystem_proto_enumTypes[1].Descriptor()
+}
+
+func (ChangeKind) Type() protoreflect.EnumType {
+	return &file_agentvfs_v1_filesystem_proto_enumTypes[1]
+}
+
+func (x ChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ChangeKind.Descriptor instead.
+func (ChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{1}
+}
+
 // FileInfo describes one file or directory.
 type FileInfo struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -368,7 +424,10 @@ type ReadRequest struct {
 	Limit uint64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Number lines cat -n style (6-column right-aligned number, a tab; lines
 	// over 10000 characters continue as N.1, N.2, ...).
-	Numbered      bool `protobuf:"varint,4,opt,name=numbered,proto3" json:"numbered,omitempty"`
+	Numbered bool `protobuf:"varint,4,opt,name=numbered,proto3" json:"numbered,omitempty"`
+	// Read this retained version instead of the current content (see
+	// ListVersions); NOT_FOUND when it is not retained.
+	Version       *uint64 `protobuf:"varint,5,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,6 +488,13 @@ func (x *ReadRequest) GetNumbered() bool {
 		return x.Numbered
 	}
 	return false
+}
+
+func (x *ReadRequest) GetVersion() uint64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
 }
 
 type ReadResponse struct {
@@ -539,8 +605,10 @@ func (x *ReadResponse) GetModifiedTime() *timestamppb.Timestamp {
 }
 
 type ReadBytesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Download this retained version instead of the current content.
+	Version       *uint64 `protobuf:"varint,2,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -580,6 +648,13 @@ func (x *ReadBytesRequest) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *ReadBytesRequest) GetVersion() uint64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
 }
 
 type ReadBytesResponse struct {
@@ -2453,6 +2528,778 @@ func (x *SearchSummary) GetProblems() []*SearchProblem {
 	return nil
 }
 
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Directory (or file) whose changes to stream; default "/".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Resume exactly after this cursor (from a ChangeEvent or a WatchResponse):
+	// no change is skipped and none is sent twice, across reconnects and, for
+	// the Store tier, server restarts. A cursor older than the retained log is
+	// FAILED_PRECONDITION naming the oldest cursor still available.
+	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Start at the head: only changes committed after the call. Without
+	// cursor or from_now, the stream starts at the oldest retained change.
+	FromNow bool `protobuf:"varint,3,opt,name=from_now,json=fromNow,proto3" json:"from_now,omitempty"`
+	// End the stream once every change committed before the call was sent
+	// (catch up, then stop) instead of following new changes.
+	StopAtHead    bool `protobuf:"varint,4,opt,name=stop_at_head,json=stopAtHead,proto3" json:"stop_at_head,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *WatchRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetFromNow() bool {
+	if x != nil {
+		return x.FromNow
+	}
+	return false
+}
+
+func (x *WatchRequest) GetStopAtHead() bool {
+	if x != nil {
+		return x.StopAtHead
+	}
+	return false
+}
+
+// ChangeEvent is one committed change of one file.
+type ChangeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Kind  ChangeKind             `protobuf:"varint,2,opt,name=kind,proto3,enum=agentvfs.v1.ChangeKind" json:"kind,omitempty"`
+	// The file's new version (for a deletion: the version of its tombstone).
+	Version uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// Size in bytes after the change (0 for a deletion).
+	Size uint64                 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
+	// The configured principal that made the change ("" when external).
+	Principal string `protobuf:"bytes,6,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The handle it acted through, when it was a handle.
+	Handle string `protobuf:"bytes,7,opt,name=handle,proto3" json:"handle,omitempty"`
+	// write, edit, delete, move or restore.
+	Operation string `protobuf:"bytes,8,opt,name=operation,proto3" json:"operation,omitempty"`
+	// Made on disk by something other than agentvfs (Filesystem tier, best
+	// effort: reported while a Watch of that mount runs).
+	External bool `protobuf:"varint,9,opt,name=external,proto3" json:"external,omitempty"`
+	// For a move: the path the file came from (on its created event) or went
+	// to (on its deleted event).
+	MovedPath string `protobuf:"bytes,10,opt,name=moved_path,json=movedPath,proto3" json:"moved_path,omitempty"`
+	// Resume after this event.
+	Cursor        string `protobuf:"bytes,11,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeEvent) Reset() {
+	*x = ChangeEvent{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeEvent) ProtoMessage() {}
+
+func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
+func (*ChangeEvent) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ChangeEvent) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetKind() ChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ChangeKind_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *ChangeEvent) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ChangeEvent) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *ChangeEvent) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *ChangeEvent) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetExternal() bool {
+	if x != nil {
+		return x.External
+	}
+	return false
+}
+
+func (x *ChangeEvent) GetMovedPath() string {
+	if x != nil {
+		return x.MovedPath
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type WatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Changes in commit order (per mount; mounts are independent logs).
+	Events []*ChangeEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Resume after everything this message covers: its last event's cursor,
+	// or further when changes the caller may not see were passed over. A
+	// message with no events only moves the cursor.
+	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchResponse) Reset() {
+	*x = WatchResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchResponse) ProtoMessage() {}
+
+func (x *WatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
+func (*WatchResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WatchResponse) GetEvents() []*ChangeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *WatchResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type ListVersionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsRequest) Reset() {
+	*x = ListVersionsRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsRequest) ProtoMessage() {}
+
+func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
+func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ListVersionsRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// FileVersion is one retained version of a file.
+type FileVersion struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Size in bytes (0 for a deletion).
+	Size uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// When the version was made.
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// The configured principal that made it.
+	Principal string `protobuf:"bytes,4,opt,name=principal,proto3" json:"principal,omitempty"`
+	// The handle it acted through, when it was a handle.
+	Handle string `protobuf:"bytes,5,opt,name=handle,proto3" json:"handle,omitempty"`
+	// write, edit, delete, move or restore.
+	Operation string `protobuf:"bytes,6,opt,name=operation,proto3" json:"operation,omitempty"`
+	// A tombstone: the file was deleted (or moved away) at this version.
+	Deleted bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// The file's current content (the newest version of a file that exists).
+	Current       bool `protobuf:"varint,8,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileVersion) Reset() {
+	*x = FileVersion{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileVersion) ProtoMessage() {}
+
+func (x *FileVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileVersion.ProtoReflect.Descriptor instead.
+func (*FileVersion) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *FileVersion) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *FileVersion) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *FileVersion) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *FileVersion) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
+}
+
+func (x *FileVersion) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *FileVersion) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *FileVersion) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *FileVersion) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+type ListVersionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Newest first.
+	Versions      []*FileVersion `protobuf:"bytes,2,rep,name=versions,proto3" json:"versions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVersionsResponse) Reset() {
+	*x = ListVersionsResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVersionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVersionsResponse) ProtoMessage() {}
+
+func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
+func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListVersionsResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ListVersionsResponse) GetVersions() []*FileVersion {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+type RestoreRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The retained version to write back (not a tombstone).
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// When set, the file's current version must equal it (0: the file must
+	// not exist, as after a deletion), else ABORTED (CONFLICT).
+	IfVersion     *uint64 `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreRequest) Reset() {
+	*x = RestoreRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreRequest) ProtoMessage() {}
+
+func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
+func (*RestoreRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RestoreRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RestoreRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RestoreRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+type RestoreResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The file's new version.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The version whose content was written back.
+	RestoredVersion uint64 `protobuf:"varint,3,opt,name=restored_version,json=restoredVersion,proto3" json:"restored_version,omitempty"`
+	BytesWritten    uint64 `protobuf:"varint,4,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// True when the file did not exist before (a deleted file restored).
+	Created       bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreResponse) Reset() {
+	*x = RestoreResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreResponse) ProtoMessage() {}
+
+func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
+func (*RestoreResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RestoreResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RestoreResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RestoreResponse) GetRestoredVersion() uint64 {
+	if x != nil {
+		return x.RestoredVersion
+	}
+	return 0
+}
+
+func (x *RestoreResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *RestoreResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
+type DiffRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The older side of the diff.
+	FromVersion uint64 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	// The newer side; absent: the file's current content.
+	ToVersion     *uint64 `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3,oneof" json:"to_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffRequest) Reset() {
+	*x = DiffRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffRequest) ProtoMessage() {}
+
+func (x *DiffRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
+func (*DiffRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *DiffRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DiffRequest) GetFromVersion() uint64 {
+	if x != nil {
+		return x.FromVersion
+	}
+	return 0
+}
+
+func (x *DiffRequest) GetToVersion() uint64 {
+	if x != nil && x.ToVersion != nil {
+		return *x.ToVersion
+	}
+	return 0
+}
+
+type DiffResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Path        string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	FromVersion uint64                 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	ToVersion   uint64                 `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	// Unified diff (diff -u, 3 lines of context); empty when both sides are
+	// equal. A tombstone compares as an empty file.
+	Diff    string `protobuf:"bytes,4,opt,name=diff,proto3" json:"diff,omitempty"`
+	Added   uint64 `protobuf:"varint,5,opt,name=added,proto3" json:"added,omitempty"`
+	Removed uint64 `protobuf:"varint,6,opt,name=removed,proto3" json:"removed,omitempty"`
+	// True when the diff was cut to its size bound.
+	Truncated     bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffResponse) Reset() {
+	*x = DiffResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffResponse) ProtoMessage() {}
+
+func (x *DiffResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
+func (*DiffResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DiffResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *DiffResponse) GetFromVersion() uint64 {
+	if x != nil {
+		return x.FromVersion
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetToVersion() uint64 {
+	if x != nil {
+		return x.ToVersion
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *DiffResponse) GetAdded() uint64 {
+	if x != nil {
+		return x.Added
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetRemoved() uint64 {
+	if x != nil {
+		return x.Removed
+	}
+	return 0
+}
+
+func (x *DiffResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 var File_agentvfs_v1_filesystem_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
@@ -2474,12 +3321,15 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\vStatRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"9\n" +
 	"\fStatResponse\x12)\n" +
-	"\x04info\x18\x01 \x01(\v2\x15.agentvfs.v1.FileInfoR\x04info\"k\n" +
+	"\x04info\x18\x01 \x01(\v2\x15.agentvfs.v1.FileInfoR\x04info\"\x96\x01\n" +
 	"\vReadRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x04R\x06offset\x12\x14\n" +
 	"\x05limit\x18\x03 \x01(\x04R\x05limit\x12\x1a\n" +
-	"\bnumbered\x18\x04 \x01(\bR\bnumbered\"\x89\x02\n" +
+	"\bnumbered\x18\x04 \x01(\bR\bnumbered\x12\x1d\n" +
+	"\aversion\x18\x05 \x01(\x04H\x00R\aversion\x88\x01\x01B\n" +
+	"\n" +
+	"\b_version\"\x89\x02\n" +
 	"\fReadResponse\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x12\x1f\n" +
 	"\vtotal_lines\x18\x02 \x01(\x04R\n" +
@@ -2489,9 +3339,12 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x0elines_returned\x18\x05 \x01(\x04R\rlinesReturned\x12\x14\n" +
 	"\x05lossy\x18\x06 \x01(\bR\x05lossy\x12\x12\n" +
 	"\x04size\x18\a \x01(\x04R\x04size\x12?\n" +
-	"\rmodified_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fmodifiedTime\"&\n" +
+	"\rmodified_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\fmodifiedTime\"Q\n" +
 	"\x10ReadBytesRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"R\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\aversion\x18\x02 \x01(\x04H\x00R\aversion\x88\x01\x01B\n" +
+	"\n" +
+	"\b_version\"R\n" +
 	"\x11ReadBytesResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12)\n" +
 	"\x04info\x18\x02 \x01(\v2\x15.agentvfs.v1.FileInfoR\x04info\"\x90\x01\n" +
@@ -2653,13 +3506,83 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x0eaborted_reason\x18\t \x01(\x0e2\x1a.agentvfs.v1.AbortedReasonR\rabortedReason\x12#\n" +
 	"\rmatched_files\x18\n" +
 	" \x01(\x04R\fmatchedFiles\x126\n" +
-	"\bproblems\x18\v \x03(\v2\x1a.agentvfs.v1.SearchProblemR\bproblems*\xa6\x01\n" +
+	"\bproblems\x18\v \x03(\v2\x1a.agentvfs.v1.SearchProblemR\bproblems\"w\n" +
+	"\fWatchRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x19\n" +
+	"\bfrom_now\x18\x03 \x01(\bR\afromNow\x12 \n" +
+	"\fstop_at_head\x18\x04 \x01(\bR\n" +
+	"stopAtHead\"\xd3\x02\n" +
+	"\vChangeEvent\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x17.agentvfs.v1.ChangeKindR\x04kind\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12.\n" +
+	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
+	"\tprincipal\x18\x06 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06handle\x18\a \x01(\tR\x06handle\x12\x1c\n" +
+	"\toperation\x18\b \x01(\tR\toperation\x12\x1a\n" +
+	"\bexternal\x18\t \x01(\bR\bexternal\x12\x1d\n" +
+	"\n" +
+	"moved_path\x18\n" +
+	" \x01(\tR\tmovedPath\x12\x16\n" +
+	"\x06cursor\x18\v \x01(\tR\x06cursor\"Y\n" +
+	"\rWatchResponse\x120\n" +
+	"\x06events\x18\x01 \x03(\v2\x18.agentvfs.v1.ChangeEventR\x06events\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\")\n" +
+	"\x13ListVersionsRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xf3\x01\n" +
+	"\vFileVersion\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
+	"\tprincipal\x18\x04 \x01(\tR\tprincipal\x12\x16\n" +
+	"\x06handle\x18\x05 \x01(\tR\x06handle\x12\x1c\n" +
+	"\toperation\x18\x06 \x01(\tR\toperation\x12\x18\n" +
+	"\adeleted\x18\a \x01(\bR\adeleted\x12\x18\n" +
+	"\acurrent\x18\b \x01(\bR\acurrent\"`\n" +
+	"\x14ListVersionsResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x124\n" +
+	"\bversions\x18\x02 \x03(\v2\x18.agentvfs.v1.FileVersionR\bversions\"q\n" +
+	"\x0eRestoreRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\"\n" +
+	"\n" +
+	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
+	"\v_if_version\"\xa9\x01\n" +
+	"\x0fRestoreResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12)\n" +
+	"\x10restored_version\x18\x03 \x01(\x04R\x0frestoredVersion\x12#\n" +
+	"\rbytes_written\x18\x04 \x01(\x04R\fbytesWritten\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\bR\acreated\"w\n" +
+	"\vDiffRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\"\n" +
+	"\n" +
+	"to_version\x18\x03 \x01(\x04H\x00R\ttoVersion\x88\x01\x01B\r\n" +
+	"\v_to_version\"\xc6\x01\n" +
+	"\fDiffResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x1d\n" +
+	"\n" +
+	"to_version\x18\x03 \x01(\x04R\ttoVersion\x12\x12\n" +
+	"\x04diff\x18\x04 \x01(\tR\x04diff\x12\x14\n" +
+	"\x05added\x18\x05 \x01(\x04R\x05added\x12\x18\n" +
+	"\aremoved\x18\x06 \x01(\x04R\aremoved\x12\x1c\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated*\xa6\x01\n" +
 	"\rAbortedReason\x12\x1e\n" +
 	"\x1aABORTED_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ABORTED_REASON_LIMIT\x10\x01\x12\x1e\n" +
 	"\x1aABORTED_REASON_COUNT_LIMIT\x10\x02\x12\x1d\n" +
 	"\x19ABORTED_REASON_TIME_LIMIT\x10\x03\x12\x1c\n" +
-	"\x18ABORTED_REASON_CANCELLED\x10\x042\xf8\x06\n" +
+	"\x18ABORTED_REASON_CANCELLED\x10\x04*u\n" +
+	"\n" +
+	"ChangeKind\x12\x1b\n" +
+	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
+	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\x92\t\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -2675,7 +3598,11 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x04Move\x12\x18.agentvfs.v1.MoveRequest\x1a\x19.agentvfs.v1.MoveResponse\x12A\n" +
 	"\x06ReadRe\x12\x1a.agentvfs.v1.ReadReRequest\x1a\x1b.agentvfs.v1.ReadReResponse\x12=\n" +
 	"\x04Grep\x12\x18.agentvfs.v1.GrepRequest\x1a\x19.agentvfs.v1.GrepResponse0\x01\x12=\n" +
-	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01B\xb3\x01\n" +
+	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01\x12@\n" +
+	"\x05Watch\x12\x19.agentvfs.v1.WatchRequest\x1a\x1a.agentvfs.v1.WatchResponse0\x01\x12S\n" +
+	"\fListVersions\x12 .agentvfs.v1.ListVersionsRequest\x1a!.agentvfs.v1.ListVersionsResponse\x12D\n" +
+	"\aRestore\x12\x1b.agentvfs.v1.RestoreRequest\x1a\x1c.agentvfs.v1.RestoreResponse\x12;\n" +
+	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponseB\xb3\x01\n" +
 	"\x0fcom.agentvfs.v1B\x0fFilesystemProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
 var (
@@ -2690,94 +3617,118 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 	return file_agentvfs_v1_filesystem_proto_rawDescData
 }
 
-var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
-	(*FileInfo)(nil),              // 1: agentvfs.v1.FileInfo
-	(*ListInfoRequest)(nil),       // 2: agentvfs.v1.ListInfoRequest
-	(*ListInfoResponse)(nil),      // 3: agentvfs.v1.ListInfoResponse
-	(*StatRequest)(nil),           // 4: agentvfs.v1.StatRequest
-	(*StatResponse)(nil),          // 5: agentvfs.v1.StatResponse
-	(*ReadRequest)(nil),           // 6: agentvfs.v1.ReadRequest
-	(*ReadResponse)(nil),          // 7: agentvfs.v1.ReadResponse
-	(*ReadBytesRequest)(nil),      // 8: agentvfs.v1.ReadBytesRequest
-	(*ReadBytesResponse)(nil),     // 9: agentvfs.v1.ReadBytesResponse
-	(*WriteRequest)(nil),          // 10: agentvfs.v1.WriteRequest
-	(*WriteResponse)(nil),         // 11: agentvfs.v1.WriteResponse
-	(*WriteBytesRequest)(nil),     // 12: agentvfs.v1.WriteBytesRequest
-	(*WriteBytesHeader)(nil),      // 13: agentvfs.v1.WriteBytesHeader
-	(*WriteBytesResponse)(nil),    // 14: agentvfs.v1.WriteBytesResponse
-	(*EditRequest)(nil),           // 15: agentvfs.v1.EditRequest
-	(*EditResponse)(nil),          // 16: agentvfs.v1.EditResponse
-	(*EditOperation)(nil),         // 17: agentvfs.v1.EditOperation
-	(*MultiEditRequest)(nil),      // 18: agentvfs.v1.MultiEditRequest
-	(*MultiEditResponse)(nil),     // 19: agentvfs.v1.MultiEditResponse
-	(*DeleteRequest)(nil),         // 20: agentvfs.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 21: agentvfs.v1.DeleteResponse
-	(*MoveRequest)(nil),           // 22: agentvfs.v1.MoveRequest
-	(*MoveResponse)(nil),          // 23: agentvfs.v1.MoveResponse
-	(*ReadReRequest)(nil),         // 24: agentvfs.v1.ReadReRequest
-	(*ReadReResponse)(nil),        // 25: agentvfs.v1.ReadReResponse
-	(*GrepRequest)(nil),           // 26: agentvfs.v1.GrepRequest
-	(*GrepMatch)(nil),             // 27: agentvfs.v1.GrepMatch
-	(*GrepBatch)(nil),             // 28: agentvfs.v1.GrepBatch
-	(*GrepResponse)(nil),          // 29: agentvfs.v1.GrepResponse
-	(*GlobRequest)(nil),           // 30: agentvfs.v1.GlobRequest
-	(*GlobBatch)(nil),             // 31: agentvfs.v1.GlobBatch
-	(*GlobResponse)(nil),          // 32: agentvfs.v1.GlobResponse
-	(*SearchProblem)(nil),         // 33: agentvfs.v1.SearchProblem
-	(*SearchSummary)(nil),         // 34: agentvfs.v1.SearchSummary
-	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
+	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
+	(*FileInfo)(nil),              // 2: agentvfs.v1.FileInfo
+	(*ListInfoRequest)(nil),       // 3: agentvfs.v1.ListInfoRequest
+	(*ListInfoResponse)(nil),      // 4: agentvfs.v1.ListInfoResponse
+	(*StatRequest)(nil),           // 5: agentvfs.v1.StatRequest
+	(*StatResponse)(nil),          // 6: agentvfs.v1.StatResponse
+	(*ReadRequest)(nil),           // 7: agentvfs.v1.ReadRequest
+	(*ReadResponse)(nil),          // 8: agentvfs.v1.ReadResponse
+	(*ReadBytesRequest)(nil),      // 9: agentvfs.v1.ReadBytesRequest
+	(*ReadBytesResponse)(nil),     // 10: agentvfs.v1.ReadBytesResponse
+	(*WriteRequest)(nil),          // 11: agentvfs.v1.WriteRequest
+	(*WriteResponse)(nil),         // 12: agentvfs.v1.WriteResponse
+	(*WriteBytesRequest)(nil),     // 13: agentvfs.v1.WriteBytesRequest
+	(*WriteBytesHeader)(nil),      // 14: agentvfs.v1.WriteBytesHeader
+	(*WriteBytesResponse)(nil),    // 15: agentvfs.v1.WriteBytesResponse
+	(*EditRequest)(nil),           // 16: agentvfs.v1.EditRequest
+	(*EditResponse)(nil),          // 17: agentvfs.v1.EditResponse
+	(*EditOperation)(nil),         // 18: agentvfs.v1.EditOperation
+	(*MultiEditRequest)(nil),      // 19: agentvfs.v1.MultiEditRequest
+	(*MultiEditResponse)(nil),     // 20: agentvfs.v1.MultiEditResponse
+	(*DeleteRequest)(nil),         // 21: agentvfs.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 22: agentvfs.v1.DeleteResponse
+	(*MoveRequest)(nil),           // 23: agentvfs.v1.MoveRequest
+	(*MoveResponse)(nil),          // 24: agentvfs.v1.MoveResponse
+	(*ReadReRequest)(nil),         // 25: agentvfs.v1.ReadReRequest
+	(*ReadReResponse)(nil),        // 26: agentvfs.v1.ReadReResponse
+	(*GrepRequest)(nil),           // 27: agentvfs.v1.GrepRequest
+	(*GrepMatch)(nil),             // 28: agentvfs.v1.GrepMatch
+	(*GrepBatch)(nil),             // 29: agentvfs.v1.GrepBatch
+	(*GrepResponse)(nil),          // 30: agentvfs.v1.GrepResponse
+	(*GlobRequest)(nil),           // 31: agentvfs.v1.GlobRequest
+	(*GlobBatch)(nil),             // 32: agentvfs.v1.GlobBatch
+	(*GlobResponse)(nil),          // 33: agentvfs.v1.GlobResponse
+	(*SearchProblem)(nil),         // 34: agentvfs.v1.SearchProblem
+	(*SearchSummary)(nil),         // 35: agentvfs.v1.SearchSummary
+	(*WatchRequest)(nil),          // 36: agentvfs.v1.WatchRequest
+	(*ChangeEvent)(nil),           // 37: agentvfs.v1.ChangeEvent
+	(*WatchResponse)(nil),         // 38: agentvfs.v1.WatchResponse
+	(*ListVersionsRequest)(nil),   // 39: agentvfs.v1.ListVersionsRequest
+	(*FileVersion)(nil),           // 40: agentvfs.v1.FileVersion
+	(*ListVersionsResponse)(nil),  // 41: agentvfs.v1.ListVersionsResponse
+	(*RestoreRequest)(nil),        // 42: agentvfs.v1.RestoreRequest
+	(*RestoreResponse)(nil),       // 43: agentvfs.v1.RestoreResponse
+	(*DiffRequest)(nil),           // 44: agentvfs.v1.DiffRequest
+	(*DiffResponse)(nil),          // 45: agentvfs.v1.DiffResponse
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	35, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	35, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
-	1,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
-	1,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	35, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
-	1,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
-	13, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
-	17, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
-	27, // 8: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
-	28, // 9: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
-	34, // 10: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	1,  // 11: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
-	31, // 12: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
-	34, // 13: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	46, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	46, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
+	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
+	46, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
+	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
+	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
+	28, // 8: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
+	29, // 9: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
+	35, // 10: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	2,  // 11: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
+	32, // 12: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
+	35, // 13: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
 	0,  // 14: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
-	33, // 15: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
-	2,  // 16: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
-	4,  // 17: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
-	6,  // 18: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
-	8,  // 19: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
-	10, // 20: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
-	12, // 21: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
-	15, // 22: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
-	18, // 23: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
-	20, // 24: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
-	22, // 25: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
-	24, // 26: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
-	26, // 27: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
-	30, // 28: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
-	3,  // 29: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	5,  // 30: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	7,  // 31: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	9,  // 32: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	11, // 33: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	14, // 34: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	16, // 35: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	19, // 36: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	21, // 37: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	23, // 38: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	25, // 39: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	29, // 40: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	32, // 41: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	34, // 15: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
+	1,  // 16: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
+	46, // 17: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	37, // 18: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
+	46, // 19: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	40, // 20: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
+	3,  // 21: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
+	5,  // 22: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
+	7,  // 23: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
+	9,  // 24: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
+	11, // 25: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
+	13, // 26: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
+	16, // 27: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
+	19, // 28: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
+	21, // 29: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
+	23, // 30: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
+	25, // 31: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
+	27, // 32: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
+	31, // 33: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
+	36, // 34: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
+	39, // 35: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
+	42, // 36: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
+	44, // 37: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
+	4,  // 38: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 39: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 40: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 41: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 42: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 43: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 44: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 45: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 46: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 47: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	26, // 48: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	30, // 49: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	33, // 50: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	38, // 51: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	41, // 52: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	43, // 53: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	45, // 54: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	38, // [38:55] is the sub-list for method output_type
+	21, // [21:38] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_filesystem_proto_init() }
@@ -2785,6 +3736,8 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	if File_agentvfs_v1_filesystem_proto != nil {
 		return
 	}
+	file_agentvfs_v1_filesystem_proto_msgTypes[5].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[7].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[9].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[11].OneofWrappers = []any{
 		(*WriteBytesRequest_Header)(nil),
@@ -2804,13 +3757,15 @@ func file_agentvfs_v1_filesystem_proto_init() {
 		(*GlobResponse_Batch)(nil),
 		(*GlobResponse_Summary)(nil),
 	}
+	file_agentvfs_v1_filesystem_proto_msgTypes[40].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   34,
+			NumEnums:      2,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

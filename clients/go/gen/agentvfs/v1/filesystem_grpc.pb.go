@@ -19,19 +19,23 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Filesystem_ListInfo_FullMethodName   = "/agentvfs.v1.Filesystem/ListInfo"
-	Filesystem_Stat_FullMethodName       = "/agentvfs.v1.Filesystem/Stat"
-	Filesystem_Read_FullMethodName       = "/agentvfs.v1.Filesystem/Read"
-	Filesystem_ReadBytes_FullMethodName  = "/agentvfs.v1.Filesystem/ReadBytes"
-	Filesystem_Write_FullMethodName      = "/agentvfs.v1.Filesystem/Write"
-	Filesystem_WriteBytes_FullMethodName = "/agentvfs.v1.Filesystem/WriteBytes"
-	Filesystem_Edit_FullMethodName       = "/agentvfs.v1.Filesystem/Edit"
-	Filesystem_MultiEdit_FullMethodName  = "/agentvfs.v1.Filesystem/MultiEdit"
-	Filesystem_Delete_FullMethodName     = "/agentvfs.v1.Filesystem/Delete"
-	Filesystem_Move_FullMethodName       = "/agentvfs.v1.Filesystem/Move"
-	Filesystem_ReadRe_FullMethodName     = "/agentvfs.v1.Filesystem/ReadRe"
-	Filesystem_Grep_FullMethodName       = "/agentvfs.v1.Filesystem/Grep"
-	Filesystem_Glob_FullMethodName       = "/agentvfs.v1.Filesystem/Glob"
+	Filesystem_ListInfo_FullMethodName     = "/agentvfs.v1.Filesystem/ListInfo"
+	Filesystem_Stat_FullMethodName         = "/agentvfs.v1.Filesystem/Stat"
+	Filesystem_Read_FullMethodName         = "/agentvfs.v1.Filesystem/Read"
+	Filesystem_ReadBytes_FullMethodName    = "/agentvfs.v1.Filesystem/ReadBytes"
+	Filesystem_Write_FullMethodName        = "/agentvfs.v1.Filesystem/Write"
+	Filesystem_WriteBytes_FullMethodName   = "/agentvfs.v1.Filesystem/WriteBytes"
+	Filesystem_Edit_FullMethodName         = "/agentvfs.v1.Filesystem/Edit"
+	Filesystem_MultiEdit_FullMethodName    = "/agentvfs.v1.Filesystem/MultiEdit"
+	Filesystem_Delete_FullMethodName       = "/agentvfs.v1.Filesystem/Delete"
+	Filesystem_Move_FullMethodName         = "/agentvfs.v1.Filesystem/Move"
+	Filesystem_ReadRe_FullMethodName       = "/agentvfs.v1.Filesystem/ReadRe"
+	Filesystem_Grep_FullMethodName         = "/agentvfs.v1.Filesystem/Grep"
+	Filesystem_Glob_FullMethodName         = "/agentvfs.v1.Filesystem/Glob"
+	Filesystem_Watch_FullMethodName        = "/agentvfs.v1.Filesystem/Watch"
+	Filesystem_ListVersions_FullMethodName = "/agentvfs.v1.Filesystem/ListVersions"
+	Filesystem_Restore_FullMethodName      = "/agentvfs.v1.Filesystem/Restore"
+	Filesystem_Diff_FullMethodName         = "/agentvfs.v1.Filesystem/Diff"
 )
 
 // FilesystemClient is the client API for Filesystem service.
@@ -49,7 +53,9 @@ const (
 // ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
 // write; Delete: delete; Move: write and delete on the source, write on the
-// destination.
+// destination; Watch: list (each event is shown only where the caller holds
+// list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+// A Read or ReadBytes of an earlier `version` needs what the plain call needs.
 type FilesystemClient interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
 	ListInfo(ctx context.Context, in *ListInfoRequest, opts ...grpc.CallOption) (*ListInfoResponse, error)
@@ -77,6 +83,16 @@ type FilesystemClient interface {
 	Grep(ctx context.Context, in *GrepRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GrepResponse], error)
 	// Glob finds paths under a path matching a glob and streams them in path order.
 	Glob(ctx context.Context, in *GlobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[GlobResponse], error)
+	// Watch streams the changes under a path as they are committed: from a
+	// cursor (resuming exactly after it), from now, or from the oldest change
+	// still retained.
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
+	// ListVersions lists the retained versions of one file, newest first.
+	ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error)
+	// Restore writes a retained version of a file back as its newest version.
+	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
+	// Diff returns a unified diff between two versions of a file.
+	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
 }
 
 type filesystemClient struct {
@@ -247,6 +263,55 @@ func (c *filesystemClient) Glob(ctx context.Context, in *GlobRequest, opts ...gr
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Filesystem_GlobClient = grpc.ServerStreamingClient[GlobResponse]
 
+func (c *filesystemClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Filesystem_ServiceDesc.Streams[4], Filesystem_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Filesystem_WatchClient = grpc.ServerStreamingClient[WatchResponse]
+
+func (c *filesystemClient) ListVersions(ctx context.Context, in *ListVersionsRequest, opts ...grpc.CallOption) (*ListVersionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListVersionsResponse)
+	err := c.cc.Invoke(ctx, Filesystem_ListVersions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Restore_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Diff_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilesystemServer is the server API for Filesystem service.
 // All implementations must embed UnimplementedFilesystemServer
 // for forward compatibility.
@@ -262,7 +327,9 @@ type Filesystem_GlobClient = grpc.ServerStreamingClient[GlobResponse]
 // ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
 // write; Delete: delete; Move: write and delete on the source, write on the
-// destination.
+// destination; Watch: list (each event is shown only where the caller holds
+// list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+// A Read or ReadBytes of an earlier `version` needs what the plain call needs.
 type FilesystemServer interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
 	ListInfo(context.Context, *ListInfoRequest) (*ListInfoResponse, error)
@@ -290,6 +357,16 @@ type FilesystemServer interface {
 	Grep(*GrepRequest, grpc.ServerStreamingServer[GrepResponse]) error
 	// Glob finds paths under a path matching a glob and streams them in path order.
 	Glob(*GlobRequest, grpc.ServerStreamingServer[GlobResponse]) error
+	// Watch streams the changes under a path as they are committed: from a
+	// cursor (resuming exactly after it), from now, or from the oldest change
+	// still retained.
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
+	// ListVersions lists the retained versions of one file, newest first.
+	ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error)
+	// Restore writes a retained version of a file back as its newest version.
+	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
+	// Diff returns a unified diff between two versions of a file.
+	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
 	mustEmbedUnimplementedFilesystemServer()
 }
 
@@ -338,6 +415,18 @@ func (UnimplementedFilesystemServer) Grep(*GrepRequest, grpc.ServerStreamingServ
 }
 func (UnimplementedFilesystemServer) Glob(*GlobRequest, grpc.ServerStreamingServer[GlobResponse]) error {
 	return status.Error(codes.Unimplemented, "method Glob not implemented")
+}
+func (UnimplementedFilesystemServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedFilesystemServer) ListVersions(context.Context, *ListVersionsRequest) (*ListVersionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListVersions not implemented")
+}
+func (UnimplementedFilesystemServer) Restore(context.Context, *RestoreRequest) (*RestoreResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Restore not implemented")
+}
+func (UnimplementedFilesystemServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
 }
 func (UnimplementedFilesystemServer) mustEmbedUnimplementedFilesystemServer() {}
 func (UnimplementedFilesystemServer) testEmbeddedByValue()                    {}
@@ -562,6 +651,71 @@ func _Filesystem_Glob_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Filesystem_GlobServer = grpc.ServerStreamingServer[GlobResponse]
 
+func _Filesystem_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(FilesystemServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Filesystem_WatchServer = grpc.ServerStreamingServer[WatchResponse]
+
+func _Filesystem_ListVersions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListVersionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).ListVersions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_ListVersions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).ListVersions(ctx, req.(*ListVersionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_Restore_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Restore(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Restore_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Restore(ctx, req.(*RestoreRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_Diff_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Diff(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Diff_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Diff(ctx, req.(*DiffRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filesystem_ServiceDesc is the grpc.ServiceDesc for Filesystem service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -605,6 +759,18 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ReadRe",
 			Handler:    _Filesystem_ReadRe_Handler,
 		},
+		{
+			MethodName: "ListVersions",
+			Handler:    _Filesystem_ListVersions_Handler,
+		},
+		{
+			MethodName: "Restore",
+			Handler:    _Filesystem_Restore_Handler,
+		},
+		{
+			MethodName: "Diff",
+			Handler:    _Filesystem_Diff_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -625,6 +791,11 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Glob",
 			Handler:       _Filesystem_Glob_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "Watch",
+			Handler:       _Filesystem_Watch_Handler,
 			ServerStreams: true,
 		},
 	},

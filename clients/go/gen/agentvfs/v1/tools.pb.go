@@ -61,7 +61,7 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 // ToolSpec is what a model needs to be given a tool.
 type ToolSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit.
+	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History.
 	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments object.
@@ -1447,6 +1447,146 @@ func (x *MultiEditToolResponse) GetEnvelope() *Envelope {
 	return nil
 }
 
+type HistoryToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// list (the default), diff or restore.
+	Action *string `protobuf:"bytes,2,opt,name=action,proto3,oneof" json:"action,omitempty"`
+	// diff: the older version; restore: the version to write back.
+	Version *int64 `protobuf:"varint,3,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	// diff: the newer version (default: the newest, usually the current content).
+	ToVersion *int64 `protobuf:"varint,4,opt,name=to_version,json=toVersion,proto3,oneof" json:"to_version,omitempty"`
+	// restore: the file's current version must be this (0: it must not exist).
+	ExpectedVersion *int64 `protobuf:"varint,5,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ToolCallId      string `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *HistoryToolRequest) Reset() {
+	*x = HistoryToolRequest{}
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryToolRequest) ProtoMessage() {}
+
+func (x *HistoryToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryToolRequest.ProtoReflect.Descriptor instead.
+func (*HistoryToolRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_tools_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *HistoryToolRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *HistoryToolRequest) GetAction() string {
+	if x != nil && x.Action != nil {
+		return *x.Action
+	}
+	return ""
+}
+
+func (x *HistoryToolRequest) GetVersion() int64 {
+	if x != nil && x.Version != nil {
+		return *x.Version
+	}
+	return 0
+}
+
+func (x *HistoryToolRequest) GetToVersion() int64 {
+	if x != nil && x.ToVersion != nil {
+		return *x.ToVersion
+	}
+	return 0
+}
+
+func (x *HistoryToolRequest) GetExpectedVersion() int64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *HistoryToolRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+type HistoryToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EnvelopeJson  string                 `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	Envelope      *Envelope              `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryToolResponse) Reset() {
+	*x = HistoryToolResponse{}
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryToolResponse) ProtoMessage() {}
+
+func (x *HistoryToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryToolResponse.ProtoReflect.Descriptor instead.
+func (*HistoryToolResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_tools_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *HistoryToolResponse) GetEnvelopeJson() string {
+	if x != nil {
+		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *HistoryToolResponse) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
 var File_agentvfs_v1_tools_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_tools_proto_rawDesc = "" +
@@ -1598,7 +1738,24 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x11_expected_version\"o\n" +
 	"\x15MultiEditToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope2\xa1\x05\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\x95\x02\n" +
+	"\x12HistoryToolRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
+	"\x06action\x18\x02 \x01(\tH\x00R\x06action\x88\x01\x01\x12\x1d\n" +
+	"\aversion\x18\x03 \x01(\x03H\x01R\aversion\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"to_version\x18\x04 \x01(\x03H\x02R\ttoVersion\x88\x01\x01\x12.\n" +
+	"\x10expected_version\x18\x05 \x01(\x03H\x03R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
+	"\ftool_call_id\x18\x06 \x01(\tR\n" +
+	"toolCallIdB\t\n" +
+	"\a_actionB\n" +
+	"\n" +
+	"\b_versionB\r\n" +
+	"\v_to_versionB\x13\n" +
+	"\x11_expected_version\"m\n" +
+	"\x13HistoryToolResponse\x12#\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope2\xf3\x05\n" +
 	"\x05Tools\x12J\n" +
 	"\tListTools\x12\x1d.agentvfs.v1.ListToolsRequest\x1a\x1e.agentvfs.v1.ListToolsResponse\x12A\n" +
 	"\x06Invoke\x12\x1a.agentvfs.v1.InvokeRequest\x1a\x1b.agentvfs.v1.InvokeResponse\x12A\n" +
@@ -1608,7 +1765,8 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\bReadTool\x12\x1c.agentvfs.v1.ReadToolRequest\x1a\x1d.agentvfs.v1.ReadToolResponse\x12J\n" +
 	"\tWriteTool\x12\x1d.agentvfs.v1.WriteToolRequest\x1a\x1e.agentvfs.v1.WriteToolResponse\x12G\n" +
 	"\bEditTool\x12\x1c.agentvfs.v1.EditToolRequest\x1a\x1d.agentvfs.v1.EditToolResponse\x12V\n" +
-	"\rMultiEditTool\x12!.agentvfs.v1.MultiEditToolRequest\x1a\".agentvfs.v1.MultiEditToolResponseB\xae\x01\n" +
+	"\rMultiEditTool\x12!.agentvfs.v1.MultiEditToolRequest\x1a\".agentvfs.v1.MultiEditToolResponse\x12P\n" +
+	"\vHistoryTool\x12\x1f.agentvfs.v1.HistoryToolRequest\x1a .agentvfs.v1.HistoryToolResponseB\xae\x01\n" +
 	"\x0fcom.agentvfs.v1B\n" +
 	"ToolsProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
@@ -1624,7 +1782,7 @@ func file_agentvfs_v1_tools_proto_rawDescGZIP() []byte {
 	return file_agentvfs_v1_tools_proto_rawDescData
 }
 
-var file_agentvfs_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_agentvfs_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_agentvfs_v1_tools_proto_goTypes = []any{
 	(*ListToolsRequest)(nil),      // 0: agentvfs.v1.ListToolsRequest
 	(*ToolSpec)(nil),              // 1: agentvfs.v1.ToolSpec
@@ -1648,13 +1806,15 @@ var file_agentvfs_v1_tools_proto_goTypes = []any{
 	(*ToolEdit)(nil),              // 19: agentvfs.v1.ToolEdit
 	(*MultiEditToolRequest)(nil),  // 20: agentvfs.v1.MultiEditToolRequest
 	(*MultiEditToolResponse)(nil), // 21: agentvfs.v1.MultiEditToolResponse
-	(*structpb.Struct)(nil),       // 22: google.protobuf.Struct
+	(*HistoryToolRequest)(nil),    // 22: agentvfs.v1.HistoryToolRequest
+	(*HistoryToolResponse)(nil),   // 23: agentvfs.v1.HistoryToolResponse
+	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
 }
 var file_agentvfs_v1_tools_proto_depIdxs = []int32{
 	1,  // 0: agentvfs.v1.ListToolsResponse.tools:type_name -> agentvfs.v1.ToolSpec
-	22, // 1: agentvfs.v1.Envelope.data:type_name -> google.protobuf.Struct
-	22, // 2: agentvfs.v1.Envelope.stats:type_name -> google.protobuf.Struct
-	22, // 3: agentvfs.v1.Envelope.context:type_name -> google.protobuf.Struct
+	24, // 1: agentvfs.v1.Envelope.data:type_name -> google.protobuf.Struct
+	24, // 2: agentvfs.v1.Envelope.stats:type_name -> google.protobuf.Struct
+	24, // 3: agentvfs.v1.Envelope.context:type_name -> google.protobuf.Struct
 	4,  // 4: agentvfs.v1.Envelope.error:type_name -> agentvfs.v1.EnvelopeError
 	5,  // 5: agentvfs.v1.InvokeResponse.envelope:type_name -> agentvfs.v1.Envelope
 	5,  // 6: agentvfs.v1.LsToolResponse.envelope:type_name -> agentvfs.v1.Envelope
@@ -1665,29 +1825,32 @@ var file_agentvfs_v1_tools_proto_depIdxs = []int32{
 	5,  // 11: agentvfs.v1.EditToolResponse.envelope:type_name -> agentvfs.v1.Envelope
 	19, // 12: agentvfs.v1.MultiEditToolRequest.edits:type_name -> agentvfs.v1.ToolEdit
 	5,  // 13: agentvfs.v1.MultiEditToolResponse.envelope:type_name -> agentvfs.v1.Envelope
-	0,  // 14: agentvfs.v1.Tools.ListTools:input_type -> agentvfs.v1.ListToolsRequest
-	3,  // 15: agentvfs.v1.Tools.Invoke:input_type -> agentvfs.v1.InvokeRequest
-	7,  // 16: agentvfs.v1.Tools.LsTool:input_type -> agentvfs.v1.LsToolRequest
-	9,  // 17: agentvfs.v1.Tools.GlobTool:input_type -> agentvfs.v1.GlobToolRequest
-	11, // 18: agentvfs.v1.Tools.GrepTool:input_type -> agentvfs.v1.GrepToolRequest
-	13, // 19: agentvfs.v1.Tools.ReadTool:input_type -> agentvfs.v1.ReadToolRequest
-	15, // 20: agentvfs.v1.Tools.WriteTool:input_type -> agentvfs.v1.WriteToolRequest
-	17, // 21: agentvfs.v1.Tools.EditTool:input_type -> agentvfs.v1.EditToolRequest
-	20, // 22: agentvfs.v1.Tools.MultiEditTool:input_type -> agentvfs.v1.MultiEditToolRequest
-	2,  // 23: agentvfs.v1.Tools.ListTools:output_type -> agentvfs.v1.ListToolsResponse
-	6,  // 24: agentvfs.v1.Tools.Invoke:output_type -> agentvfs.v1.InvokeResponse
-	8,  // 25: agentvfs.v1.Tools.LsTool:output_type -> agentvfs.v1.LsToolResponse
-	10, // 26: agentvfs.v1.Tools.GlobTool:output_type -> agentvfs.v1.GlobToolResponse
-	12, // 27: agentvfs.v1.Tools.GrepTool:output_type -> agentvfs.v1.GrepToolResponse
-	14, // 28: agentvfs.v1.Tools.ReadTool:output_type -> agentvfs.v1.ReadToolResponse
-	16, // 29: agentvfs.v1.Tools.WriteTool:output_type -> agentvfs.v1.WriteToolResponse
-	18, // 30: agentvfs.v1.Tools.EditTool:output_type -> agentvfs.v1.EditToolResponse
-	21, // 31: agentvfs.v1.Tools.MultiEditTool:output_type -> agentvfs.v1.MultiEditToolResponse
-	23, // [23:32] is the sub-list for method output_type
-	14, // [14:23] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	5,  // 14: agentvfs.v1.HistoryToolResponse.envelope:type_name -> agentvfs.v1.Envelope
+	0,  // 15: agentvfs.v1.Tools.ListTools:input_type -> agentvfs.v1.ListToolsRequest
+	3,  // 16: agentvfs.v1.Tools.Invoke:input_type -> agentvfs.v1.InvokeRequest
+	7,  // 17: agentvfs.v1.Tools.LsTool:input_type -> agentvfs.v1.LsToolRequest
+	9,  // 18: agentvfs.v1.Tools.GlobTool:input_type -> agentvfs.v1.GlobToolRequest
+	11, // 19: agentvfs.v1.Tools.GrepTool:input_type -> agentvfs.v1.GrepToolRequest
+	13, // 20: agentvfs.v1.Tools.ReadTool:input_type -> agentvfs.v1.ReadToolRequest
+	15, // 21: agentvfs.v1.Tools.WriteTool:input_type -> agentvfs.v1.WriteToolRequest
+	17, // 22: agentvfs.v1.Tools.EditTool:input_type -> agentvfs.v1.EditToolRequest
+	20, // 23: agentvfs.v1.Tools.MultiEditTool:input_type -> agentvfs.v1.MultiEditToolRequest
+	22, // 24: agentvfs.v1.Tools.HistoryTool:input_type -> agentvfs.v1.HistoryToolRequest
+	2,  // 25: agentvfs.v1.Tools.ListTools:output_type -> agentvfs.v1.ListToolsResponse
+	6,  // 26: agentvfs.v1.Tools.Invoke:output_type -> agentvfs.v1.InvokeResponse
+	8,  // 27: agentvfs.v1.Tools.LsTool:output_type -> agentvfs.v1.LsToolResponse
+	10, // 28: agentvfs.v1.Tools.GlobTool:output_type -> agentvfs.v1.GlobToolResponse
+	12, // 29: agentvfs.v1.Tools.GrepTool:output_type -> agentvfs.v1.GrepToolResponse
+	14, // 30: agentvfs.v1.Tools.ReadTool:output_type -> agentvfs.v1.ReadToolResponse
+	16, // 31: agentvfs.v1.Tools.WriteTool:output_type -> agentvfs.v1.WriteToolResponse
+	18, // 32: agentvfs.v1.Tools.EditTool:output_type -> agentvfs.v1.EditToolResponse
+	21, // 33: agentvfs.v1.Tools.MultiEditTool:output_type -> agentvfs.v1.MultiEditToolResponse
+	23, // 34: agentvfs.v1.Tools.HistoryTool:output_type -> agentvfs.v1.HistoryToolResponse
+	25, // [25:35] is the sub-list for method output_type
+	15, // [15:25] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_tools_proto_init() }
@@ -1703,13 +1866,14 @@ func file_agentvfs_v1_tools_proto_init() {
 	file_agentvfs_v1_tools_proto_msgTypes[17].OneofWrappers = []any{}
 	file_agentvfs_v1_tools_proto_msgTypes[19].OneofWrappers = []any{}
 	file_agentvfs_v1_tools_proto_msgTypes[20].OneofWrappers = []any{}
+	file_agentvfs_v1_tools_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_tools_proto_rawDesc), len(file_agentvfs_v1_tools_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

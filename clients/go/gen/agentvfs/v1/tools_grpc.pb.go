@@ -28,6 +28,7 @@ const (
 	Tools_WriteTool_FullMethodName     = "/agentvfs.v1.Tools/WriteTool"
 	Tools_EditTool_FullMethodName      = "/agentvfs.v1.Tools/EditTool"
 	Tools_MultiEditTool_FullMethodName = "/agentvfs.v1.Tools/MultiEditTool"
+	Tools_HistoryTool_FullMethodName   = "/agentvfs.v1.Tools/HistoryTool"
 )
 
 // ToolsClient is the client API for Tools service.
@@ -60,6 +61,8 @@ type ToolsClient interface {
 	EditTool(ctx context.Context, in *EditToolRequest, opts ...grpc.CallOption) (*EditToolResponse, error)
 	// MultiEditTool applies several edits to one file atomically (the MultiEdit tool).
 	MultiEditTool(ctx context.Context, in *MultiEditToolRequest, opts ...grpc.CallOption) (*MultiEditToolResponse, error)
+	// HistoryTool lists a file's versions, shows a diff or restores one (the History tool).
+	HistoryTool(ctx context.Context, in *HistoryToolRequest, opts ...grpc.CallOption) (*HistoryToolResponse, error)
 }
 
 type toolsClient struct {
@@ -160,6 +163,16 @@ func (c *toolsClient) MultiEditTool(ctx context.Context, in *MultiEditToolReques
 	return out, nil
 }
 
+func (c *toolsClient) HistoryTool(ctx context.Context, in *HistoryToolRequest, opts ...grpc.CallOption) (*HistoryToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HistoryToolResponse)
+	err := c.cc.Invoke(ctx, Tools_HistoryTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolsServer is the server API for Tools service.
 // All implementations must embed UnimplementedToolsServer
 // for forward compatibility.
@@ -190,6 +203,8 @@ type ToolsServer interface {
 	EditTool(context.Context, *EditToolRequest) (*EditToolResponse, error)
 	// MultiEditTool applies several edits to one file atomically (the MultiEdit tool).
 	MultiEditTool(context.Context, *MultiEditToolRequest) (*MultiEditToolResponse, error)
+	// HistoryTool lists a file's versions, shows a diff or restores one (the History tool).
+	HistoryTool(context.Context, *HistoryToolRequest) (*HistoryToolResponse, error)
 	mustEmbedUnimplementedToolsServer()
 }
 
@@ -226,6 +241,9 @@ func (UnimplementedToolsServer) EditTool(context.Context, *EditToolRequest) (*Ed
 }
 func (UnimplementedToolsServer) MultiEditTool(context.Context, *MultiEditToolRequest) (*MultiEditToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MultiEditTool not implemented")
+}
+func (UnimplementedToolsServer) HistoryTool(context.Context, *HistoryToolRequest) (*HistoryToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HistoryTool not implemented")
 }
 func (UnimplementedToolsServer) mustEmbedUnimplementedToolsServer() {}
 func (UnimplementedToolsServer) testEmbeddedByValue()               {}
@@ -410,6 +428,24 @@ func _Tools_MultiEditTool_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Tools_HistoryTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HistoryToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolsServer).HistoryTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tools_HistoryTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolsServer).HistoryTool(ctx, req.(*HistoryToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tools_ServiceDesc is the grpc.ServiceDesc for Tools service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -452,6 +488,10 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MultiEditTool",
 			Handler:    _Tools_MultiEditTool_Handler,
+		},
+		{
+			MethodName: "HistoryTool",
+			Handler:    _Tools_HistoryTool_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

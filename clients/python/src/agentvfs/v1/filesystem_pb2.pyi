@@ -52,6 +52,32 @@ ABORTED_REASON_CANCELLED: AbortedReason.ValueType  # 4
 """The client went away."""
 Global___AbortedReason: _TypeAlias = AbortedReason  # noqa: Y015
 
+class _ChangeKind:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ChangeKindEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ChangeKind.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    CHANGE_KIND_UNSPECIFIED: _ChangeKind.ValueType  # 0
+    CHANGE_KIND_CREATED: _ChangeKind.ValueType  # 1
+    """The file did not exist before."""
+    CHANGE_KIND_MODIFIED: _ChangeKind.ValueType  # 2
+    """The file's content changed."""
+    CHANGE_KIND_DELETED: _ChangeKind.ValueType  # 3
+    """The file is gone."""
+
+class ChangeKind(_ChangeKind, metaclass=_ChangeKindEnumTypeWrapper):
+    """ChangeKind says what a change did to its path."""
+
+CHANGE_KIND_UNSPECIFIED: ChangeKind.ValueType  # 0
+CHANGE_KIND_CREATED: ChangeKind.ValueType  # 1
+"""The file did not exist before."""
+CHANGE_KIND_MODIFIED: ChangeKind.ValueType  # 2
+"""The file's content changed."""
+CHANGE_KIND_DELETED: ChangeKind.ValueType  # 3
+"""The file is gone."""
+Global___ChangeKind: _TypeAlias = ChangeKind  # noqa: Y015
+
 @_typing.final
 class FileInfo(_message.Message):
     """FileInfo describes one file or directory."""
@@ -188,6 +214,7 @@ class ReadRequest(_message.Message):
     OFFSET_FIELD_NUMBER: _builtins.int
     LIMIT_FIELD_NUMBER: _builtins.int
     NUMBERED_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     offset: _builtins.int
     """First line to return, 0-based."""
@@ -197,6 +224,10 @@ class ReadRequest(_message.Message):
     """Number lines cat -n style (6-column right-aligned number, a tab; lines
     over 10000 characters continue as N.1, N.2, ...).
     """
+    version: _builtins.int
+    """Read this retained version instead of the current content (see
+    ListVersions); NOT_FOUND when it is not retained.
+    """
     def __init__(
         self,
         *,
@@ -204,12 +235,15 @@ class ReadRequest(_message.Message):
         offset: _builtins.int = ...,
         limit: _builtins.int = ...,
         numbered: _builtins.bool = ...,
+        version: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_version", b"_version", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["limit", b"limit", "numbered", b"numbered", "offset", b"offset", "path", b"path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_version", b"_version", "limit", b"limit", "numbered", b"numbered", "offset", b"offset", "path", b"path", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
+    _WhichOneofArgType__version: _TypeAlias = _typing.Literal["_version", b"_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version) -> _WhichOneofReturnType__version | None: ...
 
 Global___ReadRequest: _TypeAlias = ReadRequest  # noqa: Y015
 
@@ -267,17 +301,23 @@ class ReadBytesRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     PATH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
     path: _builtins.str
+    version: _builtins.int
+    """Download this retained version instead of the current content."""
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
+        version: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_version", b"_version", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_version", b"_version", "path", b"path", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
+    _WhichOneofArgType__version: _TypeAlias = _typing.Literal["_version", b"_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version) -> _WhichOneofReturnType__version | None: ...
 
 Global___ReadBytesRequest: _TypeAlias = ReadBytesRequest  # noqa: Y015
 
@@ -1094,3 +1134,366 @@ class SearchSummary(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___SearchSummary: _TypeAlias = SearchSummary  # noqa: Y015
+
+@_typing.final
+class WatchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    FROM_NOW_FIELD_NUMBER: _builtins.int
+    STOP_AT_HEAD_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """Directory (or file) whose changes to stream; default "/"."""
+    cursor: _builtins.str
+    """Resume exactly after this cursor (from a ChangeEvent or a WatchResponse):
+    no change is skipped and none is sent twice, across reconnects and, for
+    the Store tier, server restarts. A cursor older than the retained log is
+    FAILED_PRECONDITION naming the oldest cursor still available.
+    """
+    from_now: _builtins.bool
+    """Start at the head: only changes committed after the call. Without
+    cursor or from_now, the stream starts at the oldest retained change.
+    """
+    stop_at_head: _builtins.bool
+    """End the stream once every change committed before the call was sent
+    (catch up, then stop) instead of following new changes.
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+        from_now: _builtins.bool = ...,
+        stop_at_head: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "from_now", b"from_now", "path", b"path", "stop_at_head", b"stop_at_head"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchRequest: _TypeAlias = WatchRequest  # noqa: Y015
+
+@_typing.final
+class ChangeEvent(_message.Message):
+    """ChangeEvent is one committed change of one file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    EXTERNAL_FIELD_NUMBER: _builtins.int
+    MOVED_PATH_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    kind: Global___ChangeKind.ValueType
+    version: _builtins.int
+    """The file's new version (for a deletion: the version of its tombstone)."""
+    size: _builtins.int
+    """Size in bytes after the change (0 for a deletion)."""
+    principal: _builtins.str
+    """The configured principal that made the change ("" when external)."""
+    handle: _builtins.str
+    """The handle it acted through, when it was a handle."""
+    operation: _builtins.str
+    """write, edit, delete, move or restore."""
+    external: _builtins.bool
+    """Made on disk by something other than agentvfs (Filesystem tier, best
+    effort: reported while a Watch of that mount runs).
+    """
+    moved_path: _builtins.str
+    """For a move: the path the file came from (on its created event) or went
+    to (on its deleted event).
+    """
+    cursor: _builtins.str
+    """Resume after this event."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        kind: Global___ChangeKind.ValueType = ...,
+        version: _builtins.int = ...,
+        size: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        operation: _builtins.str = ...,
+        external: _builtins.bool = ...,
+        moved_path: _builtins.str = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "external", b"external", "handle", b"handle", "kind", b"kind", "moved_path", b"moved_path", "operation", b"operation", "path", b"path", "principal", b"principal", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ChangeEvent: _TypeAlias = ChangeEvent  # noqa: Y015
+
+@_typing.final
+class WatchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EVENTS_FIELD_NUMBER: _builtins.int
+    CURSOR_FIELD_NUMBER: _builtins.int
+    cursor: _builtins.str
+    """Resume after everything this message covers: its last event's cursor,
+    or further when changes the caller may not see were passed over. A
+    message with no events only moves the cursor.
+    """
+    @_builtins.property
+    def events(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChangeEvent]:
+        """Changes in commit order (per mount; mounts are independent logs)."""
+
+    def __init__(
+        self,
+        *,
+        events: _abc.Iterable[Global___ChangeEvent] | None = ...,
+        cursor: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "events", b"events"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WatchResponse: _TypeAlias = WatchResponse  # noqa: Y015
+
+@_typing.final
+class ListVersionsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListVersionsRequest: _TypeAlias = ListVersionsRequest  # noqa: Y015
+
+@_typing.final
+class FileVersion(_message.Message):
+    """FileVersion is one retained version of a file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    VERSION_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    TIME_FIELD_NUMBER: _builtins.int
+    PRINCIPAL_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    OPERATION_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    CURRENT_FIELD_NUMBER: _builtins.int
+    version: _builtins.int
+    size: _builtins.int
+    """Size in bytes (0 for a deletion)."""
+    principal: _builtins.str
+    """The configured principal that made it."""
+    handle: _builtins.str
+    """The handle it acted through, when it was a handle."""
+    operation: _builtins.str
+    """write, edit, delete, move or restore."""
+    deleted: _builtins.bool
+    """A tombstone: the file was deleted (or moved away) at this version."""
+    current: _builtins.bool
+    """The file's current content (the newest version of a file that exists)."""
+    @_builtins.property
+    def time(self) -> _timestamp_pb2.Timestamp:
+        """When the version was made."""
+
+    def __init__(
+        self,
+        *,
+        version: _builtins.int = ...,
+        size: _builtins.int = ...,
+        time: _timestamp_pb2.Timestamp | None = ...,
+        principal: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        operation: _builtins.str = ...,
+        deleted: _builtins.bool = ...,
+        current: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "deleted", b"deleted", "handle", b"handle", "operation", b"operation", "principal", b"principal", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___FileVersion: _TypeAlias = FileVersion  # noqa: Y015
+
+@_typing.final
+class ListVersionsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    VERSIONS_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    @_builtins.property
+    def versions(self) -> _containers.RepeatedCompositeFieldContainer[Global___FileVersion]:
+        """Newest first."""
+
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        versions: _abc.Iterable[Global___FileVersion] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["path", b"path", "versions", b"versions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListVersionsResponse: _TypeAlias = ListVersionsResponse  # noqa: Y015
+
+@_typing.final
+class RestoreRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    IF_VERSION_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    version: _builtins.int
+    """The retained version to write back (not a tombstone)."""
+    if_version: _builtins.int
+    """When set, the file's current version must equal it (0: the file must
+    not exist, as after a deletion), else ABORTED (CONFLICT).
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        version: _builtins.int = ...,
+        if_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version", "path", b"path", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
+    _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
+
+Global___RestoreRequest: _TypeAlias = RestoreRequest  # noqa: Y015
+
+@_typing.final
+class RestoreResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    RESTORED_VERSION_FIELD_NUMBER: _builtins.int
+    BYTES_WRITTEN_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    version: _builtins.int
+    """The file's new version."""
+    restored_version: _builtins.int
+    """The version whose content was written back."""
+    bytes_written: _builtins.int
+    created: _builtins.bool
+    """True when the file did not exist before (a deleted file restored)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        version: _builtins.int = ...,
+        restored_version: _builtins.int = ...,
+        bytes_written: _builtins.int = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_written", b"bytes_written", "created", b"created", "path", b"path", "restored_version", b"restored_version", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RestoreResponse: _TypeAlias = RestoreResponse  # noqa: Y015
+
+@_typing.final
+class DiffRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    from_version: _builtins.int
+    """The older side of the diff."""
+    to_version: _builtins.int
+    """The newer side; absent: the file's current content."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        from_version: _builtins.int = ...,
+        to_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_to_version", b"_to_version", "to_version", b"to_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_to_version", b"_to_version", "from_version", b"from_version", "path", b"path", "to_version", b"to_version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__to_version: _TypeAlias = _typing.Literal["to_version"]  # noqa: Y015
+    _WhichOneofArgType__to_version: _TypeAlias = _typing.Literal["_to_version", b"_to_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__to_version) -> _WhichOneofReturnType__to_version | None: ...
+
+Global___DiffRequest: _TypeAlias = DiffRequest  # noqa: Y015
+
+@_typing.final
+class DiffResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    DIFF_FIELD_NUMBER: _builtins.int
+    ADDED_FIELD_NUMBER: _builtins.int
+    REMOVED_FIELD_NUMBER: _builtins.int
+    TRUNCATED_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    from_version: _builtins.int
+    to_version: _builtins.int
+    diff: _builtins.str
+    """Unified diff (diff -u, 3 lines of context); empty when both sides are
+    equal. A tombstone compares as an empty file.
+    """
+    added: _builtins.int
+    removed: _builtins.int
+    truncated: _builtins.bool
+    """True when the diff was cut to its size bound."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        from_version: _builtins.int = ...,
+        to_version: _builtins.int = ...,
+        diff: _builtins.str = ...,
+        added: _builtins.int = ...,
+        removed: _builtins.int = ...,
+        truncated: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["added", b"added", "diff", b"diff", "from_version", b"from_version", "path", b"path", "removed", b"removed", "to_version", b"to_version", "truncated", b"truncated"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffResponse: _TypeAlias = DiffResponse  # noqa: Y015

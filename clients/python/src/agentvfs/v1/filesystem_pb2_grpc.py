@@ -37,7 +37,9 @@ class FilesystemStub:
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     def __init__(self, channel):
@@ -111,6 +113,26 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.GlobRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.GlobResponse.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/agentvfs.v1.Filesystem/Watch',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.WatchRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.WatchResponse.FromString,
+                _registered_method=True)
+        self.ListVersions = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/ListVersions',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsResponse.FromString,
+                _registered_method=True)
+        self.Restore = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Restore',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RestoreRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RestoreResponse.FromString,
+                _registered_method=True)
+        self.Diff = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Diff',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.FromString,
+                _registered_method=True)
 
 
 class FilesystemServicer:
@@ -125,7 +147,9 @@ class FilesystemServicer:
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     def ListInfo(self, request, context):
@@ -219,6 +243,36 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Watch streams the changes under a path as they are committed: from a
+        cursor (resuming exactly after it), from now, or from the oldest change
+        still retained.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListVersions(self, request, context):
+        """ListVersions lists the retained versions of one file, newest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Restore(self, request, context):
+        """Restore writes a retained version of a file back as its newest version.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Diff(self, request, context):
+        """Diff returns a unified diff between two versions of a file.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FilesystemServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -287,6 +341,26 @@ def add_FilesystemServicer_to_server(servicer, server):
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.GlobRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.GlobResponse.SerializeToString,
             ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.WatchRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.WatchResponse.SerializeToString,
+            ),
+            'ListVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListVersions,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsResponse.SerializeToString,
+            ),
+            'Restore': grpc.unary_unary_rpc_method_handler(
+                    servicer.Restore,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RestoreRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RestoreResponse.SerializeToString,
+            ),
+            'Diff': grpc.unary_unary_rpc_method_handler(
+                    servicer.Diff,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'agentvfs.v1.Filesystem', rpc_method_handlers)
@@ -307,7 +381,9 @@ class Filesystem:
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     @staticmethod
@@ -651,6 +727,114 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Glob',
             agentvfs_dot_v1_dot_filesystem__pb2.GlobRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.GlobResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Watch',
+            agentvfs_dot_v1_dot_filesystem__pb2.WatchRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.WatchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/ListVersions',
+            agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.ListVersionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Restore(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Restore',
+            agentvfs_dot_v1_dot_filesystem__pb2.RestoreRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.RestoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Diff(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Diff',
+            agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.FromString,
             options,
             channel_credentials,
             insecure,

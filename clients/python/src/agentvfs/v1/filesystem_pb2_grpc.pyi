@@ -38,7 +38,9 @@ class FilesystemStub:
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     @_typing.overload
@@ -71,6 +73,17 @@ class FilesystemStub:
     """Grep searches file contents under a path and streams matches in path order."""
     Glob: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.GlobRequest, _filesystem_pb2.GlobResponse]
     """Glob finds paths under a path matching a glob and streams them in path order."""
+    Watch: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.WatchRequest, _filesystem_pb2.WatchResponse]
+    """Watch streams the changes under a path as they are committed: from a
+    cursor (resuming exactly after it), from now, or from the oldest change
+    still retained.
+    """
+    ListVersions: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ListVersionsRequest, _filesystem_pb2.ListVersionsResponse]
+    """ListVersions lists the retained versions of one file, newest first."""
+    Restore: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.RestoreRequest, _filesystem_pb2.RestoreResponse]
+    """Restore writes a retained version of a file back as its newest version."""
+    Diff: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.DiffRequest, _filesystem_pb2.DiffResponse]
+    """Diff returns a unified diff between two versions of a file."""
 
 @_typing.type_check_only
 class FilesystemAsyncStub(FilesystemStub):
@@ -85,7 +98,9 @@ class FilesystemAsyncStub(FilesystemStub):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -115,6 +130,17 @@ class FilesystemAsyncStub(FilesystemStub):
     """Grep searches file contents under a path and streams matches in path order."""
     Glob: _aio.UnaryStreamMultiCallable[_filesystem_pb2.GlobRequest, _filesystem_pb2.GlobResponse]  # type: ignore[assignment]
     """Glob finds paths under a path matching a glob and streams them in path order."""
+    Watch: _aio.UnaryStreamMultiCallable[_filesystem_pb2.WatchRequest, _filesystem_pb2.WatchResponse]  # type: ignore[assignment]
+    """Watch streams the changes under a path as they are committed: from a
+    cursor (resuming exactly after it), from now, or from the oldest change
+    still retained.
+    """
+    ListVersions: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ListVersionsRequest, _filesystem_pb2.ListVersionsResponse]  # type: ignore[assignment]
+    """ListVersions lists the retained versions of one file, newest first."""
+    Restore: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.RestoreRequest, _filesystem_pb2.RestoreResponse]  # type: ignore[assignment]
+    """Restore writes a retained version of a file back as its newest version."""
+    Diff: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.DiffRequest, _filesystem_pb2.DiffResponse]  # type: ignore[assignment]
+    """Diff returns a unified diff between two versions of a file."""
 
 class FilesystemServicer(metaclass=_abc_1.ABCMeta):
     """Filesystem is the backend protocol: one logical, absolute POSIX path space
@@ -128,7 +154,9 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
     ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
-    destination.
+    destination; Watch: list (each event is shown only where the caller holds
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
     @_abc_1.abstractmethod
@@ -234,5 +262,40 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_filesystem_pb2.GlobResponse], _abc.AsyncIterator[_filesystem_pb2.GlobResponse]]:
         """Glob finds paths under a path matching a glob and streams them in path order."""
+
+    @_abc_1.abstractmethod
+    def Watch(
+        self,
+        request: _filesystem_pb2.WatchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_filesystem_pb2.WatchResponse], _abc.AsyncIterator[_filesystem_pb2.WatchResponse]]:
+        """Watch streams the changes under a path as they are committed: from a
+        cursor (resuming exactly after it), from now, or from the oldest change
+        still retained.
+        """
+
+    @_abc_1.abstractmethod
+    def ListVersions(
+        self,
+        request: _filesystem_pb2.ListVersionsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.ListVersionsResponse, _abc.Awaitable[_filesystem_pb2.ListVersionsResponse]]:
+        """ListVersions lists the retained versions of one file, newest first."""
+
+    @_abc_1.abstractmethod
+    def Restore(
+        self,
+        request: _filesystem_pb2.RestoreRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.RestoreResponse, _abc.Awaitable[_filesystem_pb2.RestoreResponse]]:
+        """Restore writes a retained version of a file back as its newest version."""
+
+    @_abc_1.abstractmethod
+    def Diff(
+        self,
+        request: _filesystem_pb2.DiffRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.DiffResponse, _abc.Awaitable[_filesystem_pb2.DiffResponse]]:
+        """Diff returns a unified diff between two versions of a file."""
 
 def add_FilesystemServicer_to_server(servicer: FilesystemServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

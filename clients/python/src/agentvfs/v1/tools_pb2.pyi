@@ -44,7 +44,7 @@ class ToolSpec(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     PARAMETERS_JSON_SCHEMA_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit."""
+    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History."""
     description: _builtins.str
     parameters_json_schema: _builtins.str
     """JSON Schema of the arguments object."""
@@ -733,3 +733,79 @@ class MultiEditToolResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___MultiEditToolResponse: _TypeAlias = MultiEditToolResponse  # noqa: Y015
+
+@_typing.final
+class HistoryToolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    ACTION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    action: _builtins.str
+    """list (the default), diff or restore."""
+    version: _builtins.int
+    """diff: the older version; restore: the version to write back."""
+    to_version: _builtins.int
+    """diff: the newer version (default: the newest, usually the current content)."""
+    expected_version: _builtins.int
+    """restore: the file's current version must be this (0: it must not exist)."""
+    tool_call_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        action: _builtins.str | None = ...,
+        version: _builtins.int | None = ...,
+        to_version: _builtins.int | None = ...,
+        expected_version: _builtins.int | None = ...,
+        tool_call_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "to_version", b"to_version", "version", b"version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "path", b"path", "to_version", b"to_version", "tool_call_id", b"tool_call_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__action: _TypeAlias = _typing.Literal["action"]  # noqa: Y015
+    _WhichOneofArgType__action: _TypeAlias = _typing.Literal["_action", b"_action"]  # noqa: Y015
+    _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
+    _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__to_version: _TypeAlias = _typing.Literal["to_version"]  # noqa: Y015
+    _WhichOneofArgType__to_version: _TypeAlias = _typing.Literal["_to_version", b"_to_version"]  # noqa: Y015
+    _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
+    _WhichOneofArgType__version: _TypeAlias = _typing.Literal["_version", b"_version"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__action) -> _WhichOneofReturnType__action | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__to_version) -> _WhichOneofReturnType__to_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__version) -> _WhichOneofReturnType__version | None: ...
+
+Global___HistoryToolRequest: _TypeAlias = HistoryToolRequest  # noqa: Y015
+
+@_typing.final
+class HistoryToolResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_JSON_FIELD_NUMBER: _builtins.int
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    envelope_json: _builtins.str
+    @_builtins.property
+    def envelope(self) -> Global___Envelope: ...
+    def __init__(
+        self,
+        *,
+        envelope_json: _builtins.str = ...,
+        envelope: Global___Envelope | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "envelope_json", b"envelope_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___HistoryToolResponse: _TypeAlias = HistoryToolResponse  # noqa: Y015

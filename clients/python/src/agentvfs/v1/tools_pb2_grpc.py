@@ -86,6 +86,11 @@ class ToolsStub:
                 request_serializer=agentvfs_dot_v1_dot_tools__pb2.MultiEditToolRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_tools__pb2.MultiEditToolResponse.FromString,
                 _registered_method=True)
+        self.HistoryTool = channel.unary_unary(
+                '/agentvfs.v1.Tools/HistoryTool',
+                request_serializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.FromString,
+                _registered_method=True)
 
 
 class ToolsServicer:
@@ -161,6 +166,13 @@ class ToolsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HistoryTool(self, request, context):
+        """HistoryTool lists a file's versions, shows a diff or restores one (the History tool).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -208,6 +220,11 @@ def add_ToolsServicer_to_server(servicer, server):
                     servicer.MultiEditTool,
                     request_deserializer=agentvfs_dot_v1_dot_tools__pb2.MultiEditToolRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_tools__pb2.MultiEditToolResponse.SerializeToString,
+            ),
+            'HistoryTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.HistoryTool,
+                    request_deserializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -460,6 +477,33 @@ class Tools:
             '/agentvfs.v1.Tools/MultiEditTool',
             agentvfs_dot_v1_dot_tools__pb2.MultiEditToolRequest.SerializeToString,
             agentvfs_dot_v1_dot_tools__pb2.MultiEditToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HistoryTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Tools/HistoryTool',
+            agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.SerializeToString,
+            agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -58,6 +58,8 @@ class ToolsStub:
     """EditTool replaces a string in a file (the Edit tool)."""
     MultiEditTool: _grpc.UnaryUnaryMultiCallable[_tools_pb2.MultiEditToolRequest, _tools_pb2.MultiEditToolResponse]
     """MultiEditTool applies several edits to one file atomically (the MultiEdit tool)."""
+    HistoryTool: _grpc.UnaryUnaryMultiCallable[_tools_pb2.HistoryToolRequest, _tools_pb2.HistoryToolResponse]
+    """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
 
 @_typing.type_check_only
 class ToolsAsyncStub(ToolsStub):
@@ -89,6 +91,8 @@ class ToolsAsyncStub(ToolsStub):
     """EditTool replaces a string in a file (the Edit tool)."""
     MultiEditTool: _aio.UnaryUnaryMultiCallable[_tools_pb2.MultiEditToolRequest, _tools_pb2.MultiEditToolResponse]  # type: ignore[assignment]
     """MultiEditTool applies several edits to one file atomically (the MultiEdit tool)."""
+    HistoryTool: _aio.UnaryUnaryMultiCallable[_tools_pb2.HistoryToolRequest, _tools_pb2.HistoryToolResponse]  # type: ignore[assignment]
+    """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
 
 class ToolsServicer(metaclass=_abc_1.ABCMeta):
     """Tools wraps the file system as tools for language models. Every answer is the
@@ -171,5 +175,13 @@ class ToolsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_tools_pb2.MultiEditToolResponse, _abc.Awaitable[_tools_pb2.MultiEditToolResponse]]:
         """MultiEditTool applies several edits to one file atomically (the MultiEdit tool)."""
+
+    @_abc_1.abstractmethod
+    def HistoryTool(
+        self,
+        request: _tools_pb2.HistoryToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tools_pb2.HistoryToolResponse, _abc.Awaitable[_tools_pb2.HistoryToolResponse]]:
+        """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
 
 def add_ToolsServicer_to_server(servicer: ToolsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentvfs/v1/filesystem.proto.
  */
 export const file_agentvfs_v1_filesystem: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8iTAoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgiuwEKDFJlYWRSZXNwb25zZRIPCgdjb250ZW50GAEgASgJEhMKC3RvdGFsX2xpbmVzGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDAoEcGF0aBgEIAEoCRIWCg5saW5lc19yZXR1cm5lZBgFIAEoBBINCgVsb3NzeRgGIAEoCBIMCgRzaXplGAcgASgEEjEKDW1vZGlmaWVkX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIiAKEFJlYWRCeXRlc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSJGChFSZWFkQnl0ZXNSZXNwb25zZRIMCgRkYXRhGAEgASgMEiMKBGluZm8YAiABKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyJqCgxXcml0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdjb250ZW50GAIgASgJEhMKC2NyZWF0ZV9vbmx5GAMgASgIEhcKCmlmX3ZlcnNpb24YBCABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJWCg1Xcml0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgiXAoRV3JpdGVCeXRlc1JlcXVlc3QSLwoGaGVhZGVyGAEgASgLMh0uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc0hlYWRlckgAEg4KBGRhdGEYAiABKAxIAEIGCgRraW5kIl0KEFdyaXRlQnl0ZXNIZWFkZXISDAoEcGF0aBgBIAEoCRITCgtjcmVhdGVfb25seRgCIAEoCBIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iWwoSV3JpdGVCeXRlc1Jlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNYnl0ZXNfd3JpdHRlbhgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEg8KB2NyZWF0ZWQYBCABKAgigAEKC0VkaXRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEgoKb2xkX3N0cmluZxgCIAEoCRISCgpuZXdfc3RyaW5nGAMgASgJEhMKC3JlcGxhY2VfYWxsGAQgASgIEhcKCmlmX3ZlcnNpb24YBSABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJICgxFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIkwKDUVkaXRPcGVyYXRpb24SEgoKb2xkX3N0cmluZxgBIAEoCRISCgpuZXdfc3RyaW5nGAIgASgJEhMKC3JlcGxhY2VfYWxsGAMgASgIInMKEE11bHRpRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIpCgVlZGl0cxgCIAMoCzIaLmFnZW50dmZzLnYxLkVkaXRPcGVyYXRpb24SFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIk0KEU11bHRpRWRpdFJlc3BvbnNlEgwKBHBhdGgYASABKAkSGQoRcmVwbGFjZW1lbnRzX21hZGUYAiABKAQSDwoHdmVyc2lvbhgDIAEoBCJYCg1EZWxldGVSZXF1ZXN0EgwKBHBhdGgYASABKAkSFwoKaWZfdmVyc2lvbhgCIAEoBEgAiAEBEhEKCXJlY3Vyc2l2ZRgDIAEoCEINCgtfaWZfdmVyc2lvbiI1Cg5EZWxldGVSZXNwb25zZRIMCgRwYXRoGAEgASgJEhUKDWZpbGVzX2RlbGV0ZWQYAiABKAQibwoLTW92ZVJlcXVlc3QSDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBARITCgtjcmVhdGVfb25seRgEIAEoCEINCgtfaWZfdmVyc2lvbiJZCgxNb3ZlUmVzcG9uc2USDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJEhMKC2ZpbGVzX21vdmVkGAMgASgEEg8KB3ZlcnNpb24YBCABKAQiUAoNUmVhZFJlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB3BhdHRlcm4YAiABKAkSFAoHb3ZlcmxhcBgDIAEoBEgAiAEBQgoKCF9vdmVybGFwIiEKDlJlYWRSZVJlc3BvbnNlEg8KB21hdGNoZXMYASADKAkipAIKC0dyZXBSZXF1ZXN0Eg8KB3BhdHRlcm4YASABKAkSDAoEcGF0aBgCIAEoCRIMCgRnbG9iGAMgASgJEg8KB2xpdGVyYWwYBCABKAgSGAoQY2FzZV9pbnNlbnNpdGl2ZRgFIAEoCBITCgttYXhfcmVzdWx0cxgGIAEoBBITCgttYXhfdmlzaXRlZBgHIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYCCABKAQSFgoOaW5jbHVkZV9oaWRkZW4YCSABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAogASgIEhYKDmJlZm9yZV9jb250ZXh0GAsgASgNEhUKDWFmdGVyX2NvbnRleHQYDCABKA0SGgoSbWF4X2NvdW50X3Blcl9maWxlGA0gASgEIl8KCUdyZXBNYXRjaBIMCgRwYXRoGAEgASgJEhMKC2xpbmVfbnVtYmVyGAIgASgEEgwKBGxpbmUYAyABKAkSDQoFbWF0Y2gYBCABKAkSEgoKaXNfY29udGV4dBgFIAEoCCI0CglHcmVwQmF0Y2gSJwoHbWF0Y2hlcxgBIAMoCzIWLmFnZW50dmZzLnYxLkdyZXBNYXRjaCJwCgxHcmVwUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5hZ2VudHZmcy52MS5HcmVwQmF0Y2hIABItCgdzdW1tYXJ5GAIgASgLMhouYWdlbnR2ZnMudjEuU2VhcmNoU3VtbWFyeUgAQggKBnJlc3VsdCK0AQoLR2xvYlJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEhMKC21heF9yZXN1bHRzGAMgASgEEhYKDmluY2x1ZGVfaGlkZGVuGAQgASgIEhcKD2luY2x1ZGVfaWdub3JlZBgFIAEoCBITCgttYXhfdmlzaXRlZBgGIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYByABKAQSEgoKcGF0aHNfb25seRgIIAEoCCIzCglHbG9iQmF0Y2gSJgoHZW50cmllcxgBIAMoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvInAKDEdsb2JSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdsb2JCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IjwKDVNlYXJjaFByb2JsZW0SDAoEcGF0aBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiugIKDVNlYXJjaFN1bW1hcnkSDwoHdmlzaXRlZBgBIAEoBBIPCgdtYXRjaGVkGAIgASgEEhYKDmZpbGVzX3NlYXJjaGVkGAMgASgEEhcKD3NraXBwZWRfaWdub3JlZBgEIAEoBBIWCg5za2lwcGVkX2hpZGRlbhgFIAEoBBIWCg5za2lwcGVkX2JpbmFyeRgGIAEoBBIZChFza2lwcGVkX3Rvb19sYXJnZRgHIAEoBBISCgplbGFwc2VkX21zGAggASgEEjIKDmFib3J0ZWRfcmVhc29uGAkgASgOMhouYWdlbnR2ZnMudjEuQWJvcnRlZFJlYXNvbhIVCg1tYXRjaGVkX2ZpbGVzGAogASgEEiwKCHByb2JsZW1zGAsgAygLMhouYWdlbnR2ZnMudjEuU2VhcmNoUHJvYmxlbSqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQy+AYKCkZpbGVzeXN0ZW0SRwoITGlzdEluZm8SHC5hZ2VudHZmcy52MS5MaXN0SW5mb1JlcXVlc3QaHS5hZ2VudHZmcy52MS5MaXN0SW5mb1Jlc3BvbnNlEjsKBFN0YXQSGC5hZ2VudHZmcy52MS5TdGF0UmVxdWVzdBoZLmFnZW50dmZzLnYxLlN0YXRSZXNwb25zZRI7CgRSZWFkEhguYWdlbnR2ZnMudjEuUmVhZFJlcXVlc3QaGS5hZ2VudHZmcy52MS5SZWFkUmVzcG9uc2USTAoJUmVhZEJ5dGVzEh0uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVxdWVzdBoeLmFnZW50dmZzLnYxLlJlYWRCeXRlc1Jlc3BvbnNlMAESPgoFV3JpdGUSGS5hZ2VudHZmcy52MS5Xcml0ZVJlcXVlc3QaGi5hZ2VudHZmcy52MS5Xcml0ZVJlc3BvbnNlEk8KCldyaXRlQnl0ZXMSHi5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzUmVxdWVzdBofLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXNwb25zZSgBEjsKBEVkaXQSGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdBoZLmFnZW50dmZzLnYxLkVkaXRSZXNwb25zZRJKCglNdWx0aUVkaXQSHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuTXVsdGlFZGl0UmVzcG9uc2USQQoGRGVsZXRlEhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdBobLmFnZW50dmZzLnYxLkRlbGV0ZVJlc3BvbnNlEjsKBE1vdmUSGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdBoZLmFnZW50dmZzLnYxLk1vdmVSZXNwb25zZRJBCgZSZWFkUmUSGi5hZ2VudHZmcy52MS5SZWFkUmVSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuUmVhZFJlUmVzcG9uc2USPQoER3JlcBIYLmFnZW50dmZzLnYxLkdyZXBSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuR3JlcFJlc3BvbnNlMAESPQoER2xvYhIYLmFnZW50dmZzLnYxLkdsb2JSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuR2xvYlJlc3BvbnNlMAFCswEKD2NvbS5hZ2VudHZmcy52MUIPRmlsZXN5c3RlbVByb3RvUAFaQmdpdGh1Yi5jb20vYWdlbnR2ZnMvYWdlbnR2ZnMvY2xpZW50cy9nby9nZW4vYWdlbnR2ZnMvdjE7YWdlbnR2ZnN2MaICA0FYWKoCC0FnZW50dmZzLlYxygILQWdlbnR2ZnNcVjHiAhdBZ2VudHZmc1xWMVxHUEJNZXRhZGF0YeoCDEFnZW50dmZzOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8ibgoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgSFAoHdmVyc2lvbhgFIAEoBEgAiAEBQgoKCF92ZXJzaW9uIrsBCgxSZWFkUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgt0b3RhbF9saW5lcxgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEgwKBHBhdGgYBCABKAkSFgoObGluZXNfcmV0dXJuZWQYBSABKAQSDQoFbG9zc3kYBiABKAgSDAoEc2l6ZRgHIAEoBBIxCg1tb2RpZmllZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChBSZWFkQnl0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoHdmVyc2lvbhgCIAEoBEgAiAEBQgoKCF92ZXJzaW9uIkYKEVJlYWRCeXRlc1Jlc3BvbnNlEgwKBGRhdGEYASABKAwSIwoEaW5mbxgCIAEoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvImoKDFdyaXRlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLY3JlYXRlX29ubHkYAyABKAgSFwoKaWZfdmVyc2lvbhgEIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIlYKDVdyaXRlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCJcChFXcml0ZUJ5dGVzUmVxdWVzdBIvCgZoZWFkZXIYASABKAsyHS5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBGtpbmQiXQoQV3JpdGVCeXRlc0hlYWRlchIMCgRwYXRoGAEgASgJEhMKC2NyZWF0ZV9vbmx5GAIgASgIEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJbChJXcml0ZUJ5dGVzUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCKAAQoLRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgpvbGRfc3RyaW5nGAIgASgJEhIKCm5ld19zdHJpbmcYAyABKAkSEwoLcmVwbGFjZV9hbGwYBCABKAgSFwoKaWZfdmVyc2lvbhgFIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIkgKDEVkaXRSZXNwb25zZRIMCgRwYXRoGAEgASgJEhkKEXJlcGxhY2VtZW50c19tYWRlGAIgASgEEg8KB3ZlcnNpb24YAyABKAQiTAoNRWRpdE9wZXJhdGlvbhISCgpvbGRfc3RyaW5nGAEgASgJEhIKCm5ld19zdHJpbmcYAiABKAkSEwoLcmVwbGFjZV9hbGwYAyABKAgicwoQTXVsdGlFZGl0UmVxdWVzdBIMCgRwYXRoGAEgASgJEikKBWVkaXRzGAIgAygLMhouYWdlbnR2ZnMudjEuRWRpdE9wZXJhdGlvbhIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iTQoRTXVsdGlFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIlgKDURlbGV0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIXCgppZl92ZXJzaW9uGAIgASgESACIAQESEQoJcmVjdXJzaXZlGAMgASgIQg0KC19pZl92ZXJzaW9uIjUKDkRlbGV0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNZmlsZXNfZGVsZXRlZBgCIAEoBCJvCgtNb3ZlUmVxdWVzdBIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBEhMKC2NyZWF0ZV9vbmx5GAQgASgIQg0KC19pZl92ZXJzaW9uIlkKDE1vdmVSZXNwb25zZRIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEwoLZmlsZXNfbW92ZWQYAyABKAQSDwoHdmVyc2lvbhgEIAEoBCJQCg1SZWFkUmVSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHcGF0dGVybhgCIAEoCRIUCgdvdmVybGFwGAMgASgESACIAQFCCgoIX292ZXJsYXAiIQoOUmVhZFJlUmVzcG9uc2USDwoHbWF0Y2hlcxgBIAMoCSKkAgoLR3JlcFJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGdsb2IYAyABKAkSDwoHbGl0ZXJhbBgEIAEoCBIYChBjYXNlX2luc2Vuc2l0aXZlGAUgASgIEhMKC21heF9yZXN1bHRzGAYgASgEEhMKC21heF92aXNpdGVkGAcgASgEEhcKD21heF9kdXJhdGlvbl9tcxgIIAEoBBIWCg5pbmNsdWRlX2hpZGRlbhgJIAEoCBIXCg9pbmNsdWRlX2lnbm9yZWQYCiABKAgSFgoOYmVmb3JlX2NvbnRleHQYCyABKA0SFQoNYWZ0ZXJfY29udGV4dBgMIAEoDRIaChJtYXhfY291bnRfcGVyX2ZpbGUYDSABKAQiXwoJR3JlcE1hdGNoEgwKBHBhdGgYASABKAkSEwoLbGluZV9udW1iZXIYAiABKAQSDAoEbGluZRgDIAEoCRINCgVtYXRjaBgEIAEoCRISCgppc19jb250ZXh0GAUgASgIIjQKCUdyZXBCYXRjaBInCgdtYXRjaGVzGAEgAygLMhYuYWdlbnR2ZnMudjEuR3JlcE1hdGNoInAKDEdyZXBSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdyZXBCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IrQBCgtHbG9iUmVxdWVzdBIPCgdwYXR0ZXJuGAEgASgJEgwKBHBhdGgYAiABKAkSEwoLbWF4X3Jlc3VsdHMYAyABKAQSFgoOaW5jbHVkZV9oaWRkZW4YBCABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAUgASgIEhMKC21heF92aXNpdGVkGAYgASgEEhcKD21heF9kdXJhdGlvbl9tcxgHIAEoBBISCgpwYXRoc19vbmx5GAggASgIIjMKCUdsb2JCYXRjaBImCgdlbnRyaWVzGAEgAygLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8icAoMR2xvYlJlc3BvbnNlEicKBWJhdGNoGAEgASgLMhYuYWdlbnR2ZnMudjEuR2xvYkJhdGNoSAASLQoHc3VtbWFyeRgCIAEoCzIaLmFnZW50dmZzLnYxLlNlYXJjaFN1bW1hcnlIAEIICgZyZXN1bHQiPAoNU2VhcmNoUHJvYmxlbRIMCgRwYXRoGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSK6AgoNU2VhcmNoU3VtbWFyeRIPCgd2aXNpdGVkGAEgASgEEg8KB21hdGNoZWQYAiABKAQSFgoOZmlsZXNfc2VhcmNoZWQYAyABKAQSFwoPc2tpcHBlZF9pZ25vcmVkGAQgASgEEhYKDnNraXBwZWRfaGlkZGVuGAUgASgEEhYKDnNraXBwZWRfYmluYXJ5GAYgASgEEhkKEXNraXBwZWRfdG9vX2xhcmdlGAcgASgEEhIKCmVsYXBzZWRfbXMYCCABKAQSMgoOYWJvcnRlZF9yZWFzb24YCSABKA4yGi5hZ2VudHZmcy52MS5BYm9ydGVkUmVhc29uEhUKDW1hdGNoZWRfZmlsZXMYCiABKAQSLAoIcHJvYmxlbXMYCyADKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hQcm9ibGVtIlQKDFdhdGNoUmVxdWVzdBIMCgRwYXRoGAEgASgJEg4KBmN1cnNvchgCIAEoCRIQCghmcm9tX25vdxgDIAEoCBIUCgxzdG9wX2F0X2hlYWQYBCABKAgi9wEKC0NoYW5nZUV2ZW50EgwKBHBhdGgYASABKAkSJQoEa2luZBgCIAEoDjIXLmFnZW50dmZzLnYxLkNoYW5nZUtpbmQSDwoHdmVyc2lvbhgDIAEoBBIMCgRzaXplGAQgASgEEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgGIAEoCRIOCgZoYW5kbGUYByABKAkSEQoJb3BlcmF0aW9uGAggASgJEhAKCGV4dGVybmFsGAkgASgIEhIKCm1vdmVkX3BhdGgYCiABKAkSDgoGY3Vyc29yGAsgASgJIkkKDVdhdGNoUmVzcG9uc2USKAoGZXZlbnRzGAEgAygLMhguYWdlbnR2ZnMudjEuQ2hhbmdlRXZlbnQSDgoGY3Vyc29yGAIgASgJIiMKE0xpc3RWZXJzaW9uc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSKuAQoLRmlsZVZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBIMCgRzaXplGAIgASgEEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgEIAEoCRIOCgZoYW5kbGUYBSABKAkSEQoJb3BlcmF0aW9uGAYgASgJEg8KB2RlbGV0ZWQYByABKAgSDwoHY3VycmVudBgIIAEoCCJQChRMaXN0VmVyc2lvbnNSZXNwb25zZRIMCgRwYXRoGAEgASgJEioKCHZlcnNpb25zGAIgAygLMhguYWdlbnR2ZnMudjEuRmlsZVZlcnNpb24iVwoOUmVzdG9yZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJyCg9SZXN0b3JlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhgKEHJlc3RvcmVkX3ZlcnNpb24YAyABKAQSFQoNYnl0ZXNfd3JpdHRlbhgEIAEoBBIPCgdjcmVhdGVkGAUgASgIIlkKC0RpZmZSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhcKCnRvX3ZlcnNpb24YAyABKARIAIgBAUINCgtfdG9fdmVyc2lvbiKHAQoMRGlmZlJlc3BvbnNlEgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhIKCnRvX3ZlcnNpb24YAyABKAQSDAoEZGlmZhgEIAEoCRINCgVhZGRlZBgFIAEoBBIPCgdyZW1vdmVkGAYgASgEEhEKCXRydW5jYXRlZBgHIAEoCCqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQqdQoKQ2hhbmdlS2luZBIbChdDSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEhcKE0NIQU5HRV9LSU5EX0NSRUFURUQQARIYChRDSEFOR0VfS0lORF9NT0RJRklFRBACEhcKE0NIQU5HRV9LSU5EX0RFTEVURUQQAzKSCQoKRmlsZXN5c3RlbRJHCghMaXN0SW5mbxIcLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVxdWVzdBodLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVzcG9uc2USOwoEU3RhdBIYLmFnZW50dmZzLnYxLlN0YXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuU3RhdFJlc3BvbnNlEjsKBFJlYWQSGC5hZ2VudHZmcy52MS5SZWFkUmVxdWVzdBoZLmFnZW50dmZzLnYxLlJlYWRSZXNwb25zZRJMCglSZWFkQnl0ZXMSHS5hZ2VudHZmcy52MS5SZWFkQnl0ZXNSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVzcG9uc2UwARI+CgVXcml0ZRIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdBoaLmFnZW50dmZzLnYxLldyaXRlUmVzcG9uc2USTwoKV3JpdGVCeXRlcxIeLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXF1ZXN0Gh8uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc1Jlc3BvbnNlKAESOwoERWRpdBIYLmFnZW50dmZzLnYxLkVkaXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRWRpdFJlc3BvbnNlEkoKCU11bHRpRWRpdBIdLmFnZW50dmZzLnYxLk11bHRpRWRpdFJlcXVlc3QaHi5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXNwb25zZRJBCgZEZWxldGUSGi5hZ2VudHZmcy52MS5EZWxldGVSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuRGVsZXRlUmVzcG9uc2USOwoETW92ZRIYLmFnZW50dmZzLnYxLk1vdmVSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuTW92ZVJlc3BvbnNlEkEKBlJlYWRSZRIaLmFnZW50dmZzLnYxLlJlYWRSZVJlcXVlc3QaGy5hZ2VudHZmcy52MS5SZWFkUmVSZXNwb25zZRI9CgRHcmVwEhguYWdlbnR2ZnMudjEuR3JlcFJlcXVlc3QaGS5hZ2VudHZmcy52MS5HcmVwUmVzcG9uc2UwARI9CgRHbG9iEhguYWdlbnR2ZnMudjEuR2xvYlJlcXVlc3QaGS5hZ2VudHZmcy52MS5HbG9iUmVzcG9uc2UwARJACgVXYXRjaBIZLmFnZW50dmZzLnYxLldhdGNoUmVxdWVzdBoaLmFnZW50dmZzLnYxLldhdGNoUmVzcG9uc2UwARJTCgxMaXN0VmVyc2lvbnMSIC5hZ2VudHZmcy52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GiEuYWdlbnR2ZnMudjEuTGlzdFZlcnNpb25zUmVzcG9uc2USRAoHUmVzdG9yZRIbLmFnZW50dmZzLnYxLlJlc3RvcmVSZXF1ZXN0GhwuYWdlbnR2ZnMudjEuUmVzdG9yZVJlc3BvbnNlEjsKBERpZmYSGC5hZ2VudHZmcy52MS5EaWZmUmVxdWVzdBoZLmFnZW50dmZzLnYxLkRpZmZSZXNwb25zZUKzAQoPY29tLmFnZW50dmZzLnYxQg9GaWxlc3lzdGVtUHJvdG9QAVpCZ2l0aHViLmNvbS9hZ2VudHZmcy9hZ2VudHZmcy9jbGllbnRzL2dvL2dlbi9hZ2VudHZmcy92MTthZ2VudHZmc3YxogIDQVhYqgILQWdlbnR2ZnMuVjHKAgtBZ2VudHZmc1xWMeICF0FnZW50dmZzXFYxXEdQQk1ldGFkYXRh6gIMQWdlbnR2ZnM6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
 
 /**
  * FileInfo describes one file or directory.
@@ -173,6 +173,14 @@ export type ReadRequest = Message<"agentvfs.v1.ReadRequest"> & {
    * @generated from field: bool numbered = 4;
    */
   numbered: boolean;
+
+  /**
+   * Read this retained version instead of the current content (see
+   * ListVersions); NOT_FOUND when it is not retained.
+   *
+   * @generated from field: optional uint64 version = 5;
+   */
+  version?: bigint | undefined;
 };
 
 /**
@@ -255,6 +263,13 @@ export type ReadBytesRequest = Message<"agentvfs.v1.ReadBytesRequest"> & {
    * @generated from field: string path = 1;
    */
   path: string;
+
+  /**
+   * Download this retained version instead of the current content.
+   *
+   * @generated from field: optional uint64 version = 2;
+   */
+  version?: bigint | undefined;
 };
 
 /**
@@ -1189,6 +1204,433 @@ export const SearchSummarySchema: GenMessage<SearchSummary> = /*@__PURE__*/
   messageDesc(file_agentvfs_v1_filesystem, 33);
 
 /**
+ * @generated from message agentvfs.v1.WatchRequest
+ */
+export type WatchRequest = Message<"agentvfs.v1.WatchRequest"> & {
+  /**
+   * Directory (or file) whose changes to stream; default "/".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Resume exactly after this cursor (from a ChangeEvent or a WatchResponse):
+   * no change is skipped and none is sent twice, across reconnects and, for
+   * the Store tier, server restarts. A cursor older than the retained log is
+   * FAILED_PRECONDITION naming the oldest cursor still available.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+
+  /**
+   * Start at the head: only changes committed after the call. Without
+   * cursor or from_now, the stream starts at the oldest retained change.
+   *
+   * @generated from field: bool from_now = 3;
+   */
+  fromNow: boolean;
+
+  /**
+   * End the stream once every change committed before the call was sent
+   * (catch up, then stop) instead of following new changes.
+   *
+   * @generated from field: bool stop_at_head = 4;
+   */
+  stopAtHead: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.WatchRequest.
+ * Use `create(WatchRequestSchema)` to create a new message.
+ */
+export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 34);
+
+/**
+ * ChangeEvent is one committed change of one file.
+ *
+ * @generated from message agentvfs.v1.ChangeEvent
+ */
+export type ChangeEvent = Message<"agentvfs.v1.ChangeEvent"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: agentvfs.v1.ChangeKind kind = 2;
+   */
+  kind: ChangeKind;
+
+  /**
+   * The file's new version (for a deletion: the version of its tombstone).
+   *
+   * @generated from field: uint64 version = 3;
+   */
+  version: bigint;
+
+  /**
+   * Size in bytes after the change (0 for a deletion).
+   *
+   * @generated from field: uint64 size = 4;
+   */
+  size: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp time = 5;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The configured principal that made the change ("" when external).
+   *
+   * @generated from field: string principal = 6;
+   */
+  principal: string;
+
+  /**
+   * The handle it acted through, when it was a handle.
+   *
+   * @generated from field: string handle = 7;
+   */
+  handle: string;
+
+  /**
+   * write, edit, delete, move or restore.
+   *
+   * @generated from field: string operation = 8;
+   */
+  operation: string;
+
+  /**
+   * Made on disk by something other than agentvfs (Filesystem tier, best
+   * effort: reported while a Watch of that mount runs).
+   *
+   * @generated from field: bool external = 9;
+   */
+  external: boolean;
+
+  /**
+   * For a move: the path the file came from (on its created event) or went
+   * to (on its deleted event).
+   *
+   * @generated from field: string moved_path = 10;
+   */
+  movedPath: string;
+
+  /**
+   * Resume after this event.
+   *
+   * @generated from field: string cursor = 11;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.ChangeEvent.
+ * Use `create(ChangeEventSchema)` to create a new message.
+ */
+export const ChangeEventSchema: GenMessage<ChangeEvent> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 35);
+
+/**
+ * @generated from message agentvfs.v1.WatchResponse
+ */
+export type WatchResponse = Message<"agentvfs.v1.WatchResponse"> & {
+  /**
+   * Changes in commit order (per mount; mounts are independent logs).
+   *
+   * @generated from field: repeated agentvfs.v1.ChangeEvent events = 1;
+   */
+  events: ChangeEvent[];
+
+  /**
+   * Resume after everything this message covers: its last event's cursor,
+   * or further when changes the caller may not see were passed over. A
+   * message with no events only moves the cursor.
+   *
+   * @generated from field: string cursor = 2;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.WatchResponse.
+ * Use `create(WatchResponseSchema)` to create a new message.
+ */
+export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 36);
+
+/**
+ * @generated from message agentvfs.v1.ListVersionsRequest
+ */
+export type ListVersionsRequest = Message<"agentvfs.v1.ListVersionsRequest"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.ListVersionsRequest.
+ * Use `create(ListVersionsRequestSchema)` to create a new message.
+ */
+export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 37);
+
+/**
+ * FileVersion is one retained version of a file.
+ *
+ * @generated from message agentvfs.v1.FileVersion
+ */
+export type FileVersion = Message<"agentvfs.v1.FileVersion"> & {
+  /**
+   * @generated from field: uint64 version = 1;
+   */
+  version: bigint;
+
+  /**
+   * Size in bytes (0 for a deletion).
+   *
+   * @generated from field: uint64 size = 2;
+   */
+  size: bigint;
+
+  /**
+   * When the version was made.
+   *
+   * @generated from field: google.protobuf.Timestamp time = 3;
+   */
+  time?: Timestamp | undefined;
+
+  /**
+   * The configured principal that made it.
+   *
+   * @generated from field: string principal = 4;
+   */
+  principal: string;
+
+  /**
+   * The handle it acted through, when it was a handle.
+   *
+   * @generated from field: string handle = 5;
+   */
+  handle: string;
+
+  /**
+   * write, edit, delete, move or restore.
+   *
+   * @generated from field: string operation = 6;
+   */
+  operation: string;
+
+  /**
+   * A tombstone: the file was deleted (or moved away) at this version.
+   *
+   * @generated from field: bool deleted = 7;
+   */
+  deleted: boolean;
+
+  /**
+   * The file's current content (the newest version of a file that exists).
+   *
+   * @generated from field: bool current = 8;
+   */
+  current: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.FileVersion.
+ * Use `create(FileVersionSchema)` to create a new message.
+ */
+export const FileVersionSchema: GenMessage<FileVersion> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 38);
+
+/**
+ * @generated from message agentvfs.v1.ListVersionsResponse
+ */
+export type ListVersionsResponse = Message<"agentvfs.v1.ListVersionsResponse"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated agentvfs.v1.FileVersion versions = 2;
+   */
+  versions: FileVersion[];
+};
+
+/**
+ * Describes the message agentvfs.v1.ListVersionsResponse.
+ * Use `create(ListVersionsResponseSchema)` to create a new message.
+ */
+export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 39);
+
+/**
+ * @generated from message agentvfs.v1.RestoreRequest
+ */
+export type RestoreRequest = Message<"agentvfs.v1.RestoreRequest"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The retained version to write back (not a tombstone).
+   *
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * When set, the file's current version must equal it (0: the file must
+   * not exist, as after a deletion), else ABORTED (CONFLICT).
+   *
+   * @generated from field: optional uint64 if_version = 3;
+   */
+  ifVersion?: bigint | undefined;
+};
+
+/**
+ * Describes the message agentvfs.v1.RestoreRequest.
+ * Use `create(RestoreRequestSchema)` to create a new message.
+ */
+export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 40);
+
+/**
+ * @generated from message agentvfs.v1.RestoreResponse
+ */
+export type RestoreResponse = Message<"agentvfs.v1.RestoreResponse"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The file's new version.
+   *
+   * @generated from field: uint64 version = 2;
+   */
+  version: bigint;
+
+  /**
+   * The version whose content was written back.
+   *
+   * @generated from field: uint64 restored_version = 3;
+   */
+  restoredVersion: bigint;
+
+  /**
+   * @generated from field: uint64 bytes_written = 4;
+   */
+  bytesWritten: bigint;
+
+  /**
+   * True when the file did not exist before (a deleted file restored).
+   *
+   * @generated from field: bool created = 5;
+   */
+  created: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.RestoreResponse.
+ * Use `create(RestoreResponseSchema)` to create a new message.
+ */
+export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 41);
+
+/**
+ * @generated from message agentvfs.v1.DiffRequest
+ */
+export type DiffRequest = Message<"agentvfs.v1.DiffRequest"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The older side of the diff.
+   *
+   * @generated from field: uint64 from_version = 2;
+   */
+  fromVersion: bigint;
+
+  /**
+   * The newer side; absent: the file's current content.
+   *
+   * @generated from field: optional uint64 to_version = 3;
+   */
+  toVersion?: bigint | undefined;
+};
+
+/**
+ * Describes the message agentvfs.v1.DiffRequest.
+ * Use `create(DiffRequestSchema)` to create a new message.
+ */
+export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 42);
+
+/**
+ * @generated from message agentvfs.v1.DiffResponse
+ */
+export type DiffResponse = Message<"agentvfs.v1.DiffResponse"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: uint64 from_version = 2;
+   */
+  fromVersion: bigint;
+
+  /**
+   * @generated from field: uint64 to_version = 3;
+   */
+  toVersion: bigint;
+
+  /**
+   * Unified diff (diff -u, 3 lines of context); empty when both sides are
+   * equal. A tombstone compares as an empty file.
+   *
+   * @generated from field: string diff = 4;
+   */
+  diff: string;
+
+  /**
+   * @generated from field: uint64 added = 5;
+   */
+  added: bigint;
+
+  /**
+   * @generated from field: uint64 removed = 6;
+   */
+  removed: bigint;
+
+  /**
+   * True when the diff was cut to its size bound.
+   *
+   * @generated from field: bool truncated = 7;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.DiffResponse.
+ * Use `create(DiffResponseSchema)` to create a new message.
+ */
+export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 43);
+
+/**
  * AbortedReason says why a search stopped before covering everything.
  *
  * @generated from enum agentvfs.v1.AbortedReason
@@ -1237,6 +1679,45 @@ export const AbortedReasonSchema: GenEnum<AbortedReason> = /*@__PURE__*/
   enumDesc(file_agentvfs_v1_filesystem, 0);
 
 /**
+ * ChangeKind says what a change did to its path.
+ *
+ * @generated from enum agentvfs.v1.ChangeKind
+ */
+export enum ChangeKind {
+  /**
+   * @generated from enum value: CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The file did not exist before.
+   *
+   * @generated from enum value: CHANGE_KIND_CREATED = 1;
+   */
+  CREATED = 1,
+
+  /**
+   * The file's content changed.
+   *
+   * @generated from enum value: CHANGE_KIND_MODIFIED = 2;
+   */
+  MODIFIED = 2,
+
+  /**
+   * The file is gone.
+   *
+   * @generated from enum value: CHANGE_KIND_DELETED = 3;
+   */
+  DELETED = 3,
+}
+
+/**
+ * Describes the enum agentvfs.v1.ChangeKind.
+ */
+export const ChangeKindSchema: GenEnum<ChangeKind> = /*@__PURE__*/
+  enumDesc(file_agentvfs_v1_filesystem, 1);
+
+/**
  * Filesystem is the backend protocol: one logical, absolute POSIX path space
  * ("/workspace/src/main.rs") joining the State, Store and Filesystem tiers.
  *
@@ -1248,7 +1729,9 @@ export const AbortedReasonSchema: GenEnum<AbortedReason> = /*@__PURE__*/
  * ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;
  * ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
  * write; Delete: delete; Move: write and delete on the source, write on the
- * destination.
+ * destination; Watch: list (each event is shown only where the caller holds
+ * list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+ * A Read or ReadBytes of an earlier `version` needs what the plain call needs.
  *
  * @generated from service agentvfs.v1.Filesystem
  */
@@ -1382,6 +1865,48 @@ export const Filesystem: GenService<{
     methodKind: "server_streaming";
     input: typeof GlobRequestSchema;
     output: typeof GlobResponseSchema;
+  },
+  /**
+   * Watch streams the changes under a path as they are committed: from a
+   * cursor (resuming exactly after it), from now, or from the oldest change
+   * still retained.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.Watch
+   */
+  watch: {
+    methodKind: "server_streaming";
+    input: typeof WatchRequestSchema;
+    output: typeof WatchResponseSchema;
+  },
+  /**
+   * ListVersions lists the retained versions of one file, newest first.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.ListVersions
+   */
+  listVersions: {
+    methodKind: "unary";
+    input: typeof ListVersionsRequestSchema;
+    output: typeof ListVersionsResponseSchema;
+  },
+  /**
+   * Restore writes a retained version of a file back as its newest version.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.Restore
+   */
+  restore: {
+    methodKind: "unary";
+    input: typeof RestoreRequestSchema;
+    output: typeof RestoreResponseSchema;
+  },
+  /**
+   * Diff returns a unified diff between two versions of a file.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.Diff
+   */
+  diff: {
+    methodKind: "unary";
+    input: typeof DiffRequestSchema;
+    output: typeof DiffResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_agentvfs_v1_filesystem, 0);
