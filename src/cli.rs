@@ -1,5 +1,6 @@
 //! Client verbs of the `agentvfs` command, for people at a terminal:
-//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`.
+//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`, and
+//! the history verbs `watch`, `log`, `diff`, `restore`.
 //!
 //! Each verb is one gRPC call through the generated client; output is plain
 //! text (grep prints `path:line:text` like ripgrep, glob one path per line)
@@ -52,11 +53,17 @@ pub enum Verb {
         /// Number lines cat -n style.
         #[arg(short = 'n', long)]
         numbered: bool,
+        /// Print this retained version instead (see `log`).
+        #[arg(long, value_name = "VERSION")]
+        at: Option<u64>,
     },
     /// Write a file's bytes to stdout.
     Get {
         /// File.
         path: String,
+        /// Download this retained version instead (see `log`).
+        #[arg(long, value_name = "VERSION")]
+        at: Option<u64>,
     },
     /// Upload stdin to a file.
     Put {
@@ -106,6 +113,49 @@ pub enum Verb {
         /// Hidden/ignored switches and budgets.
         #[command(flatten)]
         limits: SearchFlags,
+    },
+    /// Follow the changes under a path as they commit, one line each.
+    Watch {
+        /// Directory (or file) to watch.
+        #[arg(default_value = "/")]
+        path: String,
+        /// Resume exactly after this cursor (printed with --cursors, or by a
+        /// watch that lost its connection).
+        #[arg(long, conflicts_with = "from_start")]
+        cursor: Option<String>,
+        /// Start at the oldest change still retained instead of now.
+        #[arg(long)]
+        from_start: bool,
+        /// Stop once caught up instead of following.
+        #[arg(long)]
+        once: bool,
+        /// End each line with the cursor that resumes after it.
+        #[arg(long)]
+        cursors: bool,
+    },
+    /// List a file's retained versions, newest first.
+    Log {
+        /// File.
+        path: String,
+    },
+    /// Show a unified diff between two versions of a file.
+    Diff {
+        /// File.
+        path: String,
+        /// The older version.
+        from: u64,
+        /// The newer version (default: the newest, usually the current file).
+        to: Option<u64>,
+    },
+    /// Write a retained version back as the file's newest version.
+    Restore {
+        /// File.
+        path: String,
+        /// The version to write back (see `log`).
+        version: u64,
+        /// Restore only if the file is at this version (0: it must not exist).
+        #[arg(long, value_name = "N")]
+        if_version: Option<u64>,
     },
     /// Find files by glob.
     Glob {
@@ -213,11 +263,12 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 .unwrap_or_default();
             writeln!(out, "{info:#?}").map_err(io)?;
         }
-        Verb::Cat { path, numbered } => {
+        Verb::Cat { path, numbered, at } => {
             let r = fs
                 .read(pb::ReadRequest {
                     path,
                     numbered,
+                    version: at,
                     ..Default::default()
                 })
                 .await
@@ -225,12 +276,9 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             out.write_all(r.into_inner().content.as_bytes())
                 .map_err(io)?;
         }
-        Verb::Get { path } => {
+        Verb::Get { path, at } => {
             let mut stream = fs
-                .read_bytes(pb::ReadBytesRequest {
-                    path,
-                    version: None,
-                })
+                .read_bytes(pb::ReadBytesRequest { path, version: at })
                 .await
                 .map_err(fail)?
                 .into_inner();
@@ -343,6 +391,95 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 }
             }
         }
+        Verb::Watch {
+            path,
+            cursor,
+            from_start,
+            once,
+            cursors,
+        } => {
+            let req = pb::WatchRequest {
+                path,
+                from_now: cursor.is_none() && !from_start,
+                cursor: cursor.unwrap_or_default(),
+                stop_at_head: once,
+            };
+            let mut stream = fs.watch(req).await.map_err(fail)?.into_inner();
+            let mut last = String::new();
+            loop {
+                let msg = match stream.message().await {
+                    Ok(Some(msg)) => msg,
+                    Ok(None) => break,
+                    Err(status) if last.is_empty() => return Err(fail(status)),
+                    Err(status) => {
+                        return Err(format!(
+                            "{}; resume with --cursor {last}",
+                            describe_status(&status)
+                        ));
+                    }
+                };
+                for e in &msg.events {
+                    write!(out, "{}", change_line(e)).map_err(io)?;
+                    if cursors {
+                        write!(out, "  {}", e.cursor).map_err(io)?;
+                    }
+                    writeln!(out).map_err(io)?;
+                }
+                out.flush().map_err(io)?;
+                last = msg.cursor;
+            }
+        }
+        Verb::Log { path } => {
+            let versions = fs
+                .list_versions(pb::ListVersionsRequest { path })
+                .await
+                .map_err(fail)?
+                .into_inner()
+                .versions;
+            for v in &versions {
+                writeln!(out, "{}", version_line(v)).map_err(io)?;
+            }
+        }
+        Verb::Diff { path, from, to } => {
+            let d = fs
+                .diff(pb::DiffRequest {
+                    path,
+                    from_version: from,
+                    to_version: to,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            if !d.diff.is_empty() {
+                writeln!(out, "{}", d.diff).map_err(io)?;
+            }
+            let cut = if d.truncated { ", cut short" } else { "" };
+            eprintln!(
+                "version {} → {}: +{} -{} lines{cut}",
+                d.from_version, d.to_version, d.added, d.removed
+            );
+        }
+        Verb::Restore {
+            path,
+            version,
+            if_version,
+        } => {
+            let r = fs
+                .restore(pb::RestoreRequest {
+                    path,
+                    version,
+                    if_version,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            writeln!(
+                out,
+                "restored {} to version {} as version {} ({} bytes)",
+                r.path, r.restored_version, r.version, r.bytes_written
+            )
+            .map_err(io)?;
+        }
         Verb::Glob {
             pattern,
             path,
@@ -374,6 +511,62 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
         }
     }
     out.flush().map_err(io)
+}
+
+/// `2026-11-24T16:05:18Z` for a protobuf time (`-` when absent).
+fn time_text(t: Option<&prost_types::Timestamp>) -> String {
+    t.map_or_else(|| "-".to_owned(), ToString::to_string)
+}
+
+/// Who made a change or version: `by agent via h-1`, `by someone outside
+/// agentvfs` for a change on disk.
+fn made_by(principal: &str, handle: &str) -> String {
+    match (principal, handle) {
+        ("", _) => "by someone outside agentvfs".to_owned(),
+        (p, "") => format!("by {p}"),
+        (p, h) => format!("by {p} via {h}"),
+    }
+}
+
+/// One change as `watch` prints it: time, kind, path, version, size, how
+/// and by whom (and where a move went or came from).
+fn change_line(e: &pb::ChangeEvent) -> String {
+    let kind = match e.kind() {
+        pb::ChangeKind::Created => "created ",
+        pb::ChangeKind::Modified => "modified",
+        pb::ChangeKind::Deleted => "deleted ",
+        pb::ChangeKind::Unspecified => "changed ",
+    };
+    let moved = match (e.kind(), e.moved_path.as_str()) {
+        (_, "") => String::new(),
+        (pb::ChangeKind::Deleted, to) => format!(" → {to}"),
+        (_, from) => format!(" ← {from}"),
+    };
+    format!(
+        "{}  {kind}  {}{moved}  v{}  {} bytes  {} {}",
+        time_text(e.time.as_ref()),
+        e.path,
+        e.version,
+        e.size,
+        e.operation,
+        made_by(&e.principal, &e.handle)
+    )
+}
+
+/// One version as `log` prints it.
+fn version_line(v: &pb::FileVersion) -> String {
+    let state = match (v.deleted, v.current) {
+        (true, _) => "  (deleted)".to_owned(),
+        (_, true) => format!("  {} bytes  (current)", v.size),
+        _ => format!("  {} bytes", v.size),
+    };
+    format!(
+        "v{}  {}  {} {}{state}",
+        v.version,
+        time_text(v.time.as_ref()),
+        v.operation,
+        made_by(&v.principal, &v.handle)
+    )
 }
 
 fn print_summary(s: &pb::SearchSummary) {

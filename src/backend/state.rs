@@ -33,8 +33,8 @@
 
 use super::memory_log::MemoryLog;
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, LogRead, Logged, OrderedTier, Space, Stored,
-    Streamed, keys,
+    Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
+    Past, Space, Stored, Streamed, keys,
 };
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::Origin;
@@ -607,54 +607,54 @@ impl Space for StateSpace<'_> {
         Ok(())
     }
 
-    fn retire(&self, batch: &mut StateBatch, _rel: &[u8], file: &Arc<FileRecord>) -> Result<()> {
-        // Its cost stays counted: the record lives on as a past version.
-        batch.steps.push(Step::Retire(file.clone()));
-        Ok(())
+    fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
+        let past = self.data.past.get(rel).into_iter().flatten().rev();
+        Ok(past
+            .map(|r| Past {
+                version: r.version,
+                time: r.modified,
+                content: 0,
+            })
+            .collect())
     }
 
-    fn tombstone(
+    fn set_history(
         &self,
         batch: &mut StateBatch,
         path: &VfsPath,
         rel: &[u8],
-        version: u64,
-        origin: &Origin,
+        change: HistoryChange<'_, Arc<FileRecord>>,
     ) -> Result<()> {
-        let now = SystemTime::now();
-        let record = FileRecord {
-            path: path.clone(),
-            key: rel.to_vec(),
-            data: Arc::from(&[][..]),
-            created: now,
-            modified: now,
-            version,
-            origin: origin.clone(),
-            deleted: true,
-        };
-        batch.added += record.cost();
-        batch.steps.push(Step::Retire(Arc::new(record)));
-        Ok(())
-    }
-
-    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>> {
-        Ok(self
-            .data
-            .past
-            .get(rel)
-            .map(|past| past.iter().rev().map(|r| (r.version, r.modified)).collect())
-            .unwrap_or_default())
-    }
-
-    fn forget(&self, batch: &mut StateBatch, rel: &[u8], versions: &[u64]) -> Result<()> {
-        if let Some(past) = self.data.past.get(rel) {
-            for record in past.iter().filter(|r| versions.contains(&r.version)) {
-                batch.freed += record.cost();
+        // The session's map of past versions is what `past` reads, so the
+        // list the change keeps follows from these steps.
+        if !change.forget.is_empty() {
+            let doomed: Vec<u64> = change.forget.iter().map(|p| p.version).collect();
+            if let Some(past) = self.data.past.get(rel) {
+                for record in past.iter().filter(|r| doomed.contains(&r.version)) {
+                    batch.freed += record.cost();
+                }
             }
+            batch.steps.push(Step::Forget(rel.to_vec(), doomed));
         }
-        batch
-            .steps
-            .push(Step::Forget(rel.to_vec(), versions.to_vec()));
+        if let Some(file) = change.retire {
+            // Its cost stays counted: the record lives on as a past version.
+            batch.steps.push(Step::Retire(file.clone()));
+        }
+        if let Some((version, origin)) = change.tombstone {
+            let now = SystemTime::now();
+            let record = FileRecord {
+                path: path.clone(),
+                key: rel.to_vec(),
+                data: Arc::from(&[][..]),
+                created: now,
+                modified: now,
+                version,
+                origin: origin.clone(),
+                deleted: true,
+            };
+            batch.added += record.cost();
+            batch.steps.push(Step::Retire(Arc::new(record)));
+        }
         Ok(())
     }
 

@@ -1,4 +1,4 @@
-//! The Model Context Protocol front end: the seven LLM tools and the files
+//! The Model Context Protocol front end: the eight LLM tools and the files
 //! as resources, for any MCP client (docs/mcp.md).
 //!
 //! A third adapter over the application layer, beside the gRPC services:

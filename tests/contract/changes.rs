@@ -70,7 +70,11 @@ pub fn a_cursor_resumes_exactly_after_its_change(t: &Tier) {
     // Resuming from the cursor at the second change gives the third on.
     let mut at_second = start.clone();
     t.changes(&mut at_second, 2).unwrap();
-    let again: Vec<String> = t.drain(&mut at_second).into_iter().map(|(_, p)| p).collect();
+    let again: Vec<String> = t
+        .drain(&mut at_second)
+        .into_iter()
+        .map(|(_, p)| p)
+        .collect();
     assert_eq!(again, expected[2..]);
     assert!(t.drain(&mut cursor).is_empty());
 }

@@ -16,8 +16,8 @@ use agentvfs::backend::{
 };
 use agentvfs::change::{Change, ChangeCursor, ChangeKind};
 use agentvfs::entry::Entry;
-use agentvfs::history::FileVersion;
 use agentvfs::error::{Error, Result};
+use agentvfs::history::FileVersion;
 use agentvfs::scope::Scope;
 use agentvfs::search::{
     Budgets, EVENT_CHANNEL_CAPACITY, GrepRequest, Hit, LineHit, SearchEvent, SearchPart, SearchRun,
@@ -332,7 +332,12 @@ impl Tier {
     }
 
     /// Restores `version` of `rel`.
-    pub fn restore(&self, rel: &str, version: u64, if_version: Option<u64>) -> Result<WriteOutcome> {
+    pub fn restore(
+        &self,
+        rel: &str,
+        version: u64,
+        if_version: Option<u64>,
+    ) -> Result<WriteOutcome> {
         self.backend
             .restore(&self.scope, &self.path(rel), version, if_version)
     }

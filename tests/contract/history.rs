@@ -52,7 +52,10 @@ pub fn versions_are_listed_newest_first_with_their_origin(t: &Tier) {
         ]
     );
     for v in &versions {
-        assert_eq!((v.origin.principal.as_str(), v.origin.handle.as_str()), ("local", ""));
+        assert_eq!(
+            (v.origin.principal.as_str(), v.origin.handle.as_str()),
+            ("local", "")
+        );
     }
     assert!(versions[0].time >= versions[2].time);
 }
@@ -68,7 +71,10 @@ pub fn old_versions_read_back_as_written(t: &Tier) {
     let v2 = t.write("f", "small").version;
     let v3 = t.write("f", pattern(70_000)).version;
     let (found, data) = t.read_version("f", v1).unwrap();
-    assert_eq!((found.version, found.size, found.current), (v1, 300_000, false));
+    assert_eq!(
+        (found.version, found.size, found.current),
+        (v1, 300_000, false)
+    );
     assert_eq!(data, big);
     assert_eq!(t.read_version("f", v2).unwrap().1, b"small");
     let (current, data) = t.read_version("f", v3).unwrap();

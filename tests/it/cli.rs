@@ -126,3 +126,67 @@ async fn mv_moves_files_and_trees() {
         "/old/docs/b.txt\n/old/docs/sub/c.txt\n"
     );
 }
+
+/// `log`, `cat --at`, `diff`, `restore` and `watch --once` show and undo a
+/// file's history; `watch` prints one line per change, with its cursor when
+/// asked, and resumes from one.
+#[tokio::test]
+async fn history_verbs_show_and_undo_changes() {
+    let server = Server::start();
+    stdout(&agentvfs(&server, &["put", "/n.md"], b"one\ntwo\n"));
+    stdout(&agentvfs(&server, &["put", "/n.md"], b"one\nthree\n"));
+    let log = stdout(&agentvfs(&server, &["log", "/n.md"], b""));
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(
+        lines[0].contains(" write by local  10 bytes  (current)"),
+        "{log}"
+    );
+    let version = |line: &str| line[1..line.find(' ').unwrap()].to_owned();
+    let (v2, v1) = (version(lines[0]), version(lines[1]));
+    assert_eq!(
+        stdout(&agentvfs(&server, &["cat", "--at", &v1, "/n.md"], b"")),
+        "one\ntwo\n"
+    );
+    let diff = agentvfs(&server, &["diff", "/n.md", &v1], b"");
+    assert!(stdout(&diff).contains("-two\n+three"), "{}", stdout(&diff));
+    assert!(
+        String::from_utf8_lossy(&diff.stderr)
+            .contains(&format!("version {v1} → {v2}: +1 -1 lines"))
+    );
+    let restored = stdout(&agentvfs(
+        &server,
+        &["restore", "/n.md", &v1, "--if-version", &v2],
+        b"",
+    ));
+    assert!(
+        restored.starts_with(&format!("restored /n.md to version {v1} as version ")),
+        "{restored}"
+    );
+    assert_eq!(
+        stdout(&agentvfs(&server, &["cat", "/n.md"], b"")),
+        "one\ntwo\n"
+    );
+    let stale = agentvfs(
+        &server,
+        &["restore", "/n.md", &v1, "--if-version", &v2],
+        b"",
+    );
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("[CONFLICT]"));
+    let watched = stdout(&agentvfs(
+        &server,
+        &["watch", "/", "--from-start", "--once", "--cursors"],
+        b"",
+    ));
+    let changes: Vec<&str> = watched.lines().collect();
+    assert_eq!(changes.len(), 3, "{watched}");
+    assert!(changes[0].contains("  created   /n.md  v"), "{watched}");
+    assert!(changes[2].contains(" restore by local  c1."), "{watched}");
+    let after_first = changes[0].rsplit("  ").next().unwrap();
+    let rest = stdout(&agentvfs(
+        &server,
+        &["watch", "/", "--cursor", after_first, "--once"],
+        b"",
+    ));
+    assert_eq!(rest.lines().count(), 2, "{rest}");
+}

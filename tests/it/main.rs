@@ -16,6 +16,9 @@
 //! - `fs_search`: Grep and Glob over real directories (ignore rules, binary,
 //!   size limits, order, budgets, back-pressure);
 //! - `tools`: the LLM tools' envelopes, golden texts and an agent loop;
+//! - `history`: the change feed (Watch live, resumed across `kill -9`,
+//!   expired cursors, grants, slow watchers, changes made on disk) and
+//!   version history (retention under load, the History tool);
 //! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency;
 //! - `limits`: streams per principal, searches server-wide, idle timeouts and
 //!   oversized messages against stalled and hostile clients;
@@ -33,6 +36,7 @@ mod conformance;
 mod files;
 mod fs_moves;
 mod fs_search;
+mod history;
 mod limits;
 mod links;
 mod mcp_http;

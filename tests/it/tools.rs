@@ -174,7 +174,7 @@ async fn start() -> (Server, Agent) {
     (server, agent)
 }
 
-/// ListTools gives the seven tools in order, each with a description and a
+/// ListTools gives the eight tools in order, each with a description and a
 /// JSON Schema object whose required parameters are among its properties.
 #[tokio::test]
 async fn list_tools_describes_every_tool_with_a_json_schema() {
@@ -189,7 +189,16 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["LS", "Glob", "Grep", "Read", "Write", "Edit", "MultiEdit"]
+        [
+            "LS",
+            "Glob",
+            "Grep",
+            "Read",
+            "Write",
+            "Edit",
+            "MultiEdit",
+            "History"
+        ]
     );
     for t in &tools {
         assert!(t.description.len() > 40, "{} needs a description", t.name);
@@ -1012,7 +1021,8 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(env["error"]["code"], "INVALID_PARAM");
     assert_eq!(
         env["text"],
-        "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit."
+        "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
+         History."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");

@@ -18,11 +18,13 @@ pub struct Server {
     pub url: String,
     /// Everything the server wrote to stderr so far.
     pub logs: Arc<Mutex<String>>,
+    /// The `serve` arguments it was started with (a restart reuses them).
+    args: Vec<String>,
     /// The server's working directory (holds relative data paths); removed
     /// when the server is dropped.
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     /// Its user data directory (the default Store's home); removed on drop.
-    _data: tempfile::TempDir,
+    data: tempfile::TempDir,
 }
 
 impl Server {
@@ -40,53 +42,47 @@ impl Server {
 
     /// Like [`Server::start_with`] in an existing working directory.
     pub fn start_in(dir: tempfile::TempDir, config: Option<&str>, args: &[&str]) -> Server {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
-        cmd.arg("serve").current_dir(dir.path());
+        let mut serve: Vec<String> = vec!["serve".into()];
         if let Some(config) = config {
             let path = dir.path().join("agentvfs.toml");
             std::fs::write(&path, config).expect("write config");
-            cmd.arg("--config").arg(&path);
+            serve.push("--config".into());
+            serve.push(path.display().to_string());
         }
         if !args.contains(&"--listen") && !config.is_some_and(|c| c.contains("listen")) {
-            cmd.args(["--listen", "127.0.0.1:0"]);
+            serve.extend(["--listen".into(), "127.0.0.1:0".into()]);
         }
+        serve.extend(args.iter().map(|a| a.to_string()));
         // The default Store data directory is the user's; each test server
         // keeps its own, outside its working directory (which the default
         // configuration serves at /workspace).
         let data = tempfile::tempdir().expect("temp dir");
-        cmd.args(args)
-            .env("RUST_LOG", "agentvfs=debug")
-            .env("XDG_DATA_HOME", data.path());
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn agentvfs");
-        let logs = Arc::new(Mutex::new(String::new()));
-        let stderr = child.stderr.take().expect("piped stderr");
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut logs = sink.lock().unwrap();
-                logs.push_str(&line);
-                logs.push('\n');
-            }
-        });
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut line = String::new();
-        stdout.read_line(&mut line).expect("read stdout");
-        let Some(addr) = line.trim().strip_prefix("agentvfs listening on ") else {
-            let _ = child.wait();
-            panic!(
-                "server did not start: {line:?}; stderr: {}",
-                logs.lock().unwrap()
-            );
-        };
-        let url = format!("http://{addr}");
+        let (child, url, logs) = spawn(dir.path(), data.path(), &serve);
         Server {
             child,
             url,
             logs,
-            _dir: dir,
-            _data: data,
+            args: serve,
+            dir,
+            data,
         }
+    }
+
+    /// The server's working directory (what the default configuration
+    /// serves at /workspace).
+    pub fn workdir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Kills the server with SIGKILL (as a crash would) and starts it again
+    /// with the same arguments, working directory and data directory, on a
+    /// new port.
+    pub fn crash_and_restart(&mut self) {
+        self.kill();
+        let (child, url, logs) = spawn(self.dir.path(), self.data.path(), &self.args);
+        self.child = child;
+        self.url = url;
+        self.logs = logs;
     }
 
     /// A connected Filesystem client.
@@ -156,6 +152,43 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Starts `agentvfs` with `args` in `dir`, its user data in `data`; returns
+/// the process, its URL and its captured stderr.
+fn spawn(
+    dir: &std::path::Path,
+    data: &std::path::Path,
+    args: &[String],
+) -> (Child, String, Arc<Mutex<String>>) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+    cmd.args(args)
+        .current_dir(dir)
+        .env("RUST_LOG", "agentvfs=debug")
+        .env("XDG_DATA_HOME", data);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn agentvfs");
+    let logs = Arc::new(Mutex::new(String::new()));
+    let stderr = child.stderr.take().expect("piped stderr");
+    let sink = logs.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let mut logs = sink.lock().unwrap();
+            logs.push_str(&line);
+            logs.push('\n');
+        }
+    });
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read stdout");
+    let Some(addr) = line.trim().strip_prefix("agentvfs listening on ") else {
+        let _ = child.wait();
+        panic!(
+            "server did not start: {line:?}; stderr: {}",
+            logs.lock().unwrap()
+        );
+    };
+    (child, format!("http://{addr}"), logs)
 }
 
 /// A request carrying a session header (and a token when given).

@@ -33,10 +33,10 @@
 //! - a search works on [`Engine::freeze`]'s consistent view, so a slow
 //!   search never blocks writers;
 //! - history (docs/contract.md § Changes and history): a change keeps the
-//!   version it replaces ([`Space::retire`]) and a deletion or a move leaves
-//!   a tombstone ([`Space::tombstone`]), as the engine's [`Retention`]
-//!   says, and drops in the same batch the versions it no longer keeps; a
-//!   past version is immutable until dropped;
+//!   version it replaces and a deletion or a move leaves a tombstone, as the
+//!   engine's [`Retention`] says, and drops in the same batch the versions it
+//!   no longer keeps ([`Space::set_history`]); a past version is immutable
+//!   until dropped;
 //! - the change log: every change stages one [`Logged`] record per file
 //!   into the batch that makes it ([`Space::record`]); the engine numbers
 //!   them in commit order when the batch applies, so an acknowledged change
@@ -113,6 +113,11 @@ pub trait Stored {
     /// rebuilding it from the key (State keeps paths; Store does not).
     fn path(&self) -> Option<&VfsPath> {
         None
+    }
+
+    /// The engine's handle on the record's content ([`Past::content`]).
+    fn content(&self) -> u64 {
+        0
     }
 }
 
@@ -194,6 +199,35 @@ pub struct LogRead {
     pub entries: Vec<Logged>,
 }
 
+/// What one change does to one file's history, staged at once
+/// ([`Space::set_history`]).
+pub struct HistoryChange<'a, F> {
+    /// The record the change replaces or deletes, kept as a past version
+    /// (its content and origin with it; its key stays until dropped).
+    pub retire: Option<&'a F>,
+    /// A tombstone to add: the file was deleted or moved away now, at this
+    /// version, by this origin.
+    pub tombstone: Option<(u64, &'a Origin)>,
+    /// Past versions to drop, their content released.
+    pub forget: &'a [Past],
+    /// The past versions kept after the change, newest first: what
+    /// [`Space::past`] answers next.
+    pub past: &'a [Past],
+}
+
+/// A past version as a change's history step sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Past {
+    /// Its version.
+    pub version: u64,
+    /// When it was made (a tombstone: when the file went).
+    pub time: SystemTime,
+    /// The engine's handle on its content, so dropping it needs no read
+    /// (Store: the blob id of a version kept in chunks, 0 when inline or a
+    /// tombstone; State: 0).
+    pub content: u64,
+}
+
 /// New content for [`Space::put`].
 pub enum Content<'a, U> {
     /// Bytes in memory.
@@ -270,28 +304,19 @@ pub trait Space: Files {
     /// Stages the release of `file`'s content (its key stays until dropped).
     fn release(&self, batch: &mut Self::Batch, file: &Self::File) -> Result<()>;
 
-    /// Stages keeping `file`, the record at `rel` a change replaces or
-    /// deletes, as a past version of `rel`, content and origin with it (its
-    /// key stays until dropped or overwritten).
-    fn retire(&self, batch: &mut Self::Batch, rel: &[u8], file: &Self::File) -> Result<()>;
+    /// The past versions of `rel` (retired records and tombstones), newest
+    /// first.
+    fn past(&self, rel: &[u8]) -> Result<Vec<Past>>;
 
-    /// Stages a tombstone of `rel` (`path`) with `version`: the file was
-    /// deleted or moved away by `origin` now.
-    fn tombstone(
+    /// Stages what a change does to the history of `rel` (`path`): see
+    /// [`HistoryChange`].
+    fn set_history(
         &self,
         batch: &mut Self::Batch,
         path: &VfsPath,
         rel: &[u8],
-        version: u64,
-        origin: &Origin,
+        change: HistoryChange<'_, Self::File>,
     ) -> Result<()>;
-
-    /// The past versions of `rel` (retired records and tombstones) as
-    /// `(version, time)`, newest first.
-    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>>;
-
-    /// Stages dropping the past `versions` of `rel`, their content released.
-    fn forget(&self, batch: &mut Self::Batch, rel: &[u8], versions: &[u64]) -> Result<()>;
 
     /// Every retained version of `rel` (`path`): its current record and its
     /// past versions, newest first; empty when it has none.

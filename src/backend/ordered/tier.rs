@@ -4,7 +4,8 @@
 use super::keys::{self, MountKeys};
 use super::walk::Walk;
 use super::{
-    Content, Cursor, Engine, FileMeta, Files, Logged, Space, Stored, Streamed, file_entry, path_of,
+    Content, Cursor, Engine, FileMeta, Files, HistoryChange, Logged, Past, Space, Stored, Streamed,
+    file_entry, path_of,
 };
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
@@ -143,7 +144,7 @@ impl<E: Engine> OrderedTier<E> {
     ) -> Result<WriteOutcome> {
         let mut batch = Default::default();
         let version = self.engine.next_version();
-        self.supersede(&*space, &mut batch, rel, old, 1)?;
+        self.supersede(&*space, &mut batch, path, rel, old, None, true)?;
         let size = space.put(&mut batch, path, rel, old, content, version, &origin)?;
         let kind = if old.is_some() {
             ChangeKind::Modified
@@ -209,17 +210,21 @@ impl<E: Engine> OrderedTier<E> {
         }
     }
 
-    /// The history step of a change of `rel` that makes `newer` versions
-    /// (a new content, a tombstone) and replaces `old`: keeps `old` as a
-    /// past version or releases it, and drops the past versions of `rel`
-    /// the retention no longer keeps, in the same batch.
+    /// The history step of a change of `rel` (`path`) that replaces or
+    /// deletes `old` and, with `tombstone`, leaves a tombstone; `makes_file`
+    /// says a current file remains. Keeps `old` as a past version or
+    /// releases it, and drops the past versions the retention no longer
+    /// keeps, in the same batch.
+    #[allow(clippy::too_many_arguments)]
     fn supersede<S: Space>(
         &self,
         space: &S,
         batch: &mut S::Batch,
+        path: &VfsPath,
         rel: &[u8],
         old: Option<&S::File>,
-        newer: usize,
+        tombstone: Option<(u64, &Origin)>,
+        makes_file: bool,
     ) -> Result<()> {
         let retention = self.engine.keep().history;
         if !retention.keeps_history() {
@@ -228,44 +233,64 @@ impl<E: Engine> OrderedTier<E> {
             }
             return Ok(());
         }
-        let old_version = old.map(|f| f.meta());
-        let mut candidates: Vec<(u64, SystemTime)> = old_version
-            .iter()
-            .map(|m| (m.version, m.modified))
+        let now = SystemTime::now();
+        // Every version that is not current after the change, newest first.
+        let mut past: Vec<Past> = Vec::new();
+        past.extend(tombstone.map(|(version, _)| Past {
+            version,
+            time: now,
+            content: 0,
+        }));
+        past.extend(old.map(|f| Past {
+            version: f.meta().version,
+            time: f.meta().modified,
+            content: f.content(),
+        }));
+        let fresh = past.len();
+        let stored = space.past(rel)?;
+        past.extend_from_slice(&stored);
+        let ages: Vec<(u64, SystemTime)> = past.iter().map(|p| (p.version, p.time)).collect();
+        let doomed = retention.doomed(usize::from(makes_file), &ages, now);
+        let mut retire = old;
+        if let Some(old) = old
+            && doomed.contains(&old.meta().version)
+        {
+            space.release(batch, old)?;
+            retire = None;
+        }
+        let forget: Vec<Past> = stored
+            .into_iter()
+            .filter(|p| doomed.contains(&p.version))
             .collect();
-        candidates.extend(space.past(rel)?);
-        let mut doomed = retention.doomed(newer, &candidates, SystemTime::now());
-        if let (Some(old), Some(meta)) = (old, old_version) {
-            match doomed.iter().position(|v| *v == meta.version) {
-                Some(at) => {
-                    doomed.swap_remove(at);
-                    space.release(batch, old)?;
-                }
-                None => space.retire(batch, rel, old)?,
-            }
+        if fresh == 0 && forget.is_empty() {
+            // Nothing new to keep, nothing to drop.
+            return Ok(());
         }
-        if !doomed.is_empty() {
-            space.forget(batch, rel, &doomed)?;
-        }
-        Ok(())
+        past.retain(|p| !doomed.contains(&p.version));
+        let change = HistoryChange {
+            retire,
+            tombstone,
+            forget: &forget,
+            past: &past,
+        };
+        space.set_history(batch, path, rel, change)
     }
 
-    /// Leaves a tombstone of `rel` with a new version (when history is
-    /// kept), after its current record `file` (if any) was superseded;
-    /// returns the tombstone's version, which the change's event carries.
+    /// Leaves a tombstone of `rel` (`path`) with a new version, after its
+    /// current record `file` (if any, else the file moved away); returns the
+    /// tombstone's version, which the change's event carries.
     fn bury<S: Space>(
         &self,
         space: &S,
         batch: &mut S::Batch,
+        path: &VfsPath,
         rel: &[u8],
         file: Option<&S::File>,
         origin: &Origin,
     ) -> Result<u64> {
         let version = self.engine.next_version();
-        self.supersede(space, batch, rel, file, 1)?;
-        if self.engine.keep().history.keeps_history() {
-            space.tombstone(batch, &self.keys.path(rel)?, rel, version, origin)?;
-        }
+        let tombstone = Some((version, origin));
+        self.supersede(space, batch, path, rel, file, tombstone, false)?;
         Ok(version)
     }
 
@@ -311,7 +336,8 @@ impl<E: Engine> OrderedTier<E> {
         file: &S::File,
         origin: &Origin,
     ) -> Result<()> {
-        let version = self.bury(space, batch, rel, Some(file), origin)?;
+        let path = path_of(&self.keys, rel, file)?;
+        let version = self.bury(space, batch, &path, rel, Some(file), origin)?;
         space.drop_key(batch, rel);
         let kind = ChangeKind::Deleted;
         self.log(space, batch, rel, kind, version, 0, origin.clone(), None);
@@ -334,8 +360,9 @@ impl<E: Engine> OrderedTier<E> {
         replaced: Option<&S::File>,
         origin: &Origin,
     ) -> Result<u64> {
-        let tombstone = self.bury(space, batch, from, None, origin)?;
-        self.supersede(space, batch, to_rel, replaced, 1)?;
+        let from_path = path_of(&self.keys, from, file)?;
+        let tombstone = self.bury(space, batch, &from_path, from, None, origin)?;
+        self.supersede(space, batch, to, to_rel, replaced, None, true)?;
         let version = self.engine.next_version();
         space.relocate(batch, from, file, to, to_rel, version, origin)?;
         let size = file.meta().size;

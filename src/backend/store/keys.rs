@@ -14,9 +14,11 @@
 //!
 //! - `versions` column family: `namespace id` ++ relative key ++ `\0\0` ++
 //!   `version (u64, big-endian)`: the past versions and tombstones of one
-//!   file are one key range ([`versions_of`]), oldest first. Relative keys
-//!   never hold two NULs in a row (path segments are never empty), so no
-//!   other file's versions fall in that range.
+//!   file are one key range ([`versions_of`]), oldest first, ending with the
+//!   file's index of them at version [`PAST_INDEX`] (what a change reads
+//!   instead of scanning the range, which fills with the deletes of dropped
+//!   versions). Relative keys never hold two NULs in a row (path segments
+//!   are never empty), so no other file's versions fall in that range.
 //! - `log` column family: `namespace id` ++ `change number (u64,
 //!   big-endian)`: a namespace's change log in commit order.
 //!
@@ -59,6 +61,10 @@ pub fn subtree(ns: NsId, rel: &[u8]) -> (Vec<u8>, Vec<u8>) {
     };
     (meta(ns, &lo), hi)
 }
+
+/// The version under which a file's index of its past versions is kept: no
+/// real version reaches it (versions count writes).
+pub const PAST_INDEX: u64 = u64::MAX;
 
 /// The `versions` key of past `version` of a relative key.
 pub fn version(ns: NsId, rel: &[u8], version: u64) -> Vec<u8> {

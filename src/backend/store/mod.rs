@@ -73,8 +73,8 @@ mod log;
 mod record;
 
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, LogRead, Logged, OrderedTier, Space, Stored,
-    Streamed,
+    Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
+    Past, Space, Stored, Streamed,
 };
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::{LogBounds, Origin};
@@ -558,6 +558,10 @@ impl Stored for Meta {
             modified: self.modified_time(),
         }
     }
+
+    fn content(&self) -> u64 {
+        if self.inline { 0 } else { self.blob }
+    }
 }
 
 /// A bounded scan of one namespace's `meta` keys.
@@ -606,9 +610,20 @@ impl StoreSpace<'_> {
         }
     }
 
-    /// The past versions of `rel` as `(version, value)`, newest first.
+    /// The `versions` value at `key`, read live or through the snapshot.
+    fn versions_value(&self, key: &[u8]) -> Result<Option<DBPinnableSlice<'_>>> {
+        match self.snapshot {
+            Some(snapshot) => snapshot.get_pinned_cf(self.versions, key),
+            None => self.store.db.get_pinned_cf(self.versions, key),
+        }
+        .map_err(db_error("read a past version"))
+    }
+
+    /// The past versions of `rel` as `(version, value)`, newest first (the
+    /// index key, past every version, is left out).
     fn past_values(&self, rel: &[u8]) -> Result<Vec<(u64, Vec<u8>)>> {
-        let (lo, hi) = keys::versions_of(self.ns, rel);
+        let (lo, _) = keys::versions_of(self.ns, rel);
+        let hi = keys::version(self.ns, rel, keys::PAST_INDEX);
         let mut opts = bounded(lo, hi);
         if let Some(snapshot) = self.snapshot {
             opts.set_snapshot(snapshot);
@@ -869,64 +884,64 @@ impl Space for StoreSpace<'_> {
         Ok(())
     }
 
-    fn retire(&self, batch: &mut StoreBatch, rel: &[u8], file: &Meta) -> Result<()> {
-        // The value moves as it is: origin, inline content or blob id.
-        let key = keys::meta(self.ns, rel);
-        let value = self
-            .value(&key)?
-            .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
-        let past = keys::version(self.ns, rel, file.version);
-        batch.batch.put_cf(self.versions, past, &*value);
-        Ok(())
+    fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
+        let key = keys::version(self.ns, rel, keys::PAST_INDEX);
+        match self.versions_value(&key)? {
+            Some(index) => record::decode_past(&KeyName(rel), &index),
+            None => Ok(Vec::new()),
+        }
     }
 
-    fn tombstone(
+    fn set_history(
         &self,
         batch: &mut StoreBatch,
         _path: &VfsPath,
         rel: &[u8],
-        version: u64,
-        origin: &Origin,
+        change: HistoryChange<'_, Meta>,
     ) -> Result<()> {
-        let now = record::nanos(SystemTime::now());
-        let meta = Meta {
-            version,
-            size: 0,
-            created: now,
-            modified: now,
-            inline: true,
-            blob: 0,
-        };
-        let key = keys::version(self.ns, rel, version);
-        let value = record::encode_tombstone(&meta, origin);
-        batch.batch.put_cf(self.versions, key, value);
-        batch.version = batch.version.max(version);
-        Ok(())
-    }
-
-    fn past(&self, rel: &[u8]) -> Result<Vec<(u64, SystemTime)>> {
-        self.past_values(rel)?
-            .into_iter()
-            .map(|(version, value)| {
-                let (meta, _) = record::decode(&KeyName(rel), &value)?;
-                Ok((version, meta.modified_time()))
-            })
-            .collect()
-    }
-
-    fn forget(&self, batch: &mut StoreBatch, rel: &[u8], versions: &[u64]) -> Result<()> {
-        for &version in versions {
-            let key = keys::version(self.ns, rel, version);
-            let found = self
-                .store
-                .db
-                .get_pinned_cf(self.versions, &key)
-                .map_err(db_error("read a past version"))?;
-            if let Some(value) = found {
-                let (meta, _) = record::decode(&KeyName(rel), &value)?;
-                self.delete_chunks(&mut batch.batch, &meta);
+        for past in change.forget {
+            if past.content != 0 {
+                // Every chunk of the blob: one range, no read needed.
+                let (from, to) = (
+                    keys::chunk(past.content, 0),
+                    keys::chunk(past.content + 1, 0),
+                );
+                batch.batch.delete_range_cf(self.chunks, from, to);
             }
+            let key = keys::version(self.ns, rel, past.version);
             batch.batch.delete_cf(self.versions, key);
+        }
+        if let Some(file) = change.retire {
+            // The value moves as it is: origin, inline content or blob id.
+            let key = keys::meta(self.ns, rel);
+            let value = self
+                .value(&key)?
+                .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
+            let past = keys::version(self.ns, rel, file.version);
+            batch.batch.put_cf(self.versions, past, &*value);
+        }
+        if let Some((version, origin)) = change.tombstone {
+            let now = record::nanos(SystemTime::now());
+            let meta = Meta {
+                version,
+                size: 0,
+                created: now,
+                modified: now,
+                inline: true,
+                blob: 0,
+            };
+            let key = keys::version(self.ns, rel, version);
+            batch
+                .batch
+                .put_cf(self.versions, key, record::encode_tombstone(&meta, origin));
+            batch.version = batch.version.max(version);
+        }
+        let index = keys::version(self.ns, rel, keys::PAST_INDEX);
+        if change.past.is_empty() {
+            batch.batch.delete_cf(self.versions, index);
+        } else {
+            let encoded = record::encode_past(change.past);
+            batch.batch.put_cf(self.versions, index, encoded);
         }
         Ok(())
     }
@@ -956,13 +971,11 @@ impl Space for StoreSpace<'_> {
             let (_, reader) = self.pieces(path, rel, &value, false, max_chunk)?;
             return Ok(Some((found, reader)));
         }
-        let key = keys::version(self.ns, rel, version);
-        let value = match self.snapshot {
-            Some(snapshot) => snapshot.get_pinned_cf(self.versions, &key),
-            None => self.store.db.get_pinned_cf(self.versions, &key),
+        if version == keys::PAST_INDEX {
+            return Ok(None);
         }
-        .map_err(db_error("read a past version"))?;
-        let Some(value) = value else {
+        let key = keys::version(self.ns, rel, version);
+        let Some(value) = self.versions_value(&key)? else {
             return Ok(None);
         };
         let found = self.as_version(path, &value, false)?;

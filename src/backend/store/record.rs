@@ -16,6 +16,7 @@
 //! Errors: a value that does not decode is reported as `Internal` naming the
 //! path, never guessed at.
 
+use crate::backend::ordered::Past;
 use crate::change::{Operation, Origin, bounded_name};
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -128,6 +129,40 @@ fn encode_flagged(meta: &Meta, origin: &Origin, content: Option<&[u8]>, flags: u
         out.extend_from_slice(content);
     }
     out
+}
+
+/// Bytes of one entry of a history index.
+const PAST_ENTRY_BYTES: usize = 24;
+
+/// Encodes a file's index of past versions, newest first: per version its
+/// number, its time in nanoseconds and its blob id (0: inline or a
+/// tombstone), each a big-endian u64.
+pub fn encode_past(past: &[Past]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(past.len() * PAST_ENTRY_BYTES);
+    for p in past {
+        for word in [p.version, nanos(p.time), p.content] {
+            out.extend_from_slice(&word.to_be_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes an index of past versions read for `path`.
+pub fn decode_past(path: &dyn std::fmt::Display, value: &[u8]) -> Result<Vec<Past>> {
+    if value.len() % PAST_ENTRY_BYTES != 0 {
+        return Err(Error::Internal(format!(
+            "corrupt Store history index for {path}"
+        )));
+    }
+    let word = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+    Ok(value
+        .chunks_exact(PAST_ENTRY_BYTES)
+        .map(|entry| Past {
+            version: word(&entry[..8]),
+            time: UNIX_EPOCH + Duration::from_nanos(word(&entry[8..16])),
+            content: word(&entry[16..]),
+        })
+        .collect())
 }
 
 /// True when the value is a tombstone.
@@ -250,6 +285,25 @@ mod tests {
         assert!(decode(&"/m/x", &bad).is_err());
         bad[0] = 3;
         assert!(decode(&"/m/x", &bad).is_err());
+    }
+
+    #[test]
+    fn history_indexes_round_trip() {
+        let t = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_000_000_001);
+        let past = vec![
+            Past {
+                version: 9,
+                time: t,
+                content: 0,
+            },
+            Past {
+                version: 3,
+                time: UNIX_EPOCH,
+                content: 3,
+            },
+        ];
+        assert_eq!(decode_past(&"/x", &encode_past(&past)).unwrap(), past);
+        assert!(decode_past(&"/x", &[0; 23]).is_err());
     }
 
     #[test]
