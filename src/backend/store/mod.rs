@@ -90,6 +90,7 @@ use rocksdb::{
     DBPinnableSlice, DBRawIteratorWithThreadMode, MergeOperands, Options, ReadOptions,
     SliceTransform, SnapshotWithThreadMode, WriteBatch, WriteOptions,
 };
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -400,11 +401,14 @@ impl StoreEngine {
         Ok(())
     }
 
-    /// The scope's files, read live or through `snapshot`.
+    /// The scope's files, read live or through `snapshot`; a `changing`
+    /// space (under the path locks of a change) remembers the last record
+    /// it read, which the change may retire.
     fn space<'a>(
         &'a self,
         ns: NsId,
         snapshot: Option<&'a SnapshotWithThreadMode<'a, DB>>,
+        changing: bool,
     ) -> Result<StoreSpace<'a>> {
         Ok(StoreSpace {
             store: self,
@@ -413,6 +417,7 @@ impl StoreEngine {
             meta: self.cf(CF_META)?,
             chunks: self.cf(CF_CHUNKS)?,
             versions: self.cf(CF_VERSIONS)?,
+            last_read: changing.then(RefCell::default),
         })
     }
 
@@ -547,6 +552,11 @@ pub struct StoreSpace<'a> {
     meta: &'a ColumnFamily,
     chunks: &'a ColumnFamily,
     versions: &'a ColumnFamily,
+    /// In a change: the key and value the last [`Files::get`] read, so
+    /// retiring that record copies it without reading it again (a change
+    /// reads the record it replaces first, under the path's lock, so the
+    /// value is the current one).
+    last_read: Option<RefCell<Option<(Vec<u8>, Vec<u8>)>>>,
 }
 
 impl Stored for Meta {
@@ -693,7 +703,13 @@ impl Files for StoreSpace<'_> {
     fn get(&self, rel: &[u8]) -> Result<Option<Meta>> {
         let key = keys::meta(self.ns, rel);
         match self.value(&key)? {
-            Some(value) => Ok(Some(record::decode(&KeyName(&key), &value)?.0)),
+            Some(value) => {
+                let meta = record::decode(&KeyName(&key), &value)?.0;
+                if let Some(last) = &self.last_read {
+                    *last.borrow_mut() = Some((key, value.to_vec()));
+                }
+                Ok(Some(meta))
+            }
             None => Ok(None),
         }
     }
@@ -914,11 +930,22 @@ impl Space for StoreSpace<'_> {
         if let Some(file) = change.retire {
             // The value moves as it is: origin, inline content or blob id.
             let key = keys::meta(self.ns, rel);
-            let value = self
-                .value(&key)?
-                .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
             let past = keys::version(self.ns, rel, file.version);
-            batch.batch.put_cf(self.versions, past, &*value);
+            let remembered = self.last_read.as_ref().and_then(|last| {
+                let last = last.borrow();
+                let (read, value) = last.as_ref()?;
+                (*read == key && record::decode(&KeyName(&key), value).ok()?.0 == *file)
+                    .then(|| value.clone())
+            });
+            match remembered {
+                Some(value) => batch.batch.put_cf(self.versions, past, value),
+                None => {
+                    let value = self
+                        .value(&key)?
+                        .ok_or_else(|| Error::NotFound(KeyName(&key).to_string()))?;
+                    batch.batch.put_cf(self.versions, past, &*value);
+                }
+            }
         }
         if let Some((version, origin)) = change.tombstone {
             let now = record::nanos(SystemTime::now());
@@ -1084,7 +1111,7 @@ impl Engine for StoreEngine {
         f: impl FnOnce(Option<&StoreSpace<'_>>) -> Result<R>,
     ) -> Result<R> {
         match self.namespace(scope)? {
-            Some(ns) => f(Some(&self.space(ns, None)?)),
+            Some(ns) => f(Some(&self.space(ns, None, false)?)),
             None => f(None),
         }
     }
@@ -1100,7 +1127,7 @@ impl Engine for StoreEngine {
             return f(None);
         };
         let _held = self.locks.lock(ns, rels);
-        f(Some(&mut self.space(ns, None)?))
+        f(Some(&mut self.space(ns, None, true)?))
     }
 
     fn create<R>(
@@ -1111,7 +1138,7 @@ impl Engine for StoreEngine {
     ) -> Result<R> {
         let ns = self.create_namespace(scope)?;
         let _held = self.locks.lock(ns, &[rel]);
-        f(&mut self.space(ns, None)?)
+        f(&mut self.space(ns, None, true)?)
     }
 
     fn freeze<R>(
@@ -1124,7 +1151,7 @@ impl Engine for StoreEngine {
             return f(None);
         };
         let snapshot = self.db.snapshot();
-        f(Some(&self.space(ns, Some(&snapshot))?))
+        f(Some(&self.space(ns, Some(&snapshot), false)?))
     }
 
     fn upload(&self, path: &VfsPath, pieces: &mut ChunkSource<'_>) -> Result<Streamed<Uploaded>> {
