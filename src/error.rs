@@ -62,6 +62,14 @@ pub enum Error {
     /// The path does not exist.
     #[error("not found: {0}")]
     NotFound(String),
+    /// The file keeps no such version (never had it, or dropped it).
+    #[error("not found: version {version} of {path}")]
+    VersionNotFound {
+        /// Logical path of the file.
+        path: String,
+        /// The version asked for.
+        version: u64,
+    },
     /// The caller holds no grant for this operation on this path, or the OS
     /// refused access.
     #[error("permission denied: {0}")]
@@ -97,6 +105,10 @@ pub enum Error {
     /// A search budget ran out before it found anything.
     #[error("timeout: {0}")]
     Timeout(String),
+    /// A service the call needs cannot be reached or refused to serve (an
+    /// object store down, the server shutting down); worth retrying.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     /// The mount cannot do this (no version history, no change log).
     #[error("not supported: {0}")]
     Unsupported(String),
@@ -199,13 +211,13 @@ impl Error {
             | Error::TooLarge(_)
             | Error::Unsupported(_)
             | Error::Expired { .. } => "INVALID_PARAM",
-            Error::NotFound(_) => "NOT_FOUND",
+            Error::NotFound(_) | Error::VersionNotFound { .. } => "NOT_FOUND",
             Error::PermissionDenied(_) | Error::Unauthenticated(_) => "ACCESS_DENIED",
             Error::AlreadyExists(_) | Error::VersionMismatch { .. } => "CONFLICT",
             Error::IsDirectory(_) => "IS_DIRECTORY",
             Error::Binary(_) => "BINARY_FILE",
             Error::Timeout(_) => "TIMEOUT",
-            Error::Internal(_) | Error::Context { .. } => "INTERNAL_ERROR",
+            Error::Internal(_) | Error::Unavailable(_) | Error::Context { .. } => "INTERNAL_ERROR",
         }
     }
 
@@ -213,7 +225,7 @@ impl Error {
     pub fn grpc_code(&self) -> Code {
         match self.kind() {
             Error::InvalidPath { .. } | Error::InvalidArgument(_) => Code::InvalidArgument,
-            Error::NotFound(_) => Code::NotFound,
+            Error::NotFound(_) | Error::VersionNotFound { .. } => Code::NotFound,
             Error::PermissionDenied(_) => Code::PermissionDenied,
             Error::Unauthenticated(_) => Code::Unauthenticated,
             Error::AlreadyExists(_) => Code::AlreadyExists,
@@ -225,6 +237,7 @@ impl Error {
             | Error::Expired { .. } => Code::FailedPrecondition,
             Error::TooLarge(_) => Code::ResourceExhausted,
             Error::Timeout(_) => Code::DeadlineExceeded,
+            Error::Unavailable(_) => Code::Unavailable,
             Error::Internal(_) | Error::Context { .. } => Code::Internal,
         }
     }
@@ -257,6 +270,10 @@ impl Error {
                 out.insert("path".into(), path.clone());
                 out.insert("expected_version".into(), expected.to_string());
                 out.insert("actual_version".into(), actual.to_string());
+            }
+            Error::VersionNotFound { path, version } => {
+                out.insert("path".into(), path.clone());
+                out.insert("version".into(), version.to_string());
             }
             Error::Expired { oldest, .. } => {
                 out.insert("oldest_cursor".into(), oldest.clone());

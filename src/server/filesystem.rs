@@ -32,6 +32,7 @@ use std::pin::Pin;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
 /// Bytes per ReadBytes message: large enough to amortise per-message cost,
@@ -52,12 +53,16 @@ pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send
 /// Serves the backend protocol over gRPC.
 pub struct FilesystemService {
     service: Service,
+    /// Cancelled when the server shuts down: open Watch streams end then
+    /// (a Watch would otherwise hold the graceful shutdown forever).
+    shutdown: CancellationToken,
 }
 
 impl FilesystemService {
-    /// The RPCs over the application layer `service`.
-    pub fn new(service: Service) -> Self {
-        FilesystemService { service }
+    /// The RPCs over the application layer `service`; Watch streams end
+    /// when `shutdown` is cancelled.
+    pub fn new(service: Service, shutdown: CancellationToken) -> Self {
+        FilesystemService { service, shutdown }
     }
 
     /// Edit and MultiEdit: applies `edits` to the file as one atomic
@@ -443,6 +448,7 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(watch_stream(
             watcher,
             self.service.limits().idle_timeout(),
+            self.shutdown.clone(),
         )))
     }
 
@@ -494,11 +500,16 @@ impl Filesystem for FilesystemService {
                 files.diff(&path, req.from_version, req.to_version, DiffCaps::WHOLE)
             })
             .await?;
+        // A unified diff ends with a newline, as `diff -u` writes it.
+        let mut diff = out.diff.text;
+        if !diff.is_empty() {
+            diff.push('\n');
+        }
         Ok(Response::new(pb::DiffResponse {
             path: shown,
             from_version: out.from_version,
             to_version: out.to_version,
-            diff: out.diff.text,
+            diff,
             added: out.diff.added as u64,
             removed: out.diff.removed as u64,
             truncated: out.diff.truncated,
@@ -616,8 +627,14 @@ fn chunk_stream(
 /// it over as the client takes them (at most [`WATCH_MESSAGES_IN_FLIGHT`]
 /// waiting). The watcher holds no thread while it waits for changes; a
 /// client that takes nothing for `idle` is cut (DEADLINE_EXCEEDED after what
-/// was queued), and one that leaves stops the task at its next step.
-fn watch_stream(mut watcher: Watcher, idle: Duration) -> ResponseStream<pb::WatchResponse> {
+/// was queued), and one that leaves stops the task at its next step. When
+/// the server shuts down the stream ends with UNAVAILABLE naming the cursor
+/// to resume from (on this server once it is back, or another).
+fn watch_stream(
+    mut watcher: Watcher,
+    idle: Duration,
+    shutdown: CancellationToken,
+) -> ResponseStream<pb::WatchResponse> {
     let (tx, rx) = tokio::sync::mpsc::channel(WATCH_MESSAGES_IN_FLIGHT);
     let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<Status>();
     tokio::spawn(async move {
@@ -625,6 +642,10 @@ fn watch_stream(mut watcher: Watcher, idle: Duration) -> ResponseStream<pb::Watc
             let next = tokio::select! {
                 next = watcher.next() => next,
                 () = tx.closed() => return,
+                () = shutdown.cancelled() => Err(Error::Unavailable(format!(
+                    "the server is shutting down; resume from cursor {}",
+                    watcher.cursor()
+                ))),
             };
             let message = match next {
                 Ok(Some(batch)) => Ok(pb::WatchResponse {

@@ -103,10 +103,13 @@ pub async fn serve(
     let max_message = max_answer_bytes(app.max_file_bytes).saturating_add(MESSAGE_OVERHEAD_BYTES);
     let limits = Limits::new(app.limits);
     let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone());
-    let filesystem =
-        pb::filesystem_server::FilesystemServer::new(FilesystemService::new(service.clone()))
-            .max_decoding_message_size(max_message)
-            .max_encoding_message_size(max_message);
+    let stop_watches = tokio_util::sync::CancellationToken::new();
+    let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
+        service.clone(),
+        stop_watches.clone(),
+    ))
+    .max_decoding_message_size(max_message)
+    .max_encoding_message_size(max_message);
     health
         .set_serving::<pb::filesystem_server::FilesystemServer<FilesystemService>>()
         .await;
@@ -155,10 +158,11 @@ pub async fn serve(
         router = router.route_service(crate::mcp::http::PATH, endpoint);
         mcp_shutdown = Some(stop);
     }
-    // Ending MCP sessions and event streams first lets the graceful
-    // shutdown finish instead of waiting on a client's open stream.
+    // Ending Watch streams, MCP sessions and event streams first lets the
+    // graceful shutdown finish instead of waiting on a client's open stream.
     let shutdown = async move {
         shutdown.await;
+        stop_watches.cancel();
         if let Some(stop) = mcp_shutdown {
             stop.cancel();
         }

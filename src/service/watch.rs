@@ -58,6 +58,8 @@ pub struct Watcher {
     cursor: ChangeCursor,
     stop_at_head: bool,
     signals: Vec<watch::Receiver<u64>>,
+    /// True once the first message (the starting cursor) was given.
+    started: bool,
     /// The stream's slot among the caller's streams, held while it runs.
     _permit: StreamPermit,
 }
@@ -81,6 +83,7 @@ impl Watcher {
             cursor,
             stop_at_head,
             signals,
+            started: false,
             _permit: permit,
         }
     }
@@ -90,11 +93,20 @@ impl Watcher {
         self.cursor.encode()
     }
 
-    /// The next message: the next page of changes (which may hold none the
-    /// caller may see, only a cursor that moved on), waiting for new changes
-    /// when it has caught up; `None` when a `stop_at_head` watch has caught
-    /// up. An expired cursor is FAILED_PRECONDITION.
+    /// The next message: first the starting cursor alone (so a client that
+    /// loses its connection before any change still knows where it began),
+    /// then each page of changes (which may hold none the caller may see,
+    /// only a cursor that moved on), waiting for new changes when it has
+    /// caught up; `None` when a `stop_at_head` watch has caught up. An
+    /// expired cursor is FAILED_PRECONDITION.
     pub async fn next(&mut self) -> Result<Option<WatchBatch>> {
+        if !self.started {
+            self.started = true;
+            return Ok(Some(WatchBatch {
+                changes: Vec::new(),
+                cursor: self.cursor(),
+            }));
+        }
         loop {
             for signal in &mut self.signals {
                 signal.borrow_and_update();

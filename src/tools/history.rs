@@ -72,9 +72,9 @@ fn version_arg(args: &Args<'_>, key: &str) -> Result<Option<u64>, ToolError> {
 /// Maps a failed history call on `shown` to the tool's messages.
 fn history_error(e: Error, shown: &str) -> ToolError {
     let message = match e.kind() {
-        Error::NotFound(what) if what.starts_with("version ") => format!(
-            "'{shown}' has no retained {}. Use action='list' to see the versions kept.",
-            what.split(" of ").next().unwrap_or(what)
+        Error::VersionNotFound { version, .. } => format!(
+            "'{shown}' has no retained version {version}. Use action='list' to see the \
+             versions kept."
         ),
         Error::NotFound(_) => format!("File '{shown}' does not exist and has no history."),
         Error::IsDirectory(_) => {

@@ -633,3 +633,48 @@ async fn the_history_tool_lists_diffs_and_restores() {
     let bad = invoke(serde_json::json!({"path": "/memories/notes.md", "action": "undo"})).await;
     assert_eq!(bad["error"]["code"], "INVALID_PARAM", "{bad}");
 }
+
+/// SIGTERM ends a following Watch with UNAVAILABLE naming the cursor to
+/// resume from, and the server exits instead of waiting on the watcher.
+#[tokio::test]
+async fn shutdown_ends_a_following_watch() {
+    let mut server = Server::start_with(Some(STORE), &[]);
+    let mut fs = server.fs().await;
+    let mut stream = fs
+        .watch(watch_req("/memories", "", true, false))
+        .await
+        .unwrap()
+        .into_inner();
+    // The first message carries the starting cursor, before any change.
+    let first = stream.message().await.unwrap().unwrap();
+    assert!(first.events.is_empty() && first.cursor.starts_with("c1."));
+    let pid = server.pid().to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match stream.message().await {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("the watch ended without a status"),
+                Err(status) => return status,
+            }
+        }
+    })
+    .await
+    .expect("the watch ends within 10 s");
+    assert_error(&status, Code::Unavailable, "INTERNAL_ERROR");
+    assert!(
+        status
+            .message()
+            .contains(&format!("resume from cursor {}", first.cursor)),
+        "{}",
+        status.message()
+    );
+    let exited = tokio::task::spawn_blocking(move || server.wait())
+        .await
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+}

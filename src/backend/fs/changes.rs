@@ -16,8 +16,10 @@
 //! event names anything outside the root, and an event's file is looked at
 //! through the sandbox ([`Sandbox::parent`], no link in any component). What
 //! is reported, per file: created (a new name), modified (closed after a
-//! write), deleted (removed or renamed away). What is not: agentvfs' own
-//! temporary files, and its own changes, whose events arrive within
+//! write), deleted (removed or renamed away); a file already gone again when
+//! its event is read is reported with size and version 0. What is not: agentvfs' own
+//! temporary files (named, and unnamed ones, which inotify reports as `#`
+//! and an inode number), and its own changes, whose events arrive within
 //! [`OWN_CHANGE_WINDOW`] of its record of them (a change by another program
 //! to the same file in that window is missed too: best effort); directories
 //! themselves; the files inside a directory another program moves. Events
@@ -220,7 +222,12 @@ impl FsChanges {
     fn logical(&self, host: &Path) -> Option<VfsPath> {
         let rel = host.strip_prefix(&self.host_root).ok()?;
         let name = rel.file_name()?.to_str()?;
-        if name.starts_with(".agentvfs-") && name.ends_with(".tmp") {
+        // agentvfs' temporary files: named ones, and the unnamed ones
+        // (`O_TMPFILE`), which inotify reports as `#` and their inode.
+        let unnamed = name
+            .strip_prefix('#')
+            .is_some_and(|inode| !inode.is_empty() && inode.bytes().all(|b| b.is_ascii_digit()));
+        if unnamed || (name.starts_with(".agentvfs-") && name.ends_with(".tmp")) {
             return None;
         }
         self.mount().join_relative(rel.to_str()?).ok()
@@ -246,17 +253,24 @@ impl FsChanges {
     }
 
     /// The version and size of the non-directory at `path`, looked at with
-    /// no link in any component; `None` when there is none.
+    /// no link in any component: `(0, 0)` when it is already gone again (the
+    /// event is still reported: something was there), `None` for a
+    /// directory.
     fn file_now(&self, path: &VfsPath) -> Option<(u64, u64)> {
-        let (dir, name) = self.sandbox.parent(path, Links::Refuse).ok()?;
-        let st = rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        (file_type(&st) != FileType::Directory).then(|| (sandbox::version(&st), st.st_size as u64))
+        let Ok((dir, name)) = self.sandbox.parent(path, Links::Refuse) else {
+            return Some((0, 0));
+        };
+        match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if file_type(&st) == FileType::Directory => None,
+            Ok(st) => Some((sandbox::version(&st), st.st_size as u64)),
+            Err(_) => Some((0, 0)),
+        }
     }
 
     /// Logs what one disk event did to files.
     fn on_disk_event(&self, event: notify::Event) {
         let paths: Vec<Option<VfsPath>> = event.paths.iter().map(|p| self.logical(p)).collect();
-        let emit = |path: &Option<VfsPath>, kind: ChangeKind, moved: Option<&VfsPath>| {
+        let emit = |path: &Option<VfsPath>, kind: ChangeKind, operation: Operation| {
             let Some(path) = path else { return };
             if self.is_own(path) {
                 return;
@@ -265,14 +279,8 @@ impl FsChanges {
                 ChangeKind::Deleted => (0, 0),
                 _ => match self.file_now(path) {
                     Some(now) => now,
-                    // Gone again, or a directory.
                     None => return,
                 },
-            };
-            let operation = match (kind, moved) {
-                (_, Some(_)) => Operation::Move,
-                (ChangeKind::Deleted, None) => Operation::Delete,
-                _ => Operation::Write,
             };
             self.push(Change {
                 log: self.mount().clone(),
@@ -284,30 +292,27 @@ impl FsChanges {
                 time: SystemTime::now(),
                 origin: Origin::external(operation),
                 external: true,
-                moved_path: moved.cloned(),
+                moved_path: None,
             });
         };
-        match event.kind {
-            EventKind::Create(_) | EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
-                for path in &paths {
-                    emit(path, ChangeKind::Created, None);
-                }
+        let (kind, operation) = match event.kind {
+            EventKind::Create(_) => (ChangeKind::Created, Operation::Write),
+            EventKind::Modify(ModifyKind::Name(RenameMode::To)) => {
+                (ChangeKind::Created, Operation::Move)
             }
             EventKind::Access(AccessKind::Close(AccessMode::Write)) => {
-                for path in &paths {
-                    emit(path, ChangeKind::Modified, None);
-                }
+                (ChangeKind::Modified, Operation::Write)
             }
-            EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
-                for path in &paths {
-                    emit(path, ChangeKind::Deleted, None);
-                }
+            EventKind::Remove(_) => (ChangeKind::Deleted, Operation::Delete),
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)) => {
+                (ChangeKind::Deleted, Operation::Move)
             }
-            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) if paths.len() == 2 => {
-                emit(&paths[0], ChangeKind::Deleted, paths[1].as_ref());
-                emit(&paths[1], ChangeKind::Created, paths[0].as_ref());
-            }
-            _ => {}
+            // A rename inside the tree also arrives as its two halves
+            // (`From`, `To`), reported above; the pair adds nothing new.
+            _ => return,
+        };
+        for path in &paths {
+            emit(path, kind, operation);
         }
     }
 }

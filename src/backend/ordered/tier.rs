@@ -736,7 +736,10 @@ impl<E: Engine> Backend for OrderedTier<E> {
             Some(space) => space.read_version(path, &rel, version, max_chunk),
             None => Ok(None),
         })?;
-        found.ok_or_else(|| Error::NotFound(format!("version {version} of {path}")))
+        found.ok_or_else(|| Error::VersionNotFound {
+            path: path.to_string(),
+            version,
+        })
     }
 
     fn restore(

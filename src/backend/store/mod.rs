@@ -556,8 +556,11 @@ pub struct StoreSpace<'a> {
     /// retiring that record copies it without reading it again (a change
     /// reads the record it replaces first, under the path's lock, so the
     /// value is the current one).
-    last_read: Option<RefCell<Option<(Vec<u8>, Vec<u8>)>>>,
+    last_read: Option<RefCell<Option<KeyValue>>>,
 }
+
+/// A key and the value read at it.
+type KeyValue = (Vec<u8>, Vec<u8>);
 
 impl Stored for Meta {
     fn meta(&self) -> FileMeta {
@@ -1206,10 +1209,11 @@ impl StreamedFile {
             return Ok(data);
         }
         if self.past {
-            return Err(Error::NotFound(format!(
-                "version {} of {} (it was dropped from the history while being read)",
-                self.meta.version, self.path
-            )));
+            // Dropped from the history while it was being read.
+            return Err(Error::VersionNotFound {
+                path: self.path.to_string(),
+                version: self.meta.version,
+            });
         }
         // The chunks of a version vanish only when it is replaced or deleted.
         let actual = match self

@@ -149,7 +149,7 @@ pub fn encode_past(past: &[Past]) -> Vec<u8> {
 
 /// Decodes an index of past versions read for `path`.
 pub fn decode_past(path: &dyn std::fmt::Display, value: &[u8]) -> Result<Vec<Past>> {
-    if value.len() % PAST_ENTRY_BYTES != 0 {
+    if !value.len().is_multiple_of(PAST_ENTRY_BYTES) {
         return Err(Error::Internal(format!(
             "corrupt Store history index for {path}"
         )));
