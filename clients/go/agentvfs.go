@@ -5,8 +5,10 @@
 // every service (Filesystem, Tools, Access) is reachable through the typed
 // stubs c.Filesystem, c.Tools and c.Access, whose errors are *Error carrying
 // the envelope code. Grep and Glob are Go iterators that stop the search when
-// the loop breaks or the context is cancelled; Upload and Download move files
-// of any size in chunks.
+// the loop breaks or the context is cancelled; Watch is an iterator of the
+// changes under a path that reconnects by itself (from its last cursor) when
+// the connection drops or the server restarts; Upload and Download move files
+// of any size in chunks (DownloadVersion: a retained version).
 //
 //	c, err := agentvfs.Dial("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
@@ -16,6 +18,14 @@
 //	// Optional request fields are pointers: IfVersion applies to the source.
 //	v := w.GetVersion()
 //	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/notes/a.md", Destination: "/archive/a.md", IfVersion: &v})
+//	// Follow the changes from a saved cursor ("" the first time: from the
+//	// oldest change kept); persist w.Cursor() to resume later.
+//	w := c.Watch(ctx, "/notes", agentvfs.WatchOptions{Cursor: saved})
+//	for e, err := range w.All() {
+//		if err != nil { ... } // an expired cursor: FAILED_PRECONDITION, Metadata["oldest_cursor"]
+//		fmt.Println(e.GetKind(), e.GetPath(), e.GetVersion())
+//		saved = w.Cursor()
+//	}
 package agentvfs
 
 import (

@@ -221,7 +221,13 @@ func serverStream(ctx context.Context, cancel context.CancelFunc, c *agentvfs.Cl
 			return nil, err
 		}
 		var buf bytes.Buffer
-		info, err := c.Download(ctx, req.GetPath(), &buf)
+		var info *pb.FileInfo
+		var err error
+		if req.Version != nil {
+			info, err = c.DownloadVersion(ctx, req.GetPath(), req.GetVersion(), &buf)
+		} else {
+			info, err = c.Download(ctx, req.GetPath(), &buf)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -231,8 +237,35 @@ func serverStream(ctx context.Context, cancel context.CancelFunc, c *agentvfs.Cl
 		}
 		sum := sha256.Sum256(buf.Bytes())
 		return map[string]any{"info": infoJSON, "size": buf.Len(), "sha256": hex.EncodeToString(sum[:])}, nil
+	case "Filesystem.Watch":
+		req := &pb.WatchRequest{}
+		if err := protojson.Unmarshal(raw, req); err != nil {
+			return nil, err
+		}
+		return watch(ctx, c, req)
 	}
 	return nil, fmt.Errorf("no runner shape for the stream of %s", name)
+}
+
+// watch folds a Watch that stops at the head into {"events": [...],
+// "cursor": ...}; a step that would follow forever is refused.
+func watch(ctx context.Context, c *agentvfs.Client, req *pb.WatchRequest) (any, error) {
+	if !req.GetStopAtHead() {
+		return nil, errors.New("a Watch step must set stop_at_head")
+	}
+	w := c.Watch(ctx, req.GetPath(), agentvfs.WatchOptions{Cursor: req.GetCursor(), FromNow: req.GetFromNow(), StopAtHead: true})
+	events := []any{}
+	for e, err := range w.All() {
+		if err != nil {
+			return nil, err
+		}
+		j, err := toJSON(e)
+		if err != nil {
+			return nil, err
+		}
+		events = append(events, j)
+	}
+	return map[string]any{"events": events, "cursor": w.Cursor()}, nil
 }
 
 // collect folds a search into {list: [...], "summary": {...}}, cancelling
@@ -338,7 +371,8 @@ func grpcName(c codes.Code) string {
 	return b.String()
 }
 
-// substitute replaces "${var}" strings by saved values.
+// substitute replaces "${var}" strings by saved values, and ${var} inside a
+// longer string by the value's text.
 func substitute(v any, vars map[string]any) any {
 	switch v := v.(type) {
 	case string:
@@ -346,6 +380,9 @@ func substitute(v any, vars map[string]any) any {
 			if saved, ok := vars[strings.TrimSuffix(name, "}")]; ok && strings.HasSuffix(name, "}") {
 				return saved
 			}
+		}
+		for name, saved := range vars {
+			v = strings.ReplaceAll(v, "${"+name+"}", text(saved))
 		}
 		return v
 	case []any:
@@ -362,6 +399,18 @@ func substitute(v any, vars map[string]any) any {
 		return out
 	}
 	return v
+}
+
+// text is a saved value inside a string: a string as is, a number in decimal.
+func text(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
 }
 
 func lookup(v any, dotted string) (any, bool) {

@@ -15,12 +15,25 @@ import (
 // and returns its address; the process is killed when the test ends.
 func startServer(t *testing.T, config string) string {
 	t.Helper()
+	return spawnServer(t, t.TempDir(), "127.0.0.1:0", config).addr
+}
+
+// server is one `agentvfs serve` process.
+type server struct {
+	cmd  *exec.Cmd
+	addr string
+}
+
+// spawnServer runs the binary in dir (its working directory, where a
+// relative Store path lies) listening on listen, with config when not
+// empty; the process is killed when the test ends, or earlier by kill.
+func spawnServer(t *testing.T, dir, listen, config string) *server {
+	t.Helper()
 	bin := os.Getenv("AGENTVFS_BIN")
 	if bin == "" {
 		t.Fatal("AGENTVFS_BIN must name the agentvfs binary (scripts/test-go sets it)")
 	}
-	dir := t.TempDir()
-	args := []string{"serve", "--listen", "127.0.0.1:0"}
+	args := []string{"serve", "--listen", listen}
 	if config != "" {
 		path := filepath.Join(dir, "agentvfs.toml")
 		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -42,11 +55,11 @@ func startServer(t *testing.T, config string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", bin, err)
 	}
+	s := &server{cmd: cmd}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		s.kill()
 		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
+			t.Logf("server log (%s):\n%s", listen, logs.String())
 		}
 	})
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -54,5 +67,12 @@ func startServer(t *testing.T, config string) string {
 	if err != nil || !ok {
 		t.Fatalf("server did not start: %q %v", line, err)
 	}
-	return addr
+	s.addr = addr
+	return s
+}
+
+// kill ends the process with SIGKILL, as a crash would, and waits for it.
+func (s *server) kill() {
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
 }

@@ -142,7 +142,17 @@ func uploadError(stream pb.Filesystem_WriteBytesClient, err error) error {
 // Download writes the file at path to w as its chunks arrive and returns its
 // metadata.
 func (c *Client) Download(ctx context.Context, path string, w io.Writer) (*pb.FileInfo, error) {
-	stream, err := c.Filesystem.ReadBytes(ctx, &pb.ReadBytesRequest{Path: path})
+	return c.download(ctx, &pb.ReadBytesRequest{Path: path}, w)
+}
+
+// DownloadVersion is Download of a retained version of the file (see
+// Filesystem.ListVersions); NOT_FOUND when it is not retained.
+func (c *Client) DownloadVersion(ctx context.Context, path string, version uint64, w io.Writer) (*pb.FileInfo, error) {
+	return c.download(ctx, &pb.ReadBytesRequest{Path: path, Version: &version}, w)
+}
+
+func (c *Client) download(ctx context.Context, req *pb.ReadBytesRequest, w io.Writer) (*pb.FileInfo, error) {
+	stream, err := c.Filesystem.ReadBytes(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -204,6 +204,12 @@ impl Runner {
                 .map(|r| to_json(&r.into_inner()))
                 .map_err(error_json));
         }
+        let watch = call == "Filesystem.Watch";
+        if watch && request["stop_at_head"] != json!(true) {
+            // A Watch that follows would never end.
+            return Err("a Watch step must set stop_at_head".into());
+        }
+        let start_cursor = request["cursor"].clone();
         let msg = DynamicMessage::deserialize(method.input(), request)
             .map_err(|e| format!("bad request: {e}"))?;
         if !method.is_server_streaming() {
@@ -217,6 +223,12 @@ impl Runner {
             Err(status) => return Ok(Err(error_json(status))),
         };
         let mut collected = Collected::default();
+        if watch {
+            // With no message, no event and the cursor the Watch started at.
+            collected.fields.insert("events".into(), json!([]));
+            let cursor = start_cursor.as_str().unwrap_or("");
+            collected.fields.insert("cursor".into(), json!(cursor));
+        }
         loop {
             if cancel_after.is_some_and(|n| collected.results() >= n) {
                 // Dropping the stream is how a Rust client cancels; nothing
@@ -272,7 +284,8 @@ fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
 }
 
 /// A server stream folded into one result: search batches concatenated with
-/// their summary, or downloaded chunks as size and SHA-256.
+/// their summary, downloaded chunks as size and SHA-256, or a Watch's events
+/// concatenated with its last cursor.
 #[derive(Default)]
 struct Collected {
     fields: Map<String, Value>,
@@ -292,6 +305,15 @@ impl Collected {
                             all.extend(items);
                         }
                     }
+                }
+                ("events", Value::Array(events)) => {
+                    let entry = self.fields.entry(key).or_insert_with(|| json!([]));
+                    if let Value::Array(all) = entry {
+                        all.extend(events);
+                    }
+                }
+                ("cursor", cursor) => {
+                    self.fields.insert(key, cursor);
                 }
                 ("data", Value::String(b64)) => {
                     self.chunked = true;
@@ -383,7 +405,8 @@ fn error_json(status: Status) -> Value {
     json!({"grpc": grpc, "code": code, "message": status.message()})
 }
 
-/// Replaces `"${var}"` strings by saved values (keeping their JSON type).
+/// Replaces `"${var}"` strings by saved values (keeping their JSON type),
+/// and `${var}` inside a longer string by the value's text.
 fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
     match value {
         Value::String(s) => s
@@ -391,7 +414,13 @@ fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
             .and_then(|s| s.strip_suffix('}'))
             .and_then(|var| vars.get(var))
             .cloned()
-            .unwrap_or_else(|| value.clone()),
+            .unwrap_or_else(|| {
+                let mut s = s.clone();
+                for (var, saved) in vars {
+                    s = s.replace(&format!("${{{var}}}"), &text(saved));
+                }
+                Value::String(s)
+            }),
         Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, vars)).collect()),
         Value::Object(map) => Value::Object(
             map.iter()
@@ -399,6 +428,20 @@ fn substitute(value: &Value, vars: &HashMap<String, Value>) -> Value {
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+/// A saved value inside a string: a string as is, a number in decimal.
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => u.to_string(),
+            (_, Some(i), _) => i.to_string(),
+            (_, _, Some(f)) if f.fract() == 0.0 => format!("{f:.0}"),
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
     }
 }
 

@@ -14,15 +14,17 @@ PREFIX = "agentvfs listening on "
 
 
 class Server:
-    """A running `agentvfs serve` on an ephemeral loopback port."""
+    """A running `agentvfs serve`, on an ephemeral loopback port unless
+    `listen` names one, in a temporary working directory unless `workdir`
+    names one (where a relative Store `path` lies)."""
 
-    def __init__(self, config: str | None) -> None:
+    def __init__(self, config: str | None, *, listen: str = "127.0.0.1:0", workdir: str | None = None) -> None:
         bin_path = os.environ.get("AGENTVFS_BIN")
         if not bin_path:
             raise RuntimeError("AGENTVFS_BIN must name the agentvfs binary (scripts/test-python sets it)")
         self._dir = tempfile.TemporaryDirectory()
         self._data = tempfile.TemporaryDirectory()
-        args = [bin_path, "serve", "--listen", "127.0.0.1:0"]
+        args = [bin_path, "serve", "--listen", listen]
         if config:
             path = Path(self._dir.name) / "agentvfs.toml"
             path.write_text(config)
@@ -32,7 +34,8 @@ class Server:
             # The default Store data directory is the user's; each test server keeps its
             # own, outside the working directory it serves at /workspace.
             env = {**os.environ, "XDG_DATA_HOME": self._data.name}
-            self._proc = subprocess.Popen(args, cwd=self._dir.name, env=env, stdout=subprocess.PIPE, stderr=log)
+            cwd = workdir or self._dir.name
+            self._proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=log)
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().decode().strip()
         if not line.startswith(PREFIX):

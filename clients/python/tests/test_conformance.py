@@ -8,6 +8,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -131,11 +132,22 @@ def upload_args(request: dict[str, Any]) -> tuple[str, bytes, bool, int | None]:
     return header.path, data, header.create_only, header.if_version if header.HasField("if_version") else None
 
 
+def version_of(req: Any) -> int | None:
+    """ReadBytesRequest.version, None when absent."""
+    return req.version if req.HasField("version") else None
+
+
 def download_result(info: filesystem_pb2.FileInfo, data: bytes) -> dict[str, Any]:
     return {"info": to_dict(info), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 SEARCH_LISTS = {"Grep": "matches", "Glob": "entries"}
+
+
+def watch_args(req: filesystem_pb2.WatchRequest) -> dict[str, Any]:
+    """The watch() arguments of a Watch step, which must stop at the head."""
+    assert req.stop_at_head, "a Watch step must set stop_at_head"
+    return {"path": req.path, "cursor": req.cursor, "from_now": req.from_now, "stop_at_head": True}
 
 
 async def sync_call(client: Client, md: MethodDescriptor, request: dict[str, Any], cancel_after: int | None) -> Any:
@@ -155,8 +167,12 @@ async def sync_call(client: Client, md: MethodDescriptor, request: dict[str, Any
         return {SEARCH_LISTS[md.name]: items, "summary": to_dict(search.summary)}
     if md.name == "ReadBytes":
         out = io.BytesIO()
-        info = client.download(req.path, out)  # type: ignore[attr-defined]
+        info = client.download(req.path, out, version=version_of(req))  # type: ignore[attr-defined]
         return download_result(info, out.getvalue())
+    if md.name == "Watch":
+        watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
+        events = [to_dict(e) for e in watch]
+        return {"events": events, "cursor": watch.cursor}
     stub = getattr(client, md.containing_service.name.lower())
     return to_dict(getattr(stub, md.name)(req))
 
@@ -184,21 +200,37 @@ async def async_call(client: AsyncClient, md: MethodDescriptor, request: dict[st
         return {SEARCH_LISTS[md.name]: items, "summary": to_dict(search.summary)}
     if md.name == "ReadBytes":
         out = io.BytesIO()
-        info = await client.download(req.path, out)  # type: ignore[attr-defined]
+        info = await client.download(req.path, out, version=version_of(req))  # type: ignore[attr-defined]
         return download_result(info, out.getvalue())
+    if md.name == "Watch":
+        watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
+        events = [to_dict(e) async for e in watch]
+        return {"events": events, "cursor": watch.cursor}
     stub = getattr(client, md.containing_service.name.lower())
     return to_dict(await getattr(stub, md.name)(req))
 
 
 def substitute(value: Any, variables: dict[str, Any]) -> Any:
-    """Replaces "${var}" strings by saved values."""
+    """Replaces "${var}" strings by saved values, and ${var} inside a longer
+    string by the value's text."""
     if isinstance(value, str) and value.startswith("${") and value.endswith("}") and value[2:-1] in variables:
         return variables[value[2:-1]]
+    if isinstance(value, str):
+        return re.sub(r"\$\{(\w+)\}", lambda m: text(variables[m[1]]) if m[1] in variables else m[0], value)
     if isinstance(value, list):
         return [substitute(v, variables) for v in value]
     if isinstance(value, dict):
         return {k: substitute(v, variables) for k, v in value.items()}
     return value
+
+
+def text(value: Any) -> str:
+    """A saved value inside a string: a string as is, a number in decimal."""
+    if isinstance(value, str):
+        return value
+    if is_number(value) and float(value).is_integer():
+        return str(int(value))
+    return json.dumps(value)
 
 
 _MISSING = object()

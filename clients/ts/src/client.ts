@@ -3,16 +3,19 @@
  * gRPC protocol (HTTP/2), with an interceptor that adds the token and session
  * metadata and turns every failure into an {@link AgentVfsError}; plus
  * streaming helpers: `grep`/`glob` as async iterables that an AbortSignal (or
- * leaving the loop) cancels, and chunked `upload`/`download`.
+ * leaving the loop) cancels, `watch` as an async iterable of changes that
+ * reconnects by itself, and chunked `upload`/`download`.
  */
 import type * as http2 from "node:http2";
 import * as net from "node:net";
 import * as tls from "node:tls";
-import { createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   Filesystem,
+  type ChangeEvent,
   type FileInfo,
   type GlobBatch,
   type GrepBatch,
@@ -20,6 +23,8 @@ import {
   type GrepMatch,
   type GrepRequestSchema,
   type SearchSummary,
+  type WatchRequestSchema,
+  type WatchResponse,
   type WriteBytesHeader,
   type WriteBytesRequestSchema,
   type WriteBytesResponse,
@@ -52,6 +57,33 @@ export interface StreamOptions {
   /** Aborting it cancels the call, which stops the work on the server. */
   signal?: AbortSignal;
 }
+
+/** Options of {@link AgentVfs.download}. */
+export interface DownloadOptions extends StreamOptions {
+  /** Download this retained version (see `listVersions`) instead of the current content. */
+  version?: bigint;
+}
+
+/** Where a {@link Watch} starts, whether it ends, and how often it reconnects. */
+export interface WatchOptions extends StreamOptions {
+  /** Resume exactly after this cursor (an event's, or an earlier {@link Watch.cursor}). */
+  cursor?: string;
+  /** Start at the head: only changes committed after the call. With neither
+   * `cursor` nor `fromNow`, start at the oldest change the server keeps. */
+  fromNow?: boolean;
+  /** End once caught up instead of following new changes. */
+  stopAtHead?: boolean;
+  /** Reconnects in a row that may fail with UNAVAILABLE before the watch
+   * throws (default {@link WATCH_RETRIES}; 0 never reconnects). The count
+   * starts over whenever the server answers. */
+  retries?: number;
+}
+
+/** Default of {@link WatchOptions.retries}. */
+export const WATCH_RETRIES = 10;
+/** Delay before a Watch's first reconnect, doubling up to {@link WATCH_MAX_DELAY_MS}. */
+const WATCH_FIRST_DELAY_MS = 100;
+const WATCH_MAX_DELAY_MS = 5000;
 
 /** A connection to an agentvfs server. */
 export class AgentVfs {
@@ -114,9 +146,25 @@ export class AgentVfs {
     return this.filesystem.writeBytes(messages(), options);
   }
 
-  /** Downloads a file as it streams: iterate the chunks; `info` is set with the first. */
-  download(path: string, options: StreamOptions = {}): Download {
-    return new Download(() => this.filesystem.readBytes({ path }, options));
+  /** Downloads a file (or a retained version) as it streams: iterate the chunks; `info` is set with the first. */
+  download(path: string, options: DownloadOptions = {}): Download {
+    const { version, ...call } = options;
+    return new Download(() => this.filesystem.readBytes({ path, version }, call));
+  }
+
+  /**
+   * Streams the changes under `path` in commit order, reconnecting by itself
+   * (see {@link Watch}):
+   *
+   * ```ts
+   * const watch = vfs.watch("/memories", { cursor: saved });
+   * for await (const e of watch) { handle(e); saved = watch.cursor; }
+   * ```
+   */
+  watch(path: string, options: WatchOptions = {}): Watch {
+    const open = (request: MessageInitShape<typeof WatchRequestSchema>, signal: AbortSignal, onHeader: () => void) =>
+      this.filesystem.watch(request, { signal, onHeader });
+    return new Watch(open, path, options);
   }
 
   /** Closes the connection (and every open stream). */
@@ -164,6 +212,81 @@ async function* batches<B, T>(
   for await (const msg of stream) {
     if (msg.result.case === "batch") yield items(msg.result.value);
     else if (msg.result.case === "summary") yield msg.result.value;
+  }
+}
+
+/**
+ * A running Filesystem/Watch that survives dropped connections and server
+ * restarts: `for await` its change events in commit order; {@link cursor}
+ * is where it stands, to persist and resume from later.
+ *
+ * When a call fails with UNAVAILABLE (the connection dropped, the server
+ * restarted; Connect may report it as a CANCELLED the watch did not ask
+ * for), it calls again from {@link cursor} after 100 ms, 200 ms, ... up to
+ * 5 s, so each change comes once. Every other error is thrown:
+ * FAILED_PRECONDITION for an expired cursor (`metadata.oldest_cursor` names
+ * the oldest one left), INVALID_PARAM, ACCESS_DENIED, ... A `fromNow` watch
+ * that has received nothing yet starts from now again when it reconnects.
+ * Aborting the signal or leaving the loop cancels the call.
+ */
+export class Watch implements AsyncIterable<ChangeEvent> {
+  /** Resumes after the last event yielded (set before it is yielded), or
+   * further, past changes the caller may not see; `options.cursor` before any. */
+  cursor: string;
+
+  constructor(
+    private readonly open: (
+      request: MessageInitShape<typeof WatchRequestSchema>,
+      signal: AbortSignal,
+      onHeader: () => void,
+    ) => AsyncIterable<WatchResponse>,
+    private readonly path: string,
+    private readonly options: WatchOptions,
+  ) {
+    this.cursor = options.cursor ?? "";
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<ChangeEvent> {
+    const { signal, stopAtHead = false, retries = WATCH_RETRIES } = this.options;
+    let failures = 0;
+    for (;;) {
+      // Nothing received yet: start where the caller asked.
+      const fromNow = this.cursor === (this.options.cursor ?? "") && (this.options.fromNow ?? false);
+      const request = { path: this.path, cursor: this.cursor, fromNow, stopAtHead };
+      // The call's own signal: the caller's abort, or leaving the loop
+      // early, cancels it (a following Watch never ends by itself).
+      const call = new AbortController();
+      const abort = () => call.abort(signal?.reason);
+      signal?.addEventListener("abort", abort);
+      try {
+        if (signal?.aborted) abort();
+        for await (const msg of this.open(request, call.signal, () => (failures = 0))) {
+          failures = 0;
+          for (const event of msg.events) {
+            if (signal?.aborted) throw AgentVfsError.from(signal.reason);
+            this.cursor = event.cursor;
+            yield event;
+          }
+          this.cursor = msg.cursor;
+        }
+        return;
+      } catch (err) {
+        const e = AgentVfsError.from(err);
+        // Connect reports a connection the server dropped as UNAVAILABLE or,
+        // when it closed the HTTP/2 stream, as CANCELLED: a CANCELLED that
+        // this watch did not cause is a dropped connection too.
+        const dropped = e.grpcCode === Code.Unavailable || (e.grpcCode === Code.Canceled && !call.signal.aborted);
+        if (!dropped || failures >= retries) throw e;
+      } finally {
+        signal?.removeEventListener("abort", abort);
+        call.abort();
+      }
+      failures += 1;
+      const delay = Math.min(WATCH_FIRST_DELAY_MS * 2 ** (failures - 1), WATCH_MAX_DELAY_MS);
+      await sleep(delay, undefined, { signal }).catch((err: unknown) => {
+        throw AgentVfsError.from(err);
+      });
+    }
   }
 }
 

@@ -6,10 +6,11 @@
  * const vfs = new AgentVfs("localhost:50051", { session: "demo" });
  * await vfs.filesystem.write({ path: "/notes/a.md", content: "hello\n" });
  * for await (const m of vfs.grep({ pattern: "hello", path: "/notes" })) console.log(m.path, m.lineNumber);
+ * for await (const e of vfs.watch("/notes", { stopAtHead: true })) console.log(e.kind, e.path, e.cursor);
  * ```
  */
-export { AgentVfs, Download, Search, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER } from "./client.js";
-export type { ConnectOptions, StreamOptions } from "./client.js";
+export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
+export type { ConnectOptions, DownloadOptions, StreamOptions, WatchOptions } from "./client.js";
 export { AgentVfsError, ErrorCode, ERROR_DOMAIN, grpcCodeName } from "./errors.js";
 export * from "./gen/agentvfs/v1/filesystem_pb.js";
 export * from "./gen/agentvfs/v1/tools_pb.js";

@@ -14,6 +14,7 @@ import {
   Access,
   AgentVfs,
   AgentVfsError,
+  ChangeEventSchema,
   FileInfoSchema,
   Filesystem,
   GrepMatchSchema,
@@ -23,6 +24,7 @@ import {
   type FileInfo,
   type GrepMatch,
   type Search,
+  type WatchRequest,
 } from "../src/index.js";
 import { Server } from "./server.js";
 
@@ -126,7 +128,8 @@ async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: numb
   if (method.methodKind === "server_streaming") {
     const ac = new AbortController();
     if (name === "Filesystem.ReadBytes") {
-      const download = vfs.download((req as unknown as { path: string }).path, { signal: ac.signal });
+      const { path, version } = req as unknown as { path: string; version?: bigint };
+      const download = vfs.download(path, { signal: ac.signal, version });
       const hash = createHash("sha256");
       let size = 0;
       for await (const chunk of download) {
@@ -134,6 +137,14 @@ async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: numb
         size += chunk.length;
       }
       return { info: json(FileInfoSchema, download.info), size, sha256: hash.digest("hex") };
+    }
+    if (name === "Filesystem.Watch") {
+      const { path, cursor, fromNow, stopAtHead } = req as unknown as WatchRequest;
+      assert.ok(stopAtHead, "a Watch step must set stop_at_head");
+      const watch = vfs.watch(path, { cursor, fromNow, stopAtHead, signal: ac.signal });
+      const events: Json[] = [];
+      for await (const event of watch) events.push(json(ChangeEventSchema, event));
+      return { events, cursor: watch.cursor };
     }
     const [search, list, schema] =
       name === "Filesystem.Grep"
@@ -160,16 +171,20 @@ function pieces(data: Json | undefined): Uint8Array {
   return new Uint8Array(Buffer.concat(parts));
 }
 
-/** Replaces "${var}" strings by saved values. */
+/** Replaces "${var}" strings by saved values, and ${var} inside a longer string by the value's text. */
 function substitute(v: Json, vars: Record<string, Json>): Json {
   if (typeof v === "string") {
     const m = /^\$\{(.+)\}$/.exec(v);
-    return m && m[1]! in vars ? vars[m[1]!]! : v;
+    if (m && m[1]! in vars) return vars[m[1]!]!;
+    return v.replace(/\$\{(\w+)\}/g, (token, name: string) => (name in vars ? text(vars[name]!) : token));
   }
   if (Array.isArray(v)) return v.map((x) => substitute(x, vars));
   if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, substitute(x, vars)]));
   return v;
 }
+
+/** A saved value inside a string: a string as is, a number in decimal. */
+const text = (v: Json): string => (typeof v === "string" ? v : typeof v === "number" ? String(v) : JSON.stringify(v));
 
 const MISSING = Symbol("missing");
 type Actual = Json | typeof MISSING;

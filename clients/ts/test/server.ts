@@ -7,7 +7,9 @@ import { createInterface } from "node:readline";
 
 const PREFIX = "agentvfs listening on ";
 
-/** A running `agentvfs serve` on an ephemeral loopback port. */
+/** A running `agentvfs serve`, on an ephemeral loopback port unless `listen`
+ * names one, in a temporary working directory unless `cwd` names one (where a
+ * relative Store `path` lies). */
 export class Server {
   private constructor(
     /** `127.0.0.1:PORT`. */
@@ -19,20 +21,20 @@ export class Server {
   ) {}
 
   /** Starts a server, with `config` (TOML) when given. */
-  static async start(config?: string): Promise<Server> {
+  static async start(config?: string, options: { listen?: string; cwd?: string } = {}): Promise<Server> {
     const bin = process.env.AGENTVFS_BIN;
     if (!bin) throw new Error("AGENTVFS_BIN must name the agentvfs binary (scripts/test-ts sets it)");
     const dir = mkdtempSync(join(tmpdir(), "agentvfs-ts-"));
-    const args = ["serve", "--listen", "127.0.0.1:0"];
+    const args = ["serve", "--listen", options.listen ?? "127.0.0.1:0"];
     if (config) {
       writeFileSync(join(dir, "agentvfs.toml"), config);
       args.push("--config", join(dir, "agentvfs.toml"));
     }
     // The default Store data directory is the user's; each test server keeps its
     // own, outside the working directory it serves at /workspace.
-    const cwd = join(dir, "cwd");
+    const cwd = options.cwd ?? join(dir, "cwd");
     const data = join(dir, "data");
-    mkdirSync(cwd);
+    if (options.cwd === undefined) mkdirSync(cwd);
     mkdirSync(data);
     const env = { ...process.env, XDG_DATA_HOME: data };
     const proc = spawn(bin, args, { cwd, env, stdio: ["ignore", "pipe", "pipe"] });
@@ -51,7 +53,7 @@ export class Server {
     return new Server(first.slice(PREFIX.length), proc, dir, log);
   }
 
-  /** Kills the process and removes its directory. */
+  /** Kills the process (SIGKILL, as a crash would) and removes its directory. */
   async stop(): Promise<void> {
     const exited = new Promise((resolve) => this.proc.once("exit", resolve));
     this.proc.kill("SIGKILL");

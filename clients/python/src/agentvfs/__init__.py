@@ -3,7 +3,8 @@
 - `Client` (sync) and `AsyncClient` (asyncio): connect with an address, a
   bearer token and a session; `client.filesystem`, `client.tools` and
   `client.access` are the typed stubs of every RPC; `grep`/`glob` stream
-  results with cancellation; `upload`/`download` move large files in chunks.
+  results with cancellation; `watch` streams changes, resuming by itself
+  across reconnects; `upload`/`download` move large files in chunks.
 - `AgentVfsError`: every failed call, with the envelope ``code``
   (``NOT_FOUND``, ``CONFLICT``, ...) from google.rpc.ErrorInfo.
 - `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
@@ -21,8 +22,8 @@ from agentvfs._common import (
     TIMEOUT,
     AgentVfsError,
 )
-from agentvfs.aio import AsyncClient, AsyncSearch
-from agentvfs.client import Client, Search
+from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
+from agentvfs.client import Client, Search, Watch
 
 __all__ = [
     "ACCESS_DENIED",
@@ -36,6 +37,8 @@ __all__ = [
     "AgentVfsError",
     "AsyncClient",
     "AsyncSearch",
+    "AsyncWatch",
     "Client",
     "Search",
+    "Watch",
 ]

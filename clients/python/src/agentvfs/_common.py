@@ -86,6 +86,36 @@ def call_metadata(token: str | None, session: str | None, namespace: str | None)
     return tuple(md)
 
 
+#: Reconnects in a row a Watch makes (each failing with UNAVAILABLE) before
+#: it raises; the count starts over whenever the server answers.
+WATCH_RETRIES: Final = 10
+#: Delay before a Watch's first reconnect, doubling up to `WATCH_MAX_DELAY`.
+WATCH_FIRST_DELAY: Final = 0.1
+WATCH_MAX_DELAY: Final = 5.0
+
+
+def watch_delay(failures: int) -> float:
+    """Seconds to wait before reconnect number `failures` (1, 2, ...)."""
+    return min(WATCH_FIRST_DELAY * float(2 ** min(failures - 1, 16)), WATCH_MAX_DELAY)
+
+
+def watch_request(
+    path: str, cursor: str, start_cursor: str, from_now: bool, stop_at_head: bool
+) -> filesystem_pb2.WatchRequest:
+    """The request of one Watch call: from `cursor`, or where the caller
+    asked (`start_cursor`, `from_now`) while nothing was received."""
+    req = filesystem_pb2.WatchRequest(path=path, cursor=cursor, stop_at_head=stop_at_head)
+    if cursor == start_cursor:
+        req.from_now = from_now
+    return req
+
+
+def retryable(err: AgentVfsError) -> bool:
+    """A Watch reconnects after these only: the connection dropped or the
+    server is restarting."""
+    return err.grpc_code == grpc.StatusCode.UNAVAILABLE
+
+
 def upload_requests(
     path: str, data: bytes | IO[bytes] | Iterable[bytes], create_only: bool, if_version: int | None
 ) -> Iterator[filesystem_pb2.WriteBytesRequest]:

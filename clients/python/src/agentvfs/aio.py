@@ -3,11 +3,13 @@
 
 Cancelling the task that iterates a search (or calling `AsyncSearch.cancel`,
 or leaving its ``async with`` block) cancels the call, which stops the search
-on the server.
+on the server. `AsyncWatch` is `Watch` for ``async for``, cancelled the same
+way.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable
 from types import TracebackType
 from typing import IO, Any, Generic, TypeVar, cast
@@ -15,7 +17,17 @@ from typing import IO, Any, Generic, TypeVar, cast
 import grpc
 import grpc.aio
 
-from agentvfs._common import CHANNEL_OPTIONS, call_metadata, error_from, upload_requests
+from agentvfs._common import (
+    CHANNEL_OPTIONS,
+    WATCH_RETRIES,
+    AgentVfsError,
+    call_metadata,
+    error_from,
+    retryable,
+    upload_requests,
+    watch_delay,
+    watch_request,
+)
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
 T = TypeVar("T")
@@ -100,6 +112,81 @@ class AsyncSearch(Generic[T]):
         self.cancel()
 
 
+class AsyncWatch:
+    """A running Filesystem/Watch for ``async for``, reconnecting as `Watch`
+    does (UNAVAILABLE only, 0.1 s doubling up to 5 s, `retries` in a row);
+    `cursor` resumes it later. Cancelling the iterating task, `cancel()` or
+    leaving its ``async with`` block stops it; iterating further raises
+    asyncio.CancelledError (grpc.aio's way to report a cancelled call)."""
+
+    def __init__(
+        self,
+        stub: filesystem_pb2_grpc.FilesystemAsyncStub,
+        path: str,
+        cursor: str,
+        from_now: bool,
+        stop_at_head: bool,
+        retries: int,
+    ) -> None:
+        self._stub = stub
+        self._args = (path, cursor, from_now, stop_at_head)
+        self._retries = retries
+        self._cancelled = asyncio.Event()
+        self._call: Any = None
+        #: Resumes after the last event yielded (set before it is yielded),
+        #: or further, past changes the caller may not see; the `cursor`
+        #: argument before any. Persist it to resume later.
+        self.cursor = cursor
+
+    async def __aiter__(self) -> AsyncIterator[filesystem_pb2.ChangeEvent]:
+        path, start, from_now, stop_at_head = self._args
+        failures = 0
+        try:
+            while True:
+                try:
+                    request = watch_request(path, self.cursor, start, from_now, stop_at_head)
+                    call: Any = self._stub.Watch(request)
+                    self._call = call
+                    if self._cancelled.is_set():
+                        call.cancel()
+                    await call.initial_metadata()
+                    if not call.done():  # headers and no error yet: the server took the call
+                        failures = 0
+                    async for msg in call:
+                        failures = 0
+                        for event in msg.events:
+                            self.cursor = event.cursor
+                            yield event
+                        self.cursor = msg.cursor
+                    return
+                except AgentVfsError as err:
+                    if not retryable(err) or self._cancelled.is_set() or failures >= self._retries:
+                        raise
+                failures += 1
+                try:
+                    await asyncio.wait_for(self._cancelled.wait(), watch_delay(failures))
+                except TimeoutError:
+                    continue
+                raise asyncio.CancelledError
+        finally:
+            # A loop left early or a cancelled task ends the call on the
+            # server (a no-op when it ended).
+            if self._call is not None:
+                self._call.cancel()
+
+    def cancel(self) -> None:
+        """Stops the Watch."""
+        self._cancelled.set()
+        if self._call is not None:
+            self._call.cancel()
+
+    async def __aenter__(self) -> AsyncWatch:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class AsyncClient:
     """A connection to an agentvfs server, for asyncio. Arguments as `Client`."""
 
@@ -143,6 +230,19 @@ class AsyncClient:
         req = request if request is not None else filesystem_pb2.GlobRequest(**fields)
         return AsyncSearch(self.filesystem.Glob(req), lambda msg: msg.batch.entries)
 
+    def watch(
+        self,
+        path: str = "/",
+        *,
+        cursor: str = "",
+        from_now: bool = False,
+        stop_at_head: bool = False,
+        retries: int = WATCH_RETRIES,
+    ) -> AsyncWatch:
+        """Streams the changes under `path`, as `Client.watch`:
+        ``async for event in client.watch("/memories", cursor=saved)``."""
+        return AsyncWatch(self.filesystem, path, cursor, from_now, stop_at_head, retries)
+
     async def upload(
         self,
         path: str,
@@ -155,11 +255,11 @@ class AsyncClient:
         `path` in 1 MiB messages."""
         return await self.filesystem.WriteBytes(upload_requests(path, data, create_only, if_version))
 
-    async def download(self, path: str, out: IO[bytes]) -> filesystem_pb2.FileInfo:
-        """Writes the file at `path` into `out` as its chunks arrive and
-        returns its metadata."""
+    async def download(self, path: str, out: IO[bytes], *, version: int | None = None) -> filesystem_pb2.FileInfo:
+        """Writes the file at `path` (or its retained `version`) into `out`
+        as its chunks arrive and returns its metadata."""
         info = filesystem_pb2.FileInfo()
-        async for msg in self.filesystem.ReadBytes(filesystem_pb2.ReadBytesRequest(path=path)):
+        async for msg in self.filesystem.ReadBytes(filesystem_pb2.ReadBytesRequest(path=path, version=version)):
             if msg.HasField("info"):
                 info = msg.info
             out.write(msg.data)

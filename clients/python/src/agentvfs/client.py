@@ -4,18 +4,31 @@
 `client.access` are the generated typed stubs of every RPC, wrapped so each
 call carries the token/session metadata and raises `AgentVfsError`. `grep` and
 `glob` return a `Search`: iterate it for results in path order; `cancel()` (or
-leaving its `with` block) stops the search on the server.
+leaving its `with` block) stops the search on the server. `watch` returns a
+`Watch`: iterate it for the changes under a path, across dropped connections
+and server restarts; its `cursor` resumes it later.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from types import TracebackType
 from typing import IO, Any, Generic, TypeVar, cast
 
 import grpc
 
-from agentvfs._common import CHANNEL_OPTIONS, call_metadata, error_from, upload_requests
+from agentvfs._common import (
+    CHANNEL_OPTIONS,
+    WATCH_RETRIES,
+    AgentVfsError,
+    call_metadata,
+    error_from,
+    retryable,
+    upload_requests,
+    watch_delay,
+    watch_request,
+)
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
 T = TypeVar("T")
@@ -90,6 +103,85 @@ class Search(Generic[T]):
         self.cancel()
 
 
+class Watch:
+    """A running Filesystem/Watch that survives dropped connections and
+    server restarts: iterate it for the change events in commit order.
+
+    When a call fails with UNAVAILABLE (the connection dropped, the server
+    restarted), it calls again from `cursor` after 0.1 s, 0.2 s, ... up to
+    5 s, at most `retries` times in a row (the count starts over whenever the
+    server answers), so each change comes once. Every other error is raised:
+    FAILED_PRECONDITION for an expired cursor (``metadata["oldest_cursor"]``
+    names the oldest one left), INVALID_PARAM, ACCESS_DENIED, ... A
+    ``from_now`` Watch that has received nothing yet starts from now again
+    when it reconnects. `cancel()` (from any thread) or leaving its ``with``
+    block stops it; iterating further raises AgentVfsError CANCELLED.
+    """
+
+    def __init__(
+        self,
+        stub: filesystem_pb2_grpc.FilesystemStub,
+        path: str,
+        cursor: str,
+        from_now: bool,
+        stop_at_head: bool,
+        retries: int,
+    ) -> None:
+        self._stub = stub
+        self._args = (path, cursor, from_now, stop_at_head)
+        self._retries = retries
+        self._cancelled = threading.Event()
+        self._call: Any = None
+        #: Resumes after the last event yielded (set before it is yielded),
+        #: or further, past changes the caller may not see; the `cursor`
+        #: argument before any. Persist it to resume later.
+        self.cursor = cursor
+
+    def __iter__(self) -> Iterator[filesystem_pb2.ChangeEvent]:
+        path, start, from_now, stop_at_head = self._args
+        failures = 0
+        try:
+            while True:
+                try:
+                    request = watch_request(path, self.cursor, start, from_now, stop_at_head)
+                    call: Any = self._stub.Watch(request)
+                    self._call = call
+                    if self._cancelled.is_set():
+                        call.cancel()
+                    call.initial_metadata()
+                    if not call.done():  # headers and no error yet: the server took the call
+                        failures = 0
+                    for msg in call:
+                        failures = 0
+                        for event in msg.events:
+                            self.cursor = event.cursor
+                            yield event
+                        self.cursor = msg.cursor
+                    return
+                except AgentVfsError as err:
+                    if not retryable(err) or self._cancelled.is_set() or failures >= self._retries:
+                        raise
+                failures += 1
+                if self._cancelled.wait(watch_delay(failures)):
+                    raise AgentVfsError("", grpc.StatusCode.CANCELLED, "the Watch was cancelled", {})
+        finally:
+            # A loop left early ends the call on the server (a no-op when it ended).
+            if self._call is not None:
+                self._call.cancel()
+
+    def cancel(self) -> None:
+        """Stops the Watch; iterating further raises AgentVfsError CANCELLED."""
+        self._cancelled.set()
+        if self._call is not None:
+            self._call.cancel()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cancel()
+
+
 class Client:
     """A connection to an agentvfs server.
 
@@ -134,6 +226,26 @@ class Client:
         req = request if request is not None else filesystem_pb2.GlobRequest(**fields)
         return Search(self.filesystem.Glob(req), lambda msg: msg.batch.entries)
 
+    def watch(
+        self,
+        path: str = "/",
+        *,
+        cursor: str = "",
+        from_now: bool = False,
+        stop_at_head: bool = False,
+        retries: int = WATCH_RETRIES,
+    ) -> Watch:
+        """Streams the changes under `path` in commit order: after `cursor`
+        (from an event or an earlier `Watch.cursor`), from now (`from_now`),
+        or from the oldest change kept; `stop_at_head` ends it once caught
+        up instead of following. Reconnects by itself (see `Watch`)::
+
+            for event in client.watch("/memories", cursor=saved):
+                handle(event)
+                saved = event.cursor
+        """
+        return Watch(self.filesystem, path, cursor, from_now, stop_at_head, retries)
+
     def upload(
         self,
         path: str,
@@ -146,11 +258,11 @@ class Client:
         `path` in 1 MiB messages."""
         return self.filesystem.WriteBytes(upload_requests(path, data, create_only, if_version))
 
-    def download(self, path: str, out: IO[bytes]) -> filesystem_pb2.FileInfo:
-        """Writes the file at `path` into `out` as its chunks arrive and
-        returns its metadata."""
+    def download(self, path: str, out: IO[bytes], *, version: int | None = None) -> filesystem_pb2.FileInfo:
+        """Writes the file at `path` (or its retained `version`) into `out`
+        as its chunks arrive and returns its metadata."""
         info = filesystem_pb2.FileInfo()
-        for msg in self.filesystem.ReadBytes(filesystem_pb2.ReadBytesRequest(path=path)):
+        for msg in self.filesystem.ReadBytes(filesystem_pb2.ReadBytesRequest(path=path, version=version)):
             if msg.HasField("info"):
                 info = msg.info
             out.write(msg.data)
