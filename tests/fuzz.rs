@@ -1,7 +1,8 @@
 //! Property-based fuzzing (proptest) of the pure parsers hostile input reaches
 //! first: logical path validation (`agentvfs::path`), the text operations
 //! (`agentvfs::text`, `agentvfs::format`: line windows, edits, numbering, regex
-//! windows) and the configuration parser (`agentvfs::config::parse`).
+//! windows), the configuration parser (`agentvfs::config::parse`) and the
+//! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`).
 //!
 //! Every property checks "never panics" plus agreement with a small,
 //! independently written reference (a naive model of the documented rule), so a
@@ -23,6 +24,7 @@
 //! delete a line from it, only add. A case worth keeping readable may also
 //! become a plain `#[test]` in the module it exercises.
 
+use agentvfs::change::{ChangeCursor, LogPosition};
 use agentvfs::config::{self, ConfigError};
 use agentvfs::path::{self, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, VfsPath};
 use agentvfs::text::{self, EditSpec};
@@ -447,6 +449,38 @@ proptest! {
         match config::parse("fuzz.toml", &source) {
             Ok(c) => check_config(&c)?,
             Err(e) => check_config_error("fuzz.toml", &source, &e)?,
+        }
+    }
+
+    /// A Watch cursor decodes only from text a cursor encoded: arbitrary
+    /// text, and any corruption of a real cursor, is refused with
+    /// INVALID_ARGUMENT or names the same positions again, never a panic;
+    /// every cursor round-trips.
+    #[test]
+    fn cursors_decode_only_what_was_encoded(
+        positions in prop::collection::vec((valid_path(), any::<u64>(), any::<u64>()), 0..4),
+        junk in any::<String>(),
+        flip in any::<prop::sample::Index>(),
+    ) {
+        let mut cursor = ChangeCursor::default();
+        for (mount, epoch, seq) in &positions {
+            cursor.set(mount, LogPosition { epoch: *epoch, seq: *seq });
+        }
+        let text = cursor.encode();
+        prop_assert_eq!(ChangeCursor::decode(&text).unwrap(), cursor.clone());
+        for candidate in [junk.clone(), format!("c1.{junk}")] {
+            if let Err(err) = ChangeCursor::decode(&candidate) {
+                prop_assert_eq!(err.code(), "INVALID_PARAM");
+            }
+        }
+        // One character replaced: refused, or some cursor (never a panic).
+        let mut bytes = text.into_bytes();
+        let at = flip.index(bytes.len());
+        bytes[at] = if bytes[at] == b'A' { b'B' } else { b'A' };
+        if let Ok(corrupt) = String::from_utf8(bytes)
+            && let Err(err) = ChangeCursor::decode(&corrupt)
+        {
+            prop_assert_eq!(err.code(), "INVALID_PARAM");
         }
     }
 
