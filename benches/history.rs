@@ -27,7 +27,7 @@ use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::scope::Scope;
 use std::path::Path;
 use std::time::Instant;
-use support::Served;
+use support::{Served, scaled};
 use tonic::transport::Channel;
 
 /// Concurrent writers in the throughput rows.
@@ -42,14 +42,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-fn scaled(n: usize) -> usize {
-    let scale: f64 = std::env::var("AGENTVFS_BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    ((n as f64 * scale) as usize).max(CALLERS)
 }
 
 fn content(i: usize) -> Vec<u8> {
@@ -181,8 +173,8 @@ fn percentile(xs: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let runs = env_usize("AGENTVFS_BENCH_RUNS", 5);
-    let writes = scaled(40_000);
-    let grpc_writes = scaled(20_000);
+    let writes = scaled(40_000, CALLERS);
+    let grpc_writes = scaled(20_000, CALLERS);
     let tmp = tempfile::tempdir().expect("temp dir");
     let dir = |name: String| {
         let d = tmp.path().join(name);
@@ -197,7 +189,7 @@ async fn main() {
         off_grpc.push(through_server(&dir(format!("goff{run}")), Keep::NOTHING, grpc_writes).await);
         on_grpc.push(through_server(&dir(format!("gon{run}")), Keep::DEFAULT, grpc_writes).await);
     }
-    let latency = latencies(&dir("latency".into()), scaled(2000)).await;
+    let latency = latencies(&dir("latency".into()), scaled(2000, CALLERS)).await;
     let (p50, p99) = (percentile(&latency, 0.5), percentile(&latency, 0.99));
     let (on, off, on_grpc, off_grpc) = (median(on), median(off), median(on_grpc), median(off_grpc));
     println!("| measurement | history and feed off | on | on / off |");

@@ -24,7 +24,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::Served;
+use support::{Served, scaled};
 use tonic::transport::Channel;
 
 /// Concurrent callers in the throughput rows (threads in-process, gRPC
@@ -56,14 +56,6 @@ async fn client(served: &Served) -> FilesystemClient<Channel> {
         .await
         .expect("connect")
         .max_decoding_message_size(64 << 20)
-}
-
-fn scaled(n: usize) -> usize {
-    let scale: f64 = std::env::var("AGENTVFS_BENCH_SCALE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1.0);
-    ((n as f64 * scale) as usize).max(CALLERS)
 }
 
 fn open_store(dir: &Path) -> StoreBackend {
@@ -192,7 +184,7 @@ fn best_of<T>(runs: usize, mut f: impl FnMut() -> (Duration, T)) -> (Duration, T
 }
 
 fn throughput(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
-    let n = scaled(20_000);
+    let n = scaled(20_000, CALLERS);
     eprintln!("small files: {n} × {SMALL_FILE_BYTES} B, {CALLERS} callers");
     let scope = Scope::default();
 
@@ -311,7 +303,7 @@ async fn grep_count(served: &Served) -> u64 {
 }
 
 fn grep_vs_rg(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
-    let n = scaled(100_000);
+    let n = scaled(100_000, CALLERS);
     eprintln!("grep: {n} files");
     let tree = tmp.join("tree");
     let data = tmp.join("grepstore");
@@ -401,7 +393,7 @@ fn fill(dir: &Path, total: usize) -> Duration {
 
 fn list_scaling(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
     const LISTS: u32 = 2000;
-    let big = scaled(1_000_000);
+    let big = scaled(1_000_000, CALLERS);
     for total in [100, big] {
         let dir = tmp.join(format!("list{total}"));
         let load = fill(&dir, total);

@@ -62,3 +62,14 @@ impl Drop for Served {
         let _ = self.child.wait();
     }
 }
+
+/// `n` scaled by `AGENTVFS_BENCH_SCALE` (default 1; `0.1` for a quick run),
+/// at least `floor`.
+#[allow(dead_code)] // each bench compiles this module; not every one scales
+pub fn scaled(n: usize, floor: usize) -> usize {
+    let scale: f64 = std::env::var("AGENTVFS_BENCH_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0);
+    ((n as f64 * scale) as usize).max(floor)
+}

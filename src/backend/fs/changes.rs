@@ -87,12 +87,30 @@ impl FsChanges {
         self.sandbox.mount()
     }
 
-    /// Appends a change and wakes the watchers.
-    fn push(&self, mut change: Change) {
+    /// Appends a change of the file at `path` and wakes the watchers.
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &self,
+        path: &VfsPath,
+        kind: ChangeKind,
+        version: u64,
+        size: u64,
+        origin: Origin,
+        external: bool,
+        moved_path: Option<VfsPath>,
+    ) {
         let mut log = lock(&self.log);
-        log.push(|seq| {
-            change.seq = seq;
-            change
+        log.push(|seq| Change {
+            log: self.mount().clone(),
+            seq,
+            path: path.clone(),
+            kind,
+            version,
+            size,
+            time: SystemTime::now(),
+            origin,
+            external,
+            moved_path,
         });
         log.trim(self.capacity);
         drop(log);
@@ -121,18 +139,7 @@ impl FsChanges {
         origin: Origin,
         moved_path: Option<VfsPath>,
     ) {
-        self.push(Change {
-            log: self.mount().clone(),
-            seq: 0,
-            path: path.clone(),
-            kind,
-            version,
-            size,
-            time: SystemTime::now(),
-            origin,
-            external: false,
-            moved_path,
-        });
+        self.push(path, kind, version, size, origin, false, moved_path);
     }
 
     /// Sets `cursor`'s position in this log to its head.
@@ -282,18 +289,8 @@ impl FsChanges {
                     None => return,
                 },
             };
-            self.push(Change {
-                log: self.mount().clone(),
-                seq: 0,
-                path: path.clone(),
-                kind,
-                version,
-                size,
-                time: SystemTime::now(),
-                origin: Origin::external(operation),
-                external: true,
-                moved_path: None,
-            });
+            let origin = Origin::external(operation);
+            self.push(path, kind, version, size, origin, true, None);
         };
         let (kind, operation) = match event.kind {
             EventKind::Create(_) => (ChangeKind::Created, Operation::Write),
