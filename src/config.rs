@@ -76,7 +76,21 @@ pub enum TierConfig {
         /// The directory exposed.
         root: PathBuf,
     },
+    /// An S3-compatible bucket, shared by every server mounting it.
+    Object {
+        /// Where the bucket is, how to reach it, the call deadline.
+        bucket: crate::backend::object::BucketOptions,
+        /// Prepended to every key.
+        key_prefix: String,
+        /// Bytes of the per-server content cache.
+        cache_bytes: u64,
+    },
 }
+
+/// Default most time one object-store call may take, retries included.
+pub const DEFAULT_OBJECT_TIMEOUT_SECONDS: u64 = 30;
+/// Default most time one object-store HTTP request may take.
+pub const DEFAULT_OBJECT_REQUEST_TIMEOUT_SECONDS: u64 = 10;
 
 /// One mount.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +213,14 @@ struct RawMount {
     history_versions: Option<Spanned<u64>>,
     history_seconds: Option<Spanned<u64>>,
     change_log: Option<Spanned<u64>>,
+    bucket: Option<Spanned<String>>,
+    key_prefix: Option<Spanned<String>>,
+    endpoint: Option<Spanned<String>>,
+    region: Option<Spanned<String>>,
+    path_style: Option<bool>,
+    cache_bytes: Option<Spanned<u64>>,
+    timeout_seconds: Option<Spanned<u64>>,
+    request_timeout_seconds: Option<Spanned<u64>>,
 }
 
 #[derive(Deserialize)]
@@ -371,15 +393,75 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                     root: needs(&m.root, "root", "filesystem")?,
                 }
             }
+            "object" => {
+                unexpected(&m.root, "root", "object")?;
+                unexpected(&m.path, "path", "object")?;
+                let bucket = needs(&m.bucket, "bucket", "object")?.display().to_string();
+                if bucket.is_empty() {
+                    return Err(at(
+                        span,
+                        format!("mount {prefix}: bucket must not be empty"),
+                    ));
+                }
+                let seconds = |field: &Option<Spanned<u64>>, name: &str, default: u64| match field {
+                    Some(v) if !(1..=3600).contains(v.get_ref()) => Err(at(
+                        v.span().start,
+                        format!("mount {prefix}: {name} must be between 1 and 3600"),
+                    )),
+                    Some(v) => Ok(Duration::from_secs(*v.get_ref())),
+                    None => Ok(Duration::from_secs(default)),
+                };
+                let text =
+                    |field: &Option<Spanned<String>>| field.as_ref().map(|f| f.get_ref().clone());
+                TierConfig::Object {
+                    bucket: crate::backend::object::BucketOptions {
+                        bucket,
+                        endpoint: text(&m.endpoint),
+                        region: text(&m.region),
+                        path_style: m.path_style.unwrap_or(false),
+                        timeout: seconds(
+                            &m.timeout_seconds,
+                            "timeout_seconds",
+                            DEFAULT_OBJECT_TIMEOUT_SECONDS,
+                        )?,
+                        request_timeout: seconds(
+                            &m.request_timeout_seconds,
+                            "request_timeout_seconds",
+                            DEFAULT_OBJECT_REQUEST_TIMEOUT_SECONDS,
+                        )?,
+                    },
+                    key_prefix: text(&m.key_prefix).unwrap_or_default(),
+                    cache_bytes: match &m.cache_bytes {
+                        Some(v) if *v.get_ref() > 1 << 40 => {
+                            return Err(at(
+                                v.span().start,
+                                format!("mount {prefix}: cache_bytes must be at most 2^40"),
+                            ));
+                        }
+                        Some(v) => *v.get_ref(),
+                        None => crate::backend::object::DEFAULT_CACHE_BYTES,
+                    },
+                }
+            }
             other => {
                 return Err(at(
                     m.tier.span().start,
                     format!(
-                        "unknown tier {other:?}; expected \"state\", \"store\" or \"filesystem\""
+                        "unknown tier {other:?}; expected \"state\", \"store\", \"filesystem\" or \"object\""
                     ),
                 ));
             }
         };
+        if !matches!(tier, TierConfig::Object { .. }) {
+            for (field, name) in [
+                (&m.bucket, "bucket"),
+                (&m.key_prefix, "key_prefix"),
+                (&m.endpoint, "endpoint"),
+                (&m.region, "region"),
+            ] {
+                unexpected(field, name, m.tier.get_ref())?;
+            }
+        }
         let in_range = |field: &Option<Spanned<u64>>, name: &str, min: u64, max: u64| match field {
             Some(v) if !(min..=max).contains(v.get_ref()) => Err(at(
                 v.span().start,
@@ -396,23 +478,33 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         )?;
         let seconds = in_range(&m.history_seconds, "history_seconds", 1, 100 * 365 * 86_400)?;
         let changes = in_range(&m.change_log, "change_log", 0, MAX_CHANGE_LOG)?;
-        if let TierConfig::Filesystem { .. } = tier {
-            for (field, name) in [
+        let kept: &[(&Option<Spanned<u64>>, &str)] = match tier {
+            TierConfig::Filesystem { .. } => &[
                 (&m.history_versions, "history_versions"),
                 (&m.history_seconds, "history_seconds"),
-            ] {
-                if let Some(f) = field {
-                    return Err(at(
-                        f.span().start,
-                        format!(
-                            "mount {prefix}: tier \"filesystem\" keeps no version history, so it takes no `{name}`"
-                        ),
-                    ));
-                }
+            ],
+            TierConfig::Object { .. } => &[
+                (&m.history_versions, "history_versions"),
+                (&m.history_seconds, "history_seconds"),
+                (&m.change_log, "change_log"),
+            ],
+            _ => &[],
+        };
+        for (field, name) in kept {
+            if let Some(f) = field {
+                return Err(at(
+                    f.span().start,
+                    format!(
+                        "mount {prefix}: tier {:?} keeps no version history or change log, so it \
+                         takes no `{name}`",
+                        m.tier.get_ref()
+                    ),
+                ));
             }
         }
         let default_changes = match tier {
             TierConfig::Store { .. } => Keep::DEFAULT_CHANGES,
+            TierConfig::Object { .. } => 0,
             _ => DEFAULT_MEMORY_CHANGE_LOG,
         };
         let keep = Keep {

@@ -6,6 +6,7 @@ use crate::auth::Auth;
 use crate::backend::Backend;
 use crate::backend::composite::{CompositeBackend, Mount};
 use crate::backend::fs::FsBackend;
+use crate::backend::object::{ObjectBackend, ObjectOptions};
 use crate::backend::state::StateBackend;
 use crate::backend::store::{StoreBackend, StoreOptions};
 use crate::config::{Config, TierConfig};
@@ -48,6 +49,22 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                     }
                 })?;
                 (Arc::new(store), "store")
+            }
+            TierConfig::Object {
+                bucket,
+                key_prefix,
+                cache_bytes,
+            } => {
+                let options = ObjectOptions {
+                    bucket: bucket.clone(),
+                    key_prefix: key_prefix.clone(),
+                    max_file_bytes: config.max_file_bytes,
+                    cache_bytes: *cache_bytes,
+                    credentials: None,
+                };
+                let tier = ObjectBackend::open(m.prefix.clone(), options)
+                    .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;
+                (Arc::new(tier), "object")
             }
         };
         mounts.push(Mount {

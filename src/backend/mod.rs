@@ -19,7 +19,9 @@
 pub mod composite;
 pub mod fs;
 pub mod memory_log;
+pub mod object;
 pub mod ordered;
+pub mod record;
 pub mod state;
 pub mod store;
 

@@ -9,6 +9,7 @@
 use agentvfs::VfsPath;
 use agentvfs::backend::composite::{CompositeBackend, Mount};
 use agentvfs::backend::fs::FsBackend;
+use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
 use agentvfs::backend::state::{StateBackend, StateLimits};
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
 use agentvfs::backend::{
@@ -41,6 +42,9 @@ const SEARCH_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 const STATE_MOUNT: &str = "/";
 const STORE_MOUNT: &str = "/memories";
 const FS_MOUNT: &str = "/workspace";
+/// Where the suite mounts the object tier (a bucket of the test process's
+/// versitygw, `tests/support/s3.rs`, under a key prefix of its own per case).
+const OBJECT_MOUNT: &str = "/shared";
 
 /// The name of the directory, below the mount, in which a case works.
 const BASE_NAME: &str = "case";
@@ -54,6 +58,8 @@ pub enum Kind {
     Store,
     /// A real directory (src/backend/fs/).
     Filesystem,
+    /// An S3 bucket (src/backend/object/), on a real S3 server.
+    Object,
 }
 
 /// How a case reaches its tier: alone, or through the mount table holding
@@ -98,17 +104,22 @@ pub struct Tier {
     /// A rewrite keeps the file's `created` time. The Filesystem tier knows
     /// no creation time and reports the modification time (src/entry.rs).
     pub keeps_created: bool,
-    /// Versions come from one counter per tier (State, Store), so every
-    /// moved file gets a version above every version handed out before. The
+    /// Versions come from one counter per tier (State, Store), or from the
+    /// clock in µs pushed past the file's own (object tier: on one server a
+    /// later change reads a later clock), so every moved file gets a
+    /// version above every version handed out before. The
     /// Filesystem tier's versions come from each file's own times
     /// (src/backend/fs/sandbox.rs `version`): a moved file's version grows
     /// past its own and past the file it replaces, and the files inside a
     /// moved directory keep theirs, their content being unchanged.
     pub tier_wide_versions: bool,
     /// The tier keeps past versions and tombstones (State, Store); the
-    /// Filesystem tier keeps none: every history call is
+    /// Filesystem and object tiers keep none: every history call is
     /// FAILED_PRECONDITION (src/backend/mod.rs `no_history`).
     pub keeps_history: bool,
+    /// The tier keeps a change log (all but the object tier, whose Watch is
+    /// FAILED_PRECONDITION: src/backend/mod.rs `no_change_log`).
+    pub keeps_change_log: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
     _dirs: Vec<tempfile::TempDir>,
@@ -144,6 +155,31 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
                 .expect("open the store");
             (Arc::new(store), "store", Some(dir))
         }
+        Kind::Object => {
+            let s3 = crate::s3::s3();
+            let options = ObjectOptions {
+                bucket: BucketOptions {
+                    bucket: s3.bucket("contract"),
+                    endpoint: Some(s3.endpoint.clone()),
+                    region: None,
+                    path_style: true,
+                    timeout: Duration::from_secs(60),
+                    request_timeout: Duration::from_secs(20),
+                },
+                // Every case in a key space of its own.
+                key_prefix: format!("case-{:016x}", rand::random::<u64>()),
+                max_file_bytes: MAX_FILE_BYTES,
+                cache_bytes: 64 << 20,
+                credentials: Some(Credentials {
+                    access_key_id: crate::s3::ACCESS_KEY.into(),
+                    secret_access_key: crate::s3::SECRET_KEY.into(),
+                    session_token: None,
+                }),
+            };
+            let object =
+                ObjectBackend::open(vpath(OBJECT_MOUNT), options).expect("open the object tier");
+            (Arc::new(object), "object", None)
+        }
         Kind::Filesystem => {
             let dir = tempfile::tempdir().expect("temp dir for the filesystem root");
             let fs = FsBackend::open(vpath(FS_MOUNT), dir.path(), MAX_FILE_BYTES, 1000)
@@ -155,6 +191,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
         Kind::State => STATE_MOUNT,
         Kind::Store => STORE_MOUNT,
         Kind::Filesystem => FS_MOUNT,
+        Kind::Object => OBJECT_MOUNT,
     });
     let mount = Mount {
         prefix,
@@ -174,7 +211,11 @@ impl Tier {
         let mut dirs = Vec::new();
         let (backend, mount, mount_points): (Arc<dyn Backend>, _, _) = if composite {
             let mut mounts = Vec::new();
-            for each in [Kind::State, Kind::Store, Kind::Filesystem] {
+            let mut kinds = vec![Kind::State, Kind::Store, Kind::Filesystem];
+            if kind == Kind::Object {
+                kinds.push(Kind::Object);
+            }
+            for each in kinds {
                 let (mount, dir) = open(each);
                 mounts.push(mount);
                 dirs.extend(dir);
@@ -211,7 +252,8 @@ impl Tier {
             honours_ignore_files: kind == Kind::Filesystem,
             keeps_created: kind != Kind::Filesystem,
             tier_wide_versions: kind != Kind::Filesystem,
-            keeps_history: kind != Kind::Filesystem,
+            keeps_history: matches!(kind, Kind::State | Kind::Store),
+            keeps_change_log: kind != Kind::Object,
             _dirs: dirs,
         }
     }
@@ -442,6 +484,7 @@ fn tier_name(kind: Kind) -> &'static str {
         Kind::State => "state",
         Kind::Store => "store",
         Kind::Filesystem => "filesystem",
+        Kind::Object => "object",
     }
 }
 

@@ -9,9 +9,12 @@
 //! - `state`, `store`, `fs`: one tier on its own, mounted where the default
 //!   configuration mounts it (`/`, `/memories` on RocksDB in a temporary
 //!   directory, `/workspace` on a temporary directory);
+//! - `object`: the object tier at `/shared`, on the test process's
+//!   versitygw (`tests/support/s3.rs`; a key prefix of its own per case);
 //! - `composite::root`, `composite::memories`, `composite::workspace`: the
-//!   mount table holding all three, as `src/startup.rs` builds it, with the
-//!   case working in the State, Store or Filesystem mount.
+//!   mount table holding State, Store and Filesystem, as `src/startup.rs`
+//!   builds it, with the case working in one of those mounts;
+//!   `composite::shared` adds the object tier and works in it.
 //!
 //! Sections: listing, reads, writes, edits, deletes, chunks, search,
 //! errors, concurrency, scopes, history (versions, tombstones, restores,
@@ -35,6 +38,9 @@
 //! public constructor and mounted in the Composite there, and one
 //! `contract_suite!` line below for it alone (and one inside `composite`
 //! for its mount); it is accepted when every case passes on both.
+
+#[path = "../support/s3.rs"]
+mod s3;
 
 mod changes;
 mod chunks;
@@ -234,10 +240,12 @@ macro_rules! contract_suite {
 contract_suite!(state, Setup::Single(Kind::State));
 contract_suite!(store, Setup::Single(Kind::Store));
 contract_suite!(fs, Setup::Single(Kind::Filesystem));
+contract_suite!(object, Setup::Single(Kind::Object));
 
 /// The mount table holding all three tiers, each case run in each mount.
 mod composite {
     contract_suite!(root, Setup::Composite(Kind::State));
     contract_suite!(memories, Setup::Composite(Kind::Store));
     contract_suite!(workspace, Setup::Composite(Kind::Filesystem));
+    contract_suite!(shared, Setup::Composite(Kind::Object));
 }

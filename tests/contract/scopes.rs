@@ -1,5 +1,5 @@
 //! Whose files a call sees (src/scope.rs): the State tier is per session
-//! within a namespace, the Store tier per namespace, and the Filesystem
+//! within a namespace, the Store and object tiers per namespace, and the Filesystem
 //! tier is one directory every caller shares. A legitimate difference, so
 //! each kind's answer is asserted exactly.
 
@@ -22,7 +22,7 @@ pub fn scopes_see_what_their_tier_shares(t: &Tier) {
     let path = t.path("f");
     let (session_sees, namespace_sees) = match t.kind {
         Kind::State => (false, false),
-        Kind::Store => (true, false),
+        Kind::Store | Kind::Object => (true, false),
         Kind::Filesystem => (true, true),
     };
     for (scope, sees) in [

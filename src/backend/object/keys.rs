@@ -174,25 +174,68 @@ impl ObjectKeys {
         Ok(key)
     }
 
-    /// The S3 key at which the walk of `space` resumes to reach the path
-    /// with order key `from` (a key such that every key of a path at or
-    /// after `from` is greater): the encoding of the path `from` names,
-    /// minus its last byte when it ends with the NUL of "just below".
-    pub fn seek_key(&self, namespace: &str, space: Space, from: &[u8]) -> Option<String> {
-        let mount_key = self.mount.order_key();
-        let mut rel = from.strip_prefix(mount_key.as_slice())?;
-        rel = rel.strip_prefix(b"\0").unwrap_or(rel);
-        let mut key = self.space(namespace, space);
+    /// Where a walk of the heads of `namespace` resumes to reach the first
+    /// path with order key `>= from` (docs/contract.md order; the walk asks
+    /// for the path right after one, `key ++ \0`, or for the first path past
+    /// a directory's subtree, `key ++ \1`).
+    pub fn seek(&self, namespace: &str, from: &[u8]) -> Seek {
+        let mut below = self.mount.order_key();
+        if !self.mount.is_root() {
+            below.push(0);
+        }
+        if from <= below.as_slice() {
+            return Seek::Start;
+        }
+        let Some(rel) = from.strip_prefix(below.as_slice()) else {
+            return Seek::End;
+        };
+        let (rel, how) = match rel.split_last() {
+            Some((0, rest)) => (rest, After::Key),
+            Some((1, rest)) => (rest, After::Subtree),
+            _ => (rel, After::Before),
+        };
+        let mut key = self.space(namespace, Space::Heads);
         let text = String::from_utf8_lossy(rel);
-        let mut segments = text.split('\0').peekable();
-        while let Some(segment) = segments.next() {
-            encode_segment(segment, &mut key);
-            if segments.peek().is_some() {
+        for (i, segment) in text.split('\0').enumerate() {
+            if i > 0 {
                 key.push('/');
             }
+            encode_segment(segment, &mut key);
         }
-        Some(key)
+        match how {
+            After::Key => Seek::After(key),
+            // Every key below `key` continues with `/`, which sorts below
+            // the escape byte, and no key is `key` followed by a lone escape.
+            After::Subtree => {
+                key.push(ESCAPE as char);
+                Seek::After(key)
+            }
+            After::Before => Seek::AtOrAfter(key),
+        }
     }
+}
+
+/// How an order key relates to the path it names.
+enum After {
+    /// Just after the path (`key ++ \0`).
+    Key,
+    /// Past the path's subtree (`key ++ \1`).
+    Subtree,
+    /// At the path itself.
+    Before,
+}
+
+/// Where a walk of a namespace's heads resumes (see [`ObjectKeys::seek`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seek {
+    /// At the first head.
+    Start,
+    /// At the first head whose key is greater than this one.
+    After(String),
+    /// At the first head whose key is this one or greater.
+    AtOrAfter(String),
+    /// Past every head of the mount.
+    End,
 }
 
 #[cfg(test)]
@@ -207,8 +250,18 @@ mod tests {
     fn keys_list_in_path_order() {
         let keys = ObjectKeys::new(p("/s3"), "team/");
         let mut paths = vec![
-            "/s3/a.b", "/s3/a/x", "/s3/a-b/x", "/s3/a", "/s3/a0", "/s3/a 1", "/s3/ab", "/s3/a/",
-            "/s3/é", "/s3/A", "/s3/a!x", "/s3/a/0/1",
+            "/s3/a.b",
+            "/s3/a/x",
+            "/s3/a-b/x",
+            "/s3/a",
+            "/s3/a0",
+            "/s3/a 1",
+            "/s3/ab",
+            "/s3/a/",
+            "/s3/é",
+            "/s3/A",
+            "/s3/a!x",
+            "/s3/a/0/1",
         ];
         paths.dedup();
         let mut by_key: Vec<(String, &str)> = paths
@@ -238,25 +291,40 @@ mod tests {
             assert!(!key.contains("//") && !key.split('/').any(|s| s == ".." || s == "."));
             assert_eq!(keys.path("n.s", Space::Heads, &key), Some(path));
         }
-        assert_eq!(keys.key("ns", Space::Heads, &p("/s3/a.md")).unwrap(), "ns/f/a0Nmd");
+        assert_eq!(
+            keys.key("ns", Space::Heads, &p("/s3/a.md")).unwrap(),
+            "ns/f/a0Nmd"
+        );
         assert_eq!(keys.below("ns", Space::Heads, &p("/s3")).unwrap(), "ns/f/");
-        assert_eq!(keys.below("ns", Space::Heads, &p("/s3/d")).unwrap(), "ns/f/d/");
+        assert_eq!(
+            keys.below("ns", Space::Heads, &p("/s3/d")).unwrap(),
+            "ns/f/d/"
+        );
         assert_eq!(keys.path("ns", Space::Heads, "ns/f/a0Z"), None);
         let long = format!("/s3/{}", "a".repeat(1100));
         assert!(keys.key("ns", Space::Heads, &p(&long)).is_err());
     }
 
     #[test]
-    fn seek_keys_fall_between_the_right_keys() {
+    fn seeks_fall_between_the_right_keys() {
         let keys = ObjectKeys::new(p("/s3"), "");
         let key = |s: &str| keys.key("ns", Space::Heads, &p(s)).unwrap();
-        // Just after /s3/a and everything below it.
+        // Past /s3/a and everything below it, before /s3/a-b and /s3/a.b.
         let (_, past_a) = p("/s3/a").subtree_range();
-        let seek = keys.seek_key("ns", Space::Heads, &past_a).unwrap();
+        let Seek::After(seek) = keys.seek("ns", &past_a) else {
+            panic!("past a subtree is After");
+        };
         assert!(seek.as_str() > key("/s3/a/z").as_str());
-        assert!(seek.as_str() <= key("/s3/a-b").as_str());
-        // At /s3/a/x exactly (the walk's next file).
-        let at = keys.seek_key("ns", Space::Heads, &p("/s3/a/x").order_key()).unwrap();
-        assert_eq!(at, key("/s3/a/x"));
+        assert!(seek.as_str() < key("/s3/a-b").as_str() && seek.as_str() < key("/s3/a.b").as_str());
+        // Right after /s3/a/x: its key, exclusive.
+        let mut next = p("/s3/a/x").order_key();
+        next.push(0);
+        assert_eq!(keys.seek("ns", &next), Seek::After(key("/s3/a/x")));
+        assert_eq!(
+            keys.seek("ns", &p("/s3/a").order_key()),
+            Seek::AtOrAfter(key("/s3/a"))
+        );
+        assert_eq!(keys.seek("ns", &p("/s3").subtree_range().0), Seek::Start);
+        assert_eq!(keys.seek("ns", &p("/t").order_key()), Seek::End);
     }
 }

@@ -9,8 +9,8 @@
 //!
 //! Errors: a value that does not decode is `Internal`, never guessed at.
 
-use super::record::nanos;
 use crate::backend::ordered::Logged;
+use crate::backend::record::nanos;
 use crate::change::{ChangeKind, Operation, Origin, bounded_name};
 use crate::error::{Error, Result};
 use std::time::{Duration, UNIX_EPOCH};

@@ -70,12 +70,12 @@
 mod keys;
 mod locks;
 mod log;
-mod record;
 
 use super::ordered::{
     Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
     Past, Space, Stored, Streamed,
 };
+use super::record::{self, CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::{LogBounds, Origin};
 use crate::error::{Error, Result};
@@ -84,7 +84,6 @@ use crate::path::VfsPath;
 use crate::scope::Scope;
 use keys::NsId;
 use locks::PathLocks;
-use record::{CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DB, DBCompressionType,
     DBPinnableSlice, DBRawIteratorWithThreadMode, MergeOperands, Options, ReadOptions,

@@ -1,5 +1,8 @@
-//! The value of a `meta` key: one file's metadata, and its content when the
-//! file is small.
+//! A file's record: its metadata, who made the version and how, and its
+//! content when the file is small. The Store keeps it as the value of a
+//! `meta` key (and of a `versions` key once superseded); the object tier as
+//! the body of a file's head object, whose bytes, holding the version, make
+//! every version's ETag unique.
 //!
 //! Layout (big-endian): `format (1) | flags (1) | version (8) | size (8) |
 //! created ns (8) | modified ns (8) | blob id (8)`, then (format 2) the
@@ -70,6 +73,11 @@ impl Meta {
             // count fits easily in u32 chunks of 1 MiB.
             self.size.div_ceil(CHUNK_BYTES as u64) as u32
         }
+    }
+
+    /// The blob holding the content, 0 when it is inline.
+    pub fn content_blob(&self) -> u64 {
+        if self.inline { 0 } else { self.blob }
     }
 
     /// Creation time.
