@@ -22,6 +22,9 @@
 //! - `store`: the RocksDB tier at /memories: namespaces, crashes, concurrency;
 //! - `limits`: streams per principal, searches server-wide, idle timeouts and
 //!   oversized messages against stalled and hostile clients;
+//! - `object`: the object tier on a real S3 server (versitygw), several
+//!   servers sharing one bucket: lost updates, create-only races, stale
+//!   versions, `kill -9`, an unreachable store, a wrong bucket or key;
 //! - `moves`: Move on the State and Store tiers, in-process: every refusal,
 //!   versions, memory accounting and atomicity under concurrent moves;
 //! - `fs_moves`: Move on the Filesystem tier and the mount table, through
@@ -29,6 +32,9 @@
 //! - `mcp_http`: the MCP endpoint at `/mcp` against hostile HTTP clients
 //!   (stalled and oversized bodies, foreign hosts, malformed requests);
 //! - `modules`: the module graph of `src/` has no cycle.
+
+#[path = "../support/s3.rs"]
+mod s3;
 
 mod access;
 mod cli;
@@ -43,6 +49,7 @@ mod mcp_http;
 mod modules;
 mod mounts;
 mod moves;
+mod object;
 mod sandbox;
 mod search;
 mod server;

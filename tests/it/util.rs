@@ -166,6 +166,16 @@ fn spawn(
         .current_dir(dir)
         .env("RUST_LOG", "agentvfs=debug")
         .env("XDG_DATA_HOME", data);
+    // An object mount without an endpoint reaches the test process's S3
+    // server, as a deployment's would reach AWS_ENDPOINT_URL.
+    let config = dir.join("agentvfs.toml");
+    if std::fs::read_to_string(&config).is_ok_and(|c| c.contains("tier = \"object\"")) {
+        let s3 = crate::s3::s3();
+        cmd.env("AWS_ENDPOINT_URL", &s3.endpoint)
+            .env("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY)
+            .env("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_KEY)
+            .env("AWS_ALLOW_HTTP", "true");
+    }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn agentvfs");
     let logs = Arc::new(Mutex::new(String::new()));

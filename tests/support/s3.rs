@@ -117,6 +117,8 @@ pub fn s3() -> &'static S3 {
             let _ = child.wait();
         });
         ready.recv().expect("versitygw started");
+        // The bucket tests/conformance/object.json's configuration names.
+        std::fs::create_dir_all(data.join("agentvfs")).expect("create the bucket");
         S3 {
             endpoint: format!("http://127.0.0.1:{port}"),
             data,

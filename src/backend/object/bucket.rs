@@ -234,6 +234,13 @@ impl Bucket {
     }
 }
 
+/// The S3 error code in the text of a failed request (`<Code>…</Code>`).
+fn s3_code(text: &str) -> Option<&str> {
+    let start = text.find("<Code>")? + "<Code>".len();
+    let len = text[start..].find("</Code>")?;
+    Some(&text[start..start + len])
+}
+
 /// The S3 calls, cheap to clone into futures.
 #[derive(Clone)]
 pub struct Client {
@@ -257,16 +264,33 @@ impl Client {
             E::InvalidPath { .. } => Error::InvalidArgument(format!("{what}: {err}")),
             _ => {
                 let text = err.to_string();
-                if text.contains("ObjectParentIsFile") {
-                    return Error::NotDirectory(format!("{what}: a parent is a file"));
+                match s3_code(&text) {
+                    Some("ObjectParentIsFile") => {
+                        Error::NotDirectory(format!("{what}: a parent is a file"))
+                    }
+                    Some("ExistingObjectIsDirectory") => {
+                        Error::IsDirectory(format!("{what}: it is a directory"))
+                    }
+                    Some(
+                        code @ ("InvalidAccessKeyId"
+                        | "SignatureDoesNotMatch"
+                        | "AccessDenied"
+                        | "XAdminUserNotFound"
+                        | "InvalidToken"
+                        | "ExpiredToken"),
+                    ) => Error::Unavailable(format!(
+                        "the object store ({}) refused the credentials ({code}) while {what}",
+                        self.shown
+                    )),
+                    Some("NoSuchBucket") => Error::Unavailable(format!(
+                        "the object store has no such bucket ({}; NoSuchBucket)",
+                        self.shown
+                    )),
+                    _ => Error::Unavailable(format!(
+                        "the object store ({}) failed while {what}: {err}",
+                        self.shown
+                    )),
                 }
-                if text.contains("ExistingObjectIsDirectory") {
-                    return Error::IsDirectory(format!("{what}: it is a directory"));
-                }
-                Error::Unavailable(format!(
-                    "the object store ({}) failed while {what}: {err}",
-                    self.shown
-                ))
             }
         }
     }

@@ -1,0 +1,431 @@
+//! The object tier through the server, on a real S3 server (the test
+//! process's versitygw, `tests/support/s3.rs`), with several agentvfs
+//! servers sharing one bucket (docs/object-storage.md): concurrent editors
+//! spread across servers lose no update, create-only races have one winner,
+//! a stale `if_version` is CONFLICT on every server, a `kill -9` in the middle
+//! of writes loses no acknowledged write and shows no half-written file; an
+//! unreachable or slow store answers UNAVAILABLE or DEADLINE_EXCEEDED within
+//! the call's deadline, and a wrong bucket or key stops the start-up naming
+//! the mount.
+
+use crate::s3::s3;
+use crate::util::{Server, assert_error, write};
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// A configuration mounting the bucket `bucket` at `/shared` under a key
+/// prefix of its own (so tests never see each other's files), State at `/`.
+fn config(bucket: &str, key_prefix: &str, extra: &str) -> String {
+    format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
+         tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"{key_prefix}\"\n\
+         path_style = true\n{extra}"
+    )
+}
+
+/// Two servers on one bucket and key prefix.
+fn two_servers() -> (Server, Server) {
+    let bucket = s3().bucket("agentvfs");
+    let prefix = format!("it-{:016x}", rand::random::<u64>());
+    let cfg = config(&bucket, &prefix, "");
+    (
+        Server::start_with(Some(&cfg), &[]),
+        Server::start_with(Some(&cfg), &[]),
+    )
+}
+
+async fn connect(url: &str) -> FilesystemClient<Channel> {
+    let channel = Channel::from_shared(url.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    FilesystemClient::new(channel).max_decoding_message_size(256 << 20)
+}
+
+/// 8 editors, four on each of two servers, append 200 lines to one file
+/// with Edit (a read-modify-write each): every line is there, once.
+#[tokio::test]
+async fn editors_on_two_servers_lose_no_update() {
+    let (a, b) = two_servers();
+    let mut fs = a.fs().await;
+    write(&mut fs, "/shared/log.md", "start\n").await;
+    let tasks: Vec<_> = (0..8)
+        .map(|e| {
+            let url = if e % 2 == 0 {
+                a.url.clone()
+            } else {
+                b.url.clone()
+            };
+            tokio::spawn(async move {
+                let mut fs = connect(&url).await;
+                for i in 0..25 {
+                    let line = format!("editor {e} line {i}\n");
+                    fs.multi_edit(pb::MultiEditRequest {
+                        path: "/shared/log.md".into(),
+                        edits: vec![pb::EditOperation {
+                            old_string: "start\n".into(),
+                            new_string: format!("start\n{line}"),
+                            replace_all: false,
+                        }],
+                        if_version: None,
+                    })
+                    .await
+                    .unwrap_or_else(|s| panic!("editor {e} line {i}: {s:?}"));
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for server in [&a, &b] {
+        let content = server
+            .fs()
+            .await
+            .read(pb::ReadRequest {
+                path: "/shared/log.md".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .content;
+        let lines: BTreeSet<&str> = content
+            .lines()
+            .filter(|l| l.starts_with("editor"))
+            .collect();
+        assert_eq!(lines.len(), 200, "{} lines", content.lines().count());
+        assert_eq!(content.lines().count(), 201);
+    }
+}
+
+/// 16 create-only writes of one path, split across two servers: exactly
+/// one wins, the others are ALREADY_EXISTS, and the file is the winner's.
+#[tokio::test]
+async fn create_only_races_across_servers_have_one_winner() {
+    let (a, b) = two_servers();
+    for round in 0..5 {
+        let path = format!("/shared/race{round}");
+        let tasks: Vec<_> = (0..16)
+            .map(|w| {
+                let url = if w % 2 == 0 {
+                    a.url.clone()
+                } else {
+                    b.url.clone()
+                };
+                let path = path.clone();
+                tokio::spawn(async move {
+                    let mut fs = connect(&url).await;
+                    let req = pb::WriteRequest {
+                        path,
+                        content: format!("writer {w}"),
+                        create_only: true,
+                        if_version: None,
+                    };
+                    (w, fs.write(req).await)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for t in tasks {
+            match t.await.unwrap() {
+                (w, Ok(_)) => winners.push(w),
+                (_, Err(status)) => assert_error(&status, Code::AlreadyExists, "CONFLICT"),
+            }
+        }
+        assert_eq!(winners.len(), 1, "round {round}: {winners:?}");
+        let content = a
+            .fs()
+            .await
+            .read(pb::ReadRequest {
+                path: path.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .content;
+        assert_eq!(content, format!("writer {}", winners[0]));
+    }
+}
+
+/// A version read on one server and changed on the other is stale on both:
+/// Write, Edit and Delete with it are CONFLICT, and nothing changes.
+#[tokio::test]
+async fn a_stale_if_version_is_conflict_on_every_server() {
+    let (a, b) = two_servers();
+    let (mut fa, mut fb) = (a.fs().await, b.fs().await);
+    let v1 = write(&mut fa, "/shared/f.md", "one\n").await.version;
+    let v2 = write(&mut fb, "/shared/f.md", "two\n").await.version;
+    assert!(v2 > v1);
+    for fs in [&mut fa, &mut fb] {
+        let stale = fs
+            .write(pb::WriteRequest {
+                path: "/shared/f.md".into(),
+                content: "lost\n".into(),
+                create_only: false,
+                if_version: Some(v1),
+            })
+            .await
+            .unwrap_err();
+        assert_error(&stale, Code::Aborted, "CONFLICT");
+        assert!(
+            stale
+                .message()
+                .contains(&format!("expected version {v1}, found {v2}"))
+        );
+        let edit = fs
+            .edit(pb::EditRequest {
+                path: "/shared/f.md".into(),
+                old_string: "two".into(),
+                new_string: "lost".into(),
+                if_version: Some(v1),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_error(&edit, Code::Aborted, "CONFLICT");
+        let delete = fs
+            .delete(pb::DeleteRequest {
+                path: "/shared/f.md".into(),
+                if_version: Some(v1),
+                recursive: false,
+            })
+            .await
+            .unwrap_err();
+        assert_error(&delete, Code::Aborted, "CONFLICT");
+    }
+    // The same content again (A → B → A) is a new version: the first one's
+    // if_version still does not match.
+    let v3 = write(&mut fa, "/shared/f.md", "one\n").await.version;
+    assert!(v3 > v2);
+    let again = fb
+        .write(pb::WriteRequest {
+            path: "/shared/f.md".into(),
+            content: "lost\n".into(),
+            create_only: false,
+            if_version: Some(v1),
+        })
+        .await
+        .unwrap_err();
+    assert_error(&again, Code::Aborted, "CONFLICT");
+    // A deleted file is gone for every server.
+    fa.delete(pb::DeleteRequest {
+        path: "/shared/f.md".into(),
+        if_version: Some(v3),
+        recursive: false,
+    })
+    .await
+    .unwrap();
+    let gone = fb
+        .stat(pb::StatRequest {
+            path: "/shared/f.md".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_error(&gone, Code::NotFound, "NOT_FOUND");
+}
+
+/// Writers on one server, which is killed with `kill -9` in the middle of
+/// them: every write it acknowledged is readable, as acknowledged, through
+/// the other server, and no file is half written (small files inline, and
+/// 200 KiB files whose content is a blob committed before its head).
+#[tokio::test]
+async fn a_killed_server_loses_no_acknowledged_write() {
+    let (mut a, b) = two_servers();
+    let acked: Arc<Mutex<Vec<(String, u64, usize)>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, acked) = (a.url.clone(), acked.clone());
+            tokio::spawn(async move {
+                let mut fs = connect(&url).await;
+                for i in 0.. {
+                    let size = if i % 3 == 0 { 200 << 10 } else { 100 };
+                    let path = format!("/shared/w{w}/f{i:05}");
+                    let req = pb::WriteRequest {
+                        path: path.clone(),
+                        content: content(w, i, size),
+                        ..Default::default()
+                    };
+                    match fs.write(req).await {
+                        Ok(out) => {
+                            acked
+                                .lock()
+                                .unwrap()
+                                .push((path, out.into_inner().version, size))
+                        }
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    a.kill();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 20,
+        "only {} writes before the kill",
+        acked.len()
+    );
+    let mut fs = b.fs().await;
+    for (path, version, size) in &acked {
+        let read = fs
+            .read(pb::ReadRequest {
+                path: path.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|s| panic!("{path} acknowledged but unreadable: {s:?}"))
+            .into_inner();
+        assert_eq!(read.version, *version, "{path}");
+        assert_eq!(read.content.len(), *size, "{path}");
+    }
+    // Every file there (acknowledged or not) is whole.
+    let (entries, _) = crate::util::glob_entries(
+        &mut fs,
+        pb::GlobRequest {
+            pattern: "**".into(),
+            path: "/shared".into(),
+            max_visited: 1_000_000,
+            max_duration_ms: 60_000,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    for entry in &entries {
+        let read = fs
+            .read(pb::ReadRequest {
+                path: entry.path.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let name = entry.path.rsplit('/').next().unwrap();
+        let w: usize = entry.path.split("/w").nth(1).unwrap()[..1].parse().unwrap();
+        let i: usize = name[1..].parse().unwrap();
+        let size = if i % 3 == 0 { 200 << 10 } else { 100 };
+        assert_eq!(read.content, content(w, i, size), "{}", entry.path);
+    }
+    eprintln!(
+        "object kill -9: {} writes acknowledged, {} files found whole through the other server",
+        acked.len(),
+        entries.len()
+    );
+}
+
+/// The content writer `w` gives its `i`th file: `size` bytes naming both.
+fn content(w: usize, i: usize, size: usize) -> String {
+    let line = format!("writer {w} file {i}\n");
+    line.repeat(size / line.len() + 1)[..size].to_owned()
+}
+
+/// A store that stops answering (versitygw stopped under a running
+/// server) makes calls fail with UNAVAILABLE or DEADLINE_EXCEEDED naming
+/// it, within the mount's deadline; never a hang.
+#[tokio::test]
+async fn an_unreachable_store_answers_unavailable_within_the_deadline() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(data.path().join("gone")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut store = crate::s3::start(data.path(), port);
+    let cfg = config(
+        "gone",
+        "p",
+        &format!(
+            "endpoint = \"http://127.0.0.1:{port}\"\ntimeout_seconds = 3\nrequest_timeout_seconds = 1\n"
+        ),
+    );
+    let server = Server::start_with(Some(&cfg), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, "/shared/a", "x").await;
+    store.kill().unwrap();
+    store.wait().unwrap();
+    let started = Instant::now();
+    let status = fs
+        .read(pb::ReadRequest {
+            path: "/shared/a".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        matches!(status.code(), Code::Unavailable | Code::DeadlineExceeded),
+        "{status:?}"
+    );
+    assert!(
+        status.message().contains("object store"),
+        "{}",
+        status.message()
+    );
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    // The rest of the server answers meanwhile.
+    write(&mut fs, "/scratch", "state still works").await;
+}
+
+/// A wrong bucket, or a key the store refuses, stops the start-up at once
+/// with a message naming the mount.
+#[test]
+fn a_wrong_bucket_or_key_stops_the_start_up_naming_the_mount() {
+    let s3 = s3();
+    for (bucket, extra, why) in [
+        ("no-such-bucket", String::new(), "NoSuchBucket"),
+        (
+            "agentvfs",
+            format!("endpoint = \"{}\"\n", s3.endpoint),
+            "credentials",
+        ),
+    ] {
+        s3.bucket("agentvfs");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("agentvfs.toml"),
+            config(bucket, "p", &extra),
+        )
+        .unwrap();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+        cmd.args([
+            "serve",
+            "--config",
+            "agentvfs.toml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .current_dir(dir.path())
+        .env("AWS_ENDPOINT_URL", &s3.endpoint);
+        if why == "credentials" {
+            cmd.env("AWS_ACCESS_KEY_ID", "wrong-key")
+                .env("AWS_SECRET_ACCESS_KEY", "wrong-secret");
+        } else {
+            cmd.env("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY)
+                .env("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_KEY);
+        }
+        let started = Instant::now();
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("mount /shared"), "{stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
