@@ -246,7 +246,7 @@ async fn a_killed_server_loses_no_acknowledged_write() {
             tokio::spawn(async move {
                 let mut fs = connect(&url).await;
                 for i in 0.. {
-                    let size = if i % 3 == 0 { 200 << 10 } else { 100 };
+                    let size = file_size(i);
                     let path = format!("/shared/w{w}/f{i:05}");
                     let req = pb::WriteRequest {
                         path: path.clone(),
@@ -315,14 +315,19 @@ async fn a_killed_server_loses_no_acknowledged_write() {
         let name = entry.path.rsplit('/').next().unwrap();
         let w: usize = entry.path.split("/w").nth(1).unwrap()[..1].parse().unwrap();
         let i: usize = name[1..].parse().unwrap();
-        let size = if i % 3 == 0 { 200 << 10 } else { 100 };
-        assert_eq!(read.content, content(w, i, size), "{}", entry.path);
+        assert_eq!(read.content, content(w, i, file_size(i)), "{}", entry.path);
     }
     eprintln!(
         "object kill -9: {} writes acknowledged, {} files found whole through the other server",
         acked.len(),
         entries.len()
     );
+}
+
+/// The size of a writer's `i`th file: every third is 200 KiB (a blob), the
+/// others 100 bytes (inline).
+fn file_size(i: usize) -> usize {
+    if i.is_multiple_of(3) { 200 << 10 } else { 100 }
 }
 
 /// The content writer `w` gives its `i`th file: `size` bytes naming both.
