@@ -1043,7 +1043,7 @@ mod tests {
         let err = parse("x.toml", src).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "x.toml:4: unknown tier \"cloud\"; expected \"state\", \"store\" or \"filesystem\""
+            "x.toml:4: unknown tier \"cloud\"; expected \"state\", \"store\", \"filesystem\" or \"object\""
         );
         let err = parse("x.toml", "[[mount]]\nprefix = \"rel/\"\ntier = \"state\"\n").unwrap_err();
         assert_eq!(err.line, Some(2));
