@@ -24,7 +24,8 @@
 //!   oversized messages against stalled and hostile clients;
 //! - `object`: the object tier on a real S3 server (versitygw), several
 //!   servers sharing one bucket: lost updates, create-only races, stale
-//!   versions, `kill -9`, an unreachable store, a wrong bucket or key;
+//!   versions, `kill -9`, an unreachable store, a wrong bucket or key, the
+//!   orphan blob sweep;
 //! - `moves`: Move on the State and Store tiers, in-process: every refusal,
 //!   versions, memory accounting and atomicity under concurrent moves;
 //! - `fs_moves`: Move on the Filesystem tier and the mount table, through

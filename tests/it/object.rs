@@ -5,11 +5,11 @@
 //! a stale `if_version` is CONFLICT on every server, a `kill -9` in the middle
 //! of writes loses no acknowledged write and shows no half-written file; an
 //! unreachable or slow store answers UNAVAILABLE or DEADLINE_EXCEEDED within
-//! the call's deadline, and a wrong bucket or key stops the start-up naming
-//! the mount.
+//! the call's deadline, a wrong bucket or key stops the start-up naming
+//! the mount, and the sweep reclaims orphan blobs and only those.
 
 use crate::s3::s3;
-use crate::util::{Server, assert_error, write};
+use crate::util::{Server, assert_error, grep_all, write};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use std::collections::BTreeSet;
@@ -232,6 +232,75 @@ async fn a_stale_if_version_is_conflict_on_every_server() {
     assert_error(&gone, Code::NotFound, "NOT_FOUND");
 }
 
+/// A search on one server after another server rewrote a file finds what
+/// the store holds now: the search cache answers only for the ETag the
+/// listing gives, and a write from the cache's stale head is refused by the
+/// store and retried from what it holds.
+#[tokio::test]
+async fn a_server_never_searches_or_writes_from_a_stale_cache() {
+    let (a, b) = two_servers();
+    let (mut fa, mut fb) = (a.fs().await, b.fs().await);
+    let lines = |matches: Vec<pb::GrepMatch>| -> Vec<String> {
+        matches.into_iter().map(|m| m.line).collect()
+    };
+    let grep = |pattern: &str| pb::GrepRequest {
+        pattern: pattern.into(),
+        path: "/shared".into(),
+        ..Default::default()
+    };
+    write(&mut fa, "/shared/notes.md", "alpha one\n").await;
+    let (found, _) = grep_all(&mut fa, grep("alpha")).await.unwrap();
+    assert_eq!(lines(found), ["alpha one"]);
+    let v2 = write(&mut fb, "/shared/notes.md", "alpha two\n")
+        .await
+        .version;
+    let (found, _) = grep_all(&mut fa, grep("alpha")).await.unwrap();
+    assert_eq!(
+        lines(found),
+        ["alpha two"],
+        "server A searched its stale cache"
+    );
+    // A rewrites from its cached head (version 1): the store refuses it and
+    // the write lands on version 2, as a version above it.
+    let v3 = write(&mut fa, "/shared/notes.md", "alpha three\n")
+        .await
+        .version;
+    assert!(v3 > v2, "version {v3} after {v2}");
+    let read = fb
+        .read(pb::ReadRequest {
+            path: "/shared/notes.md".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.content, "alpha three\n");
+    // A stale cached version is never reported as a conflict.
+    let v4 = fb
+        .write(pb::WriteRequest {
+            path: "/shared/notes.md".into(),
+            content: "alpha four\n".into(),
+            if_version: Some(v3),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .version;
+    let v5 = fa
+        .write(pb::WriteRequest {
+            path: "/shared/notes.md".into(),
+            content: "alpha five\n".into(),
+            if_version: Some(v4),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .version;
+    assert!(v5 > v4);
+}
+
 /// Writers on one server, which is killed with `kill -9` in the middle of
 /// them: every write it acknowledged is readable, as acknowledged, through
 /// the other server, and no file is half written (small files inline, and
@@ -433,4 +502,100 @@ fn a_wrong_bucket_or_key_stops_the_start_up_naming_the_mount() {
             started.elapsed()
         );
     }
+}
+
+/// A blob no head names (its server was killed between uploading a large
+/// file's content and committing its head) is deleted by the sweep once it
+/// is older than the grace period; the blobs heads name are kept, and so is
+/// an orphan younger than the grace period.
+#[test]
+fn the_sweep_deletes_orphan_blobs_and_keeps_live_ones() {
+    use agentvfs::VfsPath;
+    use agentvfs::backend::Backend;
+    use agentvfs::backend::Precondition;
+    use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
+    use agentvfs::scope::Scope;
+    use object_store::aws::AmazonS3Builder;
+    use object_store::path::Path as Key;
+    use object_store::{ObjectStore, ObjectStoreExt};
+
+    let s3 = s3();
+    let bucket = s3.bucket("agentvfs");
+    let key_prefix = format!("sweep-{:016x}", rand::random::<u64>());
+    let tier = ObjectBackend::open(
+        VfsPath::parse("/shared").unwrap(),
+        ObjectOptions {
+            bucket: BucketOptions {
+                bucket: bucket.clone(),
+                endpoint: Some(s3.endpoint.clone()),
+                region: None,
+                path_style: true,
+                timeout: Duration::from_secs(30),
+                request_timeout: Duration::from_secs(10),
+            },
+            key_prefix: key_prefix.clone(),
+            max_file_bytes: 64 << 20,
+            cache_bytes: 16 << 20,
+            credentials: Some(Credentials {
+                access_key_id: crate::s3::ACCESS_KEY.into(),
+                secret_access_key: crate::s3::SECRET_KEY.into(),
+                session_token: None,
+            }),
+        },
+    )
+    .unwrap();
+    let scope = Scope::default();
+    let path = VfsPath::parse("/shared/big/data.bin").unwrap();
+    let content = vec![b'x'; 300 << 10];
+    tier.write(&scope, &path, content.clone(), Precondition::default())
+        .unwrap();
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = AmazonS3Builder::new()
+        .with_bucket_name(&bucket)
+        .with_endpoint(&s3.endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id(crate::s3::ACCESS_KEY)
+        .with_secret_access_key(crate::s3::SECRET_KEY)
+        .build()
+        .unwrap();
+    let blobs = || {
+        runtime.block_on(async {
+            use futures_util::TryStreamExt;
+            let listed: Vec<_> = store
+                .list(Some(&Key::from(key_prefix.as_str())))
+                .try_collect()
+                .await
+                .unwrap();
+            let mut keys: Vec<String> = listed
+                .into_iter()
+                .map(|meta| meta.location.to_string())
+                .filter(|key| key.contains("/b/"))
+                .collect();
+            keys.sort();
+            keys
+        })
+    };
+    // The large file's content is one blob, `{ns}/b/{path}/{id}`.
+    let live = blobs();
+    assert_eq!(live.len(), 1, "one blob for the large file: {live:?}");
+    let (dir, _) = live[0].rsplit_once('/').unwrap();
+    let orphan = format!("{dir}/{:020}", 999_999);
+    runtime
+        .block_on(store.put(&Key::from(orphan.as_str()), vec![b'o'; 1000].into()))
+        .unwrap();
+    let mut both = vec![live[0].clone(), orphan.clone()];
+    both.sort();
+    assert_eq!(blobs(), both);
+
+    assert_eq!(tier.sweep_orphans(Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(blobs().len(), 2, "an orphan younger than the grace stays");
+    assert_eq!(tier.sweep_orphans(Duration::ZERO).unwrap(), 1);
+    assert_eq!(blobs(), live, "the orphan went, the live blob stayed");
+    assert_eq!(tier.read(&scope, &path).unwrap().0, content);
+    assert_eq!(tier.sweep_orphans(Duration::ZERO).unwrap(), 0);
 }

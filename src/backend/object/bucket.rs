@@ -472,9 +472,13 @@ impl Client {
     /// page of them, in key order.
     pub async fn list_level(&self, prefix: &str) -> Result<(Vec<String>, Vec<ObjectMeta>)> {
         let trimmed = prefix.trim_end_matches('/');
+        let at = match trimmed {
+            "" => None,
+            trimmed => Some(key(trimmed)?),
+        };
         let listed = self
             .s3
-            .list_with_delimiter(Some(&key(trimmed)?))
+            .list_with_delimiter(at.as_ref())
             .await
             .map_err(|e| self.failed(&format!("listing {prefix}"), e))?;
         let dirs = listed

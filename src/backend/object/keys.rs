@@ -108,6 +108,28 @@ impl ObjectKeys {
         ObjectKeys { mount, key_prefix }
     }
 
+    /// The key every namespace of the mount is below (the key prefix).
+    pub fn root(&self) -> String {
+        self.key_prefix.clone()
+    }
+
+    /// The namespace a listed namespace key (`{key_prefix}{ns}`) names.
+    pub fn namespace_of(&self, key: &str) -> Option<String> {
+        let encoded = key.strip_prefix(&self.key_prefix)?.trim_end_matches('/');
+        decode_segment(encoded)
+    }
+
+    /// The file and blob id a blob key (`{ns}/b/{path}/{id}`) belongs to.
+    pub fn blob_owner(&self, namespace: &str, key: &str) -> Option<(VfsPath, u64)> {
+        let rel = key.strip_prefix(&self.space(namespace, Space::Blobs))?;
+        let (file, id) = rel.rsplit_once('/')?;
+        let mut path = self.mount.clone();
+        for segment in file.split('/') {
+            path = path.join(&decode_segment(segment)?).ok()?;
+        }
+        Some((path, id.parse().ok()?))
+    }
+
     /// The key of the space `space` of `namespace` (ending with `/`).
     pub fn space(&self, namespace: &str, space: Space) -> String {
         let mut key = self.key_prefix.clone();
@@ -165,12 +187,12 @@ impl ObjectKeys {
         Some(path)
     }
 
-    /// The key of the content of `version` of `path`.
-    pub fn blob(&self, namespace: &str, path: &VfsPath, version: u64) -> Result<String> {
+    /// The key of the blob `id` (random, named by the head) of `path`.
+    pub fn blob(&self, namespace: &str, path: &VfsPath, id: u64) -> Result<String> {
         let mut key = self.key(namespace, Space::Blobs, path)?;
         key.push('/');
-        // Zero-padded so a file's blobs list in version order.
-        key.push_str(&format!("{version:020}"));
+        // Zero-padded: every id the same width, so `blob_owner` parses it back.
+        key.push_str(&format!("{id:020}"));
         Ok(key)
     }
 
@@ -301,7 +323,10 @@ mod tests {
             "ns/f/d/"
         );
         assert_eq!(keys.path("ns", Space::Heads, "ns/f/a0Z"), None);
-        let long = format!("/s3/{}", "a".repeat(1100));
+        let blob = keys.blob("n.s", &p("/s3/d/f.bin"), 42).unwrap();
+        assert_eq!(keys.blob_owner("n.s", &blob), Some((p("/s3/d/f.bin"), 42)));
+        assert_eq!(keys.namespace_of("n0Ns"), Some("n.s".into()));
+        let long = format!("/s3{}", "/abcdefghi".repeat(110));
         assert!(keys.key("ns", Space::Heads, &p(&long)).is_err());
     }
 

@@ -49,6 +49,7 @@ mod bucket;
 mod cache;
 mod credentials;
 mod keys;
+mod sweep;
 mod walk;
 
 pub use bucket::BucketOptions;
@@ -148,6 +149,10 @@ fn blob_id() -> u64 {
     rand::random::<u64>().max(1)
 }
 
+/// A file's head as a write reads it, and the outcome of its new-file
+/// checks (the floor of a new version) when they were run alongside.
+type HeadForWrite = (Option<Head>, Option<Result<u64>>);
+
 /// The entry of the file `path` with record `meta`.
 fn file_entry(path: VfsPath, meta: &Meta) -> Entry {
     Entry {
@@ -239,11 +244,39 @@ impl ObjectBackend {
                 other => other.clone(),
             })?;
         tracing::info!(mount = %mount, bucket = bucket.shown(), "opened object store");
-        Ok(ObjectBackend {
+        let tier = ObjectBackend {
             keys,
             bucket,
             cache: Arc::new(ContentCache::new(options.cache_bytes)),
             max_file_bytes: options.max_file_bytes,
+        };
+        tier.sweep_now_and_then()?;
+        Ok(tier)
+    }
+
+    /// Sweeps orphan blobs in the background, now and every
+    /// [`sweep::SWEEP_INTERVAL`] (see `sweep`); the task ends with the tier.
+    fn sweep_now_and_then(&self) -> Result<()> {
+        let (client, cache, keys) = (self.bucket.client(), self.cache.clone(), self.keys.clone());
+        self.bucket.spawn::<()>(async move {
+            loop {
+                match sweep::sweep(&client, &cache, &keys, sweep::GRACE).await {
+                    Ok(0) => {}
+                    Ok(deleted) => tracing::info!(deleted, "swept orphan blobs"),
+                    Err(err) => tracing::warn!(cause = %err, "the orphan blob sweep failed"),
+                }
+                tokio::time::sleep(sweep::SWEEP_INTERVAL).await;
+            }
+        })?;
+        Ok(())
+    }
+
+    /// Sweeps once, now, taking orphan blobs older than `grace`; returns
+    /// how many it deleted.
+    pub fn sweep_orphans(&self, grace: Duration) -> Result<u64> {
+        let (client, cache, keys) = (self.bucket.client(), self.cache.clone(), self.keys.clone());
+        self.run("sweeping orphan blobs", async move {
+            sweep::sweep(&client, &cache, &keys, grace).await
         })
     }
 
@@ -273,13 +306,31 @@ impl ObjectBackend {
         self.bucket.run(what, work)
     }
 
-    /// The live head of `path`, if any.
+    /// The head of `path`, if any.
     fn head(&self, scope: &Scope, path: &VfsPath) -> Result<Option<Head>> {
-        let key = self.head_key(scope, path)?;
-        let (client, cache) = (self.bucket.client(), self.cache.clone());
+        self.head_at(&self.head_key(scope, path)?)
+    }
+
+    /// The head at `key`, if any.
+    fn head_at(&self, key: &str) -> Result<Option<Head>> {
+        let (client, cache, key) = (self.bucket.client(), self.cache.clone(), key.to_owned());
         self.run("reading a file", async move {
             read_head(&client, &cache, &key).await
         })
+    }
+
+    /// The head of `path` as this server's cache last saw it, without asking
+    /// the store: possibly stale, so only a conditional put may rely on it
+    /// (a stale ETag makes the put fail, and the caller reads the store).
+    fn cached_head(&self, scope: &Scope, path: &VfsPath) -> Result<Option<Head>> {
+        let key = self.head_key(scope, path)?;
+        let Some(etag) = self.cache.etag(&key) else {
+            return Ok(None);
+        };
+        let Some(raw) = self.cache.get(&key, &etag) else {
+            return Ok(None);
+        };
+        decode_head(&key, raw, etag).map(Some)
     }
 
     /// What `path`, which holds no live file, is: a directory (something
@@ -329,6 +380,16 @@ impl ObjectBackend {
     /// directory (nothing below it), no parent a file; and the floor of its
     /// version (a tombstone's).
     fn new_file_checks(&self, ns: &str, path: &VfsPath) -> Result<u64> {
+        let checks = self.new_file_checks_async(ns, path)?;
+        self.run("checking a new file's place", checks)
+    }
+
+    /// [`ObjectBackend::new_file_checks`] as a future on the tier's runtime.
+    fn new_file_checks_async(
+        &self,
+        ns: &str,
+        path: &VfsPath,
+    ) -> Result<impl std::future::Future<Output = Result<u64>> + Send + 'static> {
         let below = self.keys.below(ns, Space::Heads, path)?;
         let tomb = self.keys.key(ns, Space::Tombstones, path)?;
         let mut parents = Vec::new();
@@ -341,7 +402,7 @@ impl ObjectBackend {
         // check the outermost first.
         parents.reverse();
         let (client, cache, shown) = (self.bucket.client(), self.cache.clone(), path.clone());
-        self.run("checking a new file's place", async move {
+        Ok(async move {
             let below_check = client.first_below(&below);
             let tomb_check = client.get(&tomb);
             let parent_checks = futures_util::future::try_join_all(
@@ -371,6 +432,22 @@ impl ObjectBackend {
         })
     }
 
+    /// The head of `path` and, with nothing cached for it (most likely a new
+    /// file), the outcome of its new-file checks, read at the same time: one
+    /// round trip less for a create, a few wasted reads for a file another
+    /// server wrote.
+    fn head_for_write(&self, ns: &str, path: &VfsPath, key: &str) -> Result<HeadForWrite> {
+        if self.cache.etag(key).is_some() {
+            return Ok((self.head_at(key)?, None));
+        }
+        let checks = self.new_file_checks_async(ns, path)?;
+        let (client, cache, key) = (self.bucket.client(), self.cache.clone(), key.to_owned());
+        self.run("reading a file", async move {
+            let (head, checks) = futures_util::join!(read_head(&client, &cache, &key), checks);
+            Ok((head?, Some(checks)))
+        })
+    }
+
     /// Commits `content` at `path` under `pre` as a change by `origin`: the
     /// read-check-write loop of Write, WriteBytes and Restore. An
     /// unconditional write that loses a race reads again and retries.
@@ -387,12 +464,28 @@ impl ObjectBackend {
         let key = self.file_key(scope, path)?;
         let size = content.size();
         for attempt in 0..MAX_ATTEMPTS {
-            let current = self.head(scope, path)?;
+            // A rewrite of a file this server last wrote or read costs one
+            // request: its cached head, put with `If-Match`. A stale cache
+            // fails the put (or the check) and the store is read.
+            let cached = match attempt {
+                0 => self
+                    .cached_head(scope, path)?
+                    .filter(|h| h.live && pre.check(path, Some(h.meta.version)).is_ok()),
+                _ => None,
+            };
+            let (current, checks) = match cached {
+                Some(head) => (Some(head), None),
+                None => self.head_for_write(&ns, path, &key)?,
+            };
             let live = current.as_ref().filter(|h| h.live);
             pre.check(path, live.map(|h| h.meta.version))?;
             let mut floor = current.as_ref().map_or(0, |h| h.meta.version);
             if live.is_none() {
-                floor = floor.max(self.new_file_checks(&ns, path)?);
+                let checked = match checks {
+                    Some(checked) => checked?,
+                    None => self.new_file_checks(&ns, path)?,
+                };
+                floor = floor.max(checked);
             }
             let version = next_version(floor);
             let now = record::nanos(SystemTime::now());

@@ -17,9 +17,10 @@
 //! keys, whatever the namespace's size.
 
 use super::bucket::Client;
-use super::cache::ContentCache;
 use super::keys::{Seek, Space};
-use super::{FETCH_CONCURRENCY, Head, ObjectBackend, file_entry, listed_head, read_blob};
+use super::{
+    FETCH_CONCURRENCY, Head, ObjectBackend, file_entry, listed_head, read_blob, read_head,
+};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -37,6 +38,9 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 const AHEAD: usize = 128;
 /// Keys the listing task may send ahead of the walk.
 const LISTED_AHEAD: usize = 1024;
+
+/// A key as the listing gives it, with its ETag.
+type ListedKey = (String, Option<String>);
 
 /// One listed key and, when wanted, the fetch of its head.
 struct Listed {
@@ -60,7 +64,7 @@ pub struct Walk<'a> {
     /// Keys listed and not yet taken, in key order.
     ahead: VecDeque<Listed>,
     /// The running listing, and where it started.
-    listing: Option<mpsc::Receiver<Result<String>>>,
+    listing: Option<mpsc::Receiver<Result<ListedKey>>>,
     /// The listing ran out.
     listed_all: bool,
     /// Limits the head fetches in flight.
@@ -110,7 +114,7 @@ impl<'a> Walk<'a> {
         self.tier.bucket.spawn(async move {
             let mut listing = listing;
             while let Some(item) = listing.next().await {
-                let item = item.map(|meta| meta.location.to_string());
+                let item = item.map(|meta| (meta.location.to_string(), meta.e_tag));
                 let failed = item.is_err();
                 if tx.send(item).await.is_err() || failed {
                     return Ok(());
@@ -151,22 +155,28 @@ impl<'a> Walk<'a> {
                     Err(mpsc::error::TryRecvError::Disconnected) => None,
                 }
             };
-            let Some(key) = next else {
+            let Some(listed) = next else {
                 self.listed_all = true;
                 break;
             };
-            let key = key?;
+            let (key, etag) = listed?;
             let Some(path) = self.tier.keys.path(&self.ns, Space::Heads, &key) else {
                 continue;
             };
-            let head = (self.fetch && !self.pruned(&path)).then(|| self.start_fetch(&key));
+            let head = (self.fetch && !self.pruned(&path)).then(|| self.start_fetch(&key, etag));
             self.ahead.push_back(Listed { key, path, head });
         }
         Ok(())
     }
 
-    /// Fetches the head at `key` on the tier's runtime.
-    fn start_fetch(&self, key: &str) -> oneshot::Receiver<Result<Option<Head>>> {
+    /// Fetches the head at `key`, listed at `etag`, on the tier's runtime:
+    /// from the cache when it holds that ETag (the file is unchanged since
+    /// this server last read it), else from the store.
+    fn start_fetch(
+        &self,
+        key: &str,
+        etag: Option<String>,
+    ) -> oneshot::Receiver<Result<Option<Head>>> {
         let (tx, rx) = oneshot::channel();
         let (client, cache, key) = (self.client(), self.tier.cache.clone(), key.to_owned());
         let permits = self.fetches.clone();
@@ -174,7 +184,7 @@ impl<'a> Walk<'a> {
             let Ok(_permit) = permits.acquire_owned().await else {
                 return Ok(());
             };
-            let head = fetch_head(&client, &cache, &key).await;
+            let head = listed_head(&client, &cache, &key, etag.as_deref()).await;
             let _ = tx.send(head);
             Ok(())
         };
@@ -232,11 +242,6 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// The head at `key`, fetched through the cache.
-async fn fetch_head(client: &Client, cache: &ContentCache, key: &str) -> Result<Option<Head>> {
-    listed_head(client, cache, key, cache.etag(key).as_deref()).await
-}
-
 impl SortedFiles for Walk<'_> {
     type Data = Bytes;
 
@@ -285,7 +290,7 @@ impl SortedFiles for Walk<'_> {
                 let (client, cache) = (self.client(), self.tier.cache.clone());
                 self.tier
                     .run("reading a file", async move {
-                        fetch_head(&client, &cache, &key).await
+                        read_head(&client, &cache, &key).await
                     })?
                     .filter(|h| h.live)
                     .ok_or_else(|| Error::NotFound(entry.path.to_string()))?
