@@ -80,12 +80,20 @@ fn wait_until_listening(port: u16, child: &mut Child) {
 pub fn start(data: &Path, port: u16) -> Child {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(binary());
-    cmd.args(["--port", &format!("127.0.0.1:{port}"), "--quiet", "posix"])
-        .arg(data)
-        .env("ROOT_ACCESS_KEY", ACCESS_KEY)
-        .env("ROOT_SECRET_KEY", SECRET_KEY)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+    // --keep-alive: without it versitygw closes every connection after one
+    // response (docs/object-storage.md).
+    cmd.args([
+        "--port",
+        &format!("127.0.0.1:{port}"),
+        "--quiet",
+        "--keep-alive",
+        "posix",
+    ])
+    .arg(data)
+    .env("ROOT_ACCESS_KEY", ACCESS_KEY)
+    .env("ROOT_SECRET_KEY", SECRET_KEY)
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit());
     // SAFETY: prctl only sets a flag of the child between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
