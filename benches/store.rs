@@ -24,7 +24,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Served, scaled};
+use support::{Served, scaled, spread_calls};
 use tonic::transport::Channel;
 
 /// Concurrent callers in the throughput rows (threads in-process, gRPC
@@ -89,23 +89,7 @@ where
     for _ in 0..CALLERS {
         clients.push(client(served).await);
     }
-    let start = Instant::now();
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(t, client)| {
-            let f = f.clone();
-            tokio::spawn(async move {
-                for i in (t..n).step_by(CALLERS) {
-                    f(client.clone(), i).await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("client task");
-    }
-    start.elapsed()
+    spread_calls(clients, n, f).await
 }
 
 fn small_path(i: usize) -> String {

@@ -73,3 +73,42 @@ pub fn scaled(n: usize, floor: usize) -> usize {
         .unwrap_or(1.0);
     ((n as f64 * scale) as usize).max(floor)
 }
+
+/// Runs `call(client, i)` for every `i < n`, the calls dealt round-robin to
+/// `clients` (one task each, so the clients' calls overlap); returns the
+/// elapsed time.
+#[allow(dead_code)] // each bench compiles this module; not every one calls over gRPC
+pub async fn spread_calls<F, Fut>(
+    clients: Vec<agentvfs::pb::filesystem_client::FilesystemClient<tonic::transport::Channel>>,
+    n: usize,
+    call: F,
+) -> std::time::Duration
+where
+    F: Fn(
+            agentvfs::pb::filesystem_client::FilesystemClient<tonic::transport::Channel>,
+            usize,
+        ) -> Fut
+        + Clone
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let callers = clients.len();
+    let start = std::time::Instant::now();
+    let tasks: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(t, client)| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                for i in (t..n).step_by(callers) {
+                    call(client.clone(), i).await;
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("client task");
+    }
+    start.elapsed()
+}

@@ -1,0 +1,339 @@
+//! `cargo bench --bench object`: the object tier on a real S3 server
+//! (versitygw on loopback, `tests/support/s3.rs`), measured side by side in
+//! one run and printed as markdown tables.
+//!
+//! 1. 1 KiB Write and Read per second from 8 gRPC clients: the Store tier
+//!    (RocksDB) through one server; the object tier through one server and
+//!    through two servers sharing the bucket (clients split between them).
+//!    Target: at least 1,000/s through one server.
+//! 2. Grep over 10,000 objects (~100 MB) through one server: cold (a fresh
+//!    server, nothing cached: every head fetched) and warm (the same server
+//!    again: list pages and a local scan), against `rg` over the same files
+//!    on local disk (warm page cache). Targets: cold at least 1,000 objects/s,
+//!    warm at most 1.5× rg's time. Medians of `AGENTVFS_BENCH_RUNS` runs
+//!    (default 5).
+//!
+//! Needs versitygw (`scripts/versitygw install`, then `AGENTVFS_VERSITYGW`)
+//! and `rg` (`RG=/path/to/rg`, else on the `PATH`).
+//! `AGENTVFS_BENCH_SCALE=0.1` shrinks every count for a quick run.
+
+#[path = "../tests/support/s3.rs"]
+#[allow(dead_code)]
+mod s3;
+mod support;
+
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{Served, scaled, spread_calls};
+use tonic::transport::Channel;
+
+/// Concurrent clients of the throughput rows.
+const CALLERS: usize = 8;
+/// Bytes of each small file.
+const SMALL: usize = 1024;
+/// Bytes of each file of the Grep corpus.
+const GREP_FILE: usize = 10 << 10;
+/// Matches `error <digits>`, in one file out of ten.
+const PATTERN: &str = "error [0-9]+";
+/// Budgets no benchmark reaches.
+const UNLIMITED: u64 = 1 << 40;
+
+fn runs() -> usize {
+    std::env::var("AGENTVFS_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
+
+/// A server with State at `/` and `mount` (TOML of one `[[mount]]` at
+/// `/data`), run in `dir`, reaching the test S3 server.
+fn serve(dir: &Path, mount: &str) -> Served {
+    std::fs::create_dir_all(dir).expect("server dir");
+    let config = format!("[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n{mount}");
+    std::fs::write(dir.join("agentvfs.toml"), config).expect("config");
+    let s3 = s3::s3();
+    // Served inherits the environment: point the object tier at versitygw.
+    // SAFETY: set before any thread of this benchmark reads the environment.
+    unsafe {
+        std::env::set_var("AWS_ENDPOINT_URL", &s3.endpoint);
+        std::env::set_var("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", s3::SECRET_KEY);
+        std::env::set_var("AWS_ALLOW_HTTP", "true");
+    }
+    Served::start(["--config", "agentvfs.toml"], dir)
+}
+
+fn object_mount(prefix: &str) -> String {
+    format!(
+        "[[mount]]\nprefix = \"/data\"\ntier = \"object\"\nbucket = \"bench\"\nkey_prefix = \"{prefix}\"\npath_style = true\n"
+    )
+}
+
+fn store_mount(dir: &Path) -> String {
+    format!(
+        "[[mount]]\nprefix = \"/data\"\ntier = \"store\"\npath = \"{}\"\n",
+        dir.display()
+    )
+}
+
+async fn client(url: &str) -> FilesystemClient<Channel> {
+    FilesystemClient::connect(url.to_owned())
+        .await
+        .expect("connect")
+        .max_decoding_message_size(64 << 20)
+}
+
+/// Calls per second of `n` calls `call(client, i)` from [`CALLERS`]
+/// clients, spread over `urls`.
+async fn throughput<F, Fut>(urls: &[String], n: usize, call: F) -> f64
+where
+    F: Fn(FilesystemClient<Channel>, usize) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let mut clients = Vec::new();
+    for t in 0..CALLERS {
+        clients.push(client(&urls[t % urls.len()]).await);
+    }
+    n as f64 / spread_calls(clients, n, call).await.as_secs_f64()
+}
+
+/// Write (new files), Write again (rewrites) and Read throughput of `n`
+/// small files through `urls`.
+async fn small_files(urls: &[String], n: usize) -> (f64, f64, f64) {
+    let write_all = |fill: char| {
+        let body = fill.to_string().repeat(SMALL);
+        throughput(urls, n, move |mut fs, i| {
+            let content = body.clone();
+            async move {
+                let req = pb::WriteRequest {
+                    path: format!("/data/small/d{}/f{i}", i % 50),
+                    content,
+                    ..Default::default()
+                };
+                fs.write(req).await.expect("write");
+            }
+        })
+    };
+    let writes = write_all('x').await;
+    let rewrites = write_all('y').await;
+    let reads = throughput(urls, n, |mut fs, i| async move {
+        let req = pb::ReadRequest {
+            path: format!("/data/small/d{}/f{i}", i % 50),
+            ..Default::default()
+        };
+        fs.read(req).await.expect("read");
+    })
+    .await;
+    (writes, rewrites, reads)
+}
+
+/// Time to list every key under `prefix` of the bench bucket, page by page,
+/// with object_store alone: what any search of the tier pays first.
+async fn list_alone(prefix: &str) -> (Duration, usize) {
+    use futures_util::TryStreamExt;
+    use object_store::ObjectStore;
+    let s3 = s3::s3();
+    let store = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name("bench")
+        .with_endpoint(&s3.endpoint)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id(s3::ACCESS_KEY)
+        .with_secret_access_key(s3::SECRET_KEY)
+        .build()
+        .expect("an S3 client");
+    let start = Instant::now();
+    let keys: Vec<_> = store
+        .list(Some(&object_store::path::Path::from(prefix)))
+        .try_collect()
+        .await
+        .expect("list the corpus");
+    (start.elapsed(), keys.len())
+}
+
+/// The text of file `i` of the Grep corpus, one in ten with a match.
+fn grep_content(i: usize) -> String {
+    const WORDS: [&str; 10] = [
+        "agent", "memory", "object", "bucket", "result", "tool", "call", "note", "path", "value",
+    ];
+    let mut out = String::with_capacity(GREP_FILE + 64);
+    let mut seed = (i as u64).wrapping_mul(6_364_136_223_846_793_005) | 1;
+    while out.len() < GREP_FILE {
+        for _ in 0..9 {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            out.push_str(WORDS[(seed >> 33) as usize % WORDS.len()]);
+            out.push(' ');
+        }
+        out.push('\n');
+    }
+    if i.is_multiple_of(10) {
+        out.push_str(&format!("error {i}\n"));
+    }
+    out
+}
+
+/// One Grep through `url`: elapsed time and matching lines.
+async fn grep(url: &str) -> (Duration, u64) {
+    let mut fs = client(url).await;
+    let start = Instant::now();
+    let req = pb::GrepRequest {
+        pattern: PATTERN.into(),
+        path: "/data/corpus".into(),
+        max_visited: UNLIMITED,
+        max_duration_ms: UNLIMITED,
+        ..Default::default()
+    };
+    let mut stream = fs.grep(req).await.expect("grep").into_inner();
+    let mut matched = 0;
+    while let Some(msg) = stream.message().await.expect("grep stream") {
+        if let Some(pb::grep_response::Result::Summary(s)) = msg.result {
+            matched = s.matched;
+        }
+    }
+    (start.elapsed(), matched)
+}
+
+/// `rg` over `dir`: elapsed time and matching lines (count mode).
+fn rg(dir: &Path) -> (Duration, u64) {
+    let rg = std::env::var("RG").unwrap_or_else(|_| "rg".into());
+    let start = Instant::now();
+    let out = Command::new(&rg)
+        .args(["-c", "--no-messages", PATTERN])
+        .arg(dir)
+        .output()
+        .expect("run rg (set RG=/path/to/rg)");
+    let elapsed = start.elapsed();
+    let matched = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit(':').next()?.parse::<u64>().ok())
+        .sum();
+    (elapsed, matched)
+}
+
+#[tokio::main]
+async fn main() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let s3 = s3::s3();
+    s3.bucket("bench");
+    let small = scaled(10_000, CALLERS);
+    let grep_files = scaled(10_000, CALLERS);
+
+    // 1. Small files.
+    let store = serve(
+        &tmp.path().join("store-server"),
+        &store_mount(&tmp.path().join("store-data")),
+    );
+    let (store_w, store_rw, store_r) = small_files(&[store.url()], small).await;
+    drop(store);
+    let one = serve(&tmp.path().join("one"), &object_mount("one"));
+    let (one_w, one_rw, one_r) = small_files(&[one.url()], small).await;
+    drop(one);
+    let (a, b) = (
+        serve(&tmp.path().join("a"), &object_mount("two")),
+        serve(&tmp.path().join("b"), &object_mount("two")),
+    );
+    let (two_w, two_rw, two_r) = small_files(&[a.url(), b.url()], small).await;
+    drop((a, b));
+
+    // 2. Grep: the corpus in the bucket (written through a server) and on disk.
+    let disk = tmp.path().join("corpus");
+    let loader = serve(&tmp.path().join("loader"), &object_mount("grep"));
+    let bytes = grep_files * GREP_FILE;
+    throughput(&[loader.url()], grep_files, |mut fs, i| async move {
+        let req = pb::WriteRequest {
+            path: format!("/data/corpus/d{:02}/f{i:05}.txt", i % 100),
+            content: grep_content(i),
+            ..Default::default()
+        };
+        fs.write(req).await.expect("load the corpus");
+    })
+    .await;
+    drop(loader);
+    for i in 0..grep_files {
+        let dir = disk.join(format!("d{:02}", i % 100));
+        std::fs::create_dir_all(&dir).expect("corpus dir");
+        std::fs::write(dir.join(format!("f{i:05}.txt")), grep_content(i)).expect("corpus file");
+    }
+    let (mut cold, mut warm, mut rg_times, mut lists) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut counts = (0, 0);
+    rg(&disk); // warm the page cache
+    for run in 0..runs() {
+        let server = serve(
+            &tmp.path().join(format!("grep{run}")),
+            &object_mount("grep"),
+        );
+        let (first, matched) = grep(&server.url()).await;
+        cold.push(first.as_secs_f64());
+        let (again, _) = grep(&server.url()).await;
+        warm.push(again.as_secs_f64());
+        let (took, rg_matched) = rg(&disk);
+        rg_times.push(took.as_secs_f64());
+        let (listed, keys) = list_alone("grep/").await;
+        assert_eq!(keys, grep_files, "every corpus file is one key");
+        lists.push(listed.as_secs_f64());
+        counts = (matched, rg_matched);
+    }
+    let (cold, warm, rg_time, list) = (median(cold), median(warm), median(rg_times), median(lists));
+
+    println!(
+        "| 1 KiB files, {CALLERS} gRPC clients ({small} files) | Write new /s | Write again /s | Read /s |"
+    );
+    println!("|---|---:|---:|---:|");
+    println!("| Store (RocksDB), one server | {store_w:.0} | {store_rw:.0} | {store_r:.0} |");
+    println!(
+        "| object tier (versitygw on loopback), one server | {one_w:.0} | {one_rw:.0} | {one_r:.0} |"
+    );
+    println!(
+        "| object tier, two servers sharing the bucket | {two_w:.0} | {two_rw:.0} | {two_r:.0} |"
+    );
+    println!();
+    println!(
+        "| Grep `{PATTERN}` over {grep_files} objects ({:.0} MB), medians of {} runs | time | objects/s | / rg |",
+        bytes as f64 / 1e6,
+        runs()
+    );
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| object tier, cold (fresh server: every head fetched) | {:.0} ms | {:.0} | {:.2} |",
+        cold * 1000.0,
+        grep_files as f64 / cold,
+        cold / rg_time
+    );
+    println!(
+        "| object tier, warm (cached: list pages and a local scan) | {:.0} ms | {:.0} | {:.2} |",
+        warm * 1000.0,
+        grep_files as f64 / warm,
+        warm / rg_time
+    );
+    println!(
+        "| listing the {grep_files} keys alone (object_store, no agentvfs) | {:.0} ms | {:.0} | {:.2} |",
+        list * 1000.0,
+        grep_files as f64 / list,
+        list / rg_time
+    );
+    println!(
+        "| rg over the same files on local disk | {:.0} ms | {:.0} | 1.00 |",
+        rg_time * 1000.0,
+        grep_files as f64 / rg_time
+    );
+    println!();
+    println!(
+        "matching lines: agentvfs {} · rg {} ({})",
+        counts.0,
+        counts.1,
+        if counts.0 == counts.1 {
+            "identical"
+        } else {
+            "DIFFERENT"
+        }
+    );
+}
