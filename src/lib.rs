@@ -1,8 +1,10 @@
 //! agentvfs: a gRPC file system that AI agents can share safely.
 //!
-//! One logical path space joins three tiers behind a mount table: a
+//! One logical path space joins four tiers behind a mount table: a
 //! per-session scratch area in memory (State), a persistent area on RocksDB
-//! (Store) and sandboxed real directories (Filesystem). Every call is checked
+//! (Store), sandboxed real directories (Filesystem) and files in an
+//! S3-compatible bucket shared by many servers (Object, docs/object-storage.md).
+//! Every call is checked
 //! against the caller's grants; Grep and Glob stream results in path order
 //! under visited-count and time budgets.
 //!

@@ -1,5 +1,5 @@
-//! The backend protocol: the contract every tier (State, Store, Filesystem) and
-//! the mount table (Composite) implement.
+//! The backend protocol: the contract every tier (State, Store, Filesystem,
+//! Object) and the mount table (Composite) implement.
 //!
 //! The trait is synchronous on purpose: every tier either finishes at once
 //! (State) or blocks on disk (Store, Filesystem). The gRPC layer calls it through
