@@ -562,7 +562,9 @@ impl ObjectBackend {
             }
         }
         let id = blob_id();
-        let key = self.keys.blob(self.namespace(scope)?, path, id)?;
+        let ns = self.namespace(scope)?;
+        let key = self.keys.blob(ns, path, id)?;
+        let started = std::time::Instant::now();
         let (tx, rx) = tokio::sync::mpsc::channel(2);
         let client = self.bucket.client();
         let uploading = self
@@ -600,7 +602,21 @@ impl ObjectBackend {
         });
         fed?;
         let size = uploaded?;
-        Ok(NewContent::Blob { id, size })
+        if started.elapsed() < sweep::GRACE / 2 {
+            return Ok(NewContent::Blob { id, size });
+        }
+        // S3 dates a multipart object from the upload's start: a blob that
+        // took this long to upload would look old enough to the sweep before
+        // its head commits. A copy is dated now.
+        let fresh = blob_id();
+        let fresh_key = self.keys.blob(ns, path, fresh)?;
+        let client = self.bucket.client();
+        let old_key = self.keys.blob(ns, path, id)?;
+        self.run("renewing a slow upload", async move {
+            client.copy(&old_key, &fresh_key).await?;
+            client.delete(&old_key).await
+        })?;
+        Ok(NewContent::Blob { id: fresh, size })
     }
 
     /// Deletes the blob `id` of `path` (left to the cleanup when it fails).
