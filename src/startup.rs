@@ -6,7 +6,7 @@ use crate::auth::Auth;
 use crate::backend::Backend;
 use crate::backend::composite::{CompositeBackend, Mount};
 use crate::backend::fs::FsBackend;
-use crate::backend::object::{ObjectBackend, ObjectOptions};
+use crate::backend::object::{ObjectBackend, ObjectOptions, RENEW_UPLOADS_AFTER};
 use crate::backend::state::StateBackend;
 use crate::backend::store::{StoreBackend, StoreOptions};
 use crate::config::{Config, TierConfig};
@@ -61,6 +61,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                     max_file_bytes: config.max_file_bytes,
                     cache_bytes: *cache_bytes,
                     credentials: None,
+                    renew_uploads_after: RENEW_UPLOADS_AFTER,
                 };
                 let tier = ObjectBackend::open(m.prefix.clone(), options)
                     .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;

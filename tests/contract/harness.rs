@@ -9,7 +9,9 @@
 use agentvfs::VfsPath;
 use agentvfs::backend::composite::{CompositeBackend, Mount};
 use agentvfs::backend::fs::FsBackend;
-use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
+use agentvfs::backend::object::{
+    BucketOptions, Credentials, ObjectBackend, ObjectOptions, RENEW_UPLOADS_AFTER,
+};
 use agentvfs::backend::state::{StateBackend, StateLimits};
 use agentvfs::backend::store::{StoreBackend, StoreOptions};
 use agentvfs::backend::{
@@ -175,6 +177,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
                     secret_access_key: crate::s3::SECRET_KEY.into(),
                     session_token: None,
                 }),
+                renew_uploads_after: RENEW_UPLOADS_AFTER,
             };
             let object =
                 ObjectBackend::open(vpath(OBJECT_MOUNT), options).expect("open the object tier");

@@ -504,98 +504,173 @@ fn a_wrong_bucket_or_key_stops_the_start_up_naming_the_mount() {
     }
 }
 
+/// The object tier in process on the test S3 server, under a key prefix of
+/// its own, and a plain S3 client on the same bucket to look at its keys.
+struct InProcess {
+    tier: agentvfs::backend::object::ObjectBackend,
+    key_prefix: String,
+    store: object_store::aws::AmazonS3,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl InProcess {
+    fn open(renew_uploads_after: Duration) -> InProcess {
+        use agentvfs::VfsPath;
+        use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
+        let s3 = s3();
+        let bucket = s3.bucket("agentvfs");
+        let key_prefix = format!("inproc-{:016x}", rand::random::<u64>());
+        let tier = ObjectBackend::open(
+            VfsPath::parse("/shared").unwrap(),
+            ObjectOptions {
+                bucket: BucketOptions {
+                    bucket: bucket.clone(),
+                    endpoint: Some(s3.endpoint.clone()),
+                    region: None,
+                    path_style: true,
+                    timeout: Duration::from_secs(30),
+                    request_timeout: Duration::from_secs(10),
+                },
+                key_prefix: key_prefix.clone(),
+                max_file_bytes: 64 << 20,
+                cache_bytes: 16 << 20,
+                credentials: Some(Credentials {
+                    access_key_id: crate::s3::ACCESS_KEY.into(),
+                    secret_access_key: crate::s3::SECRET_KEY.into(),
+                    session_token: None,
+                }),
+                renew_uploads_after,
+            },
+        )
+        .unwrap();
+        let store = object_store::aws::AmazonS3Builder::new()
+            .with_bucket_name(&bucket)
+            .with_endpoint(&s3.endpoint)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id(crate::s3::ACCESS_KEY)
+            .with_secret_access_key(crate::s3::SECRET_KEY)
+            .build()
+            .unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        InProcess {
+            tier,
+            key_prefix,
+            store,
+            runtime,
+        }
+    }
+
+    /// Writes `content` at `path` as the local principal.
+    fn write(&self, path: &str, content: &[u8]) {
+        use agentvfs::backend::{Backend, Precondition};
+        let path = agentvfs::VfsPath::parse(path).unwrap();
+        let scope = agentvfs::scope::Scope::default();
+        self.tier
+            .write(&scope, &path, content.to_vec(), Precondition::default())
+            .unwrap();
+    }
+
+    /// The content at `path`.
+    fn read(&self, path: &str) -> Vec<u8> {
+        use agentvfs::backend::Backend;
+        let path = agentvfs::VfsPath::parse(path).unwrap();
+        self.tier
+            .read(&agentvfs::scope::Scope::default(), &path)
+            .unwrap()
+            .0
+    }
+
+    /// The blob keys (`{ns}/b/{path}/{id}`) and their ETags, in key order.
+    fn blobs(&self) -> Vec<(String, String)> {
+        use futures_util::TryStreamExt;
+        use object_store::ObjectStore;
+        let prefix = object_store::path::Path::from(self.key_prefix.as_str());
+        let listed: Vec<_> = self
+            .runtime
+            .block_on(self.store.list(Some(&prefix)).try_collect())
+            .unwrap();
+        let mut blobs: Vec<(String, String)> = listed
+            .into_iter()
+            .map(|meta| (meta.location.to_string(), meta.e_tag.unwrap_or_default()))
+            .filter(|(key, _)| key.contains("/b/"))
+            .collect();
+        blobs.sort();
+        blobs
+    }
+
+    fn blob_keys(&self) -> Vec<String> {
+        self.blobs().into_iter().map(|(key, _)| key).collect()
+    }
+
+    /// Puts `body` at `key` directly, as a server killed in the middle of a
+    /// write leaves it.
+    fn put_raw(&self, key: &str, body: Vec<u8>) {
+        use object_store::ObjectStoreExt;
+        self.runtime
+            .block_on(
+                self.store
+                    .put(&object_store::path::Path::from(key), body.into()),
+            )
+            .unwrap();
+    }
+}
+
 /// A blob no head names (its server was killed between uploading a large
 /// file's content and committing its head) is deleted by the sweep once it
 /// is older than the grace period; the blobs heads name are kept, and so is
 /// an orphan younger than the grace period.
 #[test]
 fn the_sweep_deletes_orphan_blobs_and_keeps_live_ones() {
-    use agentvfs::VfsPath;
-    use agentvfs::backend::Backend;
-    use agentvfs::backend::Precondition;
-    use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
-    use agentvfs::scope::Scope;
-    use object_store::aws::AmazonS3Builder;
-    use object_store::path::Path as Key;
-    use object_store::{ObjectStore, ObjectStoreExt};
-
-    let s3 = s3();
-    let bucket = s3.bucket("agentvfs");
-    let key_prefix = format!("sweep-{:016x}", rand::random::<u64>());
-    let tier = ObjectBackend::open(
-        VfsPath::parse("/shared").unwrap(),
-        ObjectOptions {
-            bucket: BucketOptions {
-                bucket: bucket.clone(),
-                endpoint: Some(s3.endpoint.clone()),
-                region: None,
-                path_style: true,
-                timeout: Duration::from_secs(30),
-                request_timeout: Duration::from_secs(10),
-            },
-            key_prefix: key_prefix.clone(),
-            max_file_bytes: 64 << 20,
-            cache_bytes: 16 << 20,
-            credentials: Some(Credentials {
-                access_key_id: crate::s3::ACCESS_KEY.into(),
-                secret_access_key: crate::s3::SECRET_KEY.into(),
-                session_token: None,
-            }),
-        },
-    )
-    .unwrap();
-    let scope = Scope::default();
-    let path = VfsPath::parse("/shared/big/data.bin").unwrap();
+    let t = InProcess::open(agentvfs::backend::object::RENEW_UPLOADS_AFTER);
     let content = vec![b'x'; 300 << 10];
-    tier.write(&scope, &path, content.clone(), Precondition::default())
-        .unwrap();
-
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let store = AmazonS3Builder::new()
-        .with_bucket_name(&bucket)
-        .with_endpoint(&s3.endpoint)
-        .with_allow_http(true)
-        .with_region("us-east-1")
-        .with_access_key_id(crate::s3::ACCESS_KEY)
-        .with_secret_access_key(crate::s3::SECRET_KEY)
-        .build()
-        .unwrap();
-    let blobs = || {
-        runtime.block_on(async {
-            use futures_util::TryStreamExt;
-            let listed: Vec<_> = store
-                .list(Some(&Key::from(key_prefix.as_str())))
-                .try_collect()
-                .await
-                .unwrap();
-            let mut keys: Vec<String> = listed
-                .into_iter()
-                .map(|meta| meta.location.to_string())
-                .filter(|key| key.contains("/b/"))
-                .collect();
-            keys.sort();
-            keys
-        })
-    };
+    t.write("/shared/big/data.bin", &content);
     // The large file's content is one blob, `{ns}/b/{path}/{id}`.
-    let live = blobs();
+    let live = t.blob_keys();
     assert_eq!(live.len(), 1, "one blob for the large file: {live:?}");
     let (dir, _) = live[0].rsplit_once('/').unwrap();
     let orphan = format!("{dir}/{:020}", 999_999);
-    runtime
-        .block_on(store.put(&Key::from(orphan.as_str()), vec![b'o'; 1000].into()))
-        .unwrap();
+    t.put_raw(&orphan, vec![b'o'; 1000]);
     let mut both = vec![live[0].clone(), orphan.clone()];
     both.sort();
-    assert_eq!(blobs(), both);
+    assert_eq!(t.blob_keys(), both);
 
-    assert_eq!(tier.sweep_orphans(Duration::from_secs(3600)).unwrap(), 0);
-    assert_eq!(blobs().len(), 2, "an orphan younger than the grace stays");
-    assert_eq!(tier.sweep_orphans(Duration::ZERO).unwrap(), 1);
-    assert_eq!(blobs(), live, "the orphan went, the live blob stayed");
-    assert_eq!(tier.read(&scope, &path).unwrap().0, content);
-    assert_eq!(tier.sweep_orphans(Duration::ZERO).unwrap(), 0);
+    assert_eq!(t.tier.sweep_orphans(Duration::from_secs(3600)).unwrap(), 0);
+    assert_eq!(
+        t.blob_keys().len(),
+        2,
+        "an orphan younger than the grace stays"
+    );
+    assert_eq!(t.tier.sweep_orphans(Duration::ZERO).unwrap(), 1);
+    assert_eq!(t.blob_keys(), live, "the orphan went, the live blob stayed");
+    assert_eq!(t.read("/shared/big/data.bin"), content);
+    assert_eq!(t.tier.sweep_orphans(Duration::ZERO).unwrap(), 0);
+}
+
+/// A slow upload is renewed before its head commits: its blob is a copy
+/// (one ETag of the whole content, where a multipart upload's ETag ends in
+/// `-{parts}`), the upload itself is deleted, and the file reads back whole.
+#[test]
+fn a_slow_upload_is_renewed_before_its_head_commits() {
+    let content: Vec<u8> = (0..700u32 << 10).map(|i| (i % 251) as u8).collect();
+    let quick = InProcess::open(agentvfs::backend::object::RENEW_UPLOADS_AFTER);
+    quick.write("/shared/big.bin", &content);
+    let blobs = quick.blobs();
+    assert_eq!(blobs.len(), 1, "{blobs:?}");
+    assert!(blobs[0].1.contains('-'), "a multipart ETag: {blobs:?}");
+
+    let slow = InProcess::open(Duration::ZERO);
+    slow.write("/shared/big.bin", &content);
+    let blobs = slow.blobs();
+    assert_eq!(
+        blobs.len(),
+        1,
+        "the upload was deleted after its copy: {blobs:?}"
+    );
+    assert!(!blobs[0].1.contains('-'), "a copy's ETag: {blobs:?}");
+    assert_eq!(slow.read("/shared/big.bin"), content);
+    assert_eq!(slow.tier.sweep_orphans(Duration::ZERO).unwrap(), 0);
 }

@@ -98,7 +98,15 @@ pub struct ObjectOptions {
     /// Keys to sign with; `None`: the standard AWS environment variables,
     /// else the AWS files (`credentials`).
     pub credentials: Option<Credentials>,
+    /// An upload that took longer is copied to a fresh blob before its head
+    /// commits ([`RENEW_UPLOADS_AFTER`] in a server).
+    pub renew_uploads_after: Duration,
 }
+
+/// S3 dates a multipart object from the start of its upload: a blob that
+/// took half the sweep's grace to upload is renewed (copied, so dated now)
+/// before its head commits, or the sweep could take it first.
+pub const RENEW_UPLOADS_AFTER: Duration = Duration::from_secs(sweep::GRACE.as_secs() / 2);
 
 /// The S3-backed, per-namespace tier.
 pub struct ObjectBackend {
@@ -106,6 +114,7 @@ pub struct ObjectBackend {
     bucket: Arc<Bucket>,
     cache: Arc<ContentCache>,
     max_file_bytes: u64,
+    renew_uploads_after: Duration,
 }
 
 /// A file's head as read from the store.
@@ -249,6 +258,7 @@ impl ObjectBackend {
             bucket,
             cache: Arc::new(ContentCache::new(options.cache_bytes)),
             max_file_bytes: options.max_file_bytes,
+            renew_uploads_after: options.renew_uploads_after,
         };
         tier.sweep_now_and_then()?;
         Ok(tier)
@@ -602,12 +612,10 @@ impl ObjectBackend {
         });
         fed?;
         let size = uploaded?;
-        if started.elapsed() < sweep::GRACE / 2 {
+        if started.elapsed() < self.renew_uploads_after {
             return Ok(NewContent::Blob { id, size });
         }
-        // S3 dates a multipart object from the upload's start: a blob that
-        // took this long to upload would look old enough to the sweep before
-        // its head commits. A copy is dated now.
+        // See RENEW_UPLOADS_AFTER: a copy is dated now.
         let fresh = blob_id();
         let fresh_key = self.keys.blob(ns, path, fresh)?;
         let client = self.bucket.client();
