@@ -19,7 +19,7 @@
 //! Errors: a value that does not decode is reported as `Internal` naming the
 //! path, never guessed at.
 
-use crate::backend::ordered::Past;
+use crate::backend::ordered::{FileMeta, Past, Stored};
 use crate::change::{Operation, Origin, bounded_name};
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -63,7 +63,37 @@ pub struct Meta {
     pub blob: u64,
 }
 
+/// What the key-ordered engine needs of a record (the Store's files, the
+/// object tier's heads).
+impl Stored for Meta {
+    fn meta(&self) -> FileMeta {
+        FileMeta {
+            version: self.version,
+            size: self.size,
+            created: self.created_time(),
+            modified: self.modified_time(),
+        }
+    }
+
+    fn content(&self) -> u64 {
+        self.content_blob()
+    }
+}
+
 impl Meta {
+    /// The metadata of a tombstone: `version` deleted now, no content.
+    pub fn tombstone(version: u64) -> Meta {
+        let now = nanos(SystemTime::now());
+        Meta {
+            version,
+            size: 0,
+            created: now,
+            modified: now,
+            inline: true,
+            blob: 0,
+        }
+    }
+
     /// Number of chunks of a non-inline file.
     pub fn chunks(&self) -> u32 {
         if self.inline {

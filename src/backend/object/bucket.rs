@@ -509,9 +509,21 @@ impl Client {
             .boxed())
     }
 
-    /// The first object below `prefix`, if any (one page of one key).
+    /// The first object below `prefix`, if any: one LIST of at most one key
+    /// (`max-keys=1`; a plain listing would fetch a page of 1,000).
     pub async fn first_below(&self, prefix: &str) -> Result<Option<ObjectMeta>> {
-        let mut listing = self.list_after(prefix, None)?;
-        listing.next().await.transpose()
+        use object_store::list::{PaginatedListOptions, PaginatedListStore};
+        // Validated as a key; S3 matches the prefix byte for byte.
+        key(prefix.trim_end_matches('/'))?;
+        let options = PaginatedListOptions {
+            max_keys: Some(1),
+            ..Default::default()
+        };
+        let page = self
+            .s3
+            .list_paginated(Some(prefix), options)
+            .await
+            .map_err(|e| self.failed(&format!("listing {prefix}"), e))?;
+        Ok(page.result.objects.into_iter().next())
     }
 }

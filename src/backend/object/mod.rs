@@ -57,6 +57,7 @@ pub use cache::DEFAULT_CACHE_BYTES;
 pub use credentials::{Credentials, parse as parse_credentials};
 pub use keys::ObjectKeys;
 
+use super::ordered;
 use super::record::{self, INLINE_MAX_BYTES, Meta};
 use super::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
@@ -78,6 +79,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Heads fetched at once for a listing or a search.
 const FETCH_CONCURRENCY: usize = 32;
+/// Keys of a directory tree a recursive delete or a directory move holds
+/// at once (one S3 list page).
+const TREE_PAGE: usize = 1000;
 /// Most attempts of one read-modify-write that keeps losing races.
 const MAX_ATTEMPTS: u32 = 200;
 /// Bytes per piece when a blob is read for ReadBytes or a copy.
@@ -141,16 +145,9 @@ impl Head {
     }
 }
 
-/// Microseconds since the epoch, the floor of a new version.
-fn now_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
-
 /// The version after `floor`: larger than it, and than the clock in µs.
 fn next_version(floor: u64) -> u64 {
-    (floor + 1).max(now_micros())
+    (floor + 1).max(record::nanos(SystemTime::now()) / 1_000)
 }
 
 /// A random blob id (never 0, which marks inline content).
@@ -162,42 +159,26 @@ fn blob_id() -> u64 {
 /// checks (the floor of a new version) when they were run alongside.
 type HeadForWrite = (Option<Head>, Option<Result<u64>>);
 
-/// The entry of the file `path` with record `meta`.
-fn file_entry(path: VfsPath, meta: &Meta) -> Entry {
-    Entry {
-        path,
-        kind: crate::entry::EntryKind::File,
-        size: meta.size,
-        modified: meta.modified_time(),
-        created: meta.created_time(),
-        version: meta.version,
-    }
-}
-
 /// Reads the head at `key` through `cache`: the store answers (a deleted
 /// file is gone for every server), with only an ETag when the cached body is
 /// still the current one.
 async fn read_head(client: &Client, cache: &ContentCache, key: &str) -> Result<Option<Head>> {
-    let cached = cache.etag(key);
-    let (raw, etag) = match client.get_unless(key, cached.as_deref()).await? {
-        None => {
+    let cached = cache.current(key);
+    let etag = cached.as_ref().map(|(etag, _)| etag.as_str());
+    let (raw, etag) = match (client.get_unless(key, etag).await?, cached) {
+        (None, _) => {
             cache.remove(key);
             return Ok(None);
         }
-        Some(Some(object)) => {
+        (Some(Some(object)), _) => {
             cache.put(key, &object.etag, object.bytes.clone());
             (object.bytes, object.etag)
         }
-        Some(None) => {
-            let etag = cached.unwrap_or_default();
-            match cache.get(key, &etag) {
-                Some(raw) => (raw, etag),
-                // Dropped from the cache meanwhile: read it whole.
-                None => match client.get(key).await? {
-                    Some(object) => (object.bytes, object.etag),
-                    None => return Ok(None),
-                },
-            }
+        (Some(None), Some((etag, raw))) => (raw, etag),
+        (Some(None), None) => {
+            return Err(Error::Internal(format!(
+                "{key}: the store answered 304 to a GET without If-None-Match"
+            )));
         }
     };
     decode_head(key, raw, etag).map(Some)
@@ -229,6 +210,34 @@ async fn listed_head(
         return decode_head(key, raw, etag.to_owned()).map(Some);
     }
     read_head(client, cache, key).await
+}
+
+/// `keep(path, head)` for each live file among listed heads, in listing
+/// order: their heads fetched [`FETCH_CONCURRENCY`] at a time through the
+/// cache, each turned into what the caller keeps as it arrives (a listing
+/// keeps entries, not bodies).
+async fn live_heads<T>(
+    client: &Client,
+    cache: &ContentCache,
+    keys: &ObjectKeys,
+    ns: &str,
+    listed: Vec<object_store::ObjectMeta>,
+    keep: impl Fn(VfsPath, Head) -> T,
+) -> Result<Vec<T>> {
+    let keep = &keep;
+    let kept: Vec<Result<Option<T>>> = futures_util::stream::iter(listed)
+        .map(|meta| async move {
+            let key = meta.location.to_string();
+            let head = listed_head(client, cache, &key, meta.e_tag.as_deref()).await?;
+            Ok(match (keys.path(ns, Space::Heads, &key), head) {
+                (Some(path), Some(head)) if head.live => Some(keep(path, head)),
+                _ => None,
+            })
+        })
+        .buffered(FETCH_CONCURRENCY)
+        .collect()
+        .await;
+    kept.into_iter().filter_map(Result::transpose).collect()
 }
 
 impl ObjectBackend {
@@ -334,10 +343,7 @@ impl ObjectBackend {
     /// (a stale ETag makes the put fail, and the caller reads the store).
     fn cached_head(&self, scope: &Scope, path: &VfsPath) -> Result<Option<Head>> {
         let key = self.head_key(scope, path)?;
-        let Some(etag) = self.cache.etag(&key) else {
-            return Ok(None);
-        };
-        let Some(raw) = self.cache.get(&key, &etag) else {
+        let Some((etag, raw)) = self.cache.current(&key) else {
             return Ok(None);
         };
         decode_head(&key, raw, etag).map(Some)
@@ -461,7 +467,8 @@ impl ObjectBackend {
     /// Commits `content` at `path` under `pre` as a change by `origin`: the
     /// read-check-write loop of Write, WriteBytes and Restore. An
     /// unconditional write that loses a race reads again and retries.
-    #[allow(clippy::too_many_arguments)]
+    /// Returns the outcome and the blob of the live file it replaced (0:
+    /// none, or inline).
     fn commit(
         &self,
         scope: &Scope,
@@ -469,7 +476,7 @@ impl ObjectBackend {
         pre: Precondition,
         content: NewContent,
         origin: &Origin,
-    ) -> Result<WriteOutcome> {
+    ) -> Result<(WriteOutcome, u64)> {
         let ns = self.namespace(scope)?.to_owned();
         let key = self.file_key(scope, path)?;
         let size = content.size();
@@ -530,12 +537,13 @@ impl ObjectBackend {
                 Ok(etag)
             })?;
             if put.is_some() {
-                return Ok(WriteOutcome {
+                let outcome = WriteOutcome {
                     path: path.clone(),
                     bytes_written: size,
                     version,
                     created: live.is_none(),
-                });
+                };
+                return Ok((outcome, live.map_or(0, |h| h.meta.content_blob())));
             }
             // Lost a race: the file changed (or appeared) since it was read.
             if pre.create_only || pre.if_version.is_some() {
@@ -627,6 +635,15 @@ impl ObjectBackend {
         Ok(NewContent::Blob { id: fresh, size })
     }
 
+    /// `data` as a new version's content: inline when small, else uploaded
+    /// as a blob.
+    fn new_content(&self, scope: &Scope, path: &VfsPath, data: Vec<u8>) -> Result<NewContent> {
+        if data.len() <= INLINE_MAX_BYTES {
+            return Ok(NewContent::Inline(Bytes::from(data)));
+        }
+        self.upload(scope, path, &mut std::iter::once(Ok(data)))
+    }
+
     /// Deletes the blob `id` of `path` (left to the cleanup when it fails).
     fn forget_blob(&self, ns: &str, path: &VfsPath, id: u64) {
         if id == 0 {
@@ -648,16 +665,7 @@ impl ObjectBackend {
         let key = self.keys.key(ns, Space::Heads, path)?;
         let tomb_key = self.keys.key(ns, Space::Tombstones, path)?;
         let version = next_version(head.meta.version);
-        let now = record::nanos(SystemTime::now());
-        let meta = Meta {
-            version,
-            size: 0,
-            created: now,
-            modified: now,
-            inline: true,
-            blob: 0,
-        };
-        let tomb = Bytes::from(record::encode_tombstone(&meta, origin));
+        let tomb = Bytes::from(record::encode_tombstone(&Meta::tombstone(version), origin));
         let (client, cache, etag) = (self.bucket.client(), self.cache.clone(), head.etag.clone());
         let deleted = self.run("deleting a file", async move {
             client.put(&tomb_key, tomb, Put::Overwrite).await?;
@@ -671,45 +679,45 @@ impl ObjectBackend {
         Ok(deleted)
     }
 
-    /// Every live file below the directory `dir`, in path order: its path
-    /// and head.
-    fn files_below(&self, ns: &str, dir: &VfsPath) -> Result<Vec<(VfsPath, Head)>> {
+    /// Calls `each` with every live file below the directory `dir`, in key
+    /// order, with its head: one page of [`TREE_PAGE`] keys (and their heads)
+    /// in memory at a time, whatever the tree's size. A page's listing
+    /// starts after the last key of the one before.
+    fn for_files_below(
+        &self,
+        ns: &str,
+        dir: &VfsPath,
+        mut each: impl FnMut(VfsPath, Head) -> Result<()>,
+    ) -> Result<()> {
         let prefix = self.keys.below(ns, Space::Heads, dir)?;
-        let (client, cache, keys, ns) = (
-            self.bucket.client(),
-            self.cache.clone(),
-            self.keys.clone(),
-            ns.to_owned(),
-        );
-        self.run("listing a directory tree", async move {
-            let listed: Vec<_> = client.list_after(&prefix, None)?.collect().await;
-            let mut metas = Vec::new();
-            for meta in listed {
-                metas.push(meta?);
+        let mut after: Option<String> = None;
+        loop {
+            let (client, cache, keys, ns) = (
+                self.bucket.client(),
+                self.cache.clone(),
+                self.keys.clone(),
+                ns.to_owned(),
+            );
+            let (prefix, offset) = (prefix.clone(), after.clone());
+            let (last, files) = self.run("listing a directory tree", async move {
+                let listed: Vec<_> = client
+                    .list_after(&prefix, offset.as_deref())?
+                    .take(TREE_PAGE)
+                    .collect()
+                    .await;
+                let metas = listed.into_iter().collect::<Result<Vec<_>>>()?;
+                let last = metas.last().map(|meta| meta.location.to_string());
+                let files = live_heads(&client, &cache, &keys, &ns, metas, |p, h| (p, h)).await?;
+                Ok((last, files))
+            })?;
+            for (path, head) in files {
+                each(path, head)?;
             }
-            let heads = futures_util::stream::iter(metas)
-                .map(|meta| {
-                    let (client, cache) = (&client, &cache);
-                    async move {
-                        let key = meta.location.to_string();
-                        let head = listed_head(client, cache, &key, meta.e_tag.as_deref()).await?;
-                        Ok::<_, Error>((key, head))
-                    }
-                })
-                .buffered(FETCH_CONCURRENCY)
-                .collect::<Vec<_>>()
-                .await;
-            let mut out = Vec::new();
-            for item in heads {
-                let (key, head) = item?;
-                if let (Some(path), Some(head)) = (keys.path(&ns, Space::Heads, &key), head)
-                    && head.live
-                {
-                    out.push((path, head));
-                }
+            match last {
+                Some(last) => after = Some(last),
+                None => return Ok(()),
             }
-            Ok(out)
-        })
+        }
     }
 
     /// Moves the file `head` at `source` to `destination` (checked by the
@@ -849,9 +857,7 @@ async fn read_blob(
     shown: &str,
     version: u64,
 ) -> Result<Bytes> {
-    if let Some(etag) = cache.etag(key)
-        && let Some(data) = cache.get(key, &etag)
-    {
+    if let Some((_, data)) = cache.current(key) {
         return Ok(data);
     }
     match client.get(key).await? {
@@ -878,32 +884,17 @@ impl Backend for ObjectBackend {
         let (client, cache, keys) = (self.bucket.client(), self.cache.clone(), self.keys.clone());
         let listed = self.run("listing a directory", async move {
             let (dirs, objects) = client.list_level(&prefix).await?;
-            let heads = futures_util::stream::iter(objects)
-                .map(|meta| {
-                    let (client, cache) = (&client, &cache);
-                    async move {
-                        let key = meta.location.to_string();
-                        let head = listed_head(client, cache, &key, meta.e_tag.as_deref()).await?;
-                        Ok::<_, Error>((key, head))
-                    }
-                })
-                .buffered(FETCH_CONCURRENCY)
-                .collect::<Vec<_>>()
-                .await;
+            let files = live_heads(&client, &cache, &keys, &ns, objects, |path, head| {
+                ordered::file_entry(path, &head.meta)
+            })
+            .await?;
             let mut entries = Vec::new();
             for dir_key in dirs {
                 if let Some(path) = keys.path(&ns, Space::Heads, &dir_key) {
                     entries.push(Entry::directory(path, UNIX_EPOCH));
                 }
             }
-            for item in heads {
-                let (key, head) = item?;
-                if let (Some(path), Some(head)) = (keys.path(&ns, Space::Heads, &key), head)
-                    && head.live
-                {
-                    entries.push(file_entry(path, &head.meta));
-                }
-            }
+            entries.extend(files);
             Ok(entries)
         })?;
         if listed.is_empty() && dir != &self.keys.mount {
@@ -922,7 +913,7 @@ impl Backend for ObjectBackend {
         if path != &self.keys.mount
             && let Some(head) = self.head(scope, path)?.filter(|h| h.live)
         {
-            return Ok(file_entry(path.clone(), &head.meta));
+            return Ok(ordered::file_entry(path.clone(), &head.meta));
         }
         self.lookup_missing(scope, path)
     }
@@ -932,7 +923,7 @@ impl Backend for ObjectBackend {
             && let Some(head) = self.head(scope, path)?.filter(|h| h.live)
         {
             let data = self.content(scope, path, &head)?;
-            return Ok((data.to_vec(), file_entry(path.clone(), &head.meta)));
+            return Ok((data.to_vec(), ordered::file_entry(path.clone(), &head.meta)));
         }
         Err(self.not_a_file(scope, path))
     }
@@ -946,7 +937,7 @@ impl Backend for ObjectBackend {
         if path != &self.keys.mount
             && let Some(head) = self.head(scope, path)?.filter(|h| h.live)
         {
-            let entry = file_entry(path.clone(), &head.meta);
+            let entry = ordered::file_entry(path.clone(), &head.meta);
             if let Some(inline) = head.inline(path)? {
                 return Ok((entry, split_chunks(inline.to_vec(), max_chunk)));
             }
@@ -977,11 +968,7 @@ impl Backend for ObjectBackend {
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
         self.file_key(scope, path)?;
         let origin = Origin::of(&scope.principal, Operation::Write);
-        let content = if data.len() <= INLINE_MAX_BYTES {
-            NewContent::Inline(Bytes::from(data))
-        } else {
-            self.upload(scope, path, &mut std::iter::once(Ok(data)))?
-        };
+        let content = self.new_content(scope, path, data)?;
         self.commit_or_forget(scope, path, pre, content, &origin)
     }
 
@@ -993,10 +980,12 @@ impl Backend for ObjectBackend {
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
         self.file_key(scope, path)?;
-        // Fail before taking in megabytes when the write cannot succeed; the
+        // Fail before taking in megabytes when a condition cannot hold; the
         // commit checks again.
-        let current = self.head(scope, path)?.filter(|h| h.live);
-        pre.check(path, current.map(|h| h.meta.version))?;
+        if pre != Precondition::default() {
+            let current = self.head(scope, path)?.filter(|h| h.live);
+            pre.check(path, current.map(|h| h.meta.version))?;
+        }
         let content = self.upload(scope, path, pieces)?;
         let origin = Origin::of(&scope.principal, Operation::Write);
         self.commit_or_forget(scope, path, pre, content, &origin)
@@ -1024,11 +1013,7 @@ impl Backend for ObjectBackend {
             let old = self.content(scope, path, &head)?;
             let new = f(&old)?;
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
-            let content = if new.len() <= INLINE_MAX_BYTES {
-                NewContent::Inline(Bytes::from(new))
-            } else {
-                self.upload(scope, path, &mut std::iter::once(Ok(new)))?
-            };
+            let content = self.new_content(scope, path, new)?;
             let version = next_version(head.meta.version);
             let now = record::nanos(SystemTime::now());
             let (inline, blob) = match &content {
@@ -1103,7 +1088,7 @@ impl Backend for ObjectBackend {
         self.lookup_missing(scope, path)?;
         check_directory_delete(path, if_version, recursive)?;
         let mut deleted = 0;
-        for (file, head) in self.files_below(&ns, path)? {
+        self.for_files_below(&ns, path, |file, head| {
             // A file changed since the listing is deleted as it is now.
             let mut head = Some(head);
             while let Some(current) = head.take() {
@@ -1113,7 +1098,8 @@ impl Backend for ObjectBackend {
                     head = self.head(scope, &file)?.filter(|h| h.live);
                 }
             }
-        }
+            Ok(())
+        })?;
         Ok(deleted)
     }
 
@@ -1202,7 +1188,7 @@ impl Backend for ObjectBackend {
         if root != &self.keys.mount
             && let Some(head) = self.head(scope, root)?.filter(|h| h.live)
         {
-            let entry = file_entry(root.clone(), &head.meta);
+            let entry = ordered::file_entry(root.clone(), &head.meta);
             let mut files = walk::Walk::new(self, ns, part)?.for_run(run);
             return crate::search::sorted::search_one(run, &mut files, entry);
         }
@@ -1226,18 +1212,17 @@ impl ObjectBackend {
             NewContent::Blob { id, .. } => *id,
             NewContent::Inline(_) => 0,
         };
-        let previous = self.head(scope, path)?.filter(|h| h.live);
-        let outcome = self.commit(scope, path, pre, content, origin);
         let ns = self.namespace(scope)?;
-        match &outcome {
-            Ok(_) => {
-                if let Some(old) = previous {
-                    self.forget_blob(ns, path, old.meta.content_blob());
-                }
+        match self.commit(scope, path, pre, content, origin) {
+            Ok((outcome, replaced)) => {
+                self.forget_blob(ns, path, replaced);
+                Ok(outcome)
             }
-            Err(_) => self.forget_blob(ns, path, blob),
+            Err(err) => {
+                self.forget_blob(ns, path, blob);
+                Err(err)
+            }
         }
-        outcome
     }
 
     /// Moves every file of the directory `source` below `destination`
@@ -1250,9 +1235,9 @@ impl ObjectBackend {
         origin: &Origin,
     ) -> Result<MoveOutcome> {
         let mut files_moved = 0;
-        for (file, head) in self.files_below(ns, source)? {
+        self.for_files_below(ns, source, |file, head| {
             let Some(to) = file.rebase(source, destination) else {
-                continue;
+                return Ok(());
             };
             if self
                 .move_file(ns, (&file, &head), &to, None, true, origin)?
@@ -1260,7 +1245,8 @@ impl ObjectBackend {
             {
                 files_moved += 1;
             }
-        }
+            Ok(())
+        })?;
         if files_moved == 0 {
             return Err(Error::NotFound(source.to_string()));
         }

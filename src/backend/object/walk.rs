@@ -18,9 +18,7 @@
 
 use super::bucket::Client;
 use super::keys::{Seek, Space};
-use super::{
-    FETCH_CONCURRENCY, Head, ObjectBackend, file_entry, listed_head, read_blob, read_head,
-};
+use super::{FETCH_CONCURRENCY, Head, ObjectBackend, listed_head, read_blob, read_head};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -184,6 +182,10 @@ impl<'a> Walk<'a> {
             let Ok(_permit) = permits.acquire_owned().await else {
                 return Ok(());
             };
+            if tx.is_closed() {
+                // The walk went away (or passed this key) while it waited.
+                return Ok(());
+            }
             let head = listed_head(&client, &cache, &key, etag.as_deref()).await;
             let _ = tx.send(head);
             Ok(())
@@ -276,7 +278,7 @@ impl SortedFiles for Walk<'_> {
             let Some(head) = head.filter(|h| h.live) else {
                 continue;
             };
-            let entry = file_entry(listed.path.clone(), &head.meta);
+            let entry = crate::backend::ordered::file_entry(listed.path.clone(), &head.meta);
             self.current = Some((listed.path, head));
             return Some(Ok(entry));
         }

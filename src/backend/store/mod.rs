@@ -72,8 +72,8 @@ mod locks;
 mod log;
 
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
-    Past, Space, Stored, Streamed,
+    Content, Cursor, Engine, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier, Past,
+    Space, Streamed,
 };
 use super::record::{self, CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
@@ -561,21 +561,6 @@ pub struct StoreSpace<'a> {
 /// A key and the value read at it.
 type KeyValue = (Vec<u8>, Vec<u8>);
 
-impl Stored for Meta {
-    fn meta(&self) -> FileMeta {
-        FileMeta {
-            version: self.version,
-            size: self.size,
-            created: self.created_time(),
-            modified: self.modified_time(),
-        }
-    }
-
-    fn content(&self) -> u64 {
-        if self.inline { 0 } else { self.blob }
-    }
-}
-
 /// A bounded scan of one namespace's `meta` keys.
 pub struct StoreCursor<'a> {
     it: DBRawIteratorWithThreadMode<'a, DB>,
@@ -950,19 +935,9 @@ impl Space for StoreSpace<'_> {
             }
         }
         if let Some((version, origin)) = change.tombstone {
-            let now = record::nanos(SystemTime::now());
-            let meta = Meta {
-                version,
-                size: 0,
-                created: now,
-                modified: now,
-                inline: true,
-                blob: 0,
-            };
             let key = keys::version(self.ns, rel, version);
-            batch
-                .batch
-                .put_cf(self.versions, key, record::encode_tombstone(&meta, origin));
+            let tomb = record::encode_tombstone(&Meta::tombstone(version), origin);
+            batch.batch.put_cf(self.versions, key, tomb);
             batch.version = batch.version.max(version);
         }
         let index = keys::version(self.ns, rel, keys::PAST_INDEX);
