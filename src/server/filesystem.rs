@@ -642,10 +642,16 @@ fn watch_stream(
             let next = tokio::select! {
                 next = watcher.next() => next,
                 () = tx.closed() => return,
-                () = shutdown.cancelled() => Err(Error::Unavailable(format!(
-                    "the server is shutting down; resume from cursor {}",
-                    watcher.cursor()
-                ))),
+                () = shutdown.cancelled() => {
+                    // After what the client has not read yet, never waiting
+                    // on it: shutdown does not wait for a silent client.
+                    let stop = Error::Unavailable(format!(
+                        "the server is shutting down; resume from cursor {}",
+                        watcher.cursor()
+                    ));
+                    let _unread = cut_tx.send(stop.into());
+                    return;
+                }
             };
             let message = match next {
                 Ok(Some(batch)) => Ok(pb::WatchResponse {

@@ -160,18 +160,40 @@ pub async fn serve(
     }
     // Ending Watch streams, MCP sessions and event streams first lets the
     // graceful shutdown finish instead of waiting on a client's open stream.
+    let (begun, shutdown_begun) = tokio::sync::oneshot::channel();
     let shutdown = async move {
         shutdown.await;
         stop_watches.cancel();
         if let Some(stop) = mcp_shutdown {
             stop.cancel();
         }
+        let _ = begun.send(());
     };
     tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
-    tonic::transport::Server::builder()
+    let serving = tonic::transport::Server::builder()
         .accept_http1(app.mcp.http)
         .max_concurrent_streams(limits.config().max_streams_per_connection)
         .add_routes(router.into())
-        .serve_with_incoming_shutdown(incoming(listener), shutdown)
-        .await
+        .serve_with_incoming_shutdown(incoming(listener), shutdown);
+    // A client that stopped reading holds its connection open (its stream
+    // cannot flush): graceful shutdown gets SHUTDOWN_GRACE, then ends.
+    let grace_over = async {
+        match shutdown_begun.await {
+            Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        served = serving => served,
+        () = grace_over => {
+            tracing::warn!(
+                grace_seconds = SHUTDOWN_GRACE.as_secs(),
+                "stopping with connections still open: their clients stopped reading"
+            );
+            Ok(())
+        }
+    }
 }
+
+/// How long a graceful shutdown waits for open connections to finish.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

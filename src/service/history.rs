@@ -70,11 +70,7 @@ impl Files<'_> {
         op: Op,
     ) -> Result<(Vec<u8>, FileVersion)> {
         let (found, pieces) = self.read_version_chunks(path, version, op, VERSION_PIECE_BYTES)?;
-        let mut data = Vec::with_capacity(usize::try_from(found.size).unwrap_or(0));
-        for piece in pieces {
-            data.extend_from_slice(&piece?);
-            Error::check_file_size(path, data.len() as u64, self.max_file_bytes())?;
-        }
+        let data = self.gather(path, found.size, pieces)?;
         Ok((data, found))
     }
 
@@ -93,18 +89,28 @@ impl Files<'_> {
             .restore(self.scope(), path, version, if_version)
     }
 
+    /// A version's pieces gathered whole, its recorded `size` and what
+    /// arrives checked against the file size limit before memory is taken.
+    fn gather(&self, path: &VfsPath, size: u64, pieces: ChunkReader) -> Result<Vec<u8>> {
+        Error::check_file_size(path, size, self.max_file_bytes())?;
+        let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        for piece in pieces {
+            data.extend_from_slice(&piece?);
+            Error::check_file_size(path, data.len() as u64, self.max_file_bytes())?;
+        }
+        Ok(data)
+    }
+
     /// The text of retained `version` for a diff: a tombstone is empty.
     fn version_text(&self, path: &VfsPath, version: u64) -> Result<String> {
         let (found, pieces) =
             self.backend()
                 .read_version(self.scope(), path, version, VERSION_PIECE_BYTES)?;
-        let mut data = Vec::new();
-        if !found.deleted {
-            for piece in pieces {
-                data.extend_from_slice(&piece?);
-                Error::check_file_size(path, data.len() as u64, self.max_file_bytes())?;
-            }
-        }
+        let data = if found.deleted {
+            Vec::new()
+        } else {
+            self.gather(path, found.size, pieces)?
+        };
         let shown = format!("{path} (version {version})");
         Ok(text::decode(&shown, &data)?.text.into_owned())
     }

@@ -108,6 +108,21 @@ fn head(text: &str, max: usize) -> &str {
     &text[..cut]
 }
 
+/// The lines of `text` that fit in `max` bytes, for the head of a coarse
+/// change: whole lines only, so no cut line is shown as the file's last
+/// (with a false "No newline at end of file"); a first line longer than
+/// `max` is cut on a character boundary and ended with a newline.
+fn head_lines(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let cut = head(text, max);
+    match memchr::memrchr(b'\n', cut.as_bytes()) {
+        Some(end) => cut[..=end].to_owned(),
+        None => format!("{cut}\n"),
+    }
+}
+
 impl Change {
     /// Captures the change from `old` to `new` in one linear pass, copying
     /// only the changed lines and their context (or, past
@@ -138,8 +153,8 @@ impl Change {
         if old_core.len() + new_core.len() > MAX_DIFFED_BYTES {
             return Change {
                 first_line: first_changed,
-                old: head(old_core, MAX_DIFF_BYTES).to_owned(),
-                new: head(new_core, MAX_DIFF_BYTES).to_owned(),
+                old: head_lines(old_core, MAX_DIFF_BYTES),
+                new: head_lines(new_core, MAX_DIFF_BYTES),
                 coarse: Some((lines_in(old_core), lines_in(new_core))),
             };
         }
@@ -184,8 +199,7 @@ impl Change {
             out.push(&header);
             let range = |len: usize| hunk_range(self.first_line, self.first_line + len);
             out.push(&format!("@@ -{} +{} @@\n", range(removed), range(added)));
-            // The heads are MAX_DIFF_BYTES long, so the cap is reached
-            // before a cut last line could be shown.
+            // The heads hold whole lines (`head_lines`).
             for (sign, text) in [('-', &self.old), ('+', &self.new)] {
                 for line in text.split_inclusive('\n') {
                     out.push_change(sign, line);
@@ -322,6 +336,27 @@ pub fn unified(shown: &str, old: &str, new: &str, caps: DiffCaps) -> DiffPreview
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A change over MAX_DIFFED_BYTES rendered with room for all of its
+    /// heads (the Diff RPC's caps) shows whole lines of the files only.
+    #[test]
+    fn a_coarse_change_shows_whole_lines_only() {
+        let old: String = (0..100_000).map(|i| format!("old line {i}\n")).collect();
+        let new: String = (0..100_000).map(|i| format!("new line {i}\n")).collect();
+        let d = Change::new(&old, &new).render("f", DiffCaps::WHOLE);
+        assert!(d.truncated);
+        assert!(
+            !d.text.contains("No newline"),
+            "a cut line was shown as the last"
+        );
+        for line in d.text.lines().skip(3) {
+            let body = &line[1..];
+            assert!(
+                old.contains(&format!("{body}\n")) || new.contains(&format!("{body}\n")),
+                "not a whole line of either file: {line:?}"
+            );
+        }
+    }
 
     #[test]
     fn counts_lines_and_renders_unified_diff() {

@@ -678,3 +678,41 @@ async fn shutdown_ends_a_following_watch() {
         .unwrap();
     assert!(exited.success(), "{exited:?}");
 }
+
+/// SIGTERM while a watcher has stopped reading (its stream's buffers full
+/// of events): the server does not wait on it for the idle timeout.
+#[tokio::test]
+async fn shutdown_never_waits_on_a_watcher_that_stopped_reading() {
+    let mut server = Server::start_with(Some(STORE), &[]);
+    let mut watching = server.fs().await;
+    let mut stream = watching
+        .watch(watch_req("/memories", "", true, false))
+        .await
+        .unwrap()
+        .into_inner();
+    stream.message().await.unwrap().unwrap();
+    // About 4 MB of events that nobody reads.
+    let mut fs = server.fs().await;
+    let body = "x".repeat(100);
+    for i in 0..20_000 {
+        write(&mut fs, &format!("/memories/{:0200}", i % 100), &body).await;
+    }
+    let pid = server.pid().to_string();
+    let start = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exited = tokio::task::spawn_blocking(move || server.wait())
+        .await
+        .unwrap();
+    assert!(exited.success(), "{exited:?}");
+    // The idle timeout is 30 s; the shutdown grace 5 s.
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "the server took {:?} to stop",
+        start.elapsed()
+    );
+    drop(stream);
+}

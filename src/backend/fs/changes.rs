@@ -276,9 +276,7 @@ impl FsChanges {
 
     /// Logs what one disk event did to files.
     fn on_disk_event(&self, event: notify::Event) {
-        let paths: Vec<Option<VfsPath>> = event.paths.iter().map(|p| self.logical(p)).collect();
-        let emit = |path: &Option<VfsPath>, kind: ChangeKind, operation: Operation| {
-            let Some(path) = path else { return };
+        let emit = |path: &VfsPath, kind: ChangeKind, operation: Operation| {
             if self.is_own(path) {
                 return;
             }
@@ -308,8 +306,10 @@ impl FsChanges {
             // (`From`, `To`), reported above; the pair adds nothing new.
             _ => return,
         };
-        for path in &paths {
-            emit(path, kind, operation);
+        // Paths are resolved only for the kinds reported: most events (a
+        // write's `Modify(Data)`) are not.
+        for path in event.paths.iter().filter_map(|p| self.logical(p)) {
+            emit(&path, kind, operation);
         }
     }
 }
