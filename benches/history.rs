@@ -27,7 +27,7 @@ use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::scope::Scope;
 use std::path::Path;
 use std::time::Instant;
-use support::{Served, scaled};
+use support::{Served, median, runs, scaled, spread_calls};
 use tonic::transport::Channel;
 
 /// Concurrent writers in the throughput rows.
@@ -37,21 +37,9 @@ const FILES: usize = 100;
 /// Size of each write.
 const FILE_BYTES: usize = 1024;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 fn content(i: usize) -> Vec<u8> {
     let line = format!("write {i} ");
     line.repeat(FILE_BYTES / line.len() + 1).as_bytes()[..FILE_BYTES].to_vec()
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
 }
 
 /// Writes per second of `n` rewrites by [`CALLERS`] threads into a fresh
@@ -106,27 +94,16 @@ async fn through_server(dir: &Path, keep: Keep, n: usize) -> f64 {
     for _ in 0..CALLERS {
         clients.push(client(&served).await);
     }
-    let start = Instant::now();
-    let tasks: Vec<_> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(t, mut fs)| {
-            tokio::spawn(async move {
-                for i in (t..n).step_by(CALLERS) {
-                    let req = pb::WriteRequest {
-                        path: format!("/memories/f{}", i % FILES),
-                        content: String::from_utf8(content(i)).expect("ASCII"),
-                        ..Default::default()
-                    };
-                    fs.write(req).await.expect("write");
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("writer");
-    }
-    n as f64 / start.elapsed().as_secs_f64()
+    let elapsed = spread_calls(clients, n, |mut fs, i| async move {
+        let req = pb::WriteRequest {
+            path: format!("/memories/f{}", i % FILES),
+            content: String::from_utf8(content(i)).expect("ASCII"),
+            ..Default::default()
+        };
+        fs.write(req).await.expect("write");
+    })
+    .await;
+    n as f64 / elapsed.as_secs_f64()
 }
 
 /// Milliseconds from sending each of `n` writes to receiving its event.
@@ -172,7 +149,7 @@ fn percentile(xs: &[f64], p: f64) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let runs = env_usize("AGENTVFS_BENCH_RUNS", 5);
+    let runs = runs();
     let writes = scaled(40_000, CALLERS);
     let grpc_writes = scaled(20_000, CALLERS);
     let tmp = tempfile::tempdir().expect("temp dir");

@@ -27,7 +27,7 @@ use agentvfs::pb::filesystem_client::FilesystemClient;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Served, scaled, spread_calls};
+use support::{Served, median, runs, scaled, spread_calls};
 use tonic::transport::Channel;
 
 /// Concurrent clients of the throughput rows.
@@ -40,18 +40,6 @@ const GREP_FILE: usize = 10 << 10;
 const PATTERN: &str = "error [0-9]+";
 /// Budgets no benchmark reaches.
 const UNLIMITED: u64 = 1 << 40;
-
-fn runs() -> usize {
-    std::env::var("AGENTVFS_BENCH_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(5)
-}
-
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(|a, b| a.total_cmp(b));
-    xs[xs.len() / 2]
-}
 
 /// A server with State at `/` and `mount` (TOML of one `[[mount]]` at
 /// `/data`), run in `dir`, reaching the test S3 server.

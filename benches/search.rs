@@ -65,10 +65,7 @@ struct Measured {
 }
 
 fn main() {
-    let runs: usize = std::env::var("AGENTVFS_BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs = support::runs();
     let base = PathBuf::from(
         std::env::var("AGENTVFS_BENCH_DIR").unwrap_or_else(|_| "/tmp/agentvfs-bench".into()),
     );

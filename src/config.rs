@@ -217,7 +217,7 @@ struct RawMount {
     key_prefix: Option<Spanned<String>>,
     endpoint: Option<Spanned<String>>,
     region: Option<Spanned<String>>,
-    path_style: Option<bool>,
+    path_style: Option<Spanned<bool>>,
     cache_bytes: Option<Spanned<u64>>,
     timeout_seconds: Option<Spanned<u64>>,
     request_timeout_seconds: Option<Spanned<u64>>,
@@ -418,7 +418,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                         bucket,
                         endpoint: text(&m.endpoint),
                         region: text(&m.region),
-                        path_style: m.path_style.unwrap_or(false),
+                        path_style: m.path_style.as_ref().is_some_and(|v| *v.get_ref()),
                         timeout: seconds(
                             &m.timeout_seconds,
                             "timeout_seconds",
@@ -460,6 +460,31 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 (&m.region, "region"),
             ] {
                 unexpected(field, name, m.tier.get_ref())?;
+            }
+            let starts = [
+                (m.path_style.as_ref().map(|v| v.span().start), "path_style"),
+                (
+                    m.cache_bytes.as_ref().map(|v| v.span().start),
+                    "cache_bytes",
+                ),
+                (
+                    m.timeout_seconds.as_ref().map(|v| v.span().start),
+                    "timeout_seconds",
+                ),
+                (
+                    m.request_timeout_seconds.as_ref().map(|v| v.span().start),
+                    "request_timeout_seconds",
+                ),
+            ];
+            if let Some((Some(start), name)) = starts.into_iter().find(|(start, _)| start.is_some())
+            {
+                return Err(at(
+                    start,
+                    format!(
+                        "mount {prefix}: tier \"{}\" takes no `{name}`",
+                        m.tier.get_ref()
+                    ),
+                ));
             }
         }
         let in_range = |field: &Option<Spanned<u64>>, name: &str, min: u64, max: u64| match field {
@@ -1035,6 +1060,22 @@ mod tests {
             parse("x.toml", &src).unwrap_err().to_string(),
             "x.toml:8: two principals are named \"a\""
         );
+    }
+
+    #[test]
+    fn object_settings_on_another_tier_are_refused() {
+        for (line, expected) in [
+            ("bucket = \"b\"", "bucket"),
+            ("path_style = true", "path_style"),
+            ("cache_bytes = 1", "cache_bytes"),
+            ("request_timeout_seconds = 5", "request_timeout_seconds"),
+        ] {
+            let src = format!("[[mount]]\nprefix = \"/\"\ntier = \"state\"\n{line}\n");
+            assert_eq!(
+                parse("x.toml", &src).unwrap_err().to_string(),
+                format!("x.toml:4: mount /: tier \"state\" takes no `{expected}`")
+            );
+        }
     }
 
     #[test]

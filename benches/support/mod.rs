@@ -112,3 +112,19 @@ where
     }
     start.elapsed()
 }
+
+/// Runs per measured row: `AGENTVFS_BENCH_RUNS`, default 5.
+#[allow(dead_code)] // each bench compiles this module; not every one repeats rows
+pub fn runs() -> usize {
+    std::env::var("AGENTVFS_BENCH_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5)
+}
+
+/// The median of `xs` (the upper one of an even count).
+#[allow(dead_code)] // each bench compiles this module; not every one takes medians
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[xs.len() / 2]
+}
