@@ -116,6 +116,49 @@ def retryable(err: AgentVfsError) -> bool:
     return err.grpc_code == grpc.StatusCode.UNAVAILABLE
 
 
+class WatchBase:
+    """What `Watch` and `AsyncWatch` share: their arguments, the cursor to
+    resume from, when to give up, and `cancel()`. `cancelled` is a
+    `threading.Event` or an `asyncio.Event` (both have ``set`` and
+    ``is_set``)."""
+
+    def __init__(
+        self,
+        stub: Any,
+        path: str,
+        cursor: str,
+        from_now: bool,
+        stop_at_head: bool,
+        retries: int,
+        cancelled: Any,
+    ) -> None:
+        self._stub = stub
+        self._path = path
+        self._start = cursor
+        self._from_now = from_now
+        self._stop_at_head = stop_at_head
+        self._retries = retries
+        self._cancelled = cancelled
+        self._call: Any = None
+        #: Resumes after the last event yielded (set before it is yielded),
+        #: or further, past changes the caller may not see; the `cursor`
+        #: argument before any. Persist it to resume later.
+        self.cursor = cursor
+
+    def _request(self) -> filesystem_pb2.WatchRequest:
+        return watch_request(self._path, self.cursor, self._start, self._from_now, self._stop_at_head)
+
+    def _gives_up(self, err: AgentVfsError, failures: int) -> bool:
+        """True when `err` after `failures` reconnects in a row ends the Watch."""
+        return not retryable(err) or self._cancelled.is_set() or failures >= self._retries
+
+    def cancel(self) -> None:
+        """Stops the Watch; iterating further raises (see the class)."""
+        self._cancelled.set()
+        if self._call is not None:
+            self._call.cancel()
+
+
 def upload_requests(
     path: str, data: bytes | IO[bytes] | Iterable[bytes], create_only: bool, if_version: int | None
 ) -> Iterator[filesystem_pb2.WriteBytesRequest]:

@@ -21,12 +21,11 @@ from agentvfs._common import (
     CHANNEL_OPTIONS,
     WATCH_RETRIES,
     AgentVfsError,
+    WatchBase,
     call_metadata,
     error_from,
-    retryable,
     upload_requests,
     watch_delay,
-    watch_request,
 )
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
@@ -112,7 +111,7 @@ class AsyncSearch(Generic[T]):
         self.cancel()
 
 
-class AsyncWatch:
+class AsyncWatch(WatchBase):
     """A running Filesystem/Watch for ``async for``, reconnecting as `Watch`
     does (UNAVAILABLE only, 0.1 s doubling up to 5 s, `retries` in a row);
     `cursor` resumes it later. Cancelling the iterating task, `cancel()` or
@@ -128,24 +127,14 @@ class AsyncWatch:
         stop_at_head: bool,
         retries: int,
     ) -> None:
-        self._stub = stub
-        self._args = (path, cursor, from_now, stop_at_head)
-        self._retries = retries
-        self._cancelled = asyncio.Event()
-        self._call: Any = None
-        #: Resumes after the last event yielded (set before it is yielded),
-        #: or further, past changes the caller may not see; the `cursor`
-        #: argument before any. Persist it to resume later.
-        self.cursor = cursor
+        super().__init__(stub, path, cursor, from_now, stop_at_head, retries, asyncio.Event())
 
     async def __aiter__(self) -> AsyncIterator[filesystem_pb2.ChangeEvent]:
-        path, start, from_now, stop_at_head = self._args
         failures = 0
         try:
             while True:
                 try:
-                    request = watch_request(path, self.cursor, start, from_now, stop_at_head)
-                    call: Any = self._stub.Watch(request)
+                    call: Any = self._stub.Watch(self._request())
                     self._call = call
                     if self._cancelled.is_set():
                         call.cancel()
@@ -160,7 +149,7 @@ class AsyncWatch:
                         self.cursor = msg.cursor
                     return
                 except AgentVfsError as err:
-                    if not retryable(err) or self._cancelled.is_set() or failures >= self._retries:
+                    if self._gives_up(err, failures):
                         raise
                 failures += 1
                 try:
@@ -173,12 +162,6 @@ class AsyncWatch:
             # server (a no-op when it ended).
             if self._call is not None:
                 self._call.cancel()
-
-    def cancel(self) -> None:
-        """Stops the Watch."""
-        self._cancelled.set()
-        if self._call is not None:
-            self._call.cancel()
 
     async def __aenter__(self) -> AsyncWatch:
         return self

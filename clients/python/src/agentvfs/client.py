@@ -22,12 +22,11 @@ from agentvfs._common import (
     CHANNEL_OPTIONS,
     WATCH_RETRIES,
     AgentVfsError,
+    WatchBase,
     call_metadata,
     error_from,
-    retryable,
     upload_requests,
     watch_delay,
-    watch_request,
 )
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
@@ -103,7 +102,7 @@ class Search(Generic[T]):
         self.cancel()
 
 
-class Watch:
+class Watch(WatchBase):
     """A running Filesystem/Watch that survives dropped connections and
     server restarts: iterate it for the change events in commit order.
 
@@ -127,24 +126,14 @@ class Watch:
         stop_at_head: bool,
         retries: int,
     ) -> None:
-        self._stub = stub
-        self._args = (path, cursor, from_now, stop_at_head)
-        self._retries = retries
-        self._cancelled = threading.Event()
-        self._call: Any = None
-        #: Resumes after the last event yielded (set before it is yielded),
-        #: or further, past changes the caller may not see; the `cursor`
-        #: argument before any. Persist it to resume later.
-        self.cursor = cursor
+        super().__init__(stub, path, cursor, from_now, stop_at_head, retries, threading.Event())
 
     def __iter__(self) -> Iterator[filesystem_pb2.ChangeEvent]:
-        path, start, from_now, stop_at_head = self._args
         failures = 0
         try:
             while True:
                 try:
-                    request = watch_request(path, self.cursor, start, from_now, stop_at_head)
-                    call: Any = self._stub.Watch(request)
+                    call: Any = self._stub.Watch(self._request())
                     self._call = call
                     if self._cancelled.is_set():
                         call.cancel()
@@ -159,7 +148,7 @@ class Watch:
                         self.cursor = msg.cursor
                     return
                 except AgentVfsError as err:
-                    if not retryable(err) or self._cancelled.is_set() or failures >= self._retries:
+                    if self._gives_up(err, failures):
                         raise
                 failures += 1
                 if self._cancelled.wait(watch_delay(failures)):
@@ -168,12 +157,6 @@ class Watch:
             # A loop left early ends the call on the server (a no-op when it ended).
             if self._call is not None:
                 self._call.cancel()
-
-    def cancel(self) -> None:
-        """Stops the Watch; iterating further raises AgentVfsError CANCELLED."""
-        self._cancelled.set()
-        if self._call is not None:
-            self._call.cancel()
 
     def __enter__(self) -> Watch:
         return self
