@@ -505,38 +505,12 @@ impl ObjectBackend {
                 floor = floor.max(checked);
             }
             let version = next_version(floor);
-            let now = record::nanos(SystemTime::now());
-            let (inline, blob) = match &content {
-                NewContent::Inline(data) => (Some(data.as_ref()), 0),
-                NewContent::Blob { id, .. } => (None, *id),
-            };
-            let meta = Meta {
-                version,
-                size,
-                created: live.map_or(now, |h| h.meta.created),
-                modified: now,
-                inline: inline.is_some(),
-                blob,
-            };
-            let body = Bytes::from(record::encode(&meta, origin, inline));
             let mode = match &current {
                 Some(head) => Put::Replace(head.etag.clone()),
                 None => Put::Create,
             };
-            let (client, cache, k, b) = (
-                self.bucket.client(),
-                self.cache.clone(),
-                key.clone(),
-                body.clone(),
-            );
-            let put = self.run("writing a file", async move {
-                let etag = client.put(&k, b.clone(), mode).await?;
-                if let Some(etag) = &etag {
-                    cache.put(&k, etag, b);
-                }
-                Ok(etag)
-            })?;
-            if put.is_some() {
+            let created = live.map(|h| h.meta.created);
+            if self.put_head(&key, version, created, &content, origin, mode)? {
                 let outcome = WriteOutcome {
                     path: path.clone(),
                     bytes_written: size,
@@ -633,6 +607,43 @@ impl ObjectBackend {
             client.delete(&old_key).await
         })?;
         Ok(NewContent::Blob { id: fresh, size })
+    }
+
+    /// Puts the head of `version` of a file holding `content` at `key` under
+    /// `mode` (the conditional request), created at `created` (`None`: now),
+    /// and caches it; false when the condition failed (a lost race).
+    fn put_head(
+        &self,
+        key: &str,
+        version: u64,
+        created: Option<u64>,
+        content: &NewContent,
+        origin: &Origin,
+        mode: Put,
+    ) -> Result<bool> {
+        let now = record::nanos(SystemTime::now());
+        let inline = match content {
+            NewContent::Inline(data) => Some(data.as_ref()),
+            NewContent::Blob { .. } => None,
+        };
+        let meta = Meta {
+            version,
+            size: content.size(),
+            created: created.unwrap_or(now),
+            modified: now,
+            inline: inline.is_some(),
+            blob: content.blob(),
+        };
+        let body = Bytes::from(record::encode(&meta, origin, inline));
+        let (client, cache, key) = (self.bucket.client(), self.cache.clone(), key.to_owned());
+        let etag = self.run("writing a file", async move {
+            let etag = client.put(&key, body.clone(), mode).await?;
+            if let Some(etag) = &etag {
+                cache.put(&key, etag, body);
+            }
+            Ok(etag)
+        })?;
+        Ok(etag.is_some())
     }
 
     /// `data` as a new version's content: inline when small, else uploaded
@@ -838,6 +849,14 @@ impl NewContent {
             NewContent::Blob { size, .. } => *size,
         }
     }
+
+    /// The blob holding it (0: inline).
+    fn blob(&self) -> u64 {
+        match self {
+            NewContent::Inline(_) => 0,
+            NewContent::Blob { id, .. } => *id,
+        }
+    }
 }
 
 /// Sleeps a little more after each lost race (up to ~20 ms, jittered), so
@@ -1015,44 +1034,19 @@ impl Backend for ObjectBackend {
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
             let content = self.new_content(scope, path, new)?;
             let version = next_version(head.meta.version);
-            let now = record::nanos(SystemTime::now());
-            let (inline, blob) = match &content {
-                NewContent::Inline(data) => (Some(data.as_ref()), 0),
-                NewContent::Blob { id, .. } => (None, *id),
-            };
-            let meta = Meta {
-                version,
-                size: content.size(),
-                created: head.meta.created,
-                modified: now,
-                inline: inline.is_some(),
-                blob,
-            };
-            let body = Bytes::from(record::encode(&meta, &origin, inline));
-            let (client, cache, k, etag) = (
-                self.bucket.client(),
-                self.cache.clone(),
-                key.clone(),
-                head.etag.clone(),
-            );
-            let put = self.run("writing an edit", async move {
-                let done = client.put(&k, body.clone(), Put::Replace(etag)).await?;
-                if let Some(etag) = &done {
-                    cache.put(&k, etag, body);
-                }
-                Ok(done)
-            })?;
-            if put.is_some() {
+            let created = Some(head.meta.created);
+            let mode = Put::Replace(head.etag.clone());
+            if self.put_head(&key, version, created, &content, &origin, mode)? {
                 self.forget_blob(&ns, path, head.meta.content_blob());
                 return Ok(WriteOutcome {
                     path: path.clone(),
-                    bytes_written: meta.size,
+                    bytes_written: content.size(),
                     version,
                     created: false,
                 });
             }
             // Another writer changed the file: edit its new content.
-            self.forget_blob(&ns, path, blob);
+            self.forget_blob(&ns, path, content.blob());
             backoff(attempt);
         }
         Err(Error::Unavailable(format!(
@@ -1208,10 +1202,7 @@ impl ObjectBackend {
         content: NewContent,
         origin: &Origin,
     ) -> Result<WriteOutcome> {
-        let blob = match &content {
-            NewContent::Blob { id, .. } => *id,
-            NewContent::Inline(_) => 0,
-        };
+        let blob = content.blob();
         let ns = self.namespace(scope)?;
         match self.commit(scope, path, pre, content, origin) {
             Ok((outcome, replaced)) => {
