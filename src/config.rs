@@ -87,6 +87,24 @@ pub enum TierConfig {
     },
 }
 
+/// True when `key_prefix` names keys every S3 store keeps as written: at
+/// most 256 bytes of segments of S3's safe characters, not `.` or `..`,
+/// joined by single slashes (one leading and one trailing slash allowed).
+pub fn valid_key_prefix(key_prefix: &str) -> bool {
+    let inner = key_prefix.strip_prefix('/').unwrap_or(key_prefix);
+    let inner = inner.strip_suffix('/').unwrap_or(inner);
+    key_prefix.len() <= 256
+        && ((inner.is_empty() && key_prefix.len() <= 1)
+            || inner.split('/').all(|segment| {
+                !segment.is_empty()
+                    && segment != "."
+                    && segment != ".."
+                    && segment
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.!*'()".contains(&b))
+            }))
+}
+
 /// Default most time one object-store call may take, retries included.
 pub const DEFAULT_OBJECT_TIMEOUT_SECONDS: u64 = 30;
 /// Default most time one object-store HTTP request may take.
@@ -413,6 +431,19 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 };
                 let text =
                     |field: &Option<Spanned<String>>| field.as_ref().map(|f| f.get_ref().clone());
+                if let Some(key_prefix) = &m.key_prefix
+                    && !valid_key_prefix(key_prefix.get_ref())
+                {
+                    return Err(at(
+                        key_prefix.span().start,
+                        format!(
+                            "mount {prefix}: key_prefix {:?} must be at most 256 bytes of \
+                             segments of letters, digits and -_.!*'() (not . or ..) joined \
+                             by single slashes",
+                            key_prefix.get_ref()
+                        ),
+                    ));
+                }
                 TierConfig::Object {
                     bucket: crate::backend::object::BucketOptions {
                         bucket,
@@ -1059,6 +1090,31 @@ mod tests {
         assert_eq!(
             parse("x.toml", &src).unwrap_err().to_string(),
             "x.toml:8: two principals are named \"a\""
+        );
+    }
+
+    #[test]
+    fn key_prefixes_are_plain_segments() {
+        for good in ["", "prod", "prod/", "/team-a/agents_1/", "a.b/c!*'()"] {
+            assert!(valid_key_prefix(good), "{good:?}");
+        }
+        for bad in [
+            "a//b",
+            "//",
+            "a/../b",
+            "./a",
+            "a b",
+            "a\\b",
+            "é",
+            &"x".repeat(257),
+        ] {
+            assert!(!valid_key_prefix(bad), "{bad:?}");
+        }
+        let src = "[[mount]]\nprefix = \"/s\"\ntier = \"object\"\nbucket = \"b\"\nkey_prefix = \"a//b\"\n";
+        assert_eq!(
+            parse("x.toml", src).unwrap_err().to_string(),
+            "x.toml:5: mount /s: key_prefix \"a//b\" must be at most 256 bytes of segments of \
+             letters, digits and -_.!*'() (not . or ..) joined by single slashes"
         );
     }
 

@@ -1,8 +1,10 @@
 //! Property-based fuzzing (proptest) of the pure parsers hostile input reaches
 //! first: logical path validation (`agentvfs::path`), the text operations
 //! (`agentvfs::text`, `agentvfs::format`: line windows, edits, numbering, regex
-//! windows), the configuration parser (`agentvfs::config::parse`) and the
-//! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`).
+//! windows), the configuration parser (`agentvfs::config::parse`), the
+//! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`), the
+//! AWS credentials file parser and the object tier's path-to-key encoding
+//! (`agentvfs::backend::object`).
 //!
 //! Every property checks "never panics" plus agreement with a small,
 //! independently written reference (a naive model of the documented rule), so a
@@ -24,6 +26,7 @@
 //! delete a line from it, only add. A case worth keeping readable may also
 //! become a plain `#[test]` in the module it exercises.
 
+use agentvfs::backend::object::{ObjectKeys, Space, parse_credentials};
 use agentvfs::change::{ChangeCursor, LogPosition};
 use agentvfs::config::{self, ConfigError};
 use agentvfs::path::{self, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, VfsPath};
@@ -481,6 +484,60 @@ proptest! {
             && let Err(err) = ChangeCursor::decode(&corrupt)
         {
             prop_assert_eq!(err.code(), "INVALID_PARAM");
+        }
+    }
+
+    /// The AWS credentials parser never panics on arbitrary text, and finds
+    /// the keys of the profile asked for in a file that holds it among
+    /// others, with or without the config file's `profile ` prefix.
+    #[test]
+    fn credentials_files_parse(
+        junk in any::<String>(),
+        profile in "[a-z]{1,8}",
+        other in "[a-z]{1,8}",
+        key in "[A-Z0-9]{4,20}",
+        secret in "[A-Za-z0-9/+]{4,40}",
+        config: bool,
+    ) {
+        let _ = parse_credentials(&junk, &profile, config);
+        let header = |name: &str| {
+            if config && name != "default" {
+                format!("[profile {name}]")
+            } else {
+                format!("[{name}]")
+            }
+        };
+        let text = format!(
+            "{}\naws_access_key_id = OTHER\naws_secret_access_key = other\n\n\
+             {}\n  aws_access_key_id={key}\naws_secret_access_key = {secret}\n{junk_line}\n",
+            header(&format!("{other}x")),
+            header(&profile),
+            junk_line = junk.replace(['\n', '[', '='], " "),
+        );
+        let found = parse_credentials(&text, &profile, config).expect("the profile is there");
+        prop_assert_eq!(found.access_key_id, key);
+        prop_assert_eq!(found.secret_access_key, secret);
+    }
+
+    /// Object keys decode to the path they encode, stay within S3's rules
+    /// (no `//`, `.` or `..` segment) and sort in path order.
+    #[test]
+    fn object_keys_round_trip_in_path_order(p in valid_path(), q in valid_path(), prefix in "(/?[a-z.]{1,3}(/[a-z.]{1,3}){0,2}/?)?") {
+        prop_assume!(config::valid_key_prefix(&prefix));
+        let mount = VfsPath::parse("/m").unwrap();
+        let keys = ObjectKeys::new(mount.clone(), &prefix);
+        // The mount root has no head key: files only.
+        let under = |p: &VfsPath| {
+            let rel = p.as_str().trim_start_matches('/');
+            (!rel.is_empty()).then(|| mount.join_relative(rel).ok()).flatten()
+        };
+        if let (Some(p), Some(q)) = (under(&p), under(&q))
+            && let (Ok(kp), Ok(kq)) = (keys.key("ns", Space::Heads, &p), keys.key("ns", Space::Heads, &q))
+        {
+            prop_assert!(!kp.contains("//"), "{}", kp);
+            prop_assert!(!kp.split('/').any(|s| s == "." || s == ".."), "{}", kp);
+            prop_assert_eq!(keys.path("ns", Space::Heads, &kp), Some(p.clone()));
+            prop_assert_eq!(kp.cmp(&kq), p.order_key().cmp(&q.order_key()));
         }
     }
 

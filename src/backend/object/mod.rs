@@ -55,7 +55,7 @@ mod walk;
 pub use bucket::BucketOptions;
 pub use cache::DEFAULT_CACHE_BYTES;
 pub use credentials::{Credentials, parse as parse_credentials};
-pub use keys::ObjectKeys;
+pub use keys::{ObjectKeys, Space};
 
 use super::ordered;
 use super::record::{self, INLINE_MAX_BYTES, Meta};
@@ -73,7 +73,6 @@ use bucket::{Bucket, Client, Put};
 use bytes::Bytes;
 use cache::ContentCache;
 use futures_util::StreamExt;
-use keys::Space;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
