@@ -89,7 +89,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::SystemTime;
 use tokio::sync::watch;
 
@@ -106,6 +106,9 @@ const KEPT_MODE_BITS: u32 = 0o777;
 /// Bytes read from disk per ReadBytes piece at most (the piece size the
 /// caller asks for is capped by it too).
 const READ_PIECE_BYTES: usize = 1 << 20;
+/// Opens of a file a read tries while the file keeps being replaced under
+/// it (each attempt is a few system calls; a writer replaces a file in one).
+const OPEN_ATTEMPTS: usize = 64;
 
 // The operations a link's target must allow, per kind of access: a link is
 // followed only when the caller holds at its target every one of these that
@@ -122,7 +125,7 @@ pub struct FsBackend {
     max_file_bytes: u64,
     /// The change log, unless the mount keeps none (`change_log = 0`).
     changes: Option<Arc<FsChanges>>,
-    locks: [Mutex<()>; LOCK_STRIPES],
+    locks: [RwLock<()>; LOCK_STRIPES],
     /// Makes temporary file names unique within this process.
     temp_counter: AtomicU64,
 }
@@ -187,7 +190,7 @@ impl FsBackend {
             sandbox,
             max_file_bytes,
             changes,
-            locks: std::array::from_fn(|_| Mutex::new(())),
+            locks: std::array::from_fn(|_| RwLock::new(())),
             temp_counter: AtomicU64::new(0),
         })
     }
@@ -236,19 +239,31 @@ impl FsBackend {
         h.finish() as usize % LOCK_STRIPES
     }
 
-    fn lock_stripe(&self, stripe: usize) -> MutexGuard<'_, ()> {
+    fn lock_stripe(&self, stripe: usize) -> RwLockWriteGuard<'_, ()> {
         // The guarded value is `()`: a poisoned lock protects nothing broken.
-        self.locks[stripe].lock().unwrap_or_else(|p| p.into_inner())
+        self.locks[stripe]
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock(&self, path: &VfsPath) -> MutexGuard<'_, ()> {
+    /// The lock of `path` for a change: no other agentvfs change of the
+    /// path, and no read or stat of it, runs until it is dropped.
+    fn lock(&self, path: &VfsPath) -> RwLockWriteGuard<'_, ()> {
         self.lock_stripe(Self::stripe(path))
+    }
+
+    /// The lock of `path` for a look (read, stat): shared with other looks,
+    /// but never held while an agentvfs change of the path is half done (a
+    /// Move between its rename and the version it then sets).
+    fn look(&self, path: &VfsPath) -> RwLockReadGuard<'_, ()> {
+        let stripe = &self.locks[Self::stripe(path)];
+        stripe.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The locks of two paths, taken in stripe order (so two Moves locking
     /// the same pair from opposite ends cannot deadlock); one lock when both
     /// share a stripe.
-    fn lock_two(&self, a: &VfsPath, b: &VfsPath) -> [Option<MutexGuard<'_, ()>>; 2] {
+    fn lock_two(&self, a: &VfsPath, b: &VfsPath) -> [Option<RwLockWriteGuard<'_, ()>>; 2] {
         let (first, second) = match (Self::stripe(a), Self::stripe(b)) {
             (i, j) if i < j => (i, Some(j)),
             (i, j) if i > j => (j, Some(i)),
@@ -428,8 +443,13 @@ impl FsBackend {
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
         let (dir, name) = self.sandbox.parent_creating(path)?;
-        let early = self.current(path, &dir, name)?;
-        pre.check(path, early.as_ref().map(sandbox::version))?;
+        {
+            // A Move landing here holds the path's lock until the file it
+            // put here has its new version: look in between, never halfway.
+            let _look = self.look(path);
+            let early = self.current(path, &dir, name)?;
+            pre.check(path, early.as_ref().map(sandbox::version))?;
+        }
         let mut temp = self.create_temp(path, &dir)?;
         for piece in pieces {
             self.append(path, &mut temp, &piece?)?;
@@ -557,16 +577,58 @@ impl FsBackend {
         )
     }
 
-    /// Reads a whole opened file, refusing directories and oversized files.
-    fn read_fd(&self, path: &VfsPath, fd: OwnedFd) -> Result<(Vec<u8>, Stat)> {
-        let st = self.regular(path, &fd)?;
+    /// Opens the regular file `path` reaches (links followed where `rule`
+    /// allows) for reading, with the metadata its version comes from, both
+    /// of one file that `path` named at one moment (docs/contract.md §
+    /// Versions). The file's own metadata can change after it is opened
+    /// although its content does not (every agentvfs write makes a new
+    /// file): renaming it away or replacing it, which unlinks it, moves its
+    /// change time, and so its version. So once opened, `path` is looked up
+    /// again: it must still name this file, linked, with the same times; else
+    /// the open is tried again. The look lock keeps agentvfs's own changes of
+    /// `path` from landing halfway (a Move sets the version of the file it
+    /// moved just after renaming it).
+    fn open_named(
+        &self,
+        path: &VfsPath,
+        rule: &dyn Fn(&VfsPath) -> Result<()>,
+    ) -> Result<(OwnedFd, Stat)> {
+        let _look = self.look(path);
+        for _ in 0..OPEN_ATTEMPTS {
+            let flags = READ_FLAGS | OFlags::NONBLOCK;
+            let fd = self.sandbox.open_at(path, flags, Links::Follow(rule))?;
+            let st = self.regular(path, &fd)?;
+            if st.st_nlink == 0 {
+                continue;
+            }
+            let again = match self.sandbox.open_at(
+                path,
+                OFlags::PATH | OFlags::CLOEXEC,
+                Links::Follow(rule),
+            ) {
+                Ok(again) => rustix::fs::fstat(again).map_err(|e| errno(path, e))?,
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            if same_state(&st, &again) {
+                return Ok((fd, st));
+            }
+        }
+        Err(Error::Unavailable(format!(
+            "{path} kept being replaced while it was opened ({OPEN_ATTEMPTS} times); read it again"
+        )))
+    }
+
+    /// Reads the whole file `fd` (opened and checked as `st`), refusing
+    /// one that grew past the size limit.
+    fn read_whole(&self, path: &VfsPath, fd: OwnedFd, st: &Stat) -> Result<Vec<u8>> {
         let mut data = Vec::with_capacity(st.st_size as usize);
         std::fs::File::from(fd)
             .take(self.max_file_bytes + 1)
             .read_to_end(&mut data)
             .map_err(|e| Error::io(path.as_str(), e))?;
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
-        Ok((data, st))
+        Ok(data)
     }
 
     /// The metadata of an opened file that must be a regular file within the
@@ -796,6 +858,17 @@ fn c_name(path: &VfsPath, name: &str) -> Result<CString> {
     CString::new(name).map_err(|_| Error::invalid_path(path.as_str(), "NUL in name"))
 }
 
+/// True when `a` and `b`, two looks at a file, saw the same file in the
+/// same state: same inode, same times (so the same version), same size.
+#[allow(clippy::unnecessary_cast)]
+fn same_state(a: &Stat, b: &Stat) -> bool {
+    (a.st_dev, a.st_ino, a.st_size) == (b.st_dev, b.st_ino, b.st_size)
+        && (a.st_mtime as i64, a.st_mtime_nsec as u64)
+            == (b.st_mtime as i64, b.st_mtime_nsec as u64)
+        && (a.st_ctime as i64, a.st_ctime_nsec as u64)
+            == (b.st_ctime as i64, b.st_ctime_nsec as u64)
+}
+
 /// Checks `if_version` against the non-directory `st` at `path` (Delete and
 /// Move of a file): a link has no version of its own, so a condition on one
 /// is refused rather than checked against whatever it points to.
@@ -832,15 +905,15 @@ impl Backend for FsBackend {
 
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
         let rule = link_rule(scope, path, STAT_OPS);
+        let _look = self.look(path);
         let st = self.sandbox.lstat(path, Links::Follow(&rule))?;
         Ok(self.entry(scope, path.clone(), &st))
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
         let rule = link_rule(scope, path, READ_OPS);
-        let flags = READ_FLAGS | OFlags::NONBLOCK;
-        let fd = self.sandbox.open_at(path, flags, Links::Follow(&rule))?;
-        let (data, st) = self.read_fd(path, fd)?;
+        let (fd, st) = self.open_named(path, &rule)?;
+        let data = self.read_whole(path, fd, &st)?;
         Ok((data, self.entry(scope, path.clone(), &st)))
     }
 
@@ -853,9 +926,7 @@ impl Backend for FsBackend {
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader)> {
         let rule = link_rule(scope, path, READ_OPS);
-        let flags = READ_FLAGS | OFlags::NONBLOCK;
-        let fd = self.sandbox.open_at(path, flags, Links::Follow(&rule))?;
-        let st = self.regular(path, &fd)?;
+        let (fd, st) = self.open_named(path, &rule)?;
         let entry = self.entry(scope, path.clone(), &st);
         let piece = max_chunk.clamp(1, READ_PIECE_BYTES);
         let mut file = std::fs::File::from(fd).take(st.st_size as u64);
@@ -913,7 +984,8 @@ impl Backend for FsBackend {
         let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
         let fd =
             rustix::fs::openat(&dir, name, flags, Mode::empty()).map_err(|e| errno(path, e))?;
-        let (data, st) = self.read_fd(path, fd)?;
+        let st = self.regular(path, &fd)?;
+        let data = self.read_whole(path, fd, &st)?;
         let seen = sandbox::version(&st);
         Precondition {
             create_only: false,
@@ -996,7 +1068,10 @@ impl Backend for FsBackend {
         let (from_dir, from_name) = self.sandbox.parent(source, Links::Refuse)?;
         // Checked and counted before the destination's parents are created
         // and without the locks (counting a large tree takes a while)...
-        let seen = self.move_source(source, &from_dir, from_name, pre.if_version)?;
+        let seen = {
+            let _look = self.look(source);
+            self.move_source(source, &from_dir, from_name, pre.if_version)?
+        };
         let mut files_moved = self.files_moved(source, &from_dir, from_name, &seen)?;
         let (to_dir, to_name) = self.sandbox.parent_creating(destination)?;
         // ...and checked again under the locks of both paths, which every
