@@ -84,6 +84,15 @@ pub fn no_change_log(path: &VfsPath) -> Error {
     Error::Unsupported(format!("{path} is on a mount that keeps no change log"))
 }
 
+/// The error of a Restore of a version that is a deletion (a tombstone has
+/// no content to bring back).
+pub fn restore_of_deletion(path: &VfsPath, version: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "version {version} of {path} is a deletion: restore a version with content, or Delete \
+         the file"
+    ))
+}
+
 /// The condition a write must meet, from `create_only` and `if_version`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Precondition {

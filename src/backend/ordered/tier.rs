@@ -12,7 +12,7 @@ use crate::backend::{
     check_directory_delete, no_change_log,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, LogPosition, Operation, Origin};
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
@@ -88,11 +88,14 @@ impl<E: Engine> OrderedTier<E> {
         self.root_or_missing(path, rel)
     }
 
-    /// Why `path`, which names no file, cannot be read as one: it is a
-    /// directory (implied or the mount root), or it does not exist.
+    /// Why `path`, which named no file a moment ago, cannot be read as one:
+    /// it is a directory (implied or the mount root), or it does not exist.
+    /// A file found there now was created since (a view without a snapshot
+    /// reads twice): the read saw none, so it is NOT_FOUND.
     fn not_a_file<F: Files>(&self, files: Option<&F>, path: &VfsPath, rel: &[u8]) -> Error {
         match self.lookup(files, path, rel) {
-            Ok(_) => Error::IsDirectory(path.to_string()),
+            Ok(entry) if entry.kind == EntryKind::Directory => Error::IsDirectory(path.to_string()),
+            Ok(_) => Error::NotFound(path.to_string()),
             Err(e) => e,
         }
     }
@@ -399,6 +402,7 @@ impl<E: Engine> OrderedTier<E> {
     fn change_of(&self, logged: Logged) -> Result<Change> {
         Ok(Change {
             log: self.keys.mount.clone(),
+            shard: 0,
             seq: logged.seq,
             path: self.keys.path(&logged.rel)?,
             kind: logged.kind,
@@ -754,10 +758,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
         // path's lock and committed under it, `if_version` checked there.
         let (found, mut pieces) = self.read_version(scope, path, version, RESTORE_CHUNK_BYTES)?;
         if found.deleted {
-            return Err(Error::InvalidArgument(format!(
-                "version {version} of {path} is a deletion: restore a version with content, \
-                 or Delete the file"
-            )));
+            return Err(crate::backend::restore_of_deletion(path, version));
         }
         let pre = version_check(if_version);
         self.write_streamed(scope, path, &rel, pre, &mut pieces, Operation::Restore)
