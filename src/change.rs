@@ -152,6 +152,10 @@ impl ChangeKind {
 pub struct Change {
     /// The mount whose log holds it (its key in a [`ChangeCursor`]).
     pub log: VfsPath,
+    /// Which of the mount's logs holds it: 0 for a mount with one log; an
+    /// object mount has one per server run (docs/object-storage.md § The
+    /// change log).
+    pub shard: u64,
     /// Its place in that log: commit order, starting at 1.
     pub seq: u64,
     /// The file changed.
@@ -245,14 +249,21 @@ impl LogBounds {
     }
 }
 
-/// A reader's position in every change log a Watch spans, one per mount.
+/// A reader's position in every change log a Watch spans: one per mount,
+/// and for a mount whose changes are in several logs (an object mount: one
+/// per server run, see [`Change::shard`]) one per log.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChangeCursor {
     positions: BTreeMap<VfsPath, LogPosition>,
+    /// Mount → log → the last change seen in it.
+    shards: BTreeMap<VfsPath, BTreeMap<u64, u64>>,
 }
 
 /// What every encoded cursor starts with (a format tag).
 const CURSOR_TAG: &str = "c1.";
+/// Marks a position in one of a mount's several logs: its mount prefix
+/// is written after it (no logical path starts with it).
+const SHARD_MARK: char = '*';
 /// Longest cursor accepted: far above any mount table's, so decoding a
 /// hostile string is bounded.
 pub const MAX_CURSOR_CHARS: usize = 16 << 10;
@@ -268,17 +279,46 @@ impl ChangeCursor {
         self.positions.insert(mount.clone(), position);
     }
 
+    /// The positions in the logs of `mount`, a mount with several (log →
+    /// last change seen; empty when the cursor has none there).
+    pub fn shards(&self, mount: &VfsPath) -> BTreeMap<u64, u64> {
+        self.shards.get(mount).cloned().unwrap_or_default()
+    }
+
+    /// Sets the positions in the logs of `mount`, a mount with several.
+    pub fn set_shards(&mut self, mount: &VfsPath, positions: BTreeMap<u64, u64>) {
+        self.shards.insert(mount.clone(), positions);
+    }
+
+    /// Sets the position in log `shard` of `mount`, a mount with several.
+    pub fn set_shard(&mut self, mount: &VfsPath, shard: u64, seq: u64) {
+        self.shards
+            .entry(mount.clone())
+            .or_default()
+            .insert(shard, seq);
+    }
+
     /// The opaque text form clients hold: `c1.` then URL-safe base64 of
-    /// each mount's prefix, epoch and sequence number.
+    /// each mount's prefix, epoch and sequence number (for a mount with
+    /// several logs, one entry per log: `*` and the prefix, the log, the
+    /// sequence number).
     pub fn encode(&self) -> String {
         let mut bytes = Vec::new();
-        for (mount, position) in &self.positions {
-            let prefix = mount.as_str().as_bytes();
+        let mut entry = |prefix: &[u8], epoch: u64, seq: u64| {
             // Paths are at most 4,096 bytes (crate::path), so this fits.
             bytes.extend_from_slice(&(prefix.len() as u16).to_be_bytes());
             bytes.extend_from_slice(prefix);
-            bytes.extend_from_slice(&position.epoch.to_be_bytes());
-            bytes.extend_from_slice(&position.seq.to_be_bytes());
+            bytes.extend_from_slice(&epoch.to_be_bytes());
+            bytes.extend_from_slice(&seq.to_be_bytes());
+        };
+        for (mount, position) in &self.positions {
+            entry(mount.as_str().as_bytes(), position.epoch, position.seq);
+        }
+        for (mount, logs) in &self.shards {
+            let prefix = format!("{SHARD_MARK}{mount}");
+            for (log, seq) in logs {
+                entry(prefix.as_bytes(), *log, *seq);
+            }
         }
         format!("{CURSOR_TAG}{}", URL_SAFE_NO_PAD.encode(bytes))
     }
@@ -324,10 +364,18 @@ impl ChangeCursor {
                 Err(err) => return Err(err),
             };
             let prefix = std::str::from_utf8(take(len)?).map_err(|_| bad("not UTF-8"))?;
+            let (shard, prefix) = match prefix.strip_prefix(SHARD_MARK) {
+                Some(rest) => (true, rest),
+                None => (false, prefix),
+            };
             let mount = VfsPath::parse(prefix).map_err(|_| bad("names no mount"))?;
             let epoch = word(take(8)?);
             let seq = word(take(8)?);
-            cursor.positions.insert(mount, LogPosition { epoch, seq });
+            if shard {
+                cursor.set_shard(&mount, epoch, seq);
+            } else {
+                cursor.positions.insert(mount, LogPosition { epoch, seq });
+            }
         }
         Ok(cursor)
     }
@@ -359,6 +407,15 @@ mod tests {
         let back = ChangeCursor::decode(&text).unwrap();
         assert_eq!(back, cursor);
         assert_eq!(back.get(&p("/")), Some(LogPosition { epoch: 7, seq: 3 }));
+        cursor.set_shard(&p("/shared"), 11, 5);
+        cursor.set_shard(&p("/shared"), 12, 0);
+        let back = ChangeCursor::decode(&cursor.encode()).unwrap();
+        assert_eq!(back, cursor);
+        assert_eq!(
+            back.shards(&p("/shared")).into_iter().collect::<Vec<_>>(),
+            [(11, 5), (12, 0)]
+        );
+        assert!(back.get(&p("/shared")).is_none());
     }
 
     #[test]

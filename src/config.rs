@@ -539,11 +539,6 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
                 (&m.history_versions, "history_versions"),
                 (&m.history_seconds, "history_seconds"),
             ],
-            TierConfig::Object { .. } => &[
-                (&m.history_versions, "history_versions"),
-                (&m.history_seconds, "history_seconds"),
-                (&m.change_log, "change_log"),
-            ],
             _ => &[],
         };
         for (field, name) in kept {
@@ -559,8 +554,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
             }
         }
         let default_changes = match tier {
-            TierConfig::Store { .. } => Keep::DEFAULT_CHANGES,
-            TierConfig::Object { .. } => 0,
+            TierConfig::Store { .. } | TierConfig::Object { .. } => Keep::DEFAULT_CHANGES,
             _ => DEFAULT_MEMORY_CHANGE_LOG,
         };
         let keep = Keep {

@@ -62,6 +62,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                     cache_bytes: *cache_bytes,
                     credentials: None,
                     renew_uploads_after: RENEW_UPLOADS_AFTER,
+                    keep: m.keep,
                 };
                 let tier = ObjectBackend::open(m.prefix.clone(), options)
                     .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;

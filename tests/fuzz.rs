@@ -26,7 +26,7 @@
 //! delete a line from it, only add. A case worth keeping readable may also
 //! become a plain `#[test]` in the module it exercises.
 
-use agentvfs::backend::object::{ObjectKeys, Space, parse_credentials};
+use agentvfs::backend::object::{ObjectKeys, parse_credentials};
 use agentvfs::change::{ChangeCursor, LogPosition};
 use agentvfs::config::{self, ConfigError};
 use agentvfs::path::{self, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, VfsPath};
@@ -532,11 +532,11 @@ proptest! {
             (!rel.is_empty()).then(|| mount.join_relative(rel).ok()).flatten()
         };
         if let (Some(p), Some(q)) = (under(&p), under(&q))
-            && let (Ok(kp), Ok(kq)) = (keys.key("ns", Space::Heads, &p), keys.key("ns", Space::Heads, &q))
+            && let (Ok(kp), Ok(kq)) = (keys.head("ns", &p), keys.head("ns", &q))
         {
             prop_assert!(!kp.contains("//"), "{}", kp);
             prop_assert!(!kp.split('/').any(|s| s == "." || s == ".."), "{}", kp);
-            prop_assert_eq!(keys.path("ns", Space::Heads, &kp), Some(p.clone()));
+            prop_assert_eq!(keys.path("ns", &kp), Some(p.clone()));
             prop_assert_eq!(kp.cmp(&kq), p.order_key().cmp(&q.order_key()));
         }
     }

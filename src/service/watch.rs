@@ -142,7 +142,9 @@ impl Watcher {
             // The page's own position names the log (its epoch) the change
             // was read from, which a position taken before a State session
             // existed does not.
-            if let Some(read) = self.cursor.get(&change.log) {
+            if change.shard != 0 {
+                at.set_shard(&change.log, change.shard, change.seq);
+            } else if let Some(read) = self.cursor.get(&change.log) {
                 at.set(
                     &change.log,
                     LogPosition {

@@ -229,6 +229,9 @@ pub fn a_position_in_another_log_is_expired(t: &Tier) {
     }
     t.write("f", "x");
     let head = t.head();
+    if !head.shards(&t.mount).is_empty() {
+        return a_position_in_a_gone_log_is_expired(t, &head);
+    }
     let (mount, position) = owner_position(t, &head);
     let mut foreign = head.clone();
     foreign.set(
@@ -272,6 +275,35 @@ fn owner_position(t: &Tier, cursor: &ChangeCursor) -> (agentvfs::VfsPath, LogPos
         .get(&t.mount)
         .unwrap_or_else(|| panic!("the cursor has no position for {}", t.mount));
     (t.mount.clone(), position)
+}
+
+/// The object tier keeps one log per server run (docs/object-storage.md §
+/// The change log): a cursor naming a log the bucket does not hold (a run
+/// gone for long, or another bucket's) is expired, with the oldest cursor
+/// leaving it out; one ahead of a log is INVALID_ARGUMENT.
+fn a_position_in_a_gone_log_is_expired(t: &Tier, head: &ChangeCursor) {
+    let mount = &t.mount;
+    let shards = head.shards(mount);
+    let (&log, &seq) = shards.iter().next().expect("a log with the write");
+    let mut foreign = head.clone();
+    foreign.set_shard(mount, log ^ 0x5a5a, seq);
+    match t.changes(&mut foreign.clone(), 10).unwrap_err() {
+        Error::Expired { what, oldest } => {
+            assert!(what.contains("no longer exists"), "{what}");
+            let mut oldest = ChangeCursor::decode(&oldest).unwrap();
+            assert_eq!(oldest.shards(mount), shards);
+            t.changes(&mut oldest, 10).unwrap();
+        }
+        other => panic!("expected Expired, got {other}"),
+    }
+    let mut ahead = head.clone();
+    ahead.set_shard(mount, log, seq + 100);
+    let message = format!(
+        "cursor is ahead of the change log of {mount} written by server run {log:016x}: it \
+         names change {} of {seq}",
+        seq + 100
+    );
+    expect_err(t.changes(&mut ahead, 0), Code::InvalidArgument, &message);
 }
 
 /// A watcher's signal changes after a change is logged, so it can wait

@@ -115,12 +115,11 @@ pub struct Tier {
     /// past its own and past the file it replaces, and the files inside a
     /// moved directory keep theirs, their content being unchanged.
     pub tier_wide_versions: bool,
-    /// The tier keeps past versions and tombstones (State, Store); the
-    /// Filesystem and object tiers keep none: every history call is
+    /// The tier keeps past versions and tombstones (State, Store, object);
+    /// the Filesystem tier keeps none: every history call is
     /// FAILED_PRECONDITION (src/backend/mod.rs `no_history`).
     pub keeps_history: bool,
-    /// The tier keeps a change log (all but the object tier, whose Watch is
-    /// FAILED_PRECONDITION: src/backend/mod.rs `no_change_log`).
+    /// The tier keeps a change log (every tier).
     pub keeps_change_log: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
@@ -178,6 +177,7 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
                     session_token: None,
                 }),
                 renew_uploads_after: RENEW_UPLOADS_AFTER,
+                keep: Keep::DEFAULT,
             };
             let object =
                 ObjectBackend::open(vpath(OBJECT_MOUNT), options).expect("open the object tier");
@@ -255,8 +255,8 @@ impl Tier {
             honours_ignore_files: kind == Kind::Filesystem,
             keeps_created: kind != Kind::Filesystem,
             tier_wide_versions: kind != Kind::Filesystem,
-            keeps_history: matches!(kind, Kind::State | Kind::Store),
-            keeps_change_log: kind != Kind::Object,
+            keeps_history: kind != Kind::Filesystem,
+            keeps_change_log: true,
             _dirs: dirs,
         }
     }

@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 use tonic::Code;
 use tonic::transport::Channel;
 
+/// The bucket of these tests (not the conformance cases', which claim all
+/// of theirs with an empty key_prefix: a deployment nested in it is refused).
+const BUCKET: &str = "agentvfs-it";
+
 /// A configuration mounting the bucket `bucket` at `/shared` under a key
 /// prefix of its own (so tests never see each other's files), State at `/`.
 fn config(bucket: &str, key_prefix: &str, extra: &str) -> String {
@@ -30,7 +34,7 @@ fn config(bucket: &str, key_prefix: &str, extra: &str) -> String {
 
 /// Two servers on one bucket and key prefix.
 fn two_servers() -> (Server, Server) {
-    let bucket = s3().bucket("agentvfs");
+    let bucket = s3().bucket(BUCKET);
     let prefix = format!("it-{:016x}", rand::random::<u64>());
     let cfg = config(&bucket, &prefix, "");
     (
@@ -461,12 +465,12 @@ fn a_wrong_bucket_or_key_stops_the_start_up_naming_the_mount() {
     for (bucket, extra, why) in [
         ("no-such-bucket", String::new(), "NoSuchBucket"),
         (
-            "agentvfs",
+            BUCKET,
             format!("endpoint = \"{}\"\n", s3.endpoint),
             "credentials",
         ),
     ] {
-        s3.bucket("agentvfs");
+        s3.bucket(BUCKET);
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("agentvfs.toml"),
@@ -518,7 +522,7 @@ impl InProcess {
         use agentvfs::VfsPath;
         use agentvfs::backend::object::{BucketOptions, Credentials, ObjectBackend, ObjectOptions};
         let s3 = s3();
-        let bucket = s3.bucket("agentvfs");
+        let bucket = s3.bucket(BUCKET);
         let key_prefix = format!("inproc-{:016x}", rand::random::<u64>());
         let tier = ObjectBackend::open(
             VfsPath::parse("/shared").unwrap(),
@@ -540,6 +544,7 @@ impl InProcess {
                     session_token: None,
                 }),
                 renew_uploads_after,
+                keep: agentvfs::backend::Keep::DEFAULT,
             },
         )
         .unwrap();
@@ -584,7 +589,7 @@ impl InProcess {
             .0
     }
 
-    /// The blob keys (`{ns}/b/{path}/{id}`) and their ETags, in key order.
+    /// The blob keys (`{ns}/b/{path}!{id}`) and their ETags, in key order.
     fn blobs(&self) -> Vec<(String, String)> {
         use futures_util::TryStreamExt;
         use object_store::ObjectStore;
@@ -628,11 +633,11 @@ fn the_sweep_deletes_orphan_blobs_and_keeps_live_ones() {
     let t = InProcess::open(agentvfs::backend::object::RENEW_UPLOADS_AFTER);
     let content = vec![b'x'; 300 << 10];
     t.write("/shared/big/data.bin", &content);
-    // The large file's content is one blob, `{ns}/b/{path}/{id}`.
+    // The large file's content is one blob, `{ns}/b/{path}!{id}`.
     let live = t.blob_keys();
     assert_eq!(live.len(), 1, "one blob for the large file: {live:?}");
-    let (dir, _) = live[0].rsplit_once('/').unwrap();
-    let orphan = format!("{dir}/{:020}", 999_999);
+    let (file, _) = live[0].rsplit_once('!').unwrap();
+    let orphan = format!("{file}!{:016x}", 999_999);
     t.put_raw(&orphan, vec![b'o'; 1000]);
     let mut both = vec![live[0].clone(), orphan.clone()];
     both.sort();

@@ -102,6 +102,7 @@ impl FsChanges {
         let mut log = lock(&self.log);
         log.push(|seq| Change {
             log: self.mount().clone(),
+            shard: 0,
             seq,
             path: path.clone(),
             kind,

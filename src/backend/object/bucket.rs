@@ -15,6 +15,12 @@
 //! so; a call past its deadline DEADLINE_EXCEEDED; a key that cannot be an
 //! S3 key INVALID_ARGUMENT. Missing keys, failed preconditions and
 //! unmodified objects are answers, not errors ([`Put`], `Option`).
+//!
+//! There is no conditional DELETE here on purpose: stores differ on it
+//! (versitygw answers `DELETE If-Match` on a missing key with 204, and its
+//! check races a concurrent PUT), so no outcome may rest on one
+//! (docs/object-storage.md § What compare-and-set builds on). Only keys no
+//! writer can race (a blob no head names, a pruned log record) are deleted.
 
 use crate::error::{Error, Result};
 use bytes::Bytes;
@@ -71,9 +77,6 @@ pub struct Object {
 /// The bucket of one object mount.
 pub struct Bucket {
     s3: Arc<AmazonS3>,
-    /// Sends the one request `object_store` has no call for: DELETE with
-    /// `If-Match` (presigned by `object_store`'s signer).
-    http: reqwest::Client,
     /// Drives the S3 client; shut down in the background when dropped (a
     /// runtime may not be dropped on another runtime's thread).
     runtime: Option<tokio::runtime::Runtime>,
@@ -160,14 +163,8 @@ impl Bucket {
             options.bucket,
             endpoint.as_deref().unwrap_or("AWS S3")
         );
-        let http = reqwest::Client::builder()
-            .connect_timeout(options.request_timeout.min(Duration::from_secs(5)))
-            .timeout(options.request_timeout)
-            .build()
-            .map_err(|e| Error::Internal(format!("object store HTTP client: {e}")))?;
         Ok(Bucket {
             s3: Arc::new(s3),
-            http,
             runtime: Some(runtime),
             timeout: options.timeout,
             shown,
@@ -228,7 +225,6 @@ impl Bucket {
     pub fn client(&self) -> Client {
         Client {
             s3: self.s3.clone(),
-            http: self.http.clone(),
             shown: self.shown.clone().into(),
         }
     }
@@ -245,12 +241,20 @@ fn s3_code(text: &str) -> Option<&str> {
 #[derive(Clone)]
 pub struct Client {
     s3: Arc<AmazonS3>,
-    http: reqwest::Client,
     shown: Arc<str>,
 }
 
-/// Attempts of a conditional DELETE that meets a transient failure.
-const DELETE_ATTEMPTS: u32 = 4;
+/// One page of a listing: objects and, with a delimiter, common prefixes
+/// (as keys ending with the delimiter), in key order.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// The objects listed.
+    pub objects: Vec<ObjectMeta>,
+    /// The common prefixes listed (subdirectories).
+    pub prefixes: Vec<String>,
+    /// There is more after this page.
+    pub truncated: bool,
+}
 
 impl Client {
     /// Maps a failure of the store (not an answer) to the domain error.
@@ -365,6 +369,22 @@ impl Client {
         }
     }
 
+    /// Puts `bytes` at `raw` under `mode` as [`Client::put`] does; when the
+    /// condition fails, reads the key, and if it holds exactly `bytes` the
+    /// put landed after all (a retried request whose first answer was lost
+    /// finds its own write: every body the tier puts conditionally holds a
+    /// random fence, so no other writer's bytes are equal).
+    pub async fn put_exact(&self, raw: &str, bytes: Bytes, mode: Put) -> Result<Option<String>> {
+        if let Some(etag) = self.put(raw, bytes.clone(), mode).await? {
+            return Ok(Some(etag));
+        }
+        Ok(self
+            .get(raw)
+            .await?
+            .filter(|object| object.bytes == bytes)
+            .map(|object| object.etag))
+    }
+
     /// Uploads the content `pieces` bring at `raw` in parts (multipart
     /// upload, aborted on any failure); returns its size.
     pub async fn upload(
@@ -408,85 +428,12 @@ impl Client {
             .map_err(|e| self.failed(&format!("deleting {raw}"), e))
     }
 
-    /// Deletes the object at `raw` only while it holds ETag `etag`
-    /// (`DELETE` with `If-Match`): `false` when it holds another (S3 answers
-    /// 412); a missing key counts as deleted (versitygw answers 204, S3 404).
-    /// `object_store` has no conditional delete, so the request is presigned
-    /// by its signer and sent here, retried on transient failures.
-    pub async fn delete_if(&self, raw: &str, etag: &str) -> Result<bool> {
-        use object_store::signer::Signer;
-        let what = format!("deleting {raw}");
-        let path = key(raw)?;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let url = self
-                .s3
-                .signed_url(http::Method::DELETE, &path, Duration::from_secs(300))
-                .await
-                .map_err(|e| self.failed(&what, e))?;
-            let sent = self.http.delete(url).header("If-Match", etag).send().await;
-            let transient = match sent {
-                Ok(answer) => match answer.status().as_u16() {
-                    200..=299 | 404 => return Ok(true),
-                    412 => return Ok(false),
-                    status @ (403 | 401) => {
-                        return Err(Error::Unavailable(format!(
-                            "the object store ({}) refused the credentials while {what} \
-                             (HTTP {status})",
-                            self.shown
-                        )));
-                    }
-                    status if status >= 500 || status == 429 => format!("HTTP {status}"),
-                    status => {
-                        let body = answer.text().await.unwrap_or_default();
-                        return Err(Error::Unavailable(format!(
-                            "the object store ({}) failed while {what}: HTTP {status} {}",
-                            self.shown,
-                            crate::error::echo(&body)
-                        )));
-                    }
-                },
-                Err(err) => err.to_string(),
-            };
-            if attempt >= DELETE_ATTEMPTS {
-                return Err(Error::Unavailable(format!(
-                    "the object store ({}) failed while {what}: {transient}",
-                    self.shown
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(50 << attempt)).await;
-        }
-    }
-
     /// Copies the object at `from` to `to` inside the store.
     pub async fn copy(&self, from: &str, to: &str) -> Result<()> {
         self.s3
             .copy(&key(from)?, &key(to)?)
             .await
             .map_err(|e| self.failed(&format!("copying {from} to {to}"), e))
-    }
-
-    /// One level below `prefix` (which ends with `/`): the common prefixes
-    /// (subdirectories, as keys ending without `/`) and the objects, every
-    /// page of them, in key order.
-    pub async fn list_level(&self, prefix: &str) -> Result<(Vec<String>, Vec<ObjectMeta>)> {
-        let trimmed = prefix.trim_end_matches('/');
-        let at = match trimmed {
-            "" => None,
-            trimmed => Some(key(trimmed)?),
-        };
-        let listed = self
-            .s3
-            .list_with_delimiter(at.as_ref())
-            .await
-            .map_err(|e| self.failed(&format!("listing {prefix}"), e))?;
-        let dirs = listed
-            .common_prefixes
-            .into_iter()
-            .map(|p| p.to_string())
-            .collect();
-        Ok((dirs, listed.objects))
     }
 
     /// Every object below `prefix` (which ends with `/`) after the key
@@ -509,14 +456,22 @@ impl Client {
             .boxed())
     }
 
-    /// The first object below `prefix`, if any: one LIST of at most one key
-    /// (`max-keys=1`; a plain listing would fetch a page of 1,000).
-    pub async fn first_below(&self, prefix: &str) -> Result<Option<ObjectMeta>> {
+    /// One page of at most `max_keys` keys starting with `prefix` (byte
+    /// for byte, not by path segment) after the key `after`, and with
+    /// `delimiter`, their common prefixes. S3's `start-after` pages keys
+    /// without a token, so a caller resumes after the last key it saw.
+    pub async fn page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        max_keys: usize,
+        delimiter: bool,
+    ) -> Result<Page> {
         use object_store::list::{PaginatedListOptions, PaginatedListStore};
-        // Validated as a key; S3 matches the prefix byte for byte.
-        key(prefix.trim_end_matches('/'))?;
         let options = PaginatedListOptions {
-            max_keys: Some(1),
+            offset: after.map(str::to_owned),
+            delimiter: delimiter.then_some(std::borrow::Cow::Borrowed("/")),
+            max_keys: Some(max_keys),
             ..Default::default()
         };
         let page = self
@@ -524,6 +479,47 @@ impl Client {
             .list_paginated(Some(prefix), options)
             .await
             .map_err(|e| self.failed(&format!("listing {prefix}"), e))?;
-        Ok(page.result.objects.into_iter().next())
+        Ok(Page {
+            objects: page.result.objects,
+            prefixes: page
+                .result
+                .common_prefixes
+                .into_iter()
+                .map(|p| format!("{p}/"))
+                .collect(),
+            truncated: page.page_token.is_some(),
+        })
+    }
+
+    /// Every object whose key starts with `prefix`, page by page, in key
+    /// order: for listings bounded by what they list (a file's past
+    /// versions, the deployment registry).
+    pub async fn objects_below(&self, prefix: &str) -> Result<Vec<ObjectMeta>> {
+        let mut out: Vec<ObjectMeta> = Vec::new();
+        loop {
+            let after = out.last().map(|m| m.location.to_string());
+            let page = self.page(prefix, after.as_deref(), 1000, false).await?;
+            let done = !page.truncated || page.objects.is_empty();
+            out.extend(page.objects);
+            if done {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Every common prefix one level below `prefix` (each ending with
+    /// `/`), page by page, in key order.
+    pub async fn prefixes_below(&self, prefix: &str) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        loop {
+            // Past every key below the last prefix listed.
+            let after = out.last().map(|p| format!("{p}{}", char::MAX));
+            let page = self.page(prefix, after.as_deref(), 1000, true).await?;
+            let done = !page.truncated || page.prefixes.is_empty();
+            out.extend(page.prefixes);
+            if done {
+                return Ok(out);
+            }
+        }
     }
 }

@@ -17,8 +17,11 @@
 //! keys, whatever the namespace's size.
 
 use super::bucket::Client;
+use super::head::{Class, Head};
 use super::keys::{Seek, Space};
-use super::{FETCH_CONCURRENCY, Head, ObjectBackend, listed_head, read_blob, read_head};
+use super::read::read_blob;
+use super::state::listed_file;
+use super::{FETCH_CONCURRENCY, ObjectBackend};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -74,7 +77,7 @@ pub struct Walk<'a> {
 impl<'a> Walk<'a> {
     /// A walk over the heads of `ns` for the search of `part`.
     pub fn new(tier: &'a ObjectBackend, ns: String, part: &SearchPart) -> Result<Walk<'a>> {
-        let prefix = tier.keys.space(&ns, Space::Heads);
+        let prefix = tier.keys.space(&ns, Space::Heads)?;
         Ok(Walk {
             tier,
             ns,
@@ -112,6 +115,12 @@ impl<'a> Walk<'a> {
         self.tier.bucket.spawn(async move {
             let mut listing = listing;
             while let Some(item) = listing.next().await {
+                // Deleted files' heads stay: their size says so (head::Class).
+                if let Ok(meta) = &item
+                    && Class::of_size(meta.size) == Class::NoFile
+                {
+                    continue;
+                }
                 let item = item.map(|meta| (meta.location.to_string(), meta.e_tag));
                 let failed = item.is_err();
                 if tx.send(item).await.is_err() || failed {
@@ -158,7 +167,7 @@ impl<'a> Walk<'a> {
                 break;
             };
             let (key, etag) = listed?;
-            let Some(path) = self.tier.keys.path(&self.ns, Space::Heads, &key) else {
+            let Some(path) = self.tier.keys.path(&self.ns, &key) else {
                 continue;
             };
             let head = (self.fetch && !self.pruned(&path)).then(|| self.start_fetch(&key, etag));
@@ -176,7 +185,7 @@ impl<'a> Walk<'a> {
         etag: Option<String>,
     ) -> oneshot::Receiver<Result<Option<Head>>> {
         let (tx, rx) = oneshot::channel();
-        let (client, cache, key) = (self.client(), self.tier.cache.clone(), key.to_owned());
+        let (store, key, ns) = (self.tier.store(), key.to_owned(), self.ns.clone());
         let permits = self.fetches.clone();
         let fetch = async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -186,7 +195,7 @@ impl<'a> Walk<'a> {
                 // The walk went away (or passed this key) while it waited.
                 return Ok(());
             }
-            let head = listed_head(&client, &cache, &key, etag.as_deref()).await;
+            let head = listed_file(&store, &ns, &key, etag.as_deref()).await;
             let _ = tx.send(head);
             Ok(())
         };
@@ -248,7 +257,11 @@ impl SortedFiles for Walk<'_> {
     type Data = Bytes;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        match self.seek_to(self.tier.keys.seek(&self.ns, from)) {
+        let seek = match self.tier.keys.seek(&self.ns, from) {
+            Ok(seek) => seek,
+            Err(err) => return Some(Err(err)),
+        };
+        match self.seek_to(seek) {
             Ok(true) => {}
             Ok(false) => return None,
             Err(err) => return Some(Err(err)),
@@ -274,8 +287,8 @@ impl SortedFiles for Walk<'_> {
                 Ok(Err(err)) => return Some(Err(err)),
                 Err(_) => return Some(Err(Error::Unavailable("the object tier stopped".into()))),
             };
-            // Gone since it was listed, or a move marker: no file.
-            let Some(head) = head.filter(|h| h.live) else {
+            // Gone since it was listed: no file.
+            let Some(head) = head else {
                 continue;
             };
             let entry = crate::backend::ordered::file_entry(listed.path.clone(), &head.meta);
@@ -287,16 +300,10 @@ impl SortedFiles for Walk<'_> {
     fn load(&mut self, entry: &Entry) -> Result<Bytes> {
         let head = match &self.current {
             Some((path, head)) if path == &entry.path => head.clone(),
-            _ => {
-                let key = self.tier.keys.key(&self.ns, Space::Heads, &entry.path)?;
-                let (client, cache) = (self.client(), self.tier.cache.clone());
-                self.tier
-                    .run("reading a file", async move {
-                        read_head(&client, &cache, &key).await
-                    })?
-                    .filter(|h| h.live)
-                    .ok_or_else(|| Error::NotFound(entry.path.to_string()))?
-            }
+            _ => self
+                .tier
+                .file(&self.ns, &entry.path)?
+                .ok_or_else(|| Error::NotFound(entry.path.to_string()))?,
         };
         if let Some(inline) = head.inline(&entry.path)? {
             return Ok(inline);
