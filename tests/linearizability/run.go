@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// options are the suite's settings, from flags and the environment.
+type options struct {
+	bin, versitygw, out string
+	// ops is how many operations a run makes; duration, when set, runs
+	// for that long instead; maxDuration stops a run that is slower.
+	ops                   int
+	duration, maxDuration time.Duration
+	clients               int
+	seed                  int64
+	callTimeout           time.Duration
+	checkTimeout          time.Duration
+	keep                  bool
+	pairs                 bool
+}
+
+// paths are the files every run works on.
+var paths = []string{mountPrefix + "/p0", mountPrefix + "/p1", mountPrefix + "/p2", mountPrefix + "/p3"}
+
+// result is what one run did and found.
+type result struct {
+	spec runSpec
+	// wanted is the operations asked for (0 in a run of a set duration).
+	wanted    int
+	ops       int
+	unknown   int
+	kills     int
+	elapsed   time.Duration
+	check     verdict
+	faults    []string
+	artifacts string
+	err       error
+}
+
+// failed reports whether the run failed: an error, an answer the contract
+// never gives, or a history not shown linearizable.
+func (r result) failed() bool {
+	return r.err != nil || len(r.check.breaches) > 0 || !r.check.linearizable()
+}
+
+// cluster is what a run started: the S3 server, the proxies, the agentvfs
+// servers, all in dir.
+type cluster struct {
+	dir     string
+	s3      *s3Server
+	proxies []*proxy
+	nodes   []*node
+}
+
+// startCluster starts what spec needs: versitygw and the proxies for the
+// object tier, then the agentvfs servers.
+func startCluster(spec runSpec, opt options, dir string) (*cluster, error) {
+	c := &cluster{dir: dir}
+	data := filepath.Join(dir, "data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return c, err
+	}
+	env := append(baseEnv(), "RUST_LOG=agentvfs=info")
+	if spec.tier == "object" {
+		s3, err := startS3(opt.versitygw, dir)
+		if err != nil {
+			return c, err
+		}
+		c.s3 = s3
+		env = append(env, "AWS_ACCESS_KEY_ID="+s3AccessKey, "AWS_SECRET_ACCESS_KEY="+s3SecretKey,
+			"AWS_REGION=us-east-1", "AWS_ALLOW_HTTP=true")
+	}
+	for i := range spec.servers {
+		ndir := filepath.Join(dir, fmt.Sprintf("server-%d", i))
+		if err := os.MkdirAll(ndir, 0o755); err != nil {
+			return c, err
+		}
+		endpoint := ""
+		if c.s3 != nil {
+			endpoint = c.s3.addr
+		}
+		if spec.proxy {
+			p, err := startProxy(endpoint, defaultFaults, opt.seed+int64(i))
+			if err != nil {
+				return c, err
+			}
+			c.proxies = append(c.proxies, p)
+			endpoint = p.addr()
+		}
+		n, err := startNode(i, opt.bin, ndir, spec.config(data, endpoint), append(env, "XDG_DATA_HOME="+ndir))
+		if err != nil {
+			return c, err
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	return c, nil
+}
+
+// stop ends every process the cluster started.
+func (c *cluster) stop() {
+	for _, n := range c.nodes {
+		n.stop()
+	}
+	for _, p := range c.proxies {
+		p.stop()
+	}
+	if c.s3 != nil {
+		c.s3.stop()
+	}
+}
+
+// execRun runs one spec: starts its cluster, runs the clients with a kill
+// a third of the way in, then checks the history.
+func execRun(spec runSpec, opt options) result {
+	res := result{spec: spec}
+	if opt.duration == 0 {
+		res.wanted = opt.ops
+	}
+	dir, err := os.MkdirTemp("", "agentvfs-lin-"+spec.name+"-")
+	if err != nil {
+		res.err = err
+		return res
+	}
+	defer os.RemoveAll(dir)
+	w := &workload{paths: paths, pairs: opt.pairs}
+	h := newHistory()
+	c, err := startCluster(spec, opt, dir)
+	if err == nil {
+		res.kills, err = drive(c, w, h, opt)
+	}
+	c.stop()
+	res.elapsed = time.Duration(h.now())
+	for i, p := range c.proxies {
+		res.faults = append(res.faults, fmt.Sprintf("proxy %d: %s", i, p.stats()))
+		h.event(i, "proxy: "+p.stats())
+	}
+	res.ops = h.count()
+	res.unknown = h.unknown()
+	res.err = err
+	if err == nil {
+		res.check = check(w, h, opt.checkTimeout)
+	}
+	if res.failed() || opt.keep {
+		res.artifacts, err = saveArtifacts(spec, opt, w, h, res.check, dir)
+		if err != nil && res.err == nil {
+			res.err = err
+		}
+	}
+	return res
+}
+
+// drive runs the clients until the run has its operations (or its
+// duration), killing one server with SIGKILL about a third of the way in
+// and restarting it; it returns how many kills it made.
+func drive(c *cluster, w *workload, h *History, opt options) (int, error) {
+	rng := rand.New(rand.NewPCG(uint64(opt.seed), 1))
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range opt.clients {
+		cl := newClient(i, w, opt.seed)
+		n := c.nodes[i%len(c.nodes)]
+		wg.Go(func() { runClient(ctx, cl, n, w, h, opt.callTimeout) })
+	}
+	done := func() bool {
+		t := time.Duration(h.now())
+		if opt.duration > 0 {
+			return t >= opt.duration
+		}
+		return h.count() >= opt.ops || t >= opt.maxDuration
+	}
+	// The kill comes about a third of the way in: between 28% and 38%.
+	at := 0.28 + 0.1*rng.Float64()
+	third := func() bool {
+		if opt.duration > 0 {
+			return time.Duration(h.now()) >= time.Duration(at*float64(opt.duration))
+		}
+		return h.count() >= int(at*float64(opt.ops))
+	}
+	kills := 0
+	var err error
+	for !done() {
+		if kills == 0 && third() {
+			victim := c.nodes[rng.IntN(len(c.nodes))]
+			pause := 200*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))
+			kills++
+			if err = victim.crash(h, pause); err != nil {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	return kills, err
+}
+
+// runClient runs one client's operations on node n until ctx ends; each
+// call gets callTimeout and is not cut when the run ends.
+func runClient(ctx context.Context, cl *client, n *node, w *workload, h *History, callTimeout time.Duration) {
+	for ctx.Err() == nil {
+		conn, gen, err := n.current(ctx)
+		if err != nil {
+			return
+		}
+		in := cl.next()
+		call, cancel := context.WithTimeout(context.Background(), callTimeout)
+		start := h.now()
+		out := execute(call, conn, w.paths, in)
+		end := h.now()
+		cancel()
+		h.add(Record{Client: cl.id, Server: n.index, Generation: gen, Input: in, Output: out, Call: start, Return: end})
+		cl.observe(in, out)
+	}
+}
