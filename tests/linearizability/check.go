@@ -31,7 +31,7 @@ type verdict struct {
 func (v verdict) linearizable() bool { return v.result == porcupine.Ok }
 
 // check runs the checks: the answers against the contract, then the history
-// against the model, within timeout. A history not linearizable is
+// against the model, within timeout. A history shown not linearizable is
 // checked again, verbosely, for the visualization and the explanation.
 func check(w *workload, h *History, timeout time.Duration) verdict {
 	v := verdict{model: newModel(w.paths, w.pairs)}
@@ -45,7 +45,9 @@ func check(w *workload, h *History, timeout time.Duration) verdict {
 	start := time.Now()
 	v.result = porcupine.CheckOperationsTimeout(v.model, ops, timeout)
 	v.took = time.Since(start)
-	if v.result == porcupine.Ok {
+	if v.result != porcupine.Illegal {
+		// Linearizable, or the checker gave up: checking again verbosely
+		// would only give up again.
 		return v
 	}
 	_, info := porcupine.CheckOperationsVerbose(v.model, ops, timeout)

@@ -81,7 +81,7 @@ func parseFlags() (options, string, string) {
 	flag.IntVar(&opt.clients, "clients", envInt("AGENTVFS_LIN_CLIENTS", 8), "concurrent clients, spread over a run's servers [AGENTVFS_LIN_CLIENTS]")
 	flag.Int64Var(&opt.seed, "seed", int64(envInt("AGENTVFS_LIN_SEED", int(time.Now().UnixNano()%1e9))), "random seed of the workload, the kill and the proxy [AGENTVFS_LIN_SEED]")
 	flag.DurationVar(&opt.callTimeout, "call-timeout", 30*time.Second, "deadline of one call")
-	flag.DurationVar(&opt.checkTimeout, "check-timeout", 2*time.Minute, "most time Porcupine may take on one history (past it the run fails as unknown)")
+	flag.DurationVar(&opt.checkTimeout, "check-timeout", time.Minute, "most time Porcupine may take on one history (past it the run fails as unknown)")
 	flag.BoolVar(&opt.keep, "keep", false, "write the artifacts of passing runs too")
 	saved := flag.String("recheck", "", "check this saved history.json again instead of running")
 	flag.BoolVar(&opt.pairs, "pairs", false, "keep every Move within a pair of paths (0↔1, 2↔3) and check each pair as its own partition, instead of one partition over all paths")

@@ -52,9 +52,12 @@ func spawn(name string, args []string, dir string, env []string, logPath string)
 
 // kill sends SIGKILL and waits until the process is gone.
 func (p *process) kill() {
-	_ = p.cmd.Process.Kill()
+	p.signalKill()
 	<-p.exited
 }
+
+// signalKill sends SIGKILL without waiting.
+func (p *process) signalKill() { _ = p.cmd.Process.Kill() }
 
 // running reports whether the process has not exited.
 func (p *process) running() bool {

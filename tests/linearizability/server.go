@@ -103,12 +103,15 @@ func (n *node) current(ctx context.Context) (*agentvfs.Client, int, error) {
 // outage that bounds the calls the killed process had in flight.
 func (n *node) crash(h *History, pause time.Duration) error {
 	n.mu.Lock()
-	n.up = make(chan struct{})
 	proc, conn, gen := n.proc, n.conn, n.gen
-	n.mu.Unlock()
+	// The signal goes first, so calls the clients have in flight meet it;
+	// then no new call starts until the successor answers.
 	killed := h.now()
+	proc.signalKill()
+	n.up = make(chan struct{})
+	n.mu.Unlock()
 	h.event(n.index, fmt.Sprintf("kill -9 (generation %d)", gen))
-	proc.kill()
+	<-proc.exited
 	h.event(n.index, "exited")
 	time.Sleep(pause)
 	proc, fresh, err := n.launch()
