@@ -302,6 +302,12 @@ func newModel(paths []string, pairs bool) porcupine.Model {
 			return describe(paths, input.(Input), output.(Output))
 		},
 		DescribeState: func(st any) string { return describeState(paths, st.(state)) },
+		DescribeOperationMetadata: func(server any) string {
+			if server == nil {
+				return ""
+			}
+			return fmt.Sprintf("server %v", server)
+		},
 	}
 	if pairs {
 		nm.Partition = partitionPairs

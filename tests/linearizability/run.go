@@ -129,13 +129,14 @@ func execRun(spec runSpec, opt options) result {
 	}
 	defer os.RemoveAll(dir)
 	w := &workload{paths: paths, pairs: opt.pairs}
-	h := newHistory()
 	c, err := startCluster(spec, opt, dir)
+	// The clock starts once the servers answer.
+	h := newHistory()
 	if err == nil {
 		res.kills, err = drive(c, w, h, opt)
 	}
-	c.stop()
 	res.elapsed = time.Duration(h.now())
+	c.stop()
 	for i, p := range c.proxies {
 		res.faults = append(res.faults, fmt.Sprintf("proxy %d: %s", i, p.stats()))
 		h.event(i, "proxy: "+p.stats())
