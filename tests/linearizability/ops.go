@@ -32,7 +32,7 @@ type Input struct {
 	Kind Kind `json:"kind"`
 	Path int  `json:"path"`
 	// Dest is a Move's destination.
-	Dest    int    `json:"dest,omitempty"`
+	Dest    int    `json:"dest"`
 	Content string `json:"content,omitempty"`
 	// CreateOnly applies to a Write's path or a Move's destination.
 	CreateOnly bool `json:"create_only,omitempty"`
