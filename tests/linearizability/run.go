@@ -93,7 +93,7 @@ func execRun(spec runSpec, opt options) result {
 // duration), killing one server with SIGKILL about a third of the way in
 // and restarting it; it returns how many kills it made.
 func drive(c *cluster, w *workload, h *History, opt options) (int, error) {
-	rng := rand.New(rand.NewPCG(uint64(opt.seed), 1))
+	rng := rand.New(rand.NewPCG(uint64(opt.seed), 1<<32)) // a stream no client uses
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	var wg sync.WaitGroup
