@@ -49,7 +49,7 @@ func saveArtifacts(spec runSpec, opt options, w *workload, h *History, v verdict
 // verdict with its explanation.
 func summary(spec runSpec, opt options, v verdict) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "run %s: %s\nseed %d, %d clients, pairs %t\n", spec.name, spec.about, opt.seed, opt.clients, opt.pairs)
+	fmt.Fprintf(&b, "run %s: %s\nseed %d, %d clients, pairs %t\n", spec.name, spec.about, opt.seed, opt.clients, opt.pairs || spec.pairs)
 	fmt.Fprintf(&b, "checker: %s in %s\n", v.result, v.took.Round(time.Millisecond))
 	if len(v.breaches) > 0 {
 		fmt.Fprintf(&b, "%d answers the contract never gives:\n", len(v.breaches))

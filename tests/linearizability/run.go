@@ -61,7 +61,7 @@ func execRun(spec runSpec, opt options) result {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	w := &workload{paths: paths, pairs: opt.pairs}
+	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs}
 	c, err := startCluster(spec, opt, dir)
 	// The clock starts once the servers answer.
 	h := newHistory()
