@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	agentvfs "github.com/agentvfs/agentvfs/clients/go"
+	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// definite are the gRPC codes whose answer states the outcome: OK, or a
+// refusal that changed nothing. Any other answer (UNAVAILABLE,
+// DEADLINE_EXCEEDED, a cut connection, INTERNAL) leaves it unknown.
+var definite = map[codes.Code]bool{
+	codes.OK:                 true,
+	codes.NotFound:           true,
+	codes.AlreadyExists:      true,
+	codes.Aborted:            true,
+	codes.InvalidArgument:    true,
+	codes.FailedPrecondition: true,
+	codes.PermissionDenied:   true,
+	codes.Unauthenticated:    true,
+	codes.ResourceExhausted:  true,
+}
+
+// execute sends one operation through c and returns the server's answer.
+func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
+	fs := c.Filesystem
+	path := paths[in.Path]
+	switch in.Kind {
+	case KindRead:
+		r, err := fs.Read(ctx, &pb.ReadRequest{Path: path})
+		if err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK", Content: r.GetContent(), Version: r.GetVersion()}
+	case KindWrite:
+		r, err := fs.Write(ctx, &pb.WriteRequest{Path: path, Content: in.Content, CreateOnly: in.CreateOnly, IfVersion: in.IfVersion})
+		if err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK", Version: r.GetVersion(), Created: r.GetCreated()}
+	case KindDelete:
+		if _, err := fs.Delete(ctx, &pb.DeleteRequest{Path: path, IfVersion: in.IfVersion}); err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK"}
+	case KindMove:
+		r, err := fs.Move(ctx, &pb.MoveRequest{Source: path, Destination: paths[in.Dest], CreateOnly: in.CreateOnly, IfVersion: in.IfVersion})
+		if err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK", Version: r.GetVersion()}
+	case KindEdit:
+		e := in.Edits[0]
+		r, err := fs.Edit(ctx, &pb.EditRequest{Path: path, OldString: e.Old, NewString: e.New, ReplaceAll: e.All, IfVersion: in.IfVersion})
+		if err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK", Version: r.GetVersion(), Replacements: r.GetReplacementsMade()}
+	case KindMultiEdit:
+		edits := make([]*pb.EditOperation, len(in.Edits))
+		for i, e := range in.Edits {
+			edits[i] = &pb.EditOperation{OldString: e.Old, NewString: e.New, ReplaceAll: e.All}
+		}
+		r, err := fs.MultiEdit(ctx, &pb.MultiEditRequest{Path: path, Edits: edits, IfVersion: in.IfVersion})
+		if err != nil {
+			return failure(err)
+		}
+		return Output{Code: "OK", Version: r.GetVersion(), Replacements: r.GetReplacementsMade()}
+	}
+	panic("unknown operation kind " + string(in.Kind))
+}
+
+// failure turns a failed call into its answer: code, envelope reason,
+// message and the metadata the model checks.
+func failure(err error) Output {
+	var e *agentvfs.Error
+	if !errors.As(err, &e) {
+		return Output{Unknown: true, Code: status.Code(err).String(), Message: err.Error()}
+	}
+	out := Output{
+		Unknown: !definite[e.Status],
+		Code:    e.Status.String(),
+		Reason:  e.Code,
+		Message: e.Message,
+	}
+	if v, err := strconv.ParseUint(e.Metadata["actual_version"], 10, 64); err == nil {
+		out.ActualVersion = &v
+	}
+	if i, err := strconv.Atoi(e.Metadata["edit_index"]); err == nil {
+		out.EditIndex = &i
+	}
+	return out
+}
+
+// contractBreach says why an answer is one the contract never gives to
+// this workload, whatever the state: "" when it may be given. Unknown
+// outcomes from the transport or the store (UNAVAILABLE,
+// DEADLINE_EXCEEDED, CANCELLED) are faults, not breaches; an INTERNAL
+// error from the server is a breach (docs/object-storage.md § Failures:
+// a store that fails is UNAVAILABLE).
+func contractBreach(out Output) string {
+	switch {
+	case !out.Unknown:
+		return ""
+	case out.Code == codes.Internal.String() && out.Reason != "":
+		return "an INTERNAL error"
+	case out.Code == codes.Unavailable.String(), out.Code == codes.DeadlineExceeded.String(),
+		out.Code == codes.Canceled.String(), out.Reason == "":
+		return ""
+	}
+	return "an answer outside the contract"
+}

@@ -1,0 +1,207 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// h builds histories for the model's tests: each operation is called at
+// call and returns at ret (ret < 0: its outcome is unknown, it never
+// returned).
+type h []porcupine.Operation
+
+func (hs h) op(client int, call, ret int64, in Input, out Output) h {
+	if ret < 0 {
+		ret, out = 1<<40, Output{Unknown: true, Code: "Unavailable"}
+	}
+	return append(hs, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
+}
+
+func v(n uint64) *uint64 { return &n }
+
+func ok(version uint64) Output { return Output{Code: "OK", Version: version} }
+
+func created(version uint64) Output { return Output{Code: "OK", Version: version, Created: true} }
+
+func got(content string, version uint64) Output {
+	return Output{Code: "OK", Content: content, Version: version}
+}
+
+var (
+	notFound      = Output{Code: "NotFound", Reason: "NOT_FOUND"}
+	alreadyExists = Output{Code: "AlreadyExists", Reason: "CONFLICT"}
+)
+
+func conflict(found uint64) Output {
+	return Output{Code: "Aborted", Reason: "CONFLICT", ActualVersion: &found}
+}
+
+func refused(message string, index *int) Output {
+	return Output{Code: "InvalidArgument", Reason: "INVALID_PARAM", Message: message, EditIndex: index}
+}
+
+func wr(p int, content string) Input { return Input{Kind: KindWrite, Path: p, Content: content} }
+func rd(p int) Input                 { return Input{Kind: KindRead, Path: p} }
+func del(p int, ifVersion *uint64) Input {
+	return Input{Kind: KindDelete, Path: p, IfVersion: ifVersion}
+}
+func mv(from, to int) Input { return Input{Kind: KindMove, Path: from, Dest: to} }
+
+var testPaths = []string{"/p0", "/p1", "/p2", "/p3"}
+
+func checkHistory(t *testing.T, name string, ops h, want bool) {
+	t.Helper()
+	res := porcupine.CheckOperationsTimeout(newModel(testPaths, false), ops, 0)
+	if (res == porcupine.Ok) != want {
+		t.Errorf("%s: checker says %s, want linearizable=%t", name, res, want)
+	}
+}
+
+func TestSequentialMixIsLinearizable(t *testing.T) {
+	ops := h{}.
+		op(0, 0, 1, wr(0, "W0.1 a b"), created(10)).
+		op(0, 2, 3, rd(0), got("W0.1 a b", 10)).
+		op(0, 4, 5, Input{Kind: KindEdit, Path: 0, Edits: []Replacement{{Old: "a", New: "c"}}}, Output{Code: "OK", Version: 11, Replacements: 1}).
+		op(0, 6, 7, rd(0), got("W0.1 c b", 11)).
+		op(0, 8, 9, Input{Kind: KindWrite, Path: 0, Content: "x", IfVersion: v(10)}, conflict(11)).
+		op(0, 10, 11, Input{Kind: KindMove, Path: 0, Dest: 1, IfVersion: v(11)}, ok(12)).
+		op(0, 12, 13, rd(0), notFound).
+		op(0, 14, 15, rd(1), got("W0.1 c b", 12)).
+		op(0, 16, 17, del(1, v(12)), Output{Code: "OK"}).
+		op(0, 18, 19, del(1, v(12)), notFound).
+		op(0, 20, 21, Input{Kind: KindWrite, Path: 1, Content: "W0.2 a", IfVersion: v(0)}, created(13)).
+		op(0, 22, 23, Input{Kind: KindWrite, Path: 1, Content: "W0.3 a", CreateOnly: true}, alreadyExists)
+	checkHistory(t, "sequential mix", ops, true)
+}
+
+func TestAnomaliesAreIllegal(t *testing.T) {
+	base := h{}.op(0, 0, 1, wr(0, "A"), created(5))
+	for _, c := range []struct {
+		name string
+		ops  h
+	}{
+		{"an acknowledged write lost", base.op(1, 2, 3, rd(0), notFound)},
+		{"two deletes of one version both succeed", base.
+			op(1, 2, 3, del(0, v(5)), Output{Code: "OK"}).
+			op(2, 4, 5, del(0, v(5)), Output{Code: "OK"})},
+		{"a version that does not grow across a delete", base.
+			op(1, 2, 3, del(0, nil), Output{Code: "OK"}).
+			op(1, 4, 5, wr(0, "B"), created(4))},
+		{"a read pairing content with another write's version", base.
+			op(1, 2, 3, wr(0, "B"), ok(6)).
+			op(2, 4, 5, rd(0), got("A", 6))},
+		{"a refused move that erased its destination", base.
+			op(1, 2, 3, wr(1, "B"), created(6)).
+			op(1, 4, 5, Input{Kind: KindMove, Path: 0, Dest: 1, IfVersion: v(4)}, conflict(5)).
+			op(1, 6, 7, rd(1), notFound)},
+		{"a create_only write over a file", base.
+			op(1, 2, 3, Input{Kind: KindWrite, Path: 0, Content: "B", CreateOnly: true}, ok(6))},
+		{"a conflict naming a version the file does not have", base.
+			op(1, 2, 3, Input{Kind: KindWrite, Path: 0, Content: "B", IfVersion: v(4)}, conflict(7))},
+		{"a moved file whose version does not exceed its destination's", base.
+			op(1, 2, 3, wr(1, "B"), created(9)).
+			op(1, 4, 5, mv(0, 1), ok(8))},
+		{"an edit that matched nothing answered as done", base.
+			op(1, 2, 3, Input{Kind: KindEdit, Path: 0, Edits: []Replacement{{Old: "z", New: "y"}}}, Output{Code: "OK", Version: 6, Replacements: 1})},
+		{"a created flag on a replaced file", base.op(1, 2, 3, wr(0, "B"), created(6))},
+	} {
+		checkHistory(t, c.name, c.ops, false)
+	}
+}
+
+func TestUnknownOutcomes(t *testing.T) {
+	// A write that never answered may take effect after a later write...
+	late := h{}.
+		op(0, 0, -1, wr(0, "A"), Output{}).
+		op(1, 10, 20, wr(0, "B"), created(5)).
+		op(1, 30, 40, rd(0), got("A", 9))
+	checkHistory(t, "an unknown write applied late", late, true)
+	// ...or never; but never with a version below what the path had.
+	checkHistory(t, "an unknown write not applied", h{}.
+		op(0, 0, -1, wr(0, "A"), Output{}).
+		op(1, 30, 40, rd(0), notFound), true)
+	checkHistory(t, "an unknown write with a version below the floor", late[:2].
+		op(1, 30, 40, rd(0), got("A", 4)), false)
+	// An unknown Move either moved the file (the source is gone, the
+	// destination has a fresh version) or did not.
+	checkHistory(t, "an unknown move", h{}.
+		op(0, 0, 1, wr(0, "A"), created(5)).
+		op(0, 2, -1, mv(0, 1), Output{}).
+		op(1, 10, 11, rd(1), got("A", 7)).
+		op(1, 12, 13, rd(0), notFound), true)
+}
+
+func TestConcurrentWritesEitherOrder(t *testing.T) {
+	ops := h{}.
+		op(0, 0, 10, wr(0, "A"), created(5)).
+		op(1, 1, 11, wr(0, "B"), ok(6)).
+		op(2, 12, 13, rd(0), got("B", 6))
+	checkHistory(t, "concurrent writes", ops, true)
+	checkHistory(t, "concurrent writes, stale read", ops[:2].op(2, 12, 13, rd(0), got("A", 5)), false)
+}
+
+func TestDeleteIfVersionOfMissingFile(t *testing.T) {
+	for _, out := range []Output{notFound, conflict(0)} {
+		checkHistory(t, "delete if_version of a missing file: "+out.Code,
+			h{}.op(0, 0, 1, del(0, v(3)), out), true)
+	}
+}
+
+func TestEditRefusals(t *testing.T) {
+	index := func(i int) *int { return &i }
+	edit := func(edits ...Replacement) Input { return Input{Kind: KindEdit, Path: 0, Edits: edits} }
+	multi := func(edits ...Replacement) Input { return Input{Kind: KindMultiEdit, Path: 0, Edits: edits} }
+	base := h{}.op(0, 0, 1, wr(0, "W a b a"), created(5))
+	for _, c := range []struct {
+		name string
+		in   Input
+		out  Output
+	}{
+		{"no match", edit(Replacement{Old: "c", New: "a"}), refused(`old_string not found in file: "c"`, nil)},
+		{"several matches", edit(Replacement{Old: "a", New: "c"}), refused("old_string matches 2 times in file. It must be unique.", nil)},
+		{"replace all", edit(Replacement{Old: "a", New: "c", All: true}), Output{Code: "OK", Version: 6, Replacements: 2}},
+		{"swap", multi(Replacement{Old: "b", New: "a"}, Replacement{Old: "a", New: "b", All: true}), Output{Code: "OK", Version: 6, Replacements: 3}},
+		{"second edit no match", multi(Replacement{Old: "b", New: "a"}, Replacement{Old: "c", New: "a"}), refused(`edit 1 failed: old_string not found in file: "c"`, index(1))},
+		{"overlap", multi(Replacement{Old: "b", New: "a"}, Replacement{Old: "b", New: "c"}), refused("edit 1 failed: edit 1 overlaps edit 0 in the original text; merge them into one edit", index(1))},
+	} {
+		checkHistory(t, c.name, base.op(0, 2, 3, c.in, c.out), true)
+	}
+	checkHistory(t, "wrong edit index", base.op(0, 2, 3,
+		multi(Replacement{Old: "b", New: "a"}, Replacement{Old: "c", New: "a"}),
+		refused(`edit 0 failed: old_string not found in file: "c"`, index(0))), false)
+}
+
+func TestApplyEditsMirrorsTheServer(t *testing.T) {
+	for _, c := range []struct {
+		text  string
+		edits []Replacement
+		multi bool
+		want  string
+		n     uint64
+		why   *editRefusal
+	}{
+		{"a b a", []Replacement{{Old: "b", New: "c"}}, false, "a c a", 1, nil},
+		{"a b a", []Replacement{{Old: "a", New: "c"}}, false, "", 0, &editRefusal{-1, refusedSeveral}},
+		{"a b a", []Replacement{{Old: "a", New: "c", All: true}}, false, "c b c", 2, nil},
+		{"a b", []Replacement{{Old: "a", New: "b"}, {Old: "b", New: "a"}}, true, "b a", 2, nil},
+		{"a b", []Replacement{{Old: "a", New: "a"}}, true, "", 0, &editRefusal{0, refusedSame}},
+		{"a b", []Replacement{{Old: "a", New: "c"}, {Old: "a", New: "b"}}, true, "", 0, &editRefusal{1, refusedOverlap}},
+	} {
+		got, n, why := applyEdits(c.text, c.edits, c.multi)
+		if got != c.want || n != c.n || (why == nil) != (c.why == nil) || (why != nil && *why != *c.why) {
+			t.Errorf("applyEdits(%q, %v) = %q, %d, %v; want %q, %d, %v", c.text, c.edits, got, n, why, c.want, c.n, c.why)
+		}
+	}
+}
+
+func TestPartitionPairsKeepsMovesInTheirPair(t *testing.T) {
+	ops := h{}.
+		op(0, 0, 1, wr(0, "A"), created(1)).
+		op(0, 2, 3, mv(0, 1), ok(2)).
+		op(1, 0, 1, wr(3, "B"), created(3))
+	parts := partitionPairs(ops)
+	if len(parts) != 2 || len(parts[0]) != 2 || len(parts[1]) != 1 {
+		t.Fatalf("partitions: %d (%v)", len(parts), parts)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Kind names an operation of the workload.
+type Kind string
+
+// The operations the clients run.
+const (
+	KindRead      Kind = "read"
+	KindWrite     Kind = "write"
+	KindDelete    Kind = "delete"
+	KindMove      Kind = "move"
+	KindEdit      Kind = "edit"
+	KindMultiEdit Kind = "multiedit"
+)
+
+// Replacement is one string replacement of an Edit (exactly one) or a
+// MultiEdit (several, each matched against the original text).
+type Replacement struct {
+	Old string `json:"old"`
+	New string `json:"new"`
+	All bool   `json:"all,omitempty"`
+}
+
+// Input is what a client asked: the operation, the path (an index into the
+// workload's paths) and its arguments.
+type Input struct {
+	Kind Kind `json:"kind"`
+	Path int  `json:"path"`
+	// Dest is a Move's destination.
+	Dest    int    `json:"dest"`
+	Content string `json:"content,omitempty"`
+	// CreateOnly applies to a Write's path or a Move's destination.
+	CreateOnly bool `json:"create_only,omitempty"`
+	// IfVersion applies to the path (a Move's source); nil: not sent.
+	IfVersion *uint64       `json:"if_version,omitempty"`
+	Edits     []Replacement `json:"edits,omitempty"`
+}
+
+// Output is what the server answered. Unknown marks an operation whose
+// answer never came or says nothing of its outcome (a killed server, a reset
+// connection, UNAVAILABLE, DEADLINE_EXCEEDED): it may or may not have taken
+// effect.
+type Output struct {
+	Unknown bool `json:"unknown,omitempty"`
+	// Code is the gRPC status code's name ("OK", "NotFound", "Aborted", ...).
+	Code string `json:"code"`
+	// Reason is google.rpc.ErrorInfo.reason, the envelope code.
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// ActualVersion is ErrorInfo.metadata["actual_version"] of a version
+	// conflict: the version the server found (0: no file).
+	ActualVersion *uint64 `json:"actual_version,omitempty"`
+	// EditIndex is ErrorInfo.metadata["edit_index"] of a refused MultiEdit.
+	EditIndex *int `json:"edit_index,omitempty"`
+	// Content and Version of a Read; Version alone of a Write, Edit or Move.
+	Content      string `json:"content,omitempty"`
+	Version      uint64 `json:"version,omitempty"`
+	Created      bool   `json:"created,omitempty"`
+	Replacements uint64 `json:"replacements,omitempty"`
+}
+
+// ok reports a successful answer.
+func (o Output) ok() bool { return !o.Unknown && o.Code == "OK" }
+
+// is reports a refusal with this gRPC code and envelope reason.
+func (o Output) is(code, reason string) bool {
+	return !o.Unknown && o.Code == code && o.Reason == reason
+}
+
+// describe renders an operation for the visualization and for reports,
+// naming paths as the workload does.
+func describe(paths []string, in Input, out Output) string {
+	var b strings.Builder
+	b.WriteString(string(in.Kind))
+	b.WriteString(" ")
+	b.WriteString(paths[in.Path])
+	if in.Kind == KindMove {
+		b.WriteString(" → ")
+		b.WriteString(paths[in.Dest])
+	}
+	if in.Kind == KindWrite {
+		fmt.Fprintf(&b, " %q", in.Content)
+	}
+	for _, e := range in.Edits {
+		fmt.Fprintf(&b, " %q→%q", e.Old, e.New)
+		if e.All {
+			b.WriteString("(all)")
+		}
+	}
+	if in.CreateOnly {
+		b.WriteString(" create_only")
+	}
+	if in.IfVersion != nil {
+		fmt.Fprintf(&b, " if_version=%d", *in.IfVersion)
+	}
+	b.WriteString(" ⇒ ")
+	b.WriteString(out.summary())
+	return b.String()
+}
+
+// summary renders an answer in one line.
+func (o Output) summary() string {
+	switch {
+	case o.Unknown:
+		return "unknown (" + o.Code + ")"
+	case o.Code != "OK":
+		s := o.Code + "/" + o.Reason
+		if o.ActualVersion != nil {
+			s += fmt.Sprintf(" found v%d", *o.ActualVersion)
+		}
+		if o.EditIndex != nil {
+			s += fmt.Sprintf(" edit %d", *o.EditIndex)
+		}
+		if o.Message != "" {
+			s += ": " + o.Message
+		}
+		return s
+	case o.Content != "":
+		return fmt.Sprintf("%q v%d", o.Content, o.Version)
+	case o.Replacements > 0:
+		return fmt.Sprintf("OK v%d (%d replaced)", o.Version, o.Replacements)
+	case o.Version > 0:
+		s := fmt.Sprintf("OK v%d", o.Version)
+		if o.Created {
+			s += " created"
+		}
+		return s
+	}
+	return "OK"
+}
