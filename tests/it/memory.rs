@@ -10,8 +10,10 @@
 //! - concurrent unary calls building large answers (Diff): bounded likewise;
 //! - a principal's connections are bounded.
 //!
-//! Every test prints its peak (`peak … MiB`) so the numbers can be compared
-//! with a server built before the fix.
+//! Every test prints its peak (`peak … MiB`). To measure a build without
+//! these limits, run them with `AGENTVFS_SERVER_BIN=<that agentvfs>` and
+//! `AGENTVFS_ATTACK_BASELINE=1` (which leaves the new settings out of the
+//! configuration); they then fail on their bounds, printing the peaks.
 
 use crate::util::Server;
 use agentvfs::pb;
@@ -32,15 +34,18 @@ const LISTER: &str = "lister-token-001";
 /// idle timeout, 32 streams per principal, and a 96 MiB memory share
 /// (`extra` adds settings to `[limits]`).
 fn config(extra: &str) -> String {
+    let limits = if std::env::var_os("AGENTVFS_ATTACK_BASELINE").is_some() {
+        String::new()
+    } else {
+        format!("memory_bytes = 268435456\nmemory_bytes_per_principal = 100663296\n{extra}")
+    };
     format!(
         r#"
 max_file_bytes = 16777216
 [limits]
 stream_idle_timeout_seconds = 1
 max_streams_per_principal = 32
-memory_bytes = 268435456
-memory_bytes_per_principal = 100663296
-{extra}
+{limits}
 
 [[mount]]
 prefix = "/"
