@@ -689,7 +689,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         mounts,
         principals,
         access,
-        limits: parse_limits(raw.limits.as_ref(), &at)?,
+        limits: parse_limits(raw.limits.as_ref(), max_file_bytes, &at)?,
         mcp: parse_mcp(raw.mcp, &at)?,
     })
 }
@@ -831,6 +831,7 @@ struct RawLimits {
 /// Validates `[limits]`: every value must lie in its range.
 fn parse_limits(
     raw: Option<&RawLimits>,
+    max_file_bytes: u64,
     at: &dyn Fn(usize, String) -> ConfigError,
 ) -> Result<LimitsConfig, ConfigError> {
     let at_least =
@@ -847,13 +848,16 @@ fn parse_limits(
     };
     // A share must hold one whole message (a chunk, a batch, a small file),
     // so neither may go below 1 MiB.
+    // By default a share holds one Read of the largest file (the data, the
+    // numbered answer) with room to spare, and the server four shares.
+    let share_default = DEFAULT_MEMORY_BYTES_PER_PRINCIPAL.max(max_file_bytes.saturating_mul(4));
     let memory_field = raw.and_then(|r| r.memory_bytes.as_ref());
     let memory_bytes = at_least(
         memory_field,
         "memory_bytes",
         1 << 20,
         1 << 50,
-        DEFAULT_MEMORY_BYTES,
+        DEFAULT_MEMORY_BYTES.max(share_default.saturating_mul(4)),
     )?;
     let share_field = raw.and_then(|r| r.memory_bytes_per_principal.as_ref());
     let memory_bytes_per_principal = at_least(
@@ -861,7 +865,7 @@ fn parse_limits(
         "memory_bytes_per_principal",
         1 << 20,
         1 << 50,
-        DEFAULT_MEMORY_BYTES_PER_PRINCIPAL.min(memory_bytes),
+        share_default.min(memory_bytes),
     )?;
     if memory_bytes_per_principal > memory_bytes {
         let start = share_field.or(memory_field).map_or(0, |v| v.span().start);

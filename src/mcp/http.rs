@@ -30,8 +30,9 @@ use super::{Identity, McpServer};
 use crate::auth::Auth;
 use crate::config::McpConfig;
 use crate::error::Error;
-use crate::server::transport::BodyRefused;
-use crate::service::{Account, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service};
+use crate::service::{
+    Account, BodyRefused, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service,
+};
 use crate::tools::Tools;
 use axum::body::Body;
 use futures_util::future::BoxFuture;

@@ -28,7 +28,7 @@
 
 use crate::auth::Auth;
 use crate::error::{Error, Result};
-use crate::service::{Account, Limits};
+use crate::service::{Account, BodyRefused, Limits};
 use axum::body::Body;
 use bytes::{Buf, Bytes};
 use http::{Request, Response, header};
@@ -306,27 +306,6 @@ struct MeteredBody {
     account: Account,
 }
 
-/// A request refused by the memory budget while its body arrived: tonic
-/// finds the status in the error's source, `/mcp` the domain error.
-#[derive(Debug)]
-pub struct BodyRefused {
-    /// The refusal (RESOURCE_EXHAUSTED naming the limit).
-    pub error: Error,
-    status: Status,
-}
-
-impl std::fmt::Display for BodyRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.error.fmt(f)
-    }
-}
-
-impl std::error::Error for BodyRefused {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.status)
-    }
-}
-
 impl http_body::Body for MeteredBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -341,10 +320,7 @@ impl http_body::Body for MeteredBody {
                 .data_ref()
                 .map(|data| self.account.charge(data.len() as u64, "the request body"))
             {
-                Some(Err(error)) => {
-                    let status = Status::from(error.clone());
-                    Some(Err(Box::new(BodyRefused { error, status })))
-                }
+                Some(Err(error)) => Some(Err(Box::new(BodyRefused::new(error)))),
                 _ => Some(Ok(frame)),
             },
             Some(Err(err)) => Some(Err(err.into())),

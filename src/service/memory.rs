@@ -184,6 +184,36 @@ impl std::fmt::Debug for Account {
     }
 }
 
+/// A request body refused by the budget as it arrived (the error of the
+/// body the transport meters, `src/server/transport.rs`): tonic finds the
+/// status in the error's source, `/mcp` reads the domain error.
+#[derive(Debug)]
+pub struct BodyRefused {
+    /// The refusal (RESOURCE_EXHAUSTED naming the limit).
+    pub error: Error,
+    status: tonic::Status,
+}
+
+impl BodyRefused {
+    /// The refusal `error`, with its gRPC status.
+    pub fn new(error: Error) -> BodyRefused {
+        let status = tonic::Status::from(error.clone());
+        BodyRefused { error, status }
+    }
+}
+
+impl std::fmt::Display for BodyRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for BodyRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.status)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,7 +35,7 @@ pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
 pub use files::Files;
 pub use history::VersionDiff;
 pub use limits::{Limits, SearchPermit, StreamPermit};
-pub use memory::{Account, MemoryBudget};
+pub use memory::{Account, BodyRefused, MemoryBudget};
 pub use search::collect;
 pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
 
