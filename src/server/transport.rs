@@ -389,6 +389,22 @@ impl http_body::Body for PacedBody {
     fn is_end_stream(&self) -> bool {
         !self.rest.has_remaining() && self.inner.is_end_stream()
     }
+
+    /// The inner body's, so a whole answer keeps its `content-length`
+    /// (HTTP/1 clients read up to it).
+    fn size_hint(&self) -> http_body::SizeHint {
+        let inner = self.inner.size_hint();
+        let rest = self.rest.len() as u64;
+        if let Some(exact) = inner.exact() {
+            return http_body::SizeHint::with_exact(exact + rest);
+        }
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
+    }
 }
 
 impl Drop for PacedBody {
