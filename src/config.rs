@@ -683,7 +683,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         mounts,
         principals,
         access,
-        limits: parse_limits(raw.limits.as_ref(), &at)?,
+        limits: parse_limits(raw.limits.as_ref(), max_file_bytes, &at)?,
         mcp: parse_mcp(raw.mcp, &at)?,
     })
 }
@@ -731,6 +731,25 @@ pub const MAX_CONCURRENT_SEARCHES: u64 = 64;
 /// client before it is cut.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS: u64 = 30;
 
+/// Default `memory_bytes`: bytes held for calls in flight on the whole
+/// server (a quarter of a 4 GiB machine).
+pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
+/// Default `memory_bytes_per_principal`: a principal's share of it, room for
+/// one Read of the largest default file (64 MiB, numbered) with some to spare.
+pub const DEFAULT_MEMORY_BYTES_PER_PRINCIPAL: u64 = 256 << 20;
+/// Default `max_connections`: connections open at once on the server.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+/// Default `max_connections_per_principal`: connections one principal may
+/// have made calls on at once (an HTTP/1.1 MCP client opens one per call
+/// in flight).
+pub const DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL: u64 = 32;
+/// Default `http2_window_bytes`: what a client may send on a stream, and on
+/// a connection, before the server has taken it (hyper's default).
+pub const DEFAULT_HTTP2_WINDOW_BYTES: u64 = 1 << 20;
+/// Default `http2_send_buffer_bytes`: what HTTP/2 buffers per stream for a
+/// client that has not granted room for it yet.
+pub const DEFAULT_HTTP2_SEND_BUFFER_BYTES: u64 = 256 << 10;
+
 /// The `[limits]` section: bounds that keep stalled or hostile clients from
 /// holding the server's threads and memory (see `agentvfs.example.toml`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -748,8 +767,27 @@ pub struct LimitsConfig {
     pub max_concurrent_searches: usize,
     /// The longest a stream waits on its client (the next WriteBytes
     /// message, room for the next ReadBytes, Grep or Glob message) before it
-    /// is aborted and its resources are freed.
+    /// is aborted and its resources are freed; also how long a response
+    /// may wait for the client to take its next piece before the call is
+    /// reset.
     pub stream_idle_timeout: Duration,
+    /// Bytes held for calls in flight on the whole server: request bodies
+    /// being received, stream queues with their HTTP/2 buffers, answers
+    /// being built and sent (`src/service/memory.rs`).
+    pub memory_bytes: u64,
+    /// The most of `memory_bytes` one principal's calls may hold at once.
+    pub memory_bytes_per_principal: u64,
+    /// Connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// Connections one principal may have made calls on at once; a call on
+    /// one more is refused with RESOURCE_EXHAUSTED.
+    pub max_connections_per_principal: usize,
+    /// HTTP/2 receive window of a stream and of a connection: request data
+    /// the server lets a client send ahead of what it has taken.
+    pub http2_window_bytes: u32,
+    /// HTTP/2 send buffer of a stream: response data queued beyond what the
+    /// client has granted room for.
+    pub http2_send_buffer_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -759,6 +797,12 @@ impl Default for LimitsConfig {
             max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL as usize,
             max_concurrent_searches: DEFAULT_MAX_CONCURRENT_SEARCHES as usize,
             stream_idle_timeout: Duration::from_secs(DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS),
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            memory_bytes_per_principal: DEFAULT_MEMORY_BYTES_PER_PRINCIPAL,
+            max_connections: DEFAULT_MAX_CONNECTIONS as usize,
+            max_connections_per_principal: DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL as usize,
+            http2_window_bytes: DEFAULT_HTTP2_WINDOW_BYTES as u32,
+            http2_send_buffer_bytes: DEFAULT_HTTP2_SEND_BUFFER_BYTES as usize,
         }
     }
 }
@@ -770,21 +814,63 @@ struct RawLimits {
     max_streams_per_principal: Option<Spanned<u64>>,
     max_concurrent_searches: Option<Spanned<u64>>,
     stream_idle_timeout_seconds: Option<Spanned<u64>>,
+    memory_bytes: Option<Spanned<u64>>,
+    memory_bytes_per_principal: Option<Spanned<u64>>,
+    max_connections: Option<Spanned<u64>>,
+    max_connections_per_principal: Option<Spanned<u64>>,
+    http2_window_bytes: Option<Spanned<u64>>,
+    http2_send_buffer_bytes: Option<Spanned<u64>>,
 }
 
 /// Validates `[limits]`: every value must lie in its range.
 fn parse_limits(
     raw: Option<&RawLimits>,
+    max_file_bytes: u64,
     at: &dyn Fn(usize, String) -> ConfigError,
 ) -> Result<LimitsConfig, ConfigError> {
-    let value = |field: Option<&Spanned<u64>>, name: &str, max: u64, default: u64| match field {
-        None => Ok(default),
-        Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
-        Some(v) => Err(at(
-            v.span().start,
-            format!("limits {name} must be between 1 and {max}"),
-        )),
+    let at_least =
+        |field: Option<&Spanned<u64>>, name: &str, min: u64, max: u64, default| match field {
+            None => Ok(default),
+            Some(v) if (min..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+            Some(v) => Err(at(
+                v.span().start,
+                format!("limits {name} must be between {min} and {max}"),
+            )),
+        };
+    let value = |field: Option<&Spanned<u64>>, name: &str, max: u64, default: u64| {
+        at_least(field, name, 1, max, default)
     };
+    // A share must hold one whole message (a chunk, a batch, a small file),
+    // so neither may go below 1 MiB.
+    // By default a share holds one Read of the largest file (the data, the
+    // numbered answer) with room to spare, and the server four shares.
+    let share_default = DEFAULT_MEMORY_BYTES_PER_PRINCIPAL.max(max_file_bytes.saturating_mul(4));
+    let memory_field = raw.and_then(|r| r.memory_bytes.as_ref());
+    let memory_bytes = at_least(
+        memory_field,
+        "memory_bytes",
+        1 << 20,
+        1 << 50,
+        DEFAULT_MEMORY_BYTES.max(share_default.saturating_mul(4)),
+    )?;
+    let share_field = raw.and_then(|r| r.memory_bytes_per_principal.as_ref());
+    let memory_bytes_per_principal = at_least(
+        share_field,
+        "memory_bytes_per_principal",
+        1 << 20,
+        1 << 50,
+        share_default.min(memory_bytes),
+    )?;
+    if memory_bytes_per_principal > memory_bytes {
+        let start = share_field.or(memory_field).map_or(0, |v| v.span().start);
+        return Err(at(
+            start,
+            format!(
+                "limits memory_bytes_per_principal ({memory_bytes_per_principal}) must not exceed \
+                 memory_bytes ({memory_bytes})"
+            ),
+        ));
+    }
     Ok(LimitsConfig {
         max_streams_per_connection: value(
             raw.and_then(|r| r.max_streams_per_connection.as_ref()),
@@ -810,6 +896,36 @@ fn parse_limits(
             24 * 3600,
             DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS,
         )?),
+        memory_bytes,
+        memory_bytes_per_principal,
+        max_connections: value(
+            raw.and_then(|r| r.max_connections.as_ref()),
+            "max_connections",
+            1 << 20,
+            DEFAULT_MAX_CONNECTIONS,
+        )? as usize,
+        max_connections_per_principal: value(
+            raw.and_then(|r| r.max_connections_per_principal.as_ref()),
+            "max_connections_per_principal",
+            1 << 20,
+            DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL,
+        )? as usize,
+        // HTTP/2 allows windows up to 2^31 - 1; below 64 KiB (the
+        // protocol's default) a connection only slows down.
+        http2_window_bytes: at_least(
+            raw.and_then(|r| r.http2_window_bytes.as_ref()),
+            "http2_window_bytes",
+            64 << 10,
+            (1 << 31) - 1,
+            DEFAULT_HTTP2_WINDOW_BYTES,
+        )? as u32,
+        http2_send_buffer_bytes: at_least(
+            raw.and_then(|r| r.http2_send_buffer_bytes.as_ref()),
+            "http2_send_buffer_bytes",
+            16 << 10,
+            1 << 30,
+            DEFAULT_HTTP2_SEND_BUFFER_BYTES,
+        )? as usize,
     })
 }
 
@@ -817,6 +933,18 @@ fn parse_limits(
 pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 256;
 /// Most `[mcp] max_sessions`: each live session holds a task and a channel.
 pub const MAX_MCP_SESSIONS: u64 = 65_536;
+/// Default `[mcp] max_sessions_per_principal`: one principal cannot take
+/// every session of the pool.
+pub const DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL: u64 = 16;
+/// Default `[mcp] allowed_origins`: pages served from this machine.
+pub const DEFAULT_MCP_ALLOWED_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "https://localhost:*",
+    "http://127.0.0.1:*",
+    "https://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://[::1]:*",
+];
 /// Default `[mcp] session_idle_timeout_seconds`.
 pub const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS: u64 = 300;
 
@@ -832,6 +960,14 @@ pub struct McpConfig {
     /// MCP sessions (of clients on protocol versions with sessions) live at
     /// once; an `initialize` beyond it is refused with HTTP 503.
     pub max_sessions: usize,
+    /// MCP sessions one principal may have open at once; an `initialize`
+    /// beyond it is refused with HTTP 503.
+    pub max_sessions_per_principal: usize,
+    /// Browser origins whose pages may call the endpoint (`scheme://host:port`,
+    /// `:*` for any port, or `null`); a request whose `Origin` is another is
+    /// refused with HTTP 403 (the MCP specification's DNS-rebinding rule).
+    /// Requests without `Origin` (agents, not browsers) pass.
+    pub allowed_origins: Vec<String>,
     /// A session unused this long is closed and its memory freed.
     pub session_idle_timeout: Duration,
 }
@@ -842,6 +978,8 @@ impl Default for McpConfig {
             http: true,
             allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
             max_sessions: DEFAULT_MCP_MAX_SESSIONS as usize,
+            max_sessions_per_principal: DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL as usize,
+            allowed_origins: DEFAULT_MCP_ALLOWED_ORIGINS.map(String::from).to_vec(),
             session_idle_timeout: Duration::from_secs(DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS),
         }
     }
@@ -853,6 +991,8 @@ struct RawMcp {
     http: Option<bool>,
     allowed_hosts: Option<Spanned<Vec<String>>>,
     max_sessions: Option<Spanned<u64>>,
+    max_sessions_per_principal: Option<Spanned<u64>>,
+    allowed_origins: Option<Spanned<Vec<String>>>,
     session_idle_timeout_seconds: Option<Spanned<u64>>,
 }
 
@@ -889,9 +1029,33 @@ fn parse_mcp(
             hosts
         }
     };
+    let allowed_origins = match raw.allowed_origins {
+        None => defaults.allowed_origins,
+        Some(origins) => {
+            let start = origins.span().start;
+            let origins = origins.into_inner();
+            if let Some(bad) = origins.iter().find(|o| *o != "null" && !o.contains("://")) {
+                return Err(at(
+                    start,
+                    format!(
+                        "mcp allowed_origins: {bad:?} is not an origin (scheme://host:port, \
+                         :* for any port, or null)"
+                    ),
+                ));
+            }
+            origins
+        }
+    };
     Ok(McpConfig {
         http: raw.http.unwrap_or(defaults.http),
         allowed_hosts,
+        allowed_origins,
+        max_sessions_per_principal: within(
+            raw.max_sessions_per_principal,
+            "max_sessions_per_principal",
+            MAX_MCP_SESSIONS,
+            DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL,
+        )? as usize,
         max_sessions: within(
             raw.max_sessions,
             "max_sessions",

@@ -102,6 +102,16 @@ pub enum Error {
     /// A file, message or quota limit would be exceeded.
     #[error("too large: {0}")]
     TooLarge(String),
+    /// A server limit on what a caller may hold at once (memory in flight,
+    /// streams, searches, connections) would be exceeded; `limit` is the
+    /// configuration key that sets it (`ErrorInfo.metadata.limit`).
+    #[error("resource exhausted: {message}")]
+    OverLimit {
+        /// The `[limits]` (or `[mcp]`) key of the bound.
+        limit: &'static str,
+        /// What was refused and how to get on.
+        message: String,
+    },
     /// A search budget ran out before it found anything.
     #[error("timeout: {0}")]
     Timeout(String),
@@ -209,6 +219,7 @@ impl Error {
             | Error::InvalidArgument(_)
             | Error::NotDirectory(_)
             | Error::TooLarge(_)
+            | Error::OverLimit { .. }
             | Error::Unsupported(_)
             | Error::Expired { .. } => "INVALID_PARAM",
             Error::NotFound(_) | Error::VersionNotFound { .. } => "NOT_FOUND",
@@ -235,7 +246,7 @@ impl Error {
             | Error::Binary(_)
             | Error::Unsupported(_)
             | Error::Expired { .. } => Code::FailedPrecondition,
-            Error::TooLarge(_) => Code::ResourceExhausted,
+            Error::TooLarge(_) | Error::OverLimit { .. } => Code::ResourceExhausted,
             Error::Timeout(_) => Code::DeadlineExceeded,
             Error::Unavailable(_) => Code::Unavailable,
             Error::Internal(_) | Error::Context { .. } => Code::Internal,
@@ -277,6 +288,9 @@ impl Error {
             }
             Error::Expired { oldest, .. } => {
                 out.insert("oldest_cursor".into(), oldest.clone());
+            }
+            Error::OverLimit { limit, .. } => {
+                out.insert("limit".into(), (*limit).to_owned());
             }
             _ => {}
         }

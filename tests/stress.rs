@@ -55,6 +55,11 @@ const MAX_FILE_BYTES: usize = 4 << 20;
 const TOKEN: &str = "stress-agent-token";
 /// Token of a principal that may only read `/workspace`.
 const READER_TOKEN: &str = "stress-reader-token";
+/// Token of the attacker: reads `/workspace`, and cuts and reopens streams
+/// round after round ([`cut_and_reopen`]).
+const ATTACKER_TOKEN: &str = "stress-attacker-token";
+/// The server's idle timeout: the attacker's rounds last a little longer.
+const IDLE_SECONDS: u64 = 3;
 /// Text that only exists outside the Filesystem mount's root.
 const SECRET: &str = "AGENTVFS-STRESS-SECRET";
 /// How often the server's memory is sampled.
@@ -238,6 +243,9 @@ max_file_bytes = {MAX_FILE_BYTES}
 [state]
 max_total_bytes = 268435456
 
+[limits]
+stream_idle_timeout_seconds = {IDLE_SECONDS}
+
 [[mount]]
 prefix = "/"
 tier = "state"
@@ -261,6 +269,11 @@ grants = [{{ prefix = "/", ops = {all} }}]
 name = "reader"
 token = "{READER_TOKEN}"
 grants = [{{ prefix = "/workspace", ops = ["list", "file", "read_file"] }}]
+
+[[principal]]
+name = "attacker"
+token = "{ATTACKER_TOKEN}"
+grants = [{{ prefix = "/workspace", ops = ["list", "file", "read_file", "read_binary", "read_re"] }}]
 "#,
             store = self.root().join("store").display().to_string(),
             ws = self.root().join("ws").display().to_string(),
@@ -1951,6 +1964,7 @@ async fn run(settings: Settings) -> Vec<String> {
         let w = Worker::new(id, &server, shared.clone(), settings.seed, &settings.skip).await;
         handles.push(tokio::spawn(w.run(until)));
     }
+    let attacker = tokio::spawn(cut_and_reopen(server.url.clone(), until));
     let mut owned = Owned::new();
     let mut chain = 0;
     for h in handles {
@@ -1958,6 +1972,8 @@ async fn run(settings: Settings) -> Vec<String> {
         chain = chain.max(w.chain_depth);
         owned.extend(w.owned);
     }
+    let attack = attacker.await.expect("attacker panicked");
+    println!("stress: attacker {attack}");
     let elapsed = shared.start.elapsed();
 
     let mut failures = Vec::new();
@@ -2062,4 +2078,104 @@ async fn run(settings: Settings) -> Vec<String> {
             .map(|e| format!("event: {e}")),
     );
     failures
+}
+
+/// `msg` as a request of the attacker.
+fn attacker<T>(msg: T) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {ATTACKER_TOKEN}").parse().unwrap(),
+    );
+    req
+}
+
+/// The cut-and-reopen attack of issue 21, beside the workers: round after
+/// round until `until`, 4 new connections each opening 8 streams it never
+/// reads (Watch, ReadBytes of the 3 MiB file, Grep and Glob over
+/// `/workspace`), plus 2 MCP bodies that never finish; each round waits past
+/// the idle timeout, and the connections of the last 6 rounds stay open.
+/// Refusals (RESOURCE_EXHAUSTED, HTTP 413/503) are the defence working.
+/// Returns a summary line.
+async fn cut_and_reopen(url: String, until: Instant) -> String {
+    use tokio::io::AsyncWriteExt;
+    let (mut rounds, mut opened, mut refused) = (0, 0, 0);
+    let mut held: VecDeque<Vec<Box<dyn std::any::Any + Send>>> = VecDeque::new();
+    let addr = url.trim_start_matches("http://").to_owned();
+    while Instant::now() + Duration::from_secs(IDLE_SECONDS + 1) < until {
+        let mut round: Vec<Box<dyn std::any::Any + Send>> = Vec::new();
+        for c in 0..4 {
+            let Ok(channel) = Channel::from_shared(url.clone()).unwrap().connect().await else {
+                continue;
+            };
+            let mut fs = FilesystemClient::new(channel);
+            for _ in 0..8 {
+                let root = "/workspace".to_owned();
+                let answer: Result<Box<dyn std::any::Any + Send>, Status> = match c {
+                    0 => fs
+                        .watch(attacker(pb::WatchRequest {
+                            path: root,
+                            ..Default::default()
+                        }))
+                        .await
+                        .map(|r| Box::new(r.into_inner()) as _),
+                    1 => fs
+                        .read_bytes(attacker(pb::ReadBytesRequest {
+                            path: "/workspace/big.txt".into(),
+                            version: None,
+                        }))
+                        .await
+                        .map(|r| Box::new(r.into_inner()) as _),
+                    2 => fs
+                        .grep(attacker(pb::GrepRequest {
+                            pattern: "fox".into(),
+                            path: root,
+                            max_duration_ms: 600_000,
+                            ..Default::default()
+                        }))
+                        .await
+                        .map(|r| Box::new(r.into_inner()) as _),
+                    _ => fs
+                        .glob(attacker(pb::GlobRequest {
+                            pattern: "**".into(),
+                            path: root,
+                            max_duration_ms: 600_000,
+                            ..Default::default()
+                        }))
+                        .await
+                        .map(|r| Box::new(r.into_inner()) as _),
+                };
+                match answer {
+                    Ok(stream) => {
+                        opened += 1;
+                        round.push(stream);
+                    }
+                    Err(_) => refused += 1,
+                }
+            }
+            round.push(Box::new(fs));
+        }
+        for _ in 0..2 {
+            let Ok(mut stream) = tokio::net::TcpStream::connect(&addr).await else {
+                continue;
+            };
+            let head = mcp_head("127.0.0.1", Some(ATTACKER_TOKEN), "attack", "LS", 8 << 20);
+            let body = vec![b' '; 6 << 20];
+            if stream.write_all(head.as_bytes()).await.is_ok()
+                && stream.write_all(&body).await.is_ok()
+            {
+                opened += 1;
+            } else {
+                refused += 1;
+            }
+            round.push(Box::new(stream));
+        }
+        held.push_back(round);
+        if held.len() > 6 {
+            held.pop_front();
+        }
+        rounds += 1;
+        tokio::time::sleep(Duration::from_secs(IDLE_SECONDS + 1)).await;
+    }
+    format!("{rounds} cut-and-reopen rounds, {opened} streams and bodies opened, {refused} refused")
 }

@@ -543,6 +543,31 @@ impl Space for StateSpace<'_> {
             .map(|file| (file.clone(), file.data.to_vec())))
     }
 
+    /// The file's pieces cut from its shared content as they are asked for:
+    /// a download holds one piece, never a copy of the whole file.
+    fn read_chunks(
+        &self,
+        _path: &VfsPath,
+        rel: &[u8],
+        max_chunk: usize,
+    ) -> Result<Option<(Arc<FileRecord>, ChunkReader)>> {
+        Ok(self.data.files.get(rel).map(|file| {
+            let (data, max) = (file.data.clone(), max_chunk.max(1));
+            let mut at = 0;
+            // One piece, even empty, as `split_chunks` gives.
+            let pieces = std::iter::from_fn(move || {
+                if at > 0 && at >= data.len() {
+                    return None;
+                }
+                let end = data.len().min(at + max);
+                let piece = data[at..end].to_vec();
+                at = end.max(1);
+                Some(Ok(piece))
+            });
+            (file.clone(), Box::new(pieces) as ChunkReader)
+        }))
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,

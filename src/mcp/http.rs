@@ -10,12 +10,18 @@
 //! - the State session: `x-agentvfs-session` when sent, else the MCP
 //!   session id (`mcp-session-id`, protocol versions with sessions), else
 //!   `default`;
-//! - bounds: at most `[mcp] max_sessions` live sessions (an `initialize`
-//!   beyond it is HTTP 503), each closed after `session_idle_timeout_seconds`
-//!   unused; request bodies up to the gRPC message limit, received within
-//!   the stream idle timeout (HTTP 413, 408); `Host` checked against
-//!   `allowed_hosts` (DNS rebinding). Request headers must arrive within
-//!   30 s (hyper's HTTP/1 header timeout).
+//! - sessions: at most `[mcp] max_sessions` live sessions, and at most
+//!   `max_sessions_per_principal` of one principal (an `initialize` beyond
+//!   either is HTTP 503), each closed after `session_idle_timeout_seconds`
+//!   unused. A session belongs to the principal that opened it: another
+//!   principal presenting its id gets HTTP 404, as for an unknown session;
+//! - bounds: request bodies up to the gRPC message limit, received within
+//!   the stream idle timeout (HTTP 413, 408), and within the caller's memory
+//!   share and the server's budget (HTTP 413 and 503,
+//!   `src/server/transport.rs` charges them); `Host` checked against
+//!   `allowed_hosts` and `Origin`, when sent, against `allowed_origins`
+//!   (HTTP 403: DNS rebinding). Request headers must arrive within 30 s
+//!   (hyper's HTTP/1 header timeout).
 //!
 //! The server's shutdown cancels every session and stream, so a client
 //! holding an event stream open never delays it.
@@ -24,7 +30,9 @@ use super::{Identity, McpServer};
 use crate::auth::Auth;
 use crate::config::McpConfig;
 use crate::error::Error;
-use crate::service::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service};
+use crate::service::{
+    Account, BodyRefused, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service,
+};
 use crate::tools::Tools;
 use axum::body::Body;
 use futures_util::future::BoxFuture;
@@ -34,8 +42,9 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer};
+use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -50,10 +59,47 @@ const MCP_SESSION_HEADER: &str = "mcp-session-id";
 pub struct McpHttp {
     inner: StreamableHttpService<McpServer, LocalSessionManager>,
     sessions: Arc<LocalSessionManager>,
+    owners: Arc<Mutex<Owners>>,
     auth: Arc<Auth>,
     max_sessions: usize,
+    max_sessions_per_principal: usize,
     max_body_bytes: usize,
     body_timeout: Duration,
+}
+
+/// Who opened each session, and the `initialize` calls under way per
+/// principal (counted against its cap until their session exists).
+#[derive(Default)]
+struct Owners {
+    by_session: HashMap<String, String>,
+    opening: HashMap<String, usize>,
+}
+
+impl Owners {
+    /// Forgets sessions the SDK no longer has (closed or expired).
+    fn prune<V>(&mut self, live: &HashMap<Arc<str>, V>) {
+        self.by_session
+            .retain(|id, _| live.contains_key(id.as_str()));
+    }
+
+    /// Sessions `owner` holds or is opening.
+    fn count(&self, owner: &str) -> usize {
+        let held = self.by_session.values().filter(|o| *o == owner).count();
+        held + self.opening.get(owner).copied().unwrap_or(0)
+    }
+
+    /// An `initialize` of `owner` ended, having opened `session` or not.
+    fn opened(&mut self, owner: &str, session: Option<String>) {
+        if let Some(opening) = self.opening.get_mut(owner) {
+            *opening -= 1;
+            if *opening == 0 {
+                self.opening.remove(owner);
+            }
+        }
+        if let Some(session) = session {
+            self.by_session.insert(session, owner.to_owned());
+        }
+    }
 }
 
 /// What stops the endpoint: cancelling it ends every session and stream.
@@ -76,6 +122,8 @@ impl McpHttp {
         let sessions = Arc::new(sessions);
         let http_config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(config.allowed_hosts.clone())
+            .with_allowed_origins(config.allowed_origins.clone())
+            .enforce_origin_validation()
             .with_json_response(true)
             .with_max_request_body_bytes(max_body_bytes);
         let shutdown = http_config.cancellation_token.clone();
@@ -85,17 +133,19 @@ impl McpHttp {
         let endpoint = McpHttp {
             inner,
             sessions,
+            owners: Arc::default(),
             auth,
             max_sessions: config.max_sessions,
+            max_sessions_per_principal: config.max_sessions_per_principal,
             max_body_bytes,
             body_timeout,
         };
         (endpoint, shutdown)
     }
 
-    /// Authenticates `req` and applies the session bound; the response that
-    /// refuses it, if any.
-    async fn admit(&self, req: &mut Request<Body>) -> Result<(), Response<Body>> {
+    /// Authenticates `req` and applies the session bounds; the caller and
+    /// whether the request opens a session, or the response that refuses it.
+    async fn admit(&self, req: &mut Request<Body>) -> Result<(Caller, bool), Response<Body>> {
         let headers = req.headers();
         let text = |key: &str| -> Result<Option<&str>, Error> {
             match headers.get(key) {
@@ -105,8 +155,8 @@ impl McpHttp {
                 }),
             }
         };
+        let mcp_session = text(MCP_SESSION_HEADER).map_err(refusal)?;
         let caller = (|| {
-            let mcp_session = text(MCP_SESSION_HEADER)?;
             let credentials = Credentials {
                 authorization: text(header::AUTHORIZATION.as_str())?,
                 session: text(SESSION_HEADER)?.or(mcp_session),
@@ -114,21 +164,48 @@ impl McpHttp {
             };
             Caller::identify(&self.auth, credentials)
         })()
-        .map_err(refusal)?;
-        let opens_session =
-            req.method() == http::Method::POST && !req.headers().contains_key(MCP_SESSION_HEADER);
-        if opens_session && self.sessions.sessions.read().await.len() >= self.max_sessions {
-            return Err(json_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "too many MCP sessions: the server keeps at most {} ([mcp] max_sessions); \
-                     close one (HTTP DELETE) or retry later",
-                    self.max_sessions
-                ),
-            ));
+        .map_err(refusal)?
+        .with_account(req.extensions().get::<Account>());
+        let owner = caller.principal.owner.as_str();
+        if let Some(session) = mcp_session {
+            let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            if owners.by_session.get(session).is_some_and(|o| o != owner) {
+                // As for an unknown session: its id tells nothing to others.
+                return Err(json_error(
+                    StatusCode::NOT_FOUND,
+                    "Not Found: no MCP session with this id".into(),
+                ));
+            }
         }
-        req.extensions_mut().insert(caller);
-        Ok(())
+        let opens_session = req.method() == http::Method::POST && mcp_session.is_none();
+        if opens_session {
+            let live = self.sessions.sessions.read().await;
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            owners.prune(&live);
+            if live.len() >= self.max_sessions {
+                return Err(json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "too many MCP sessions: the server keeps at most {} ([mcp] \
+                         max_sessions); close one (HTTP DELETE) or retry later",
+                        self.max_sessions
+                    ),
+                ));
+            }
+            if owners.count(owner) >= self.max_sessions_per_principal {
+                return Err(json_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "too many MCP sessions: principal {owner:?} already has {} open ([mcp] \
+                         max_sessions_per_principal); close one (HTTP DELETE) or retry later",
+                        self.max_sessions_per_principal
+                    ),
+                ));
+            }
+            *owners.opening.entry(owner.to_owned()).or_default() += 1;
+        }
+        req.extensions_mut().insert(caller.clone());
+        Ok((caller, opens_session))
     }
 
     /// `req` with its body read whole: at most `max_body_bytes`, all of it
@@ -154,17 +231,10 @@ impl McpHttp {
                 }
                 Ok(Request::from_parts(parts, Body::from(bytes)))
             }
-            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(json_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!(
-                    "request body over {} bytes (the largest message, set by max_file_bytes)",
-                    self.max_body_bytes
-                ),
-            )),
-            Ok(Err(e)) => Err(json_error(
-                StatusCode::BAD_REQUEST,
-                format!("cannot read the request body: {e}"),
-            )),
+            Ok(Err(e)) => match e.downcast::<BodyRefused>() {
+                Ok(refused) => Err(over_limit(&refused.error)),
+                Err(e) => Err(self.unreadable(&*e)),
+            },
             Err(_) => Err(json_error(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
@@ -174,6 +244,37 @@ impl McpHttp {
             )),
         }
     }
+
+    /// The answer to a body that could not be read (`e`: why).
+    fn unreadable(&self, e: &(dyn std::error::Error + 'static)) -> Response<Body> {
+        if e.is::<http_body_util::LengthLimitError>() {
+            return json_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "request body over {} bytes (the largest message, set by max_file_bytes)",
+                    self.max_body_bytes
+                ),
+            );
+        }
+        json_error(
+            StatusCode::BAD_REQUEST,
+            format!("cannot read the request body: {e}"),
+        )
+    }
+}
+
+/// The HTTP answer to a request refused by a server limit: 413 when it
+/// would take the caller past its memory share, else 503 (the server's
+/// total, its connections): retry later.
+pub fn over_limit(error: &Error) -> Response<Body> {
+    let status = match error.kind() {
+        Error::OverLimit {
+            limit: "memory_bytes_per_principal",
+            ..
+        } => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    json_error(status, error.to_string())
 }
 
 /// The HTTP answer to a request whose credentials are refused.
@@ -227,24 +328,45 @@ impl tower_service::Service<Request<Body>> for McpHttp {
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            if let Err(refused) = this.admit(&mut req).await {
-                return Ok(refused);
-            }
-            let req = match this.read_body(req).await {
-                Ok(req) => req,
+            let (caller, opens_session) = match this.admit(&mut req).await {
+                Ok(admitted) => admitted,
                 Err(refused) => return Ok(refused),
             };
-            let closes_session = req.method() == http::Method::DELETE;
-            let mut inner = this.inner.clone();
-            let mut response = tower_service::Service::call(&mut inner, req).await?;
-            // A closed session has nothing to say: 204, which every client
-            // reads as done (the SDK answers 202, which the Python SDK logs
-            // as a failed termination).
-            if closes_session && response.status() == StatusCode::ACCEPTED {
-                *response.status_mut() = StatusCode::NO_CONTENT;
+            let answered = this.answer(req).await;
+            if opens_session {
+                let session = answered
+                    .headers()
+                    .get(MCP_SESSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let mut owners = this.owners.lock().unwrap_or_else(|p| p.into_inner());
+                owners.opened(&caller.principal.owner, session);
             }
-            Ok(response.map(Body::new))
+            Ok(answered)
         })
+    }
+}
+
+impl McpHttp {
+    /// The SDK's answer to an admitted request.
+    async fn answer(&self, req: Request<Body>) -> Response<Body> {
+        let req = match self.read_body(req).await {
+            Ok(req) => req,
+            Err(refused) => return refused,
+        };
+        let closes_session = req.method() == http::Method::DELETE;
+        let mut inner = self.inner.clone();
+        let mut response = match tower_service::Service::call(&mut inner, req).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        // A closed session has nothing to say: 204, which every client
+        // reads as done (the SDK answers 202, which the Python SDK logs
+        // as a failed termination).
+        if closes_session && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        response.map(Body::new)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::auth::Auth;
 use crate::error::{Error, Result};
-use crate::service::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER};
+use crate::service::{Account, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER};
 use std::sync::Arc;
 use tonic::{Request, Status};
 
@@ -32,12 +32,13 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
     Caller::identify(auth, credentials)
 }
 
-/// The tonic interceptor: attaches the [`Caller`] or rejects the request.
+/// The tonic interceptor: attaches the [`Caller`], charging the memory
+/// account the transport opened for the call, or rejects the request.
 pub fn interceptor(
     auth: Arc<Auth>,
 ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |mut req: Request<()>| {
-        let caller = identify(&auth, &req)?;
+        let caller = identify(&auth, &req)?.with_account(req.extensions().get::<Account>());
         req.extensions_mut().insert(caller);
         Ok(req)
     }

@@ -21,11 +21,15 @@ use crate::backend::{ChunkReader, Precondition};
 use crate::change::ChangeCursor;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
+use crate::path::MAX_PATH_BYTES;
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::filesystem_server::Filesystem;
-use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec, compile_regex};
-use crate::service::{Service, StreamPermit, WatchStart, Watcher, blocking};
+use crate::search::{
+    Budgets, EVENT_CHANNEL_CAPACITY, GrepRequest, Hit, MAX_BATCH_BYTES, SearchEvent, SearchSpec,
+    compile_regex,
+};
+use crate::service::{Service, StreamPermit, WATCH_PAGE, WatchStart, Watcher, blocking};
 use crate::text::diff::DiffCaps;
 use crate::text::{self, EditSpec};
 use std::pin::Pin;
@@ -43,9 +47,29 @@ pub const READ_CHUNK_BYTES: usize = 1 << 20;
 /// two keep both busy while bounding memory to a few MiB per stream.
 const PIECES_IN_FLIGHT: usize = 2;
 
-/// Watch messages queued for a client: a few pages, so a reader that keeps
-/// up never waits on the next page, and one that stalls holds little.
+/// Watch messages queued for a client: a few, so a reader that keeps up
+/// never waits on the next page, and one that stalls holds little.
 const WATCH_MESSAGES_IN_FLIGHT: usize = 4;
+
+/// About the most bytes of changes one Watch message carries: a page of
+/// changes with long paths is sent as several.
+const WATCH_MESSAGE_BYTES: usize = 256 << 10;
+
+/// Messages of a stream the transport may hold besides its queue: one being
+/// encoded, one handed to HTTP/2 and waiting for room, one in the encoder's
+/// buffer (`src/server/transport.rs` sends them on in small pieces).
+const MESSAGES_IN_TRANSPORT: u64 = 3;
+
+/// What a Grep or Glob stream holds at most: its batches in the channel and
+/// in the transport.
+const SEARCH_STREAM_BYTES: u64 =
+    ((EVENT_CHANNEL_CAPACITY as u64) + MESSAGES_IN_TRANSPORT) * MAX_BATCH_BYTES as u64;
+
+/// What a stream holds at most (`queued` messages of at most `message`
+/// bytes, and those in the transport), charged to the caller when it starts.
+fn stream_bytes(queued: usize, message: u64) -> u64 {
+    (queued as u64 + MESSAGES_IN_TRANSPORT) * message
+}
 
 /// A boxed server stream.
 pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send>>;
@@ -174,6 +198,9 @@ impl Filesystem for FilesystemService {
                         (data, found.entry(path.clone()))
                     }
                 };
+                // The answer (numbered: up to about twice the text) and its
+                // encoding, before it is built.
+                files.charge(2 * data.len() as u64, "the Read answer")?;
                 let window = text::read_window(
                     path.as_str(),
                     &data,
@@ -203,18 +230,15 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let path = VfsPath::parse(&req.path)?;
-        let shown = path.to_string();
         let (entry, chunks, permit) = self
             .service
             .read_chunks(&caller, path, req.version, READ_CHUNK_BYTES)
             .await?;
-        Ok(Response::new(chunk_stream(
-            shown,
-            entry,
-            chunks,
-            permit,
-            self.service.limits().idle_timeout(),
-        )))
+        let chunk = entry.size.min(READ_CHUNK_BYTES as u64);
+        caller
+            .account
+            .charge(stream_bytes(PIECES_IN_FLIGHT, chunk), "a ReadBytes stream")?;
+        Ok(Response::new(chunk_stream(entry, chunks, permit)))
     }
 
     async fn write(&self, req: Request<pb::WriteRequest>) -> Reply<pb::WriteResponse> {
@@ -378,6 +402,9 @@ impl Filesystem for FilesystemService {
                 // (docs/contract.md § Grants).
                 let re = compile_regex(&req.pattern)?;
                 let (data, _) = files.read(&path, Op::ReadRe)?;
+                // The matches (their size is capped) and their encoding.
+                let answer = data.len().min(text::MAX_READ_RE_BYTES) as u64;
+                files.charge(2 * answer, "the ReadRe answer")?;
                 let decoded = text::decode(path.as_str(), &data)?;
                 text::regex_windows(&decoded.text, &re, req.overlap.unwrap_or(0))
             })
@@ -399,6 +426,9 @@ impl Filesystem for FilesystemService {
             req.include_hidden,
             req.include_ignored,
         );
+        caller
+            .account
+            .charge(SEARCH_STREAM_BYTES, "a search stream")?;
         let events = self
             .service
             .search(&caller, Op::ReadRe, true, move || {
@@ -441,15 +471,15 @@ impl Filesystem for FilesystemService {
             (true, true) => WatchStart::Now,
             (true, false) => WatchStart::Oldest,
         };
+        // The page being sent, and its messages in flight.
+        let page = (WATCH_PAGE * (2 * MAX_PATH_BYTES + 256)) as u64;
+        let held = page + stream_bytes(WATCH_MESSAGES_IN_FLIGHT, WATCH_MESSAGE_BYTES as u64);
+        caller.account.charge(held, "a Watch stream")?;
         let watcher = self
             .service
             .watch(&caller, root, start, req.stop_at_head)
             .await?;
-        Ok(Response::new(watch_stream(
-            watcher,
-            self.service.limits().idle_timeout(),
-            self.shutdown.clone(),
-        )))
+        Ok(Response::new(watch_stream(watcher, self.shutdown.clone())))
     }
 
     async fn list_versions(
@@ -530,6 +560,9 @@ impl Filesystem for FilesystemService {
             req.include_hidden,
             req.include_ignored,
         );
+        caller
+            .account
+            .charge(SEARCH_STREAM_BYTES, "a search stream")?;
         let events = self
             .service
             .search(&caller, Op::List, true, move || {
@@ -564,18 +597,15 @@ fn respond<T: Send + 'static>(
 
 /// ReadBytes' response: a task fetches one chunk per blocking call and hands
 /// it over as the client takes them (at most PIECES_IN_FLIGHT waiting), so no
-/// thread waits on the client. A client that takes nothing for `idle` cuts
-/// the download: the reader and the permit are freed at once, and the
-/// stream ends with DEADLINE_EXCEEDED after what was already queued.
+/// thread waits on the client. A client that takes nothing for the idle
+/// timeout has its call reset by the transport (`src/server/transport.rs`),
+/// which drops the queue; the task then ends with the reader and the permit.
 fn chunk_stream(
-    path: String,
     entry: Entry,
     chunks: ChunkReader,
     permit: StreamPermit,
-    idle: Duration,
 ) -> ResponseStream<pb::ReadBytesResponse> {
     let (tx, rx) = tokio::sync::mpsc::channel(PIECES_IN_FLIGHT);
-    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<Status>();
     tokio::spawn(async move {
         let _permit = permit;
         let mut info = Some(convert::file_info(&entry));
@@ -602,41 +632,31 @@ fn chunk_stream(
                     data,
                     info: info.take(),
                 });
-            match tokio::time::timeout(idle, tx.send(msg)).await {
-                // Sent (after an error `reader` is None: that was the last),
-                // or the client went away (`reader` is dropped with the task).
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return,
-                Err(_) => {
-                    let cut = Error::Timeout(format!(
-                        "{path}: the client took no data for {} s (the server's \
-                         stream_idle_timeout_seconds); the download was cut",
-                        idle.as_secs()
-                    ));
-                    let _unread = cut_tx.send(cut.into());
-                    return;
-                }
+            // After an error `reader` is None: that was the last. A client
+            // gone (or reset) drops `reader` with the task.
+            if tx.send(msg).await.is_err() {
+                return;
             }
         }
     });
-    let cut = futures_util::stream::once(cut_rx).filter_map(|cut| cut.ok().map(Err));
-    Box::pin(ReceiverStream::new(rx).chain(cut))
+    Box::pin(ReceiverStream::new(rx))
 }
 
 /// Watch's response: a task takes each message from the watcher and hands
 /// it over as the client takes them (at most [`WATCH_MESSAGES_IN_FLIGHT`]
-/// waiting). The watcher holds no thread while it waits for changes; a
-/// client that takes nothing for `idle` is cut (DEADLINE_EXCEEDED after what
-/// was queued), and one that leaves stops the task at its next step. When
-/// the server shuts down the stream ends with UNAVAILABLE naming the cursor
-/// to resume from (on this server once it is back, or another).
+/// waiting, each at most [`WATCH_MESSAGE_BYTES`]). The watcher holds no
+/// thread while it waits for changes; a client that takes nothing for the
+/// idle timeout has its call reset by the transport, which drops the queue
+/// (the client resumes from the last cursor it read), and one that leaves
+/// stops the task at its next step. When the server shuts down the stream
+/// ends with UNAVAILABLE naming the cursor to resume from (on this server
+/// once it is back, or another).
 fn watch_stream(
     mut watcher: Watcher,
-    idle: Duration,
     shutdown: CancellationToken,
 ) -> ResponseStream<pb::WatchResponse> {
     let (tx, rx) = tokio::sync::mpsc::channel(WATCH_MESSAGES_IN_FLIGHT);
-    let (cut_tx, cut_rx) = tokio::sync::oneshot::channel::<Status>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<Status>();
     tokio::spawn(async move {
         loop {
             let next = tokio::select! {
@@ -649,41 +669,54 @@ fn watch_stream(
                         "the server is shutting down; resume from cursor {}",
                         watcher.cursor()
                     ));
-                    let _unread = cut_tx.send(stop.into());
+                    let _unread = stop_tx.send(stop.into());
                     return;
                 }
             };
-            let message = match next {
-                Ok(Some(batch)) => Ok(pb::WatchResponse {
-                    events: batch
-                        .changes
-                        .into_iter()
-                        .map(|(change, cursor)| convert::change_event(change, cursor))
-                        .collect(),
-                    cursor: batch.cursor,
-                }),
+            let messages = match next {
+                Ok(Some(batch)) => watch_messages(batch).into_iter().map(Ok).collect(),
                 Ok(None) => return,
-                Err(err) => Err(Status::from(err)),
+                Err(err) => vec![Err(Status::from(err))],
             };
-            let last = message.is_err();
-            match tokio::time::timeout(idle, tx.send(message)).await {
-                Ok(Ok(())) if !last => {}
-                Ok(_) => return,
-                Err(_) => {
-                    let cut = Error::Timeout(format!(
-                        "the watcher took no changes for {} s (the server's \
-                         stream_idle_timeout_seconds); resume from cursor {}",
-                        idle.as_secs(),
-                        watcher.cursor()
-                    ));
-                    let _unread = cut_tx.send(cut.into());
+            for message in messages {
+                let last = message.is_err();
+                if tx.send(message).await.is_err() || last {
                     return;
                 }
             }
         }
     });
-    let cut = futures_util::stream::once(cut_rx).filter_map(|cut| cut.ok().map(Err));
-    Box::pin(ReceiverStream::new(rx).chain(cut))
+    let stop = futures_util::stream::once(stop_rx).filter_map(|stop| stop.ok().map(Err));
+    Box::pin(ReceiverStream::new(rx).chain(stop))
+}
+
+/// A Watch page as messages of at most about [`WATCH_MESSAGE_BYTES`]: each
+/// resumes after its last change, the last one after the whole page.
+fn watch_messages(batch: crate::service::WatchBatch) -> Vec<pb::WatchResponse> {
+    let mut messages = Vec::new();
+    let (mut events, mut bytes) = (Vec::new(), 0);
+    for (change, cursor) in batch.changes {
+        let event = convert::change_event(change, cursor);
+        bytes += prost::Message::encoded_len(&event);
+        events.push(event);
+        if bytes >= WATCH_MESSAGE_BYTES {
+            let cursor = events.last().map(|e| e.cursor.clone()).unwrap_or_default();
+            messages.push(pb::WatchResponse {
+                events: std::mem::take(&mut events),
+                cursor,
+            });
+            bytes = 0;
+        }
+    }
+    if !events.is_empty() || messages.is_empty() {
+        messages.push(pb::WatchResponse {
+            events,
+            cursor: batch.cursor,
+        });
+    } else if let Some(last) = messages.last_mut() {
+        last.cursor = batch.cursor;
+    }
+    messages
 }
 
 /// The next message of a client stream, waiting at most `idle`; a stalled

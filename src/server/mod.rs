@@ -5,8 +5,10 @@
 //! [`serve`] takes a bound listener and a shutdown future (as mini-redis does),
 //! so `main` stays thin and tests can start a server on port 0. The
 //! `[limits]` of the configuration bound streams per connection (HTTP/2),
-//! streams per principal and searches ([`Limits`]); oversized requests answer
-//! RESOURCE_EXHAUSTED ([`TooLargeStatus`]).
+//! streams per principal and searches ([`Limits`]), connections and the
+//! memory of calls in flight ([`transport`], which also resets a call whose
+//! client stops taking data); oversized requests answer RESOURCE_EXHAUSTED
+//! ([`TooLargeStatus`]).
 
 mod access;
 mod caller;
@@ -14,6 +16,7 @@ mod convert;
 mod filesystem;
 mod message_limit;
 mod tools;
+pub mod transport;
 
 pub use access::AccessService;
 pub use caller::identify;
@@ -29,7 +32,6 @@ use crate::service::{Limits, Service};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::interceptor::InterceptedService;
 
 /// Room for protobuf framing on top of the largest file a message may carry.
@@ -59,22 +61,6 @@ pub struct App {
     pub limits: crate::config::LimitsConfig,
     /// The MCP endpoint at `/mcp`.
     pub mcp: crate::config::McpConfig,
-}
-
-/// Accepted connections with Nagle's algorithm off: a response larger than
-/// one segment otherwise waits for the client's delayed ACK. Measured on a
-/// 20-entry ListInfo or any Tools call: 44 ms per call before, under 1 ms after.
-fn incoming(
-    listener: TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    TcpListenerStream::new(listener).map(|conn| {
-        let conn = conn?;
-        if let Err(err) = conn.set_nodelay(true) {
-            tracing::warn!(cause = %err, "cannot set TCP_NODELAY");
-        }
-        Ok(conn)
-    })
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -160,39 +146,24 @@ pub async fn serve(
     }
     // Ending Watch streams, MCP sessions and event streams first lets the
     // graceful shutdown finish instead of waiting on a client's open stream.
-    let (begun, shutdown_begun) = tokio::sync::oneshot::channel();
     let shutdown = async move {
         shutdown.await;
         stop_watches.cancel();
         if let Some(stop) = mcp_shutdown {
             stop.cancel();
         }
-        let _ = begun.send(());
     };
     tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
-    let serving = tonic::transport::Server::builder()
-        .accept_http1(app.mcp.http)
-        .max_concurrent_streams(limits.config().max_streams_per_connection)
-        .add_routes(router.into())
-        .serve_with_incoming_shutdown(incoming(listener), shutdown);
-    // A client that stopped reading holds its connection open (its stream
-    // cannot flush): graceful shutdown gets SHUTDOWN_GRACE, then ends.
-    let grace_over = async {
-        match shutdown_begun.await {
-            Ok(()) => tokio::time::sleep(SHUTDOWN_GRACE).await,
-            Err(_) => std::future::pending().await,
-        }
+    let settings = transport::Settings {
+        limits,
+        auth: app.auth.clone(),
+        http1: app.mcp.http,
+        // A client that stopped reading holds its connection open (its
+        // stream cannot flush): graceful shutdown gets SHUTDOWN_GRACE.
+        grace: SHUTDOWN_GRACE,
     };
-    tokio::select! {
-        served = serving => served,
-        () = grace_over => {
-            tracing::warn!(
-                grace_seconds = SHUTDOWN_GRACE.as_secs(),
-                "stopping with connections still open: their clients stopped reading"
-            );
-            Ok(())
-        }
-    }
+    transport::serve(listener, router, settings, shutdown).await;
+    Ok(())
 }
 
 /// How long a graceful shutdown waits for open connections to finish.

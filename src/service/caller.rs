@@ -20,6 +20,7 @@ use crate::access::Principal;
 use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::scope::Scope;
+use crate::service::memory::Account;
 use std::sync::Arc;
 
 /// Header (gRPC metadata key) naming the State session.
@@ -36,6 +37,9 @@ pub struct Caller {
     pub scope: Scope,
     /// The bearer token it presented (handles record their creator's).
     pub token: Option<Secret>,
+    /// What the call holds of its principal's memory share: the transport
+    /// sets it ([`Caller::with_account`]); unbounded outside one (stdio).
+    pub account: Account,
 }
 
 /// What a request presents about its caller, as its front end read it.
@@ -85,7 +89,17 @@ impl Caller {
             principal,
             scope,
             token: token.map(|t| Secret(t.to_owned())),
+            account: Account::unbounded(),
         })
+    }
+
+    /// The caller charging `account` (the transport's account of its call)
+    /// for what the call holds; `None` keeps the one it has.
+    pub fn with_account(mut self, account: Option<&Account>) -> Caller {
+        if let Some(account) = account {
+            self.account = account.clone();
+        }
+        self
     }
 }
 

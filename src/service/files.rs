@@ -85,7 +85,17 @@ impl<'a> Files<'a> {
     /// `read_re`).
     pub fn read(&self, path: &VfsPath, op: Op) -> Result<(Vec<u8>, Entry)> {
         self.check(path, op)?;
-        self.backend.read(&self.caller.scope, path)
+        let (data, entry) = self.backend.read(&self.caller.scope, path)?;
+        self.charge(data.len() as u64, "reading the file")?;
+        Ok((data, entry))
+    }
+
+    /// Charges `bytes` the call is about to hold (an answer before it is
+    /// built) to the caller's memory account, or refuses them
+    /// (RESOURCE_EXHAUSTED naming the limit; `what` names them). They stay
+    /// charged until the call's response is sent (`super::memory`).
+    pub fn charge(&self, bytes: u64, what: &str) -> Result<()> {
+        self.caller.account.charge(bytes, what)
     }
 
     /// A file's metadata and content in pieces (`read_binary` grant).

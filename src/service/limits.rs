@@ -11,6 +11,9 @@
 //! - a stream waiting on its client longer than the idle timeout is cut and
 //!   gives its permits back.
 //!
+//! The memory the calls hold is bounded by the [`MemoryBudget`] kept here
+//! (`super::memory`).
+//!
 //! Over a limit a call is refused at once with RESOURCE_EXHAUSTED naming the
 //! limit, rather than queued: a queue would only move the stall elsewhere.
 //! A permit is held by the work that uses the resource (the search thread,
@@ -20,6 +23,7 @@
 use crate::access::Principal;
 use crate::config::LimitsConfig;
 use crate::error::{Error, Result};
+use crate::service::memory::MemoryBudget;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -32,6 +36,7 @@ pub struct Limits {
     searches: Arc<Semaphore>,
     /// Streams running per principal (by `Principal::owner`); absent at zero.
     streams: Arc<Mutex<HashMap<String, usize>>>,
+    memory: MemoryBudget,
 }
 
 /// One admitted stream of a principal; dropping it gives the slot back.
@@ -63,7 +68,13 @@ impl Limits {
             config,
             searches: Arc::new(Semaphore::new(config.max_concurrent_searches)),
             streams: Arc::default(),
+            memory: MemoryBudget::new(config.memory_bytes, config.memory_bytes_per_principal),
         }
+    }
+
+    /// The memory budget of calls in flight.
+    pub fn memory(&self) -> &MemoryBudget {
+        &self.memory
     }
 
     /// The configured bounds.
@@ -84,10 +95,14 @@ impl Limits {
         let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
         let count = streams.entry(owner.to_owned()).or_default();
         if *count >= max {
-            return Err(Error::TooLarge(format!(
-                "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, Grep, \
-                 Glob), the server's max_streams_per_principal; finish or cancel one first"
-            )));
+            return Err(Error::OverLimit {
+                limit: "max_streams_per_principal",
+                message: format!(
+                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, \
+                     Grep, Glob, Watch), the server's max_streams_per_principal; finish or \
+                     cancel one first"
+                ),
+            });
         }
         *count += 1;
         Ok(StreamPermit {
@@ -99,12 +114,17 @@ impl Limits {
     /// Admits one more search, or refuses it (RESOURCE_EXHAUSTED) when the
     /// server runs its maximum.
     pub fn search(&self) -> Result<SearchPermit> {
-        self.searches.clone().try_acquire_owned().map_err(|_| {
-            Error::TooLarge(format!(
-                "the server already runs {} searches, its max_concurrent_searches; retry shortly",
-                self.config.max_concurrent_searches
-            ))
-        })
+        self.searches
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::OverLimit {
+                limit: "max_concurrent_searches",
+                message: format!(
+                    "the server already runs {} searches, its max_concurrent_searches; retry \
+                     shortly",
+                    self.config.max_concurrent_searches
+                ),
+            })
     }
 }
 

@@ -25,7 +25,7 @@ pub mod read_re;
 
 pub use edit::{EditSpec, apply_edit, apply_edits};
 pub use lines::{Window, format_lines_numbered, line_range, read_window};
-pub use read_re::{MAX_READ_RE_MATCHES, regex_windows};
+pub use read_re::{MAX_READ_RE_BYTES, MAX_READ_RE_MATCHES, regex_windows};
 
 use crate::error::{Error, Result};
 

@@ -10,7 +10,7 @@ pub const MAX_READ_RE_MATCHES: usize = 10_000;
 
 /// Most bytes of matches ReadRe returns in one answer (16 MiB, far below the
 /// largest message): whole files are Read's job.
-const MAX_READ_RE_BYTES: usize = 16 << 20;
+pub const MAX_READ_RE_BYTES: usize = 16 << 20;
 
 /// Every match of `re` in `text` (ReadRe). `overlap` lets the next match
 /// reuse up to that many bytes of the previous one; 0 gives plain

@@ -32,6 +32,10 @@
 //!   the server: links on either path, races, cross-mount refusals;
 //! - `mcp_http`: the MCP endpoint at `/mcp` against hostile HTTP clients
 //!   (stalled and oversized bodies, foreign hosts, malformed requests);
+//! - `memory`: the memory budget against hostile agents (issue 21): streams
+//!   cut and reopened round after round, stalled uploads, unfinished MCP
+//!   bodies, concurrent large answers, connections per principal, each
+//!   measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle.
 
 #[path = "../support/s3.rs"]
@@ -47,6 +51,7 @@ mod history;
 mod limits;
 mod links;
 mod mcp_http;
+mod memory;
 mod modules;
 mod mounts;
 mod moves;

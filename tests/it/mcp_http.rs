@@ -185,3 +185,132 @@ async fn http_is_off_when_configured_so() {
         .await
         .expect("gRPC still served");
 }
+
+/// Two principals for the session tests: one allowed only to list `/pub`,
+/// one with every right; 4 sessions on the server, 2 per principal.
+const SESSIONS_CONFIG: &str = r#"
+[mcp]
+max_sessions = 4
+max_sessions_per_principal = 2
+[[mount]]
+prefix = "/"
+tier = "state"
+[[principal]]
+name = "lister"
+token = "lister-token-001"
+grants = [{ prefix = "/pub/", ops = ["list"] }]
+[[principal]]
+name = "agent"
+token = "agent-token-0001"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "write"] }]
+"#;
+
+/// An MCP request of the session-based protocol as `token`, in `session`
+/// when given; the raw answer.
+async fn session_request(
+    server: &Server,
+    token: &str,
+    session: Option<&str>,
+    extra_headers: &str,
+    body: &str,
+) -> String {
+    let mut stream = TcpStream::connect(addr(server)).await.unwrap();
+    let session = session.map_or(String::new(), |s| format!("mcp-session-id: {s}\r\n"));
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {token}\r\n{session}\
+         {extra_headers}content-type: application/json\r\naccept: application/json, \
+         text/event-stream\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    answer(&mut stream).await
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"attack","version":"1"}}}"#;
+const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+/// Opens a session as `token`: its id, or the refusal.
+async fn open_session(server: &Server, token: &str) -> Result<String, String> {
+    let answer = session_request(server, token, None, "", INITIALIZE).await;
+    if !answer.starts_with("HTTP/1.1 200") {
+        return Err(answer);
+    }
+    let id = answer.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| v.trim().to_owned())
+    });
+    let id = id.ok_or(answer.clone())?;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    session_request(server, token, Some(&id), "", initialized).await;
+    Ok(id)
+}
+
+/// Attack 3: a list-only principal opens sessions until refused; it gets
+/// its 2, not the server's 4, and the full-rights principal still opens its
+/// own.
+#[tokio::test]
+async fn one_principal_cannot_take_every_session() {
+    let server = Server::start_with(Some(SESSIONS_CONFIG), &[]);
+    let mut held = Vec::new();
+    let refusal = loop {
+        match open_session(&server, "lister-token-001").await {
+            Ok(id) => held.push(id),
+            Err(refusal) => break refusal,
+        }
+        assert!(held.len() <= 4, "the lister took every session");
+    };
+    assert_eq!(held.len(), 2, "{refusal}");
+    assert!(refusal.starts_with("HTTP/1.1 503"), "{refusal}");
+    assert!(refusal.contains("max_sessions_per_principal"), "{refusal}");
+    let mine = open_session(&server, "agent-token-0001").await;
+    assert!(mine.is_ok(), "{mine:?}");
+    // Closing one gives the lister its place back.
+    let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer lister-token-001\r\n\
+         mcp-session-id: {}\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: 0\r\n\r\n",
+        held[0]
+    );
+    stream.write_all(delete.as_bytes()).await.unwrap();
+    let closed = answer(&mut stream).await;
+    assert!(closed.starts_with("HTTP/1.1 204"), "{closed}");
+    assert!(open_session(&server, "lister-token-001").await.is_ok());
+}
+
+/// Attack 5: a session belongs to the principal that opened it (another
+/// presenting its id gets 404, as for an unknown session, and cannot close
+/// it), and a browser `Origin` other than the allowed ones is refused 403.
+#[tokio::test]
+async fn sessions_are_bound_to_their_principal_and_origin_is_checked() {
+    let server = Server::start_with(Some(SESSIONS_CONFIG), &[]);
+    let agents = open_session(&server, "agent-token-0001").await.unwrap();
+    let foreign = session_request(&server, "lister-token-001", Some(&agents), "", LIST_TOOLS).await;
+    assert!(foreign.starts_with("HTTP/1.1 404"), "{foreign}");
+    let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
+    let delete = format!(
+        "DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer lister-token-001\r\n\
+         mcp-session-id: {agents}\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: 0\r\n\r\n"
+    );
+    stream.write_all(delete.as_bytes()).await.unwrap();
+    let closed = answer(&mut stream).await;
+    assert!(closed.starts_with("HTTP/1.1 404"), "{closed}");
+    let own = session_request(&server, "agent-token-0001", Some(&agents), "", LIST_TOOLS).await;
+    assert!(own.starts_with("HTTP/1.1 200"), "{own}");
+    assert!(own.contains("MultiEdit"), "{own}");
+    // Origin: a page elsewhere is refused, one of this machine passes.
+    let evil = "origin: http://evil.example\r\n";
+    let refused =
+        session_request(&server, "agent-token-0001", Some(&agents), evil, LIST_TOOLS).await;
+    assert!(refused.starts_with("HTTP/1.1 403"), "{refused}");
+    let local = "origin: http://localhost:3000\r\n";
+    let passed = session_request(
+        &server,
+        "agent-token-0001",
+        Some(&agents),
+        local,
+        LIST_TOOLS,
+    )
+    .await;
+    assert!(passed.starts_with("HTTP/1.1 200"), "{passed}");
+}

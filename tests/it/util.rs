@@ -161,7 +161,10 @@ fn spawn(
     data: &std::path::Path,
     args: &[String],
 ) -> (Child, String, Arc<Mutex<String>>) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+    // AGENTVFS_SERVER_BIN runs the tests against another build (the
+    // memory attacks' numbers before a fix, tests/it/memory.rs).
+    let bin = std::env::var("AGENTVFS_SERVER_BIN");
+    let mut cmd = Command::new(bin.as_deref().unwrap_or(env!("CARGO_BIN_EXE_agentvfs")));
     cmd.args(args)
         .current_dir(dir)
         .env("RUST_LOG", "agentvfs=debug")
