@@ -679,3 +679,271 @@ fn a_slow_upload_is_renewed_before_its_head_commits() {
     assert_eq!(slow.read("/shared/big.bin"), content);
     assert_eq!(slow.tier.sweep_orphans(Duration::ZERO).unwrap(), 0);
 }
+
+/// What a watcher received: each change's path, kind and version, and the
+/// cursor after the last message.
+#[derive(Default)]
+struct Received {
+    events: Vec<(String, pb::ChangeKind, u64)>,
+    cursor: String,
+}
+
+/// Follows a Watch of `/shared` on `url` from `cursor` (from now when
+/// empty) into `into` until the stream breaks or `until` says stop.
+async fn follow(url: &str, cursor: &str, into: &Arc<Mutex<Received>>, until: Instant) {
+    let Ok(mut fs) = Channel::from_shared(url.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .map(FilesystemClient::new)
+    else {
+        return;
+    };
+    let req = pb::WatchRequest {
+        path: "/shared".into(),
+        cursor: cursor.into(),
+        from_now: cursor.is_empty(),
+        stop_at_head: false,
+    };
+    let Ok(stream) = fs.watch(req).await else {
+        return;
+    };
+    let mut stream = stream.into_inner();
+    while Instant::now() < until {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, stream.message()).await {
+            Ok(Ok(Some(msg))) => {
+                let mut got = into.lock().unwrap();
+                for e in msg.events {
+                    let kind = pb::ChangeKind::try_from(e.kind).unwrap();
+                    got.events.push((e.path, kind, e.version));
+                }
+                got.cursor = msg.cursor;
+            }
+            _ => return,
+        }
+    }
+}
+
+/// A watcher on server B sees what writers on server A change; server A is
+/// killed with SIGKILL in the middle of the writes, and B is killed and
+/// restarted too, its watcher resuming from the last cursor it got. Every
+/// acknowledged write is delivered exactly once, each file's changes in the
+/// order of its versions, and every change delivered happened (it is among
+/// the file's versions): none was delivered for a write that never
+/// committed (docs/object-storage.md § The change log).
+#[tokio::test]
+async fn a_watcher_on_another_server_gets_every_acknowledged_write_once_across_kill_9() {
+    let (mut a, mut b) = two_servers();
+    let got: Arc<Mutex<Received>> = Arc::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let watcher = {
+        let (url, got) = (b.url.clone(), got.clone());
+        tokio::spawn(async move { follow(&url, "", &got, deadline).await })
+    };
+    // Let the watch start before the writes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let acked: Arc<Mutex<Vec<(String, u64)>>> = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (url, acked) = (a.url.clone(), acked.clone());
+            tokio::spawn(async move {
+                let mut fs = connect(&url).await;
+                for i in 0.. {
+                    // Five files per writer, rewritten: each file's changes
+                    // must arrive in version order.
+                    let path = format!("/shared/w{w}/f{}", i % 5);
+                    let req = pb::WriteRequest {
+                        path: path.clone(),
+                        content: format!("writer {w} write {i}"),
+                        ..Default::default()
+                    };
+                    match fs.write(req).await {
+                        Ok(out) => acked.lock().unwrap().push((path, out.into_inner().version)),
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    // B restarts while the watcher follows it: the watcher resumes there.
+    b.crash_and_restart();
+    watcher.await.unwrap();
+    let cursor = got.lock().unwrap().cursor.clone();
+    assert!(!cursor.is_empty(), "the watch gave a cursor before B went");
+    let resumed = {
+        let (url, got) = (b.url.clone(), got.clone());
+        tokio::spawn(async move { follow(&url, &cursor, &got, deadline).await })
+    };
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    a.kill();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert!(
+        acked.len() > 20,
+        "only {} writes before the kill",
+        acked.len()
+    );
+    // Wait for every acknowledged write, then past the time after which
+    // a change A left undecided is settled (log::UNDECIDED_GRACE).
+    let want: BTreeSet<(String, u64)> = acked.iter().cloned().collect();
+    let all_in = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen: BTreeSet<(String, u64)> = got
+            .lock()
+            .unwrap()
+            .events
+            .iter()
+            .map(|(p, _, v)| (p.clone(), *v))
+            .collect();
+        if want.is_subset(&seen) || Instant::now() > all_in {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    resumed.abort();
+    let events = got.lock().unwrap().events.clone();
+    let mut delivered: Vec<(String, u64)> =
+        events.iter().map(|(p, _, v)| (p.clone(), *v)).collect();
+    let total = delivered.len();
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(delivered.len(), total, "a change was delivered twice");
+    let delivered: BTreeSet<(String, u64)> = delivered.into_iter().collect();
+    let missing: Vec<_> = want.difference(&delivered).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged writes never delivered: {missing:?}",
+        missing.len()
+    );
+    // Each file's changes in version order.
+    let mut last: std::collections::HashMap<&str, u64> = Default::default();
+    for (path, _, version) in &events {
+        let before = last.insert(path, *version).unwrap_or(0);
+        assert!(
+            *version > before,
+            "{path}: version {version} after {before}"
+        );
+    }
+    // The changes delivered beyond the acknowledged ones were in flight at
+    // the kill; each really committed: it is among the file's versions.
+    let mut fs = b.fs().await;
+    let extra: Vec<&(String, u64)> = delivered.difference(&want).collect();
+    assert!(
+        extra.len() <= 4,
+        "more unacknowledged changes than writers: {extra:?}"
+    );
+    for (path, version) in &extra {
+        let versions = fs
+            .list_versions(pb::ListVersionsRequest {
+                path: path.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .versions;
+        assert!(
+            versions.iter().any(|v| v.version == *version),
+            "{path} version {version} was delivered but is not among its versions"
+        );
+    }
+    eprintln!(
+        "object watch across kill -9: {} writes acknowledged, {} changes delivered once each \
+         ({} in flight at the kill)",
+        acked.len(),
+        total,
+        extra.len()
+    );
+}
+
+/// The standard error of a server with an object mount on `bucket` at
+/// `key_prefix` that must refuse to start.
+fn refused_start(bucket: &str, key_prefix: &str) -> String {
+    let s3 = s3();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agentvfs.toml"),
+        config(bucket, key_prefix, ""),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["serve", "--config", "agentvfs.toml"])
+        .current_dir(dir.path())
+        .env("AWS_ENDPOINT_URL", &s3.endpoint)
+        .env("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_KEY)
+        .env("AWS_ALLOW_HTTP", "true")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a server at {key_prefix:?} started");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Two deployments whose key prefixes nest would see each other's keys
+/// (and one's sweep would take the other's blobs): the second to start is
+/// refused, naming both prefixes; a prefix holding objects nobody claimed
+/// is refused too; a prefix beside the first starts.
+#[test]
+fn a_deployment_nested_in_another_is_refused_naming_both() {
+    let s3 = s3();
+    let bucket = s3.bucket(&format!("nest-{:08x}", rand::random::<u32>()));
+    let outer = "team";
+    let first = Server::start_with(Some(&config(&bucket, outer, "")), &[]);
+    drop(first);
+    for (prefix, other) in [("team/inner", "team/"), ("", "team/")] {
+        let stderr = refused_start(&bucket, prefix);
+        let ours = if prefix.is_empty() {
+            String::new()
+        } else {
+            format!("{prefix}/")
+        };
+        assert!(
+            stderr.contains(&format!(
+                "key_prefix {ours:?} collides with the deployment at key_prefix {other:?}"
+            )),
+            "{stderr}"
+        );
+    }
+    // Objects under a prefix nobody claimed (another program's, or an
+    // earlier agentvfs's): refused rather than read as heads.
+    std::fs::create_dir_all(s3.data.join(&bucket).join("legacy")).unwrap();
+    std::fs::write(s3.data.join(&bucket).join("legacy/notes.txt"), "x").unwrap();
+    let stderr = refused_start(&bucket, "legacy");
+    assert!(
+        stderr.contains("already holds objects that no agentvfs deployment claimed"),
+        "{stderr}"
+    );
+    // Beside it (not nested): fine.
+    let beside = Server::start_with(Some(&config(&bucket, "team2", "")), &[]);
+    drop(beside);
+}
+
+/// A name whose key would be too long for the store is INVALID_ARGUMENT
+/// naming the limit (it was UNAVAILABLE, "store unavailable", which tells a
+/// client to retry forever); the server keeps serving.
+#[tokio::test]
+async fn a_name_too_long_for_a_key_is_an_invalid_argument() {
+    let (a, _b) = two_servers();
+    let mut fs = a.fs().await;
+    let long = format!("/shared/{}", "-".repeat(200));
+    let err = fs
+        .write(pb::WriteRequest {
+            path: long,
+            content: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(
+        err.message().contains("400 bytes") && err.message().contains("at most 238"),
+        "{}",
+        err.message()
+    );
+    write(&mut fs, "/shared/ok.txt", "fine").await;
+}
