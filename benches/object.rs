@@ -2,10 +2,13 @@
 //! (versitygw on loopback, `tests/support/s3.rs`), measured side by side in
 //! one run and printed as markdown tables.
 //!
-//! 1. 1 KiB Write and Read per second from 8 gRPC clients: the Store tier
-//!    (RocksDB) through one server; the object tier through one server and
-//!    through two servers sharing the bucket (clients split between them).
-//!    Target: at least 1,000/s through one server.
+//! 1. 1 KiB Write, Read and Delete per second from 8 gRPC clients: the
+//!    Store tier (RocksDB) through one server; the object tier through one
+//!    server (with its history and change log, the default, and without:
+//!    what they cost) and through two servers sharing the bucket (clients
+//!    split between them). Target: at least 1,000/s through one server.
+//!    `AGENTVFS_SERVER_BIN` runs an earlier build for a before/after table
+//!    (the rows it cannot configure are left out).
 //! 2. Grep over 10,000 objects (~100 MB) through one server: cold (a fresh
 //!    server, nothing cached: every head fetched) and warm (the same server
 //!    again: list pages and a local scan), against `rg` over the same files
@@ -65,6 +68,14 @@ fn object_mount(prefix: &str) -> String {
     )
 }
 
+/// An object mount keeping no history and no change log.
+fn object_mount_bare(prefix: &str) -> String {
+    format!(
+        "{}history_versions = 1\nchange_log = 0\n",
+        object_mount(prefix)
+    )
+}
+
 fn store_mount(dir: &Path) -> String {
     format!(
         "[[mount]]\nprefix = \"/data\"\ntier = \"store\"\npath = \"{}\"\n",
@@ -93,9 +104,9 @@ where
     n as f64 / spread_calls(clients, n, call).await.as_secs_f64()
 }
 
-/// Write (new files), Write again (rewrites) and Read throughput of `n`
-/// small files through `urls`.
-async fn small_files(urls: &[String], n: usize) -> (f64, f64, f64) {
+/// Write (new files), Write again (rewrites), Read and Delete throughput
+/// of `n` small files through `urls`.
+async fn small_files(urls: &[String], n: usize) -> [f64; 4] {
     let write_all = |fill: char| {
         let body = fill.to_string().repeat(SMALL);
         throughput(urls, n, move |mut fs, i| {
@@ -120,7 +131,15 @@ async fn small_files(urls: &[String], n: usize) -> (f64, f64, f64) {
         fs.read(req).await.expect("read");
     })
     .await;
-    (writes, rewrites, reads)
+    let deletes = throughput(urls, n, |mut fs, i| async move {
+        let req = pb::DeleteRequest {
+            path: format!("/data/small/d{}/f{i}", i % 50),
+            ..Default::default()
+        };
+        fs.delete(req).await.expect("delete");
+    })
+    .await;
+    [writes, rewrites, reads, deletes]
 }
 
 /// Time to list every key under `prefix` of the bench bucket, page by page,
@@ -219,16 +238,33 @@ async fn main() {
         &tmp.path().join("store-server"),
         &store_mount(&tmp.path().join("store-data")),
     );
-    let (store_w, store_rw, store_r) = small_files(&[store.url()], small).await;
+    let mut rows = vec![(
+        "Store (RocksDB), one server",
+        small_files(&[store.url()], small).await,
+    )];
     drop(store);
     let one = serve(&tmp.path().join("one"), &object_mount("one"));
-    let (one_w, one_rw, one_r) = small_files(&[one.url()], small).await;
+    rows.push((
+        "object tier (versitygw on loopback), one server",
+        small_files(&[one.url()], small).await,
+    ));
     drop(one);
+    if std::env::var_os("AGENTVFS_SERVER_BIN").is_none() {
+        let bare = serve(&tmp.path().join("bare"), &object_mount_bare("bare"));
+        rows.push((
+            "object tier, one server, no history and no change log",
+            small_files(&[bare.url()], small).await,
+        ));
+        drop(bare);
+    }
     let (a, b) = (
         serve(&tmp.path().join("a"), &object_mount("two")),
         serve(&tmp.path().join("b"), &object_mount("two")),
     );
-    let (two_w, two_rw, two_r) = small_files(&[a.url(), b.url()], small).await;
+    rows.push((
+        "object tier, two servers sharing the bucket",
+        small_files(&[a.url(), b.url()], small).await,
+    ));
     drop((a, b));
 
     // 2. Grep: the corpus in the bucket (written through a server) and on disk.
@@ -265,7 +301,9 @@ async fn main() {
         warm.push(again.as_secs_f64());
         let (took, rg_matched) = rg(&disk);
         rg_times.push(took.as_secs_f64());
-        let (listed, keys) = list_alone("grep/").await;
+        // The heads of the namespace (the change log and past versions
+        // live beside them under other keys).
+        let (listed, keys) = list_alone("grep/default/f/").await;
         assert_eq!(keys, grep_files, "every corpus file is one key");
         lists.push(listed.as_secs_f64());
         counts = (matched, rg_matched);
@@ -273,16 +311,12 @@ async fn main() {
     let (cold, warm, rg_time, list) = (median(cold), median(warm), median(rg_times), median(lists));
 
     println!(
-        "| 1 KiB files, {CALLERS} gRPC clients ({small} files) | Write new /s | Write again /s | Read /s |"
+        "| 1 KiB files, {CALLERS} gRPC clients ({small} files) | Write new /s | Write again /s | Read /s | Delete /s |"
     );
-    println!("|---|---:|---:|---:|");
-    println!("| Store (RocksDB), one server | {store_w:.0} | {store_rw:.0} | {store_r:.0} |");
-    println!(
-        "| object tier (versitygw on loopback), one server | {one_w:.0} | {one_rw:.0} | {one_r:.0} |"
-    );
-    println!(
-        "| object tier, two servers sharing the bucket | {two_w:.0} | {two_rw:.0} | {two_r:.0} |"
-    );
+    println!("|---|---:|---:|---:|---:|");
+    for (what, [w, rw, r, d]) in &rows {
+        println!("| {what} | {w:.0} | {rw:.0} | {r:.0} | {d:.0} |");
+    }
     println!();
     println!(
         "| Grep `{PATTERN}` over {grep_files} objects ({:.0} MB), medians of {} runs | time | objects/s | / rg |",

@@ -16,13 +16,15 @@ pub struct Served {
 impl Served {
     /// `agentvfs serve --listen 127.0.0.1:0` with `args`, run in `cwd`
     /// (the default configuration serves its working directory at
-    /// `/workspace`), logging warnings only.
+    /// `/workspace`), logging warnings only. `AGENTVFS_SERVER_BIN` runs
+    /// another build (an earlier commit's, for before/after tables).
     pub fn start<I, S>(args: I, cwd: &Path) -> Served
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        let bin = std::env::var("AGENTVFS_SERVER_BIN");
+        let mut child = Command::new(bin.as_deref().unwrap_or(env!("CARGO_BIN_EXE_agentvfs")))
             .args(["serve", "--listen", "127.0.0.1:0"])
             .args(args)
             .current_dir(cwd)

@@ -947,3 +947,83 @@ async fn a_name_too_long_for_a_key_is_an_invalid_argument() {
     );
     write(&mut fs, "/shared/ok.txt", "fine").await;
 }
+
+/// A repeated search on one server (its catalog built by the first, then
+/// kept fresh from the change logs, not by listing the bucket) finds
+/// exactly what the bucket holds after another server rewrote, deleted,
+/// moved and created files, round after round, each search right after
+/// the other server's last acknowledged change (docs/object-storage.md §
+/// Warm searches).
+#[tokio::test]
+async fn a_warm_search_sees_every_change_another_server_made() {
+    let (a, b) = two_servers();
+    let (mut fa, mut fb) = (a.fs().await, b.fs().await);
+    // The model: path → whether it holds the needle.
+    let mut model: std::collections::BTreeMap<String, bool> = Default::default();
+    for i in 0..40 {
+        let path = format!("/shared/d{}/f{i:02}", i % 4);
+        write(&mut fb, &path, &format!("needle {i}\n")).await;
+        model.insert(path, true);
+    }
+    let grep = || pb::GrepRequest {
+        pattern: "needle".into(),
+        path: "/shared".into(),
+        ..Default::default()
+    };
+    let mut rng = rand::rng();
+    for round in 0..6 {
+        let (found, _) = grep_all(&mut fa, grep()).await.unwrap();
+        let got: BTreeSet<String> = found.into_iter().map(|m| m.path).collect();
+        let want: BTreeSet<String> = model
+            .iter()
+            .filter(|(_, has)| **has)
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert_eq!(
+            got, want,
+            "round {round}: the search on A missed B's changes"
+        );
+        // B changes a few files in every way.
+        let paths: Vec<String> = model.keys().cloned().collect();
+        for _ in 0..6 {
+            let path = &paths[rand::Rng::random_range(&mut rng, 0..paths.len())];
+            if !model.contains_key(path) {
+                continue;
+            }
+            match rand::Rng::random_range(&mut rng, 0..4) {
+                0 => {
+                    let has = !model[path];
+                    let text = if has { "needle again\n" } else { "nothing\n" };
+                    write(&mut fb, path, text).await;
+                    model.insert(path.clone(), has);
+                }
+                1 => {
+                    fb.delete(pb::DeleteRequest {
+                        path: path.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                    model.remove(path);
+                }
+                2 => {
+                    let to = format!("{path}-moved{round}");
+                    fb.r#move(pb::MoveRequest {
+                        source: path.clone(),
+                        destination: to.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                    let has = model.remove(path).unwrap();
+                    model.insert(to, has);
+                }
+                _ => {
+                    let to = format!("/shared/new/r{round}-{}", rand::random::<u16>());
+                    write(&mut fb, &to, "needle new\n").await;
+                    model.insert(to, true);
+                }
+            }
+        }
+    }
+}

@@ -529,9 +529,31 @@ pub async fn record_time(
     Ok(page.objects.first().map(|m| m.last_modified.into()))
 }
 
+/// The first record of log `log` (at most `last`) stored at or after
+/// `since` (ns since the epoch, the store's clock), found by halving: the
+/// records of one log are stored in order. `last + 1` when none is.
+pub async fn first_since(store: &Store, ns: &str, log: u64, since: u64, last: u64) -> Result<u64> {
+    let since = std::time::UNIX_EPOCH + Duration::from_nanos(since);
+    let (mut low, mut high) = (0u64, last + 1);
+    // Invariant: no record <= low is recent; record `high` is (or is past the end).
+    while high - low > 1 {
+        let mid = low + (high - low) / 2;
+        match record_time(store, ns, log, mid).await? {
+            Some(time) if time >= since => high = mid,
+            _ => low = mid,
+        }
+    }
+    Ok(high)
+}
+
 /// The records of log `log` after `seq`, in order, at most one page: each
 /// with its position and the intent it holds.
-async fn read_page(store: &Store, ns: &str, log: u64, seq: u64) -> Result<Vec<(Position, Intent)>> {
+pub async fn read_page(
+    store: &Store,
+    ns: &str,
+    log: u64,
+    seq: u64,
+) -> Result<Vec<(Position, Intent)>> {
     use futures_util::StreamExt;
     let prefix = store.keys.log(ns, Some(log))?;
     let after = (seq > 0)

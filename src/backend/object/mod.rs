@@ -46,6 +46,7 @@
 
 mod bucket;
 mod cache;
+mod catalog;
 mod commit;
 mod credentials;
 mod delete;
@@ -134,6 +135,8 @@ pub struct ObjectBackend {
     log: Option<Arc<log::LogWriter>>,
     /// What readers of the logs share.
     feed: Arc<log::Feed>,
+    /// What searches know of each namespace's keys between them.
+    catalogs: Arc<catalog::Catalogs>,
 }
 
 /// The version after `floor`: larger than it, and than the clock in µs.
@@ -187,6 +190,12 @@ impl ObjectBackend {
             log: (options.keep.changes > 0)
                 .then(|| Arc::new(log::LogWriter::new(options.keep.changes))),
             feed: Arc::new(log::Feed::default()),
+            // A change's record and its head's put are at most one call
+            // apart (each bounded by the mount's deadline, and a request
+            // sent just before it by the request timeout), plus clock skew.
+            catalogs: Arc::new(catalog::Catalogs::new(
+                options.bucket.timeout + options.bucket.request_timeout + Duration::from_secs(10),
+            )),
         };
         tier.sweep_now_and_then()?;
         tier.poll_while_watched()?;
@@ -252,6 +261,18 @@ impl ObjectBackend {
         let (store, own) = (self.store(), self.own_log());
         self.run("sweeping orphan blobs", async move {
             sweep::sweep(&store, grace, own).await
+        })
+    }
+
+    /// The keys of `ns` from its catalog, brought up to date with the change
+    /// logs (`None`: no change log, or too many keys: list the bucket).
+    fn fresh_catalog(&self, ns: &str) -> Result<Option<catalog::Snapshot>> {
+        if self.log.is_none() {
+            return Ok(None);
+        }
+        let (store, catalogs, ns) = (self.store(), self.catalogs.clone(), ns.to_owned());
+        self.run("reading the change logs", async move {
+            catalogs.fresh(&store, &ns).await
         })
     }
 
@@ -398,11 +419,12 @@ impl Backend for ObjectBackend {
         let root = &part.top;
         if let Some(file) = self.file(&ns, root)? {
             let entry = super::ordered::file_entry(root.clone(), &file.meta);
-            let mut files = walk::Walk::new(self, ns, part)?.for_run(run);
+            let mut files = walk::Walk::new(self, ns, part, None)?.for_run(run);
             return crate::search::sorted::search_one(run, &mut files, entry);
         }
         self.lookup_missing(&ns, root)?;
-        let mut files = walk::Walk::new(self, ns, part)?.for_run(run);
+        let catalog = self.fresh_catalog(&ns)?;
+        let mut files = walk::Walk::new(self, ns, part, catalog)?.for_run(run);
         crate::search::sorted::walk(run, &mut files, part)
     }
 

@@ -40,8 +40,9 @@ const AHEAD: usize = 128;
 /// Keys the listing task may send ahead of the walk.
 const LISTED_AHEAD: usize = 1024;
 
-/// A key as the listing gives it, with its ETag.
-type ListedKey = (String, Option<String>);
+/// A key as the listing gives it, with its ETag, and its generation when
+/// it comes from the catalog (`catalog`).
+type ListedKey = (String, Option<String>, Option<u64>);
 
 /// One listed key and, when wanted, the fetch of its head.
 struct Listed {
@@ -72,11 +73,19 @@ pub struct Walk<'a> {
     fetches: Arc<Semaphore>,
     /// The head of the last entry returned, for `load`.
     current: Option<(VfsPath, Head)>,
+    /// The namespace's keys from the catalog, kept fresh from the change
+    /// logs (`None`: list the bucket).
+    catalog: Option<super::catalog::Snapshot>,
 }
 
 impl<'a> Walk<'a> {
     /// A walk over the heads of `ns` for the search of `part`.
-    pub fn new(tier: &'a ObjectBackend, ns: String, part: &SearchPart) -> Result<Walk<'a>> {
+    pub fn new(
+        tier: &'a ObjectBackend,
+        ns: String,
+        part: &SearchPart,
+        catalog: Option<super::catalog::Snapshot>,
+    ) -> Result<Walk<'a>> {
         let prefix = tier.keys.space(&ns, Space::Heads)?;
         Ok(Walk {
             tier,
@@ -91,6 +100,7 @@ impl<'a> Walk<'a> {
             listed_all: false,
             fetches: Arc::new(Semaphore::new(FETCH_CONCURRENCY)),
             current: None,
+            catalog,
         })
     }
 
@@ -108,27 +118,42 @@ impl<'a> Walk<'a> {
         self.tier.bucket.client()
     }
 
-    /// Starts listing the heads after `offset` (all when `None`).
+    /// Starts listing the heads after `offset` (all when `None`): from the
+    /// catalog when there is one, else from the bucket.
     fn start_listing(&mut self, offset: Option<String>) -> Result<()> {
         let (tx, rx) = mpsc::channel(LISTED_AHEAD);
-        let listing = self.client().list_after(&self.prefix, offset.as_deref())?;
-        self.tier.bucket.spawn(async move {
-            let mut listing = listing;
-            while let Some(item) = listing.next().await {
-                // Deleted files' heads stay: their size says so (head::Class).
-                if let Ok(meta) = &item
-                    && Class::of_size(meta.size) == Class::NoFile
-                {
-                    continue;
+        if let Some(catalog) = self.catalog.clone() {
+            self.tier.bucket.spawn(async move {
+                use std::ops::Bound::{Excluded, Unbounded};
+                let from = offset.map_or(Unbounded, Excluded);
+                for (key, known) in catalog.range::<String, _>((from, Unbounded)) {
+                    let item = (key.clone(), known.etag.clone(), Some(known.generation));
+                    if tx.send(Ok(item)).await.is_err() {
+                        break;
+                    }
                 }
-                let item = item.map(|meta| (meta.location.to_string(), meta.e_tag));
-                let failed = item.is_err();
-                if tx.send(item).await.is_err() || failed {
-                    return Ok(());
+                Ok(())
+            })?;
+        } else {
+            let listing = self.client().list_after(&self.prefix, offset.as_deref())?;
+            self.tier.bucket.spawn(async move {
+                let mut listing = listing;
+                while let Some(item) = listing.next().await {
+                    // Deleted files' heads stay: their size says so (head::Class).
+                    if let Ok(meta) = &item
+                        && Class::of_size(meta.size) == Class::NoFile
+                    {
+                        continue;
+                    }
+                    let item = item.map(|meta| (meta.location.to_string(), meta.e_tag, None));
+                    let failed = item.is_err();
+                    if tx.send(item).await.is_err() || failed {
+                        return Ok(());
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            })?;
+        }
         self.listing = Some(rx);
         self.ahead.clear();
         self.listed_all = false;
@@ -166,11 +191,12 @@ impl<'a> Walk<'a> {
                 self.listed_all = true;
                 break;
             };
-            let (key, etag) = listed?;
+            let (key, etag, generation) = listed?;
             let Some(path) = self.tier.keys.path(&self.ns, &key) else {
                 continue;
             };
-            let head = (self.fetch && !self.pruned(&path)).then(|| self.start_fetch(&key, etag));
+            let head = (self.fetch && !self.pruned(&path))
+                .then(|| self.start_fetch(&key, etag, generation));
             self.ahead.push_back(Listed { key, path, head });
         }
         Ok(())
@@ -183,9 +209,11 @@ impl<'a> Walk<'a> {
         &self,
         key: &str,
         etag: Option<String>,
+        generation: Option<u64>,
     ) -> oneshot::Receiver<Result<Option<Head>>> {
         let (tx, rx) = oneshot::channel();
         let (store, key, ns) = (self.tier.store(), key.to_owned(), self.ns.clone());
+        let catalogs = self.tier.catalogs.clone();
         let permits = self.fetches.clone();
         let fetch = async move {
             let Ok(_permit) = permits.acquire_owned().await else {
@@ -196,6 +224,17 @@ impl<'a> Walk<'a> {
                 return Ok(());
             }
             let head = listed_file(&store, &ns, &key, etag.as_deref()).await;
+            if let (Some(generation), Ok(file)) = (generation, &head) {
+                // What the catalog did not know, for the next search (a
+                // file a pending move resolved to has no ETag of its own).
+                match file {
+                    Some(file) if !file.etag.is_empty() => {
+                        catalogs.learn(&ns, &key, generation, Some(file.etag.clone()))
+                    }
+                    Some(_) => {}
+                    None => catalogs.learn(&ns, &key, generation, None),
+                }
+            }
             let _ = tx.send(head);
             Ok(())
         };
