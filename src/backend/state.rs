@@ -33,8 +33,8 @@
 
 use super::memory_log::MemoryLog;
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
-    Past, Space, Stored, Streamed, keys,
+    Content, Counters, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged,
+    OrderedTier, Past, Space, Stored, Streamed, keys,
 };
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::Origin;
@@ -48,7 +48,6 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::watch;
 
 /// How often idle sessions are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -150,7 +149,8 @@ struct SessionData {
     bytes: u64,
 }
 
-struct Session {
+/// One session: its files, history and log, and when it was last used.
+pub struct Session {
     data: Mutex<SessionData>,
     last_used: Mutex<Instant>,
 }
@@ -168,13 +168,12 @@ pub struct StateEngine {
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
     last_sweep: Mutex<Instant>,
     total_bytes: AtomicU64,
-    /// One counter for every file of every session: versions only grow, even
-    /// across delete and re-create, so `if_version` can never be fooled.
-    generation: AtomicU64,
+    /// One version counter for every file of every session: versions only
+    /// grow, even across delete and re-create, so `if_version` can never be
+    /// fooled; and one signal for the logged changes of every session.
+    counters: Counters,
     /// History and change log settings.
     keep: Keep,
-    /// Bumped after every batch that logged changes (any session).
-    changed: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -196,9 +195,8 @@ impl OrderedTier<StateEngine> {
                 sessions: Mutex::new(HashMap::new()),
                 last_sweep: Mutex::new(Instant::now()),
                 total_bytes: AtomicU64::new(0),
-                generation: AtomicU64::new(0),
+                counters: Counters::after(0),
                 keep,
-                changed: watch::Sender::new(0),
             },
         )
     }
@@ -301,6 +299,7 @@ impl Engine for StateEngine {
     type Frozen<'a> = Snapshot;
     /// In memory every write is whole: nothing is stored before a commit.
     type Upload = Infallible;
+    type Scoped = Arc<Session>;
 
     fn root_time(&self) -> SystemTime {
         self.created
@@ -325,51 +324,26 @@ impl Engine for StateEngine {
         })
     }
 
-    fn signal(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
-    fn next_version(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    fn find(&self, scope: &Scope) -> Result<Option<Arc<Session>>> {
+        Ok(self.existing(scope))
     }
 
-    fn view<R>(
+    fn find_or_create(&self, scope: &Scope) -> Result<Arc<Session>> {
+        self.session_for_write(scope)
+    }
+
+    fn enter<R>(
         &self,
-        scope: &Scope,
-        f: impl FnOnce(Option<&StateSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        match self.existing(scope) {
-            Some(session) => f(Some(&StateSpace {
-                engine: self,
-                data: &mut lock(&session.data),
-            })),
-            None => f(None),
-        }
-    }
-
-    fn change<R>(
-        &self,
-        scope: &Scope,
-        _rels: &[&[u8]],
-        f: impl FnOnce(Option<&mut StateSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        // The session's lock covers every path of the session.
-        match self.existing(scope) {
-            Some(session) => f(Some(&mut StateSpace {
-                engine: self,
-                data: &mut lock(&session.data),
-            })),
-            None => f(None),
-        }
-    }
-
-    fn create<R>(
-        &self,
-        scope: &Scope,
-        _rel: &[u8],
+        session: &Arc<Session>,
+        _changing: Option<&[&[u8]]>,
         f: impl FnOnce(&mut StateSpace<'_>) -> Result<R>,
     ) -> Result<R> {
-        let session = self.session_for_write(scope)?;
+        // The session's lock covers every path of the session, for reads
+        // and changes alike.
         f(&mut StateSpace {
             engine: self,
             data: &mut lock(&session.data),
@@ -789,7 +763,7 @@ impl Space for StateSpace<'_> {
                 log.push(|seq| Logged { seq, ..record });
             }
             log.trim(capacity);
-            self.engine.changed.send_modify(|n| *n = n.wrapping_add(1));
+            self.engine.counters.changed();
         }
         Ok(())
     }

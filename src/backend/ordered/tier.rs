@@ -146,7 +146,7 @@ impl<E: Engine> OrderedTier<E> {
         origin: Origin,
     ) -> Result<WriteOutcome> {
         let mut batch = Default::default();
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         self.supersede(&*space, &mut batch, path, rel, old, None, true)?;
         let size = space.put(&mut batch, path, rel, old, content, version, &origin)?;
         let kind = if old.is_some() {
@@ -291,7 +291,7 @@ impl<E: Engine> OrderedTier<E> {
         file: Option<&S::File>,
         origin: &Origin,
     ) -> Result<u64> {
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         let tombstone = Some((version, origin));
         self.supersede(space, batch, path, rel, file, tombstone, false)?;
         Ok(version)
@@ -366,7 +366,7 @@ impl<E: Engine> OrderedTier<E> {
         let from_path = path_of(&self.keys, from, file)?;
         let tombstone = self.bury(space, batch, &from_path, from, None, origin)?;
         self.supersede(space, batch, to, to_rel, replaced, None, true)?;
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         space.relocate(batch, from, file, to, to_rel, version, origin)?;
         let size = file.meta().size;
         let (gone, came) = (ChangeKind::Deleted, ChangeKind::Created);
@@ -812,7 +812,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
 
     fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
         if self.engine.keep().changes > 0 {
-            out.push(self.engine.signal());
+            out.push(self.engine.counters().signal());
         }
     }
 }
