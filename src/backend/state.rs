@@ -33,8 +33,8 @@
 
 use super::memory_log::MemoryLog;
 use super::ordered::{
-    Content, Counters, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged,
-    OrderedTier, Past, Space, Stored, Streamed, keys,
+    Content, Counters, Cursor, Engine, FileMeta, Files, Frozen, History, HistoryChange, LogRead,
+    Logged, OrderedTier, Past, Space, Stored, Streamed, keys,
 };
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::Origin;
@@ -606,6 +606,85 @@ impl Space for StateSpace<'_> {
         Ok(())
     }
 
+    fn record(&self, batch: &mut StateBatch, change: Logged) {
+        batch.added += log_cost(&change);
+        batch.logged.push(change);
+    }
+
+    fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::Drop(rel.to_vec()));
+    }
+
+    fn drop_below(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::DropBelow(rel.to_vec()));
+    }
+
+    fn apply(&mut self, batch: StateBatch) -> Result<()> {
+        let StateBatch {
+            steps,
+            added,
+            mut freed,
+            logged,
+        } = batch;
+        // Records the log drops to make room count as freed by the change.
+        let capacity = self.engine.keep.changes;
+        let log = &self.data.log;
+        let dropped = (log.len() + logged.len()).saturating_sub(capacity);
+        let from_log = dropped.min(log.len());
+        let from_batch = dropped - from_log;
+        freed += log.oldest(from_log).map(log_cost).sum::<u64>();
+        freed += logged.iter().take(from_batch).map(log_cost).sum::<u64>();
+        self.engine.reserve(added, freed)?;
+        self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
+        for step in steps {
+            match step {
+                Step::Put(record) => {
+                    self.data.files.insert(record.key.clone(), record);
+                }
+                Step::Drop(key) => {
+                    self.data.files.remove(&key);
+                }
+                Step::DropBelow(rel) => {
+                    let mut doomed = Vec::new();
+                    let mut cursor = self.cursor(&rel);
+                    while let Some((key, _)) = cursor.at {
+                        doomed.push(key.to_vec());
+                        cursor.next();
+                    }
+                    for key in doomed {
+                        self.data.files.remove(&key);
+                    }
+                }
+                Step::Retire(record) => {
+                    self.data
+                        .past
+                        .entry(record.key.clone())
+                        .or_default()
+                        .push(record);
+                }
+                Step::Forget(rel, versions) => {
+                    if let Some(past) = self.data.past.get_mut(&rel) {
+                        past.retain(|r| !versions.contains(&r.version));
+                        if past.is_empty() {
+                            self.data.past.remove(&rel);
+                        }
+                    }
+                }
+            }
+        }
+        if !logged.is_empty() {
+            let log = &mut self.data.log;
+            for record in logged {
+                log.push(|seq| Logged { seq, ..record });
+            }
+            log.trim(capacity);
+            self.engine.counters.changed();
+        }
+        Ok(())
+    }
+}
+
+impl History for StateSpace<'_> {
     fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
         let past = self.data.past.get(rel).into_iter().flatten().rev();
         Ok(past
@@ -689,83 +768,6 @@ impl Space for StateSpace<'_> {
                 split_chunks(record.data.to_vec(), max_chunk),
             )
         }))
-    }
-
-    fn record(&self, batch: &mut StateBatch, change: Logged) {
-        batch.added += log_cost(&change);
-        batch.logged.push(change);
-    }
-
-    fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
-        batch.steps.push(Step::Drop(rel.to_vec()));
-    }
-
-    fn drop_below(&self, batch: &mut StateBatch, rel: &[u8]) {
-        batch.steps.push(Step::DropBelow(rel.to_vec()));
-    }
-
-    fn apply(&mut self, batch: StateBatch) -> Result<()> {
-        let StateBatch {
-            steps,
-            added,
-            mut freed,
-            logged,
-        } = batch;
-        // Records the log drops to make room count as freed by the change.
-        let capacity = self.engine.keep.changes;
-        let log = &self.data.log;
-        let dropped = (log.len() + logged.len()).saturating_sub(capacity);
-        let from_log = dropped.min(log.len());
-        let from_batch = dropped - from_log;
-        freed += log.oldest(from_log).map(log_cost).sum::<u64>();
-        freed += logged.iter().take(from_batch).map(log_cost).sum::<u64>();
-        self.engine.reserve(added, freed)?;
-        self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
-        for step in steps {
-            match step {
-                Step::Put(record) => {
-                    self.data.files.insert(record.key.clone(), record);
-                }
-                Step::Drop(key) => {
-                    self.data.files.remove(&key);
-                }
-                Step::DropBelow(rel) => {
-                    let mut doomed = Vec::new();
-                    let mut cursor = self.cursor(&rel);
-                    while let Some((key, _)) = cursor.at {
-                        doomed.push(key.to_vec());
-                        cursor.next();
-                    }
-                    for key in doomed {
-                        self.data.files.remove(&key);
-                    }
-                }
-                Step::Retire(record) => {
-                    self.data
-                        .past
-                        .entry(record.key.clone())
-                        .or_default()
-                        .push(record);
-                }
-                Step::Forget(rel, versions) => {
-                    if let Some(past) = self.data.past.get_mut(&rel) {
-                        past.retain(|r| !versions.contains(&r.version));
-                        if past.is_empty() {
-                            self.data.past.remove(&rel);
-                        }
-                    }
-                }
-            }
-        }
-        if !logged.is_empty() {
-            let log = &mut self.data.log;
-            for record in logged {
-                log.push(|seq| Logged { seq, ..record });
-            }
-            log.trim(capacity);
-            self.engine.counters.changed();
-        }
-        Ok(())
     }
 }
 

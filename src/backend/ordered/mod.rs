@@ -35,7 +35,7 @@
 //! - history (docs/contract.md § Changes and history): a change keeps the
 //!   version it replaces and a deletion or a move leaves a tombstone, as the
 //!   engine's [`Retention`] says, and drops in the same batch the versions it
-//!   no longer keeps ([`Space::set_history`]); a past version is immutable
+//!   no longer keeps ([`History::set_history`]); a past version is immutable
 //!   until dropped;
 //! - the change log: every change stages one [`Logged`] record per file
 //!   into the batch that makes it ([`Space::record`]); the engine numbers
@@ -201,7 +201,7 @@ pub struct LogRead {
 }
 
 /// What one change does to one file's history, staged at once
-/// ([`Space::set_history`]).
+/// ([`History::set_history`]).
 pub struct HistoryChange<'a, F> {
     /// The record the change replaces or deletes, kept as a past version
     /// (its content and origin with it; its key stays until dropped).
@@ -212,7 +212,7 @@ pub struct HistoryChange<'a, F> {
     /// Past versions to drop, their content released.
     pub forget: &'a [Past],
     /// The past versions kept after the change, newest first: what
-    /// [`Space::past`] answers next.
+    /// [`History::past`] answers next.
     pub past: &'a [Past],
 }
 
@@ -305,35 +305,6 @@ pub trait Space: Files {
     /// Stages the release of `file`'s content (its key stays until dropped).
     fn release(&self, batch: &mut Self::Batch, file: &Self::File) -> Result<()>;
 
-    /// The past versions of `rel` (retired records and tombstones), newest
-    /// first.
-    fn past(&self, rel: &[u8]) -> Result<Vec<Past>>;
-
-    /// Stages what a change does to the history of `rel` (`path`): see
-    /// [`HistoryChange`].
-    fn set_history(
-        &self,
-        batch: &mut Self::Batch,
-        path: &VfsPath,
-        rel: &[u8],
-        change: HistoryChange<'_, Self::File>,
-    ) -> Result<()>;
-
-    /// Every retained version of `rel` (`path`): its current record and its
-    /// past versions, newest first; empty when it has none.
-    fn versions(&self, path: &VfsPath, rel: &[u8]) -> Result<Vec<FileVersion>>;
-
-    /// Retained `version` of `rel` (`path`), current or past, with its
-    /// content as pieces of at most `max_chunk` bytes (a tombstone's are
-    /// empty).
-    fn read_version(
-        &self,
-        path: &VfsPath,
-        rel: &[u8],
-        version: u64,
-        max_chunk: usize,
-    ) -> Result<Option<(FileVersion, ChunkReader)>>;
-
     /// Stages `change` for the scope's change log: it is numbered, and made
     /// visible to readers of the log, when the batch applies.
     fn record(&self, batch: &mut Self::Batch, change: Logged);
@@ -384,12 +355,47 @@ impl Counters {
     }
 }
 
+/// The history of one scope's files, under the same lock as the [`Space`]
+/// it extends: the past versions a change keeps, and reads of them
+/// (docs/contract.md § Changes and history). Apart from [`Space`] so an
+/// engine can keep its history in a file of its own.
+pub trait History: Space {
+    /// The past versions of `rel` (retired records and tombstones), newest
+    /// first.
+    fn past(&self, rel: &[u8]) -> Result<Vec<Past>>;
+
+    /// Stages what a change does to the history of `rel` (`path`): see
+    /// [`HistoryChange`].
+    fn set_history(
+        &self,
+        batch: &mut Self::Batch,
+        path: &VfsPath,
+        rel: &[u8],
+        change: HistoryChange<'_, Self::File>,
+    ) -> Result<()>;
+
+    /// Every retained version of `rel` (`path`): its current record and its
+    /// past versions, newest first; empty when it has none.
+    fn versions(&self, path: &VfsPath, rel: &[u8]) -> Result<Vec<FileVersion>>;
+
+    /// Retained `version` of `rel` (`path`), current or past, with its
+    /// content as pieces of at most `max_chunk` bytes (a tombstone's are
+    /// empty).
+    fn read_version(
+        &self,
+        path: &VfsPath,
+        rel: &[u8],
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<Option<(FileVersion, ChunkReader)>>;
+}
+
 /// A tier's storage: scopes' key spaces, their locks, versions and content.
 pub trait Engine: Send + Sync + 'static {
     /// `state` or `store`, for logs.
     const TIER: &'static str;
     /// The live files of one scope.
-    type Space<'a>: Space<Upload = Self::Upload>
+    type Space<'a>: History<Upload = Self::Upload>
     where
         Self: 'a;
     /// A search's view of one scope.

@@ -72,8 +72,8 @@ mod locks;
 mod log;
 
 use super::ordered::{
-    Content, Counters, Cursor, Engine, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
-    Past, Space, Streamed,
+    Content, Counters, Cursor, Engine, Files, Frozen, History, HistoryChange, LogRead, Logged,
+    OrderedTier, Past, Space, Streamed,
 };
 use super::record::{self, CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
@@ -883,6 +883,39 @@ impl Space for StoreSpace<'_> {
         Ok(())
     }
 
+    fn record(&self, batch: &mut StoreBatch, change: Logged) {
+        batch.logged.push(change);
+    }
+
+    fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
+    }
+
+    fn drop_below(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        let (lo, hi) = keys::subtree(self.ns, rel);
+        batch.batch.delete_range_cf(self.meta, lo, hi);
+    }
+
+    fn apply(&mut self, batch: StoreBatch) -> Result<()> {
+        let StoreBatch {
+            mut batch,
+            version,
+            logged,
+        } = batch;
+        if version > 0 {
+            batch.merge(GENERATION_KEY, version.to_be_bytes());
+        }
+        if !logged.is_empty() {
+            return self.store.write_logged(self.ns, batch, logged);
+        }
+        self.store
+            .db
+            .write_opt(batch, &self.store.write_options)
+            .map_err(db_error("write"))
+    }
+}
+
+impl History for StoreSpace<'_> {
     fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
         let key = keys::version(self.ns, rel, keys::PAST_INDEX);
         match self.versions_value(&key)? {
@@ -981,37 +1014,6 @@ impl Space for StoreSpace<'_> {
         let found = self.as_version(path, &value, false)?;
         let (_, reader) = self.pieces(path, rel, &value, true, max_chunk)?;
         Ok(Some((found, reader)))
-    }
-
-    fn record(&self, batch: &mut StoreBatch, change: Logged) {
-        batch.logged.push(change);
-    }
-
-    fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
-        batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
-    }
-
-    fn drop_below(&self, batch: &mut StoreBatch, rel: &[u8]) {
-        let (lo, hi) = keys::subtree(self.ns, rel);
-        batch.batch.delete_range_cf(self.meta, lo, hi);
-    }
-
-    fn apply(&mut self, batch: StoreBatch) -> Result<()> {
-        let StoreBatch {
-            mut batch,
-            version,
-            logged,
-        } = batch;
-        if version > 0 {
-            batch.merge(GENERATION_KEY, version.to_be_bytes());
-        }
-        if !logged.is_empty() {
-            return self.store.write_logged(self.ns, batch, logged);
-        }
-        self.store
-            .db
-            .write_opt(batch, &self.store.write_options)
-            .map_err(db_error("write"))
     }
 }
 
