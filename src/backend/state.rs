@@ -33,8 +33,8 @@
 
 use super::memory_log::MemoryLog;
 use super::ordered::{
-    Content, Cursor, Engine, FileMeta, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier,
-    Past, Space, Stored, Streamed, keys,
+    Content, Counters, Cursor, Engine, FileMeta, Files, Frozen, History, HistoryChange, LogRead,
+    Logged, OrderedTier, Past, Space, Stored, Streamed, keys,
 };
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
 use crate::change::Origin;
@@ -48,7 +48,6 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::sync::watch;
 
 /// How often idle sessions are looked for.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -150,7 +149,8 @@ struct SessionData {
     bytes: u64,
 }
 
-struct Session {
+/// One session: its files, history and log, and when it was last used.
+pub struct Session {
     data: Mutex<SessionData>,
     last_used: Mutex<Instant>,
 }
@@ -168,13 +168,12 @@ pub struct StateEngine {
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
     last_sweep: Mutex<Instant>,
     total_bytes: AtomicU64,
-    /// One counter for every file of every session: versions only grow, even
-    /// across delete and re-create, so `if_version` can never be fooled.
-    generation: AtomicU64,
+    /// One version counter for every file of every session: versions only
+    /// grow, even across delete and re-create, so `if_version` can never be
+    /// fooled; and one signal for the logged changes of every session.
+    counters: Counters,
     /// History and change log settings.
     keep: Keep,
-    /// Bumped after every batch that logged changes (any session).
-    changed: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -196,9 +195,8 @@ impl OrderedTier<StateEngine> {
                 sessions: Mutex::new(HashMap::new()),
                 last_sweep: Mutex::new(Instant::now()),
                 total_bytes: AtomicU64::new(0),
-                generation: AtomicU64::new(0),
+                counters: Counters::after(0),
                 keep,
-                changed: watch::Sender::new(0),
             },
         )
     }
@@ -301,6 +299,7 @@ impl Engine for StateEngine {
     type Frozen<'a> = Snapshot;
     /// In memory every write is whole: nothing is stored before a commit.
     type Upload = Infallible;
+    type Scoped = Arc<Session>;
 
     fn root_time(&self) -> SystemTime {
         self.created
@@ -325,51 +324,26 @@ impl Engine for StateEngine {
         })
     }
 
-    fn signal(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
-    fn next_version(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    fn find(&self, scope: &Scope) -> Result<Option<Arc<Session>>> {
+        Ok(self.existing(scope))
     }
 
-    fn view<R>(
+    fn find_or_create(&self, scope: &Scope) -> Result<Arc<Session>> {
+        self.session_for_write(scope)
+    }
+
+    fn enter<R>(
         &self,
-        scope: &Scope,
-        f: impl FnOnce(Option<&StateSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        match self.existing(scope) {
-            Some(session) => f(Some(&StateSpace {
-                engine: self,
-                data: &mut lock(&session.data),
-            })),
-            None => f(None),
-        }
-    }
-
-    fn change<R>(
-        &self,
-        scope: &Scope,
-        _rels: &[&[u8]],
-        f: impl FnOnce(Option<&mut StateSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        // The session's lock covers every path of the session.
-        match self.existing(scope) {
-            Some(session) => f(Some(&mut StateSpace {
-                engine: self,
-                data: &mut lock(&session.data),
-            })),
-            None => f(None),
-        }
-    }
-
-    fn create<R>(
-        &self,
-        scope: &Scope,
-        _rel: &[u8],
+        session: &Arc<Session>,
+        _changing: Option<&[&[u8]]>,
         f: impl FnOnce(&mut StateSpace<'_>) -> Result<R>,
     ) -> Result<R> {
-        let session = self.session_for_write(scope)?;
+        // The session's lock covers every path of the session, for reads
+        // and changes alike.
         f(&mut StateSpace {
             engine: self,
             data: &mut lock(&session.data),
@@ -632,6 +606,85 @@ impl Space for StateSpace<'_> {
         Ok(())
     }
 
+    fn record(&self, batch: &mut StateBatch, change: Logged) {
+        batch.added += log_cost(&change);
+        batch.logged.push(change);
+    }
+
+    fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::Drop(rel.to_vec()));
+    }
+
+    fn drop_below(&self, batch: &mut StateBatch, rel: &[u8]) {
+        batch.steps.push(Step::DropBelow(rel.to_vec()));
+    }
+
+    fn apply(&mut self, batch: StateBatch) -> Result<()> {
+        let StateBatch {
+            steps,
+            added,
+            mut freed,
+            logged,
+        } = batch;
+        // Records the log drops to make room count as freed by the change.
+        let capacity = self.engine.keep.changes;
+        let log = &self.data.log;
+        let dropped = (log.len() + logged.len()).saturating_sub(capacity);
+        let from_log = dropped.min(log.len());
+        let from_batch = dropped - from_log;
+        freed += log.oldest(from_log).map(log_cost).sum::<u64>();
+        freed += logged.iter().take(from_batch).map(log_cost).sum::<u64>();
+        self.engine.reserve(added, freed)?;
+        self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
+        for step in steps {
+            match step {
+                Step::Put(record) => {
+                    self.data.files.insert(record.key.clone(), record);
+                }
+                Step::Drop(key) => {
+                    self.data.files.remove(&key);
+                }
+                Step::DropBelow(rel) => {
+                    let mut doomed = Vec::new();
+                    let mut cursor = self.cursor(&rel);
+                    while let Some((key, _)) = cursor.at {
+                        doomed.push(key.to_vec());
+                        cursor.next();
+                    }
+                    for key in doomed {
+                        self.data.files.remove(&key);
+                    }
+                }
+                Step::Retire(record) => {
+                    self.data
+                        .past
+                        .entry(record.key.clone())
+                        .or_default()
+                        .push(record);
+                }
+                Step::Forget(rel, versions) => {
+                    if let Some(past) = self.data.past.get_mut(&rel) {
+                        past.retain(|r| !versions.contains(&r.version));
+                        if past.is_empty() {
+                            self.data.past.remove(&rel);
+                        }
+                    }
+                }
+            }
+        }
+        if !logged.is_empty() {
+            let log = &mut self.data.log;
+            for record in logged {
+                log.push(|seq| Logged { seq, ..record });
+            }
+            log.trim(capacity);
+            self.engine.counters.changed();
+        }
+        Ok(())
+    }
+}
+
+impl History for StateSpace<'_> {
     fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
         let past = self.data.past.get(rel).into_iter().flatten().rev();
         Ok(past
@@ -715,83 +768,6 @@ impl Space for StateSpace<'_> {
                 split_chunks(record.data.to_vec(), max_chunk),
             )
         }))
-    }
-
-    fn record(&self, batch: &mut StateBatch, change: Logged) {
-        batch.added += log_cost(&change);
-        batch.logged.push(change);
-    }
-
-    fn drop_key(&self, batch: &mut StateBatch, rel: &[u8]) {
-        batch.steps.push(Step::Drop(rel.to_vec()));
-    }
-
-    fn drop_below(&self, batch: &mut StateBatch, rel: &[u8]) {
-        batch.steps.push(Step::DropBelow(rel.to_vec()));
-    }
-
-    fn apply(&mut self, batch: StateBatch) -> Result<()> {
-        let StateBatch {
-            steps,
-            added,
-            mut freed,
-            logged,
-        } = batch;
-        // Records the log drops to make room count as freed by the change.
-        let capacity = self.engine.keep.changes;
-        let log = &self.data.log;
-        let dropped = (log.len() + logged.len()).saturating_sub(capacity);
-        let from_log = dropped.min(log.len());
-        let from_batch = dropped - from_log;
-        freed += log.oldest(from_log).map(log_cost).sum::<u64>();
-        freed += logged.iter().take(from_batch).map(log_cost).sum::<u64>();
-        self.engine.reserve(added, freed)?;
-        self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
-        for step in steps {
-            match step {
-                Step::Put(record) => {
-                    self.data.files.insert(record.key.clone(), record);
-                }
-                Step::Drop(key) => {
-                    self.data.files.remove(&key);
-                }
-                Step::DropBelow(rel) => {
-                    let mut doomed = Vec::new();
-                    let mut cursor = self.cursor(&rel);
-                    while let Some((key, _)) = cursor.at {
-                        doomed.push(key.to_vec());
-                        cursor.next();
-                    }
-                    for key in doomed {
-                        self.data.files.remove(&key);
-                    }
-                }
-                Step::Retire(record) => {
-                    self.data
-                        .past
-                        .entry(record.key.clone())
-                        .or_default()
-                        .push(record);
-                }
-                Step::Forget(rel, versions) => {
-                    if let Some(past) = self.data.past.get_mut(&rel) {
-                        past.retain(|r| !versions.contains(&r.version));
-                        if past.is_empty() {
-                            self.data.past.remove(&rel);
-                        }
-                    }
-                }
-            }
-        }
-        if !logged.is_empty() {
-            let log = &mut self.data.log;
-            for record in logged {
-                log.push(|seq| Logged { seq, ..record });
-            }
-            log.trim(capacity);
-            self.engine.changed.send_modify(|n| *n = n.wrapping_add(1));
-        }
-        Ok(())
     }
 }
 

@@ -72,8 +72,8 @@ mod locks;
 mod log;
 
 use super::ordered::{
-    Content, Cursor, Engine, Files, Frozen, HistoryChange, LogRead, Logged, OrderedTier, Past,
-    Space, Streamed,
+    Content, Counters, Cursor, Engine, Files, Frozen, History, HistoryChange, LogRead, Logged,
+    OrderedTier, Past, Space, Streamed,
 };
 use super::record::{self, CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use super::{ChunkReader, ChunkSource, Keep, split_chunks};
@@ -92,10 +92,8 @@ use rocksdb::{
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
-use tokio::sync::watch;
 
 /// Column family of file metadata (and inline content).
 const CF_META: &str = "meta";
@@ -159,14 +157,13 @@ pub struct StoreEngine {
     namespaces: RwLock<HashMap<String, NsId>>,
     /// Serializes the creation of namespaces (rare).
     new_namespace: Mutex<()>,
-    /// The last version handed out.
-    generation: AtomicU64,
+    /// The last version handed out (persisted through [`GENERATION_KEY`]),
+    /// and the signal bumped after every batch that logged changes.
+    counters: Counters,
     /// The change log's epoch (constant for the store's life).
     log_epoch: u64,
     /// Numbers changes: held while a batch with changes is written.
     log: Mutex<LogState>,
-    /// Bumped after every batch that logged changes.
-    changed: watch::Sender<u64>,
 }
 
 /// The `max` merge operator of the generation counter.
@@ -294,10 +291,9 @@ impl OrderedTier<StoreEngine> {
             locks: PathLocks::default(),
             namespaces: RwLock::new(namespaces),
             new_namespace: Mutex::new(()),
-            generation: AtomicU64::new(generation),
+            counters: Counters::after(generation),
             log_epoch,
             log: Mutex::new(log),
-            changed: watch::Sender::new(0),
         };
         store.abandon_unfinished_uploads()?;
         Ok(OrderedTier::mounted(mount, store))
@@ -396,7 +392,7 @@ impl StoreEngine {
             tracing::debug!(cut, head, "trimmed the store's change log");
         }
         drop(log);
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        self.counters.changed();
         Ok(())
     }
 
@@ -423,7 +419,7 @@ impl StoreEngine {
     /// Starts an upload: draws its blob id and records it, so the chunks of
     /// an upload cut short by a crash are found and removed at the next open.
     fn begin_upload(&self) -> Result<u64> {
-        let blob = self.next_version();
+        let blob = self.counters.next_version();
         let mut batch = WriteBatch::default();
         batch.put(upload_marker(blob), []);
         batch.merge(GENERATION_KEY, blob.to_be_bytes());
@@ -887,6 +883,39 @@ impl Space for StoreSpace<'_> {
         Ok(())
     }
 
+    fn record(&self, batch: &mut StoreBatch, change: Logged) {
+        batch.logged.push(change);
+    }
+
+    fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
+    }
+
+    fn drop_below(&self, batch: &mut StoreBatch, rel: &[u8]) {
+        let (lo, hi) = keys::subtree(self.ns, rel);
+        batch.batch.delete_range_cf(self.meta, lo, hi);
+    }
+
+    fn apply(&mut self, batch: StoreBatch) -> Result<()> {
+        let StoreBatch {
+            mut batch,
+            version,
+            logged,
+        } = batch;
+        if version > 0 {
+            batch.merge(GENERATION_KEY, version.to_be_bytes());
+        }
+        if !logged.is_empty() {
+            return self.store.write_logged(self.ns, batch, logged);
+        }
+        self.store
+            .db
+            .write_opt(batch, &self.store.write_options)
+            .map_err(db_error("write"))
+    }
+}
+
+impl History for StoreSpace<'_> {
     fn past(&self, rel: &[u8]) -> Result<Vec<Past>> {
         let key = keys::version(self.ns, rel, keys::PAST_INDEX);
         match self.versions_value(&key)? {
@@ -986,37 +1015,6 @@ impl Space for StoreSpace<'_> {
         let (_, reader) = self.pieces(path, rel, &value, true, max_chunk)?;
         Ok(Some((found, reader)))
     }
-
-    fn record(&self, batch: &mut StoreBatch, change: Logged) {
-        batch.logged.push(change);
-    }
-
-    fn drop_key(&self, batch: &mut StoreBatch, rel: &[u8]) {
-        batch.batch.delete_cf(self.meta, keys::meta(self.ns, rel));
-    }
-
-    fn drop_below(&self, batch: &mut StoreBatch, rel: &[u8]) {
-        let (lo, hi) = keys::subtree(self.ns, rel);
-        batch.batch.delete_range_cf(self.meta, lo, hi);
-    }
-
-    fn apply(&mut self, batch: StoreBatch) -> Result<()> {
-        let StoreBatch {
-            mut batch,
-            version,
-            logged,
-        } = batch;
-        if version > 0 {
-            batch.merge(GENERATION_KEY, version.to_be_bytes());
-        }
-        if !logged.is_empty() {
-            return self.store.write_logged(self.ns, batch, logged);
-        }
-        self.store
-            .db
-            .write_opt(batch, &self.store.write_options)
-            .map_err(db_error("write"))
-    }
 }
 
 impl Engine for StoreEngine {
@@ -1024,6 +1022,7 @@ impl Engine for StoreEngine {
     type Space<'a> = StoreSpace<'a>;
     type Frozen<'a> = StoreSpace<'a>;
     type Upload = Uploaded;
+    type Scoped = NsId;
 
     fn root_time(&self) -> SystemTime {
         SystemTime::UNIX_EPOCH
@@ -1074,48 +1073,26 @@ impl Engine for StoreEngine {
         Ok(read)
     }
 
-    fn signal(&self) -> watch::Receiver<u64> {
-        self.changed.subscribe()
+    fn counters(&self) -> &Counters {
+        &self.counters
     }
 
-    fn next_version(&self) -> u64 {
-        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    fn find(&self, scope: &Scope) -> Result<Option<NsId>> {
+        self.namespace(scope)
     }
 
-    fn view<R>(
+    fn find_or_create(&self, scope: &Scope) -> Result<NsId> {
+        self.create_namespace(scope)
+    }
+
+    fn enter<R>(
         &self,
-        scope: &Scope,
-        f: impl FnOnce(Option<&StoreSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        match self.namespace(scope)? {
-            Some(ns) => f(Some(&self.space(ns, None, false)?)),
-            None => f(None),
-        }
-    }
-
-    fn change<R>(
-        &self,
-        scope: &Scope,
-        rels: &[&[u8]],
-        f: impl FnOnce(Option<&mut StoreSpace<'_>>) -> Result<R>,
-    ) -> Result<R> {
-        // A namespace never written holds no file to lock.
-        let Some(ns) = self.namespace(scope)? else {
-            return f(None);
-        };
-        let _held = self.locks.lock(ns, rels);
-        f(Some(&mut self.space(ns, None, true)?))
-    }
-
-    fn create<R>(
-        &self,
-        scope: &Scope,
-        rel: &[u8],
+        ns: &NsId,
+        changing: Option<&[&[u8]]>,
         f: impl FnOnce(&mut StoreSpace<'_>) -> Result<R>,
     ) -> Result<R> {
-        let ns = self.create_namespace(scope)?;
-        let _held = self.locks.lock(ns, &[rel]);
-        f(&mut self.space(ns, None, true)?)
+        let _held = changing.map(|rels| self.locks.lock(*ns, rels));
+        f(&mut self.space(*ns, None, changing.is_some())?)
     }
 
     fn freeze<R>(
