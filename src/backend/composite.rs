@@ -13,8 +13,8 @@
 //! instead of vanishing from the results.
 
 use super::{
-    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
-    no_change_log,
+    Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition,
+    UpdateFn, WriteOutcome, no_change_log,
 };
 use crate::change::{Change, ChangeCursor};
 use crate::entry::Entry;
@@ -369,6 +369,31 @@ impl Backend for CompositeBackend {
             )));
         }
         from.backend.rename(scope, source, destination, pre)
+    }
+
+    fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        let Some(first) = changes.first() else {
+            return Ok(Vec::new());
+        };
+        let owner = self
+            .owner(&first.path)
+            .ok_or_else(|| Error::NotFound(first.path.to_string()))?;
+        for change in changes {
+            let path = &change.path;
+            if self.holds_mounts(path) {
+                return Err(Error::IsDirectory(path.to_string()));
+            }
+            let mount = self.owner(path).map(|m| &m.prefix);
+            if mount != Some(&owner.prefix) {
+                return Err(Error::InvalidArgument(format!(
+                    "a changeset changes files of one mount: {} is on {}, {path} on {}",
+                    first.path,
+                    owner.prefix,
+                    mount.map_or("no mount".to_owned(), ToString::to_string)
+                )));
+            }
+        }
+        owner.backend.commit(scope, changes)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {

@@ -16,6 +16,7 @@
 //!   history); one that keeps history keeps past versions and tombstones by
 //!   its [`Retention`].
 
+pub mod changeset;
 pub mod composite;
 pub mod fs;
 pub mod memory_log;
@@ -24,6 +25,8 @@ pub mod ordered;
 pub mod record;
 pub mod state;
 pub mod store;
+
+pub use changeset::{FileAction, FileChange, FileCommitted};
 
 use crate::change::{Change, ChangeCursor};
 use crate::error::{Error, Result};
@@ -294,6 +297,22 @@ pub trait Backend: Send + Sync {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome>;
+
+    /// Applies a changeset's file changes as one atomic step, all or none
+    /// (docs/changesets.md § Tiers): every file must still be at the
+    /// version the changeset saw, else `VersionMismatch` and nothing
+    /// changes. Answers what happened to each file, in the order given. A
+    /// tier that cannot apply several files atomically refuses, naming the
+    /// mount.
+    fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        let _ = scope;
+        let path = changes
+            .first()
+            .map_or(String::new(), |c| c.path.to_string());
+        Err(Error::Unsupported(format!(
+            "the mount of {path} does not take changesets"
+        )))
+    }
 
     /// Runs the Grep or Glob of `run` over `part` (a subtree at or below the
     /// search root, cut to a key range), feeding entries to `run` in path

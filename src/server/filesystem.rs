@@ -389,6 +389,14 @@ impl Filesystem for FilesystemService {
         }))
     }
 
+    async fn commit(&self, req: Request<pb::CommitRequest>) -> Reply<pb::CommitResponse> {
+        let caller = caller(&req)?;
+        let ops = super::changeset::operations(req.into_inner())?;
+        let limits = self.service.limits().changeset();
+        let committed = self.service.commit(&caller, ops, limits).await?;
+        Ok(Response::new(super::changeset::response(committed.files)))
+    }
+
     async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();

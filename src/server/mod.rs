@@ -12,6 +12,7 @@
 
 mod access;
 mod caller;
+mod changeset;
 mod convert;
 mod filesystem;
 mod message_limit;

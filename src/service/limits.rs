@@ -72,6 +72,11 @@ impl Limits {
         }
     }
 
+    /// The bounds of one changeset.
+    pub fn changeset(&self) -> super::ChangesetLimits {
+        super::ChangesetLimits::default()
+    }
+
     /// The memory budget of calls in flight.
     pub fn memory(&self) -> &MemoryBudget {
         &self.memory

@@ -23,6 +23,7 @@
 //! `search` → `path`/`error` (docs/architecture.md).
 
 mod caller;
+mod changeset;
 mod edit;
 mod files;
 mod history;
@@ -32,6 +33,7 @@ mod search;
 mod watch;
 
 pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
+pub use changeset::{ChangeOp, ChangesetLimits, Committed, TextEdit};
 pub use files::Files;
 pub use history::VersionDiff;
 pub use limits::{Limits, SearchPermit, StreamPermit};
@@ -146,6 +148,17 @@ impl Service {
             files.rename(&source, &destination, pre)
         })
         .await
+    }
+
+    /// Applies `ops` as one changeset, all or nothing (docs/changesets.md).
+    pub async fn commit(
+        &self,
+        caller: &Caller,
+        ops: Vec<ChangeOp>,
+        limits: ChangesetLimits,
+    ) -> Result<Committed> {
+        self.run(caller, move |files| files.commit(&ops, &limits))
+            .await
     }
 
     /// Admits one more stream of the caller (RESOURCE_EXHAUSTED over

@@ -19,14 +19,16 @@
 //! checked case by case against it (tests/it/apply_patch.rs runs the real
 //! Codex binary on the same patches):
 //!
-//! - markers may be padded with whitespace; the first line must be
+//! - markers may be padded with whitespace (a hunk's `@@` only after it);
+//!   the first line must be
 //!   `*** Begin Patch` and the last `*** End Patch`; a patch with no file
 //!   operation is refused;
 //! - an Add File's lines all start with `+` (none: an empty file);
 //! - an Update File holds at least one hunk; a hunk starts with `@@` or
 //!   `@@ <line>` (the first may omit it), and its lines start with ` `
 //!   (context), `-` (removed) or `+` (added); an empty line is an empty
-//!   context line; `*** End of File` anchors the hunk at the file's end;
+//!   context line (so is a line starting with whitespace, even ` @@`);
+//!   `*** End of File` says the hunk's old lines end the file;
 //! - a hunk's `@@ <line>` is found first, then its old lines after it;
 //!   hunks are found in order, each after the one before. Lines are matched
 //!   exactly if they can be, else ignoring trailing whitespace, else
@@ -222,12 +224,18 @@ fn is_operation(line: &str) -> bool {
         .any(|marker| line.starts_with(marker.trim_end()))
 }
 
+/// Whether a line starts a hunk: `@@` (trailing whitespace allowed) or
+/// `@@ <line>`. A line with leading whitespace is a context line.
+fn is_hunk_header(line: &str) -> bool {
+    line.trim_end() == "@@" || line.starts_with("@@ ")
+}
+
 /// The hunks of an Update, from `body[*i]` up to the next file operation.
 fn parse_hunks(body: &[&str], i: &mut usize) -> Result<Vec<Hunk>> {
     let mut hunks: Vec<Hunk> = Vec::new();
     while *i < body.len() && !is_operation(body[*i]) {
         let number = *i + 2;
-        let header = body[*i].trim();
+        let header = body[*i].trim_end();
         let anchor = if header == "@@" {
             *i += 1;
             None
@@ -251,12 +259,12 @@ fn parse_hunks(body: &[&str], i: &mut usize) -> Result<Vec<Hunk>> {
         };
         let mut lines = 0;
         while let Some(&line) = body.get(*i) {
-            if line.trim() == END_OF_FILE {
+            if line.trim_end() == END_OF_FILE {
                 hunk.at_end = true;
                 *i += 1;
                 break;
             }
-            if line.trim_start().starts_with("@@") || is_operation(line) {
+            if is_hunk_header(line) || is_operation(line) {
                 break;
             }
             match line.chars().next() {
@@ -333,8 +341,8 @@ fn plain(c: char) -> char {
     }
 }
 
-/// Finds `wanted` in `lines` at or after `from` (at the end first when
-/// `at_end`), at the strictest leniency that finds it.
+/// Finds `wanted` in `lines` at or after `from` (with `at_end`, only where
+/// it ends the file), at the strictest leniency that finds it.
 fn seek(
     lines: &[&str],
     wanted: &[String],
@@ -346,9 +354,10 @@ fn seek(
         return Ok(None);
     }
     let last = lines.len() - wanted.len();
+    // `*** End of File`: only at the end.
+    let first = if at_end { last.max(from) } else { from };
     for leniency in LENIENCIES {
-        let starts = at_end.then_some(last).into_iter().chain(from..=last);
-        for start in starts.filter(|s| *s >= from) {
+        for start in first..=last {
             let mut matched = true;
             for (line, want) in lines[start..].iter().zip(wanted) {
                 *budget = budget.checked_sub(1).ok_or_else(|| {
@@ -436,7 +445,7 @@ pub fn apply_hunks(
     placed.sort_by_key(|&(start, _, _)| start);
     let mut out = String::with_capacity(text.len() + 64);
     let mut copied = 0;
-    let mut push = |out: &mut String, line: &str, ending: &str| {
+    let push = |out: &mut String, line: &str, ending: &str| {
         out.push_str(line);
         out.push_str(if ending.is_empty() { newline } else { ending });
     };

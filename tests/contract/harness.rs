@@ -121,6 +121,9 @@ pub struct Tier {
     pub keeps_history: bool,
     /// The tier keeps a change log (every tier).
     pub keeps_change_log: bool,
+    /// The tier applies changesets (`Backend::commit`): State and Store.
+    /// The others refuse them, naming the mount.
+    pub takes_changesets: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
     _dirs: Vec<tempfile::TempDir>,
@@ -257,6 +260,7 @@ impl Tier {
             tier_wide_versions: kind != Kind::Filesystem,
             keeps_history: kind != Kind::Filesystem,
             keeps_change_log: true,
+            takes_changesets: matches!(kind, Kind::State | Kind::Store),
             _dirs: dirs,
         }
     }

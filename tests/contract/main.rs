@@ -17,7 +17,7 @@
 //!   `composite::shared` adds the object tier and works in it.
 //!
 //! Sections: listing, reads, writes, edits, deletes, chunks, search,
-//! errors, concurrency, scopes, history (versions, tombstones, restores,
+//! errors, concurrency, scopes, changesets, history (versions, tombstones, restores,
 //! retention) and changes (the change log: order, cursors, roots, expiry),
 //! Move.
 //!
@@ -43,6 +43,7 @@
 mod s3;
 
 mod changes;
+mod changesets;
 mod chunks;
 mod concurrency;
 mod deletes;
@@ -183,6 +184,15 @@ macro_rules! contract_suite {
             );
             section!($setup, scopes:
                 scopes_see_what_their_tier_shares,
+            );
+            section!($setup, changesets:
+                a_changeset_applies_every_file,
+                a_stale_file_refuses_the_whole_changeset,
+                absence_and_checks_are_conditions_too,
+                a_put_that_cannot_be_a_file_changes_nothing,
+                a_changeset_is_logged_together,
+                a_changeset_keeps_history,
+                concurrent_changesets_serialize,
             );
             section!($setup, history:
                 versions_are_listed_newest_first_with_their_origin,

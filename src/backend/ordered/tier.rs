@@ -8,8 +8,8 @@ use super::{
     Streamed, file_entry, path_of,
 };
 use crate::backend::{
-    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
-    check_directory_delete, no_change_log,
+    Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition,
+    UpdateFn, WriteOutcome, check_directory_delete, no_change_log,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, LogPosition, Operation, Origin};
 use crate::entry::{Entry, EntryKind};
@@ -21,6 +21,8 @@ use crate::search::sorted;
 use crate::search::{SearchPart, SearchRun};
 use std::time::SystemTime;
 use tokio::sync::watch;
+
+mod changeset;
 
 /// Pieces a restore reads a past version in: the size of a Store chunk, so
 /// a large version streams into its new blob one chunk at a time.
@@ -696,6 +698,10 @@ impl<E: Engine> Backend for OrderedTier<E> {
             space.apply(batch)?;
             Ok(outcome)
         })
+    }
+
+    fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        self.commit_changes(scope, changes)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
