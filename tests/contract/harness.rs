@@ -121,8 +121,8 @@ pub struct Tier {
     pub keeps_history: bool,
     /// The tier keeps a change log (every tier).
     pub keeps_change_log: bool,
-    /// The tier applies changesets (`Backend::commit`): State and Store.
-    /// The others refuse them, naming the mount.
+    /// The tier applies changesets (`Backend::commit`): State, Store and
+    /// Filesystem. The object tier refuses them, naming the mount.
     pub takes_changesets: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
@@ -187,8 +187,12 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
             (Arc::new(object), "object", None)
         }
         Kind::Filesystem => {
+            // The served root and, beside it, the changeset journal.
             let dir = tempfile::tempdir().expect("temp dir for the filesystem root");
-            let fs = FsBackend::open(vpath(FS_MOUNT), dir.path(), MAX_FILE_BYTES, 1000)
+            let root = dir.path().join("root");
+            std::fs::create_dir(&root).expect("the filesystem root");
+            let fs = FsBackend::open(vpath(FS_MOUNT), &root, MAX_FILE_BYTES, 1000)
+                .and_then(|fs| fs.with_journal(&dir.path().join("journal")))
                 .expect("open the filesystem root");
             (Arc::new(fs), "filesystem", Some(dir))
         }
@@ -260,7 +264,7 @@ impl Tier {
             tier_wide_versions: kind != Kind::Filesystem,
             keeps_history: kind != Kind::Filesystem,
             keeps_change_log: true,
-            takes_changesets: matches!(kind, Kind::State | Kind::Store),
+            takes_changesets: kind != Kind::Object,
             _dirs: dirs,
         }
     }

@@ -143,6 +143,31 @@ impl FsChanges {
         self.push(path, kind, version, size, origin, false, moved_path);
     }
 
+    /// Records the changes of one changeset agentvfs made, next to each
+    /// other in the log (a watcher receives them together): path, kind,
+    /// (version, size), origin and the other end of a move.
+    pub fn record_all(&self, changes: Vec<(VfsPath, ChangeKind, (u64, u64), Origin, Option<VfsPath>)>) {
+        let mut log = lock(&self.log);
+        for (path, kind, (version, size), origin, moved_path) in changes {
+            log.push(|seq| Change {
+                log: self.mount().clone(),
+                shard: 0,
+                seq,
+                path,
+                kind,
+                version,
+                size,
+                time: SystemTime::now(),
+                origin,
+                external: false,
+                moved_path,
+            });
+        }
+        log.trim(self.capacity);
+        drop(log);
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
     /// Sets `cursor`'s position in this log to its head.
     pub fn head(&self, cursor: &mut ChangeCursor) {
         let bounds = lock(&self.log).bounds();

@@ -61,6 +61,7 @@
 //! `NOT_FOUND`, files over the size limit `RESOURCE_EXHAUSTED`, devices,
 //! sockets and pipes `INVALID_ARGUMENT`.
 
+mod changeset;
 pub mod changes;
 pub mod ignore_cache;
 pub mod ignore_rules;
@@ -69,7 +70,7 @@ pub mod sandbox;
 pub mod search;
 
 use super::{
-    Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
     check_directory_delete,
 };
 use crate::access::{Op, OpSet};
@@ -128,6 +129,11 @@ pub struct FsBackend {
     locks: [RwLock<()>; LOCK_STRIPES],
     /// Makes temporary file names unique within this process.
     temp_counter: AtomicU64,
+    /// The changeset journal, once [`FsBackend::with_journal`] gave one.
+    journal: Option<changeset::Journal>,
+    /// The served directory on the host, resolved (to keep the journal out
+    /// of it).
+    host_root: std::path::PathBuf,
 }
 
 /// The rule of [`Links::Follow`] for `scope`'s caller reaching `path` with
@@ -192,7 +198,30 @@ impl FsBackend {
             changes,
             locks: std::array::from_fn(|_| RwLock::new(())),
             temp_counter: AtomicU64::new(0),
+            journal: None,
+            host_root: root.canonicalize().unwrap_or_else(|_| root.to_owned()),
         })
+    }
+
+    /// The tier taking changesets, with its intent journal in `dir` (the
+    /// server's data directory, never below the served root): finishes or
+    /// undoes first what changesets left there when the server stopped
+    /// (src/backend/fs/changeset.rs).
+    pub fn with_journal(mut self, dir: &Path) -> Result<FsBackend> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Internal(format!("cannot create the journal {}: {e}", dir.display()))
+        })?;
+        let resolved = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        if resolved.starts_with(&self.host_root) {
+            return Err(Error::InvalidArgument(format!(
+                "the changeset journal {} lies inside the served directory",
+                dir.display()
+            )));
+        }
+        let journal = changeset::Journal::open(dir)?;
+        self.recover(&journal)?;
+        self.journal = Some(journal);
+        Ok(self)
     }
 
     /// Marks `path` (and everything below it) as about to be changed by
@@ -1150,6 +1179,10 @@ impl Backend for FsBackend {
             files_moved,
             version,
         })
+    }
+
+    fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        self.commit_changes(scope, changes)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {

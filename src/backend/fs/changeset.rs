@@ -1,0 +1,431 @@
+//! A changeset on the Filesystem tier: an intent journal in the server's data
+//! directory, never in the served one (docs/changesets.md § Tiers).
+//!
+//! Protocol, under the locks of every path of the changeset (taken in
+//! stripe order, so changesets cannot deadlock; reads and stats of those
+//! paths wait on them):
+//!
+//! 1. check: every file is at the version the changeset saw;
+//! 2. prepare: the journal records the intent (each path, and the name of
+//!    the temporary file its new content goes to), then each new content
+//!    is written to its temporary file in the target's directory, given the
+//!    old file's owner and mode and its new version's time stamp, and
+//!    fsynced;
+//! 3. commit point: the journal's record becomes `commit` (written to a
+//!    new file, fsynced, renamed over the record, directory fsynced);
+//! 4. apply: each temporary file is renamed over its path, each deleted
+//!    path unlinked; the directories are fsynced; the record is removed.
+//!
+//! A crash before the commit point leaves no file changed (the temporary
+//! files are removed at the next start; directories the prepare created
+//! may stay, empty); after it, the next start finishes the apply. So every
+//! changeset is wholly applied or wholly absent ([`FsBackend::recover`]).
+//!
+//! Readers through agentvfs see all of a changeset or none of it: a read
+//! or stat holds its path's lock shared, and the changeset holds every
+//! path's exclusively from its check to its last rename. A search walks
+//! without locks and may see part of one; so may a process reading the
+//! directory directly.
+
+use super::sandbox::{self, Links, errno, file_type};
+use super::{FsBackend, keep_owner_and_mode};
+use crate::backend::changeset::stale;
+use crate::backend::{FileAction, FileChange, FileCommitted};
+use crate::change::{ChangeKind, Operation, Origin};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use rustix::fd::OwnedFd;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Mode of a new file before the umask, as a single write creates it.
+const NEW_FILE_MODE: u32 = 0o666;
+
+/// The intent journal of one Filesystem mount: a directory of records,
+/// one per changeset being applied.
+pub struct Journal {
+    dir: PathBuf,
+}
+
+/// A changeset's record in the journal.
+#[derive(Serialize, Deserialize, Debug)]
+struct Intent {
+    /// Past the commit point: the changeset must be applied.
+    committed: bool,
+    /// Every file the changeset changes.
+    entries: Vec<IntentEntry>,
+}
+
+/// One file of a changeset's record.
+#[derive(Serialize, Deserialize, Debug)]
+struct IntentEntry {
+    /// The file's logical path.
+    path: String,
+    /// The temporary file (in the path's directory) holding its new
+    /// content; `None`: the file is deleted.
+    temp: Option<String>,
+}
+
+impl Journal {
+    /// The journal kept in `dir`, created when missing.
+    pub fn open(dir: &Path) -> Result<Journal> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Internal(format!("cannot create the journal {}: {e}", dir.display()))
+        })?;
+        Ok(Journal {
+            dir: dir.to_owned(),
+        })
+    }
+
+    fn record_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.intent"))
+    }
+
+    fn failed(&self, what: &str, e: std::io::Error) -> Error {
+        Error::Internal(format!("journal {}: cannot {what}: {e}", self.dir.display()))
+    }
+
+    /// Writes the record of `id` whole, durably: a new file, fsynced, then
+    /// renamed over the old record and the directory fsynced.
+    fn write(&self, id: &str, intent: &Intent) -> Result<()> {
+        use std::io::Write as _;
+        let text = serde_json::to_vec(intent).expect("an intent serializes");
+        let fresh = self.dir.join(format!("{id}.new"));
+        let mut file = std::fs::File::create(&fresh).map_err(|e| self.failed("write", e))?;
+        file.write_all(&text)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| self.failed("write", e))?;
+        std::fs::rename(&fresh, self.record_path(id)).map_err(|e| self.failed("commit", e))?;
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<()> {
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| self.failed("sync", e))
+    }
+
+    /// Removes the record of `id`: its changeset is done (or undone).
+    fn remove(&self, id: &str) -> Result<()> {
+        match std::fs::remove_file(self.record_path(id)) {
+            Ok(()) => self.sync(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(self.failed("remove a record", e)),
+        }
+    }
+
+    /// Every record left by a changeset that did not finish, by id.
+    fn pending(&self) -> Result<Vec<(String, Intent)>> {
+        let mut out = Vec::new();
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| self.failed("list", e))?;
+        for entry in entries {
+            let path = entry.map_err(|e| self.failed("list", e))?.path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Some(id) = name.strip_suffix(".new") {
+                // A record being rewritten: the old one (if any) holds.
+                tracing::info!(id, "dropping a half-written journal record");
+                std::fs::remove_file(&path).map_err(|e| self.failed("clean", e))?;
+            } else if let Some(id) = name.strip_suffix(".intent") {
+                let text = std::fs::read(&path).map_err(|e| self.failed("read", e))?;
+                let intent = serde_json::from_slice(&text).map_err(|e| {
+                    Error::Internal(format!("journal record {}: {e}", path.display()))
+                })?;
+                out.push((id.to_owned(), intent));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+}
+
+/// One file of a changeset while it is applied.
+struct Prepared {
+    /// Index of its change.
+    index: usize,
+    /// Its parent directory.
+    dir: OwnedFd,
+    /// The temporary file holding its new content, and its name there.
+    temp: Option<(OwnedFd, String)>,
+    /// Its size after the changeset.
+    size: u64,
+}
+
+impl FsBackend {
+    /// Finishes or undoes what changesets left in the journal when the
+    /// server stopped (see the module doc). Runs before the tier serves.
+    pub(super) fn recover(&self, journal: &Journal) -> Result<()> {
+        for (id, intent) in journal.pending()? {
+            tracing::info!(id, committed = intent.committed, files = intent.entries.len(),
+                "recovering a changeset");
+            for entry in &intent.entries {
+                let path = VfsPath::parse(&entry.path)?;
+                let (dir, name) = match self.sandbox.parent(&path, Links::Refuse) {
+                    Ok(found) => found,
+                    // Never prepared this far: nothing to finish or undo.
+                    Err(Error::NotFound(_)) => continue,
+                    Err(e) => return Err(e),
+                };
+                match (&entry.temp, intent.committed) {
+                    (Some(temp), true) => {
+                        match rustix::fs::renameat(&dir, temp.as_str(), &dir, name) {
+                            // Renamed before the stop.
+                            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                            Err(e) => return Err(errno(&path, e)),
+                        }
+                    }
+                    (Some(temp), false) => {
+                        match rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty()) {
+                            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                            Err(e) => return Err(errno(&path, e)),
+                        }
+                    }
+                    (None, true) => match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
+                        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                        Err(e) => return Err(errno(&path, e)),
+                    },
+                    (None, false) => {}
+                }
+                rustix::fs::fsync(&dir).map_err(|e| errno(&path, e))?;
+            }
+            journal.remove(&id)?;
+        }
+        Ok(())
+    }
+
+    /// The regular file at `path` now, if any, with its directory (`None`
+    /// when its parent is missing, so no file is there either).
+    fn found(&self, path: &VfsPath) -> Result<(Option<OwnedFd>, Option<Stat>)> {
+        match self.sandbox.parent(path, Links::Refuse) {
+            Ok((dir, name)) => {
+                let st = self.current(path, &dir, name)?;
+                Ok((Some(dir), st))
+            }
+            Err(Error::NotFound(_)) => Ok((None, None)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `data` to a new temporary file in `dir` for `path`, stamped
+    /// with the version after `old`'s and given its owner and mode.
+    fn prepare_temp(
+        &self,
+        path: &VfsPath,
+        dir: &OwnedFd,
+        temp: &str,
+        data: &[u8],
+        old: Option<&Stat>,
+    ) -> Result<OwnedFd> {
+        let os = |e| errno(path, e);
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(dir, temp, flags, Mode::from_raw_mode(NEW_FILE_MODE as _))
+            .map_err(os)?;
+        sandbox::write_all(&fd, data).map_err(os)?;
+        if let Some(old) = old {
+            keep_owner_and_mode(path, &fd, old)?;
+        }
+        let floor = old.map_or(0, sandbox::version) + 1;
+        let ts = sandbox::timespec(sandbox::nanos(SystemTime::now()).max(floor));
+        let times = Timestamps {
+            last_access: ts,
+            last_modification: ts,
+        };
+        rustix::fs::futimens(&fd, &times).map_err(os)?;
+        rustix::fs::fsync(&fd).map_err(os)?;
+        Ok(fd)
+    }
+
+    /// Applies `changes` (distinct paths, none below another) through the
+    /// journal, or nothing (see the module doc).
+    pub(super) fn commit_changes(
+        &self,
+        scope: &Scope,
+        changes: &[FileChange],
+    ) -> Result<Vec<FileCommitted>> {
+        let Some(journal) = &self.journal else {
+            let path = changes.first().map_or(String::new(), |c| c.path.to_string());
+            return Err(Error::Unsupported(format!(
+                "the mount of {path} does not take changesets (it has no journal)"
+            )));
+        };
+        let mut stripes: Vec<usize> = changes.iter().map(|c| Self::stripe(&c.path)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _locks: Vec<_> = stripes.iter().map(|s| self.lock_stripe(*s)).collect();
+        // 1. Check.
+        let mut olds = Vec::with_capacity(changes.len());
+        let mut sizes = Vec::with_capacity(changes.len());
+        for change in changes {
+            let path = &change.path;
+            if path == self.sandbox.mount() {
+                return Err(Error::IsDirectory(path.to_string()));
+            }
+            if let FileAction::Put { data, .. } = &change.action {
+                Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
+            }
+            let (dir, st) = self.found(path)?;
+            let actual = st.as_ref().map(sandbox::version);
+            if actual != change.expected {
+                return Err(stale(path, change.expected, actual));
+            }
+            sizes.push(st.as_ref().map_or(0, |st| st.st_size as u64));
+            olds.push((dir, st));
+        }
+        // 2. Prepare.
+        let id = format!("{:016x}", rand::random::<u64>());
+        let mut intent = Intent {
+            committed: false,
+            entries: Vec::new(),
+        };
+        for change in changes {
+            let temp = match change.action {
+                FileAction::Put { .. } => Some(self.temp_name()),
+                FileAction::Delete { .. } => None,
+                FileAction::Check => continue,
+            };
+            intent.entries.push(IntentEntry {
+                path: change.path.to_string(),
+                temp,
+            });
+        }
+        journal.write(&id, &intent)?;
+        let mut prepared: Vec<Prepared> = Vec::with_capacity(changes.len());
+        let mut temps = intent.entries.iter().filter_map(|e| e.temp.clone());
+        let made = (|| -> Result<()> {
+            for (index, (change, (dir, old))) in changes.iter().zip(olds).enumerate() {
+                let path = &change.path;
+                match &change.action {
+                    FileAction::Put { data, .. } => {
+                        let dir = match dir {
+                            Some(dir) => dir,
+                            None => self.sandbox.parent_creating(path)?.0,
+                        };
+                        let name = temps.next().expect("a temp per put");
+                        let fd = self.prepare_temp(path, &dir, &name, data, old.as_ref())?;
+                        prepared.push(Prepared {
+                            index,
+                            dir,
+                            temp: Some((fd, name)),
+                            size: data.len() as u64,
+                        });
+                    }
+                    FileAction::Delete { .. } => prepared.push(Prepared {
+                        index,
+                        dir: dir.ok_or_else(|| stale(path, change.expected, None))?,
+                        temp: None,
+                        size: 0,
+                    }),
+                    FileAction::Check => {}
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = made {
+            self.undo(&prepared, changes);
+            journal.remove(&id)?;
+            return Err(e);
+        }
+        // 3. The commit point.
+        intent.committed = true;
+        if let Err(e) = journal.write(&id, &intent) {
+            self.undo(&prepared, changes);
+            journal.remove(&id)?;
+            return Err(e);
+        }
+        // 4. Apply.
+        for file in &prepared {
+            let path = &changes[file.index].path;
+            self.expect(path);
+            let name = path.name();
+            let done = match &file.temp {
+                Some((_, temp)) => rustix::fs::renameat(&file.dir, temp.as_str(), &file.dir, name),
+                None => rustix::fs::unlinkat(&file.dir, name, AtFlags::empty()),
+            };
+            // The record stays: the next start finishes the apply.
+            done.map_err(|e| errno(path, e))?;
+        }
+        for file in &prepared {
+            rustix::fs::fsync(&file.dir).map_err(|e| errno(&changes[file.index].path, e))?;
+        }
+        journal.remove(&id)?;
+        self.outcomes(scope, changes, &prepared, &sizes)
+    }
+
+    /// Removes the temporary files of a changeset that did not commit.
+    fn undo(&self, prepared: &[Prepared], changes: &[FileChange]) {
+        for file in prepared {
+            if let Some((_, temp)) = &file.temp
+                && let Err(e) = rustix::fs::unlinkat(&file.dir, temp.as_str(), AtFlags::empty())
+            {
+                let path = &changes[file.index].path;
+                tracing::warn!(path = %path, cause = %e, "cannot remove a changeset's temporary file");
+            }
+        }
+    }
+
+    /// What the applied changeset did to each file, logged together.
+    fn outcomes(
+        &self,
+        scope: &Scope,
+        changes: &[FileChange],
+        prepared: &[Prepared],
+        sizes: &[u64],
+    ) -> Result<Vec<FileCommitted>> {
+        let mut done: Vec<FileCommitted> = changes
+            .iter()
+            .zip(sizes)
+            .map(|(c, size)| FileCommitted {
+                path: c.path.clone(),
+                version: c.expected.unwrap_or(0),
+                size: *size,
+                deleted: c.expected.is_none(),
+            })
+            .collect();
+        let mut logged = Vec::with_capacity(prepared.len());
+        for file in prepared {
+            let change = &changes[file.index];
+            let out = &mut done[file.index];
+            match (&file.temp, &change.action) {
+                (
+                    Some((fd, _)),
+                    FileAction::Put {
+                        operation,
+                        moved_from,
+                        ..
+                    },
+                ) => {
+                    let st = rustix::fs::fstat(fd).map_err(|e| errno(&change.path, e))?;
+                    debug_assert_eq!(file_type(&st), FileType::RegularFile);
+                    out.version = sandbox::version(&st);
+                    out.size = file.size;
+                    out.deleted = false;
+                    let kind = match change.expected {
+                        Some(_) => ChangeKind::Modified,
+                        None => ChangeKind::Created,
+                    };
+                    let origin = Origin::of(&scope.principal, *operation);
+                    let stamp = (out.version, out.size);
+                    logged.push((change.path.clone(), kind, stamp, origin, moved_from.clone()));
+                }
+                (_, FileAction::Delete { moved_to }) => {
+                    (out.version, out.size, out.deleted) = (0, 0, true);
+                    let operation = match moved_to {
+                        Some(_) => Operation::Move,
+                        None => Operation::Delete,
+                    };
+                    let origin = Origin::of(&scope.principal, operation);
+                    let kind = ChangeKind::Deleted;
+                    logged.push((change.path.clone(), kind, (0, 0), origin, moved_to.clone()));
+                }
+                _ => {}
+            }
+        }
+        if let Some(log) = &self.changes {
+            log.record_all(logged);
+        }
+        Ok(done)
+    }
+}
