@@ -5,18 +5,24 @@
 // (connecting lazily, as grpc.NewClient); every RPC of every service
 // (Filesystem, Tools, Access) is reachable through the typed stubs
 // c.Filesystem, c.Tools and c.Access, whose errors are *Error carrying the
-// envelope code. Grep and Glob are Go iterators that stop the search when the
-// loop breaks or the context is cancelled; Watch is an iterator of the
-// changes under a path that reconnects by itself (from its last cursor) when
-// the connection drops or the server restarts; both take their context when
-// the loop starts (All). Upload and Download move files of any size in chunks
-// (DownloadVersion: a retained version).
+// envelope code and wrapping Go's own errors (errors.Is(err, fs.ErrNotExist),
+// fs.ErrExist, fs.ErrPermission, syscall.EISDIR, syscall.ENOTDIR; see Error)
+// or a *ConflictError with the versions (errors.As). Grep and Glob are Go
+// iterators that stop the search when the loop breaks or the context is
+// cancelled; Watch is an iterator of the changes under a path that reconnects
+// by itself (from its last cursor) when the connection drops or the server
+// restarts; both take their context when the loop starts (All). Upload and
+// Download move files of any size in chunks (DownloadVersion: a retained
+// version).
 //
 //	c, err := agentvfs.NewClient("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
 //	defer c.Close()
-//	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n"})
-//	if agentvfs.CodeOf(err) == agentvfs.CodeConflict { ... }
+//	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n", IfVersion: &seen})
+//	var conflict *agentvfs.ConflictError
+//	if errors.As(err, &conflict) { ... } // conflict.Expected, conflict.Actual
+//	_, err = c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/missing"})
+//	if errors.Is(err, fs.ErrNotExist) { ... }
 //	// Optional request fields are pointers: IfVersion applies to the source.
 //	v := w.GetVersion()
 //	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/notes/a.md", Destination: "/archive/a.md", IfVersion: &v})
