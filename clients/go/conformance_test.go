@@ -12,10 +12,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
@@ -351,9 +353,31 @@ func toJSON(m proto.Message) (any, error) {
 	return out, json.Unmarshal(raw, &out)
 }
 
-// errorJSON is an error as every runner reports it.
+// errorJSON is an error as every runner reports it, with the Go error it
+// wraps by its language-neutral name (tests/conformance/README.md).
 func errorJSON(e *agentvfs.Error) any {
-	return map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message}
+	metadata := map[string]any{}
+	for k, v := range e.Metadata {
+		metadata[k] = v
+	}
+	out := map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message, "metadata": metadata}
+	var conflict *agentvfs.ConflictError
+	switch {
+	case errors.Is(e, fs.ErrNotExist):
+		out["native"] = "not_found"
+	case errors.Is(e, fs.ErrExist):
+		out["native"] = "exists"
+	case errors.Is(e, fs.ErrPermission):
+		out["native"] = "permission"
+	case errors.Is(e, syscall.EISDIR):
+		out["native"] = "is_directory"
+	case errors.Is(e, syscall.ENOTDIR):
+		out["native"] = "not_directory"
+	case errors.As(e, &conflict):
+		out["native"] = "conflict"
+		out["conflict"] = map[string]any{"path": conflict.Path, "expected_version": strconv.FormatUint(conflict.Expected, 10), "actual_version": strconv.FormatUint(conflict.Actual, 10)}
+	}
+	return out
 }
 
 // grpcName is the canonical name of a code ("NOT_FOUND", "CANCELLED").
