@@ -26,9 +26,9 @@
 //! The server's shutdown cancels every session and stream, so a client
 //! holding an event stream open never delays it.
 
+use super::McpConfig;
 use super::{Identity, McpServer};
 use crate::auth::Auth;
-use crate::config::McpConfig;
 use crate::error::Error;
 use crate::service::{
     Account, BodyRefused, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service,

@@ -56,11 +56,11 @@ pub struct App {
     /// Largest file accepted by writes.
     pub max_file_bytes: u64,
     /// The Tools service's root and output budget.
-    pub tools: crate::config::ToolsConfig,
+    pub tools: crate::tools::ToolsConfig,
     /// Stream, search and idle bounds.
-    pub limits: crate::config::LimitsConfig,
+    pub limits: crate::service::LimitsConfig,
     /// The MCP endpoint at `/mcp`.
-    pub mcp: crate::config::McpConfig,
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.

@@ -13,9 +13,9 @@
 //! `data` is not touched: every tool already bounds it by its `limit`
 //! parameter and line clipping.
 
+use super::ToolsConfig;
 use super::{Call, Outcome, Status};
 use crate::backend::Precondition;
-use crate::config::ToolsConfig;
 use crate::path::VfsPath;
 use std::fmt::Write as _;
 

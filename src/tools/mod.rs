@@ -64,7 +64,6 @@ mod write;
 pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
 
 use crate::access::Op;
-use crate::config::ToolsConfig;
 use crate::error::{Error, echo};
 use crate::path::VfsPath;
 use crate::pb;
@@ -72,6 +71,27 @@ use crate::search::{Hit, SearchSpec, Summary};
 use crate::service::{Caller, Service};
 use serde_json::Value;
 use std::time::Instant;
+
+/// Default logical directory where tool results over the output budget are
+/// saved in full (one file per tool call id).
+pub const DEFAULT_LARGE_RESULT_PREFIX: &str = "/large_tool_results";
+/// Default most lines of one tool envelope's text.
+pub const DEFAULT_MAX_OUTPUT_LINES: u64 = 2000;
+/// Default most bytes of one tool envelope's text (50 KiB, about 12k tokens).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 51200;
+
+/// The Tools service's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// Logical project root of the tools.
+    pub root: VfsPath,
+    /// Where results over the output budget are saved in full.
+    pub large_result_prefix: VfsPath,
+    /// Most lines of one envelope's text.
+    pub max_output_lines: u64,
+    /// Most bytes of one envelope's text.
+    pub max_output_bytes: u64,
+}
 
 /// The tools, by their exposed names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
