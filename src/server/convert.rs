@@ -1,11 +1,11 @@
 //! Domain types to protobuf messages (one place, so every RPC agrees).
 
-use crate::backend::WriteOutcome;
 use crate::change::{Change, ChangeKind};
 use crate::entry::{Entry, EntryKind};
 use crate::history::FileVersion;
 use crate::pb;
 use crate::search::{AbortReason, Hit, Summary};
+use crate::service::WriteOutcome;
 
 /// `Entry` → `FileInfo`.
 pub fn file_info(e: &Entry) -> pb::FileInfo {

@@ -17,7 +17,6 @@ use super::caller::caller;
 use super::convert;
 use super::message_limit::too_large;
 use crate::access::Op;
-use crate::backend::{ChunkReader, Precondition};
 use crate::change::ChangeCursor;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
@@ -29,7 +28,9 @@ use crate::search::{
     Budgets, EVENT_CHANNEL_CAPACITY, GrepRequest, Hit, MAX_BATCH_BYTES, SearchEvent, SearchSpec,
     compile_regex,
 };
-use crate::service::{Service, StreamPermit, WATCH_PAGE, WatchStart, Watcher, blocking};
+use crate::service::{
+    ChunkReader, Precondition, Service, StreamPermit, WATCH_PAGE, WatchStart, Watcher, blocking,
+};
 use crate::text::diff::DiffCaps;
 use crate::text::{self, EditSpec};
 use std::pin::Pin;

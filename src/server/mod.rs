@@ -25,9 +25,9 @@ pub use message_limit::{TooLargeStatus, too_large};
 pub use tools::ToolsService;
 
 use crate::auth::Auth;
-use crate::backend::Backend;
 use crate::mcp::http::McpHttp;
 use crate::pb;
+use crate::service::Backend;
 use crate::service::{Limits, Service};
 use std::future::Future;
 use std::sync::Arc;

@@ -13,6 +13,7 @@ use crate::pb;
 use crate::pb::tools_server::Tools as ToolsRpc;
 use crate::service::Caller;
 use crate::tools::{Envelope, Object, ToolName, Tools};
+use prost_types::value::Kind;
 use serde_json::Value;
 use tonic::{Request, Response, Status};
 
@@ -47,6 +48,46 @@ fn put<T: Into<Value>>(args: &mut Object, key: &str, value: Option<T>) {
     }
 }
 
+/// The envelope as the protobuf message.
+fn envelope_message(envelope: &Envelope) -> pb::Envelope {
+    pb::Envelope {
+        status: envelope.status.as_str().into(),
+        data: Some(to_struct(&envelope.data)),
+        text: envelope.text.clone(),
+        stats: Some(to_struct(&envelope.stats)),
+        context: Some(to_struct(&envelope.context)),
+        error: envelope.error().map(|e| pb::EnvelopeError {
+            code: e.code.into(),
+            message: e.message.clone(),
+        }),
+    }
+}
+
+/// A JSON object as a `google.protobuf.Struct` (numbers become doubles, as
+/// the well-known type requires).
+fn to_struct(object: &Object) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: object
+            .iter()
+            .map(|(k, v)| (k.clone(), to_proto_value(v)))
+            .collect(),
+    }
+}
+
+fn to_proto_value(v: &Value) -> prost_types::Value {
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(to_proto_value).collect(),
+        }),
+        Value::Object(o) => Kind::StructValue(to_struct(o)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
 type Reply<T> = Result<Response<T>, Status>;
 
 macro_rules! reply {
@@ -54,7 +95,7 @@ macro_rules! reply {
         let envelope = $envelope;
         Ok(Response::new(pb::$ty {
             envelope_json: envelope.to_json(),
-            envelope: Some(envelope.to_proto()),
+            envelope: Some(envelope_message(&envelope)),
         }))
     }};
 }
@@ -62,8 +103,13 @@ macro_rules! reply {
 #[tonic::async_trait]
 impl ToolsRpc for ToolsService {
     async fn list_tools(&self, _: Request<pb::ListToolsRequest>) -> Reply<pb::ListToolsResponse> {
+        let tools = ToolName::ALL.map(|t| pb::ToolSpec {
+            name: t.as_str().into(),
+            description: t.description().into(),
+            parameters_json_schema: t.schema().to_string(),
+        });
         Ok(Response::new(pb::ListToolsResponse {
-            tools: Tools::specs(),
+            tools: tools.into(),
         }))
     }
 
@@ -225,5 +271,35 @@ impl ToolsRpc for ToolsService {
             self.typed(caller, ToolName::History, args, &r.tool_call_id)
                 .await
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn envelopes_carry_the_error_code() {
+        let err = Envelope::from_error(
+            crate::tools::ToolError::new(
+                crate::Error::NotFound("/x".into()),
+                "Path 'x' does not exist.",
+            ),
+            Object::new(),
+            Object::new(),
+        );
+        assert_eq!(envelope_message(&err).error.unwrap().code, "NOT_FOUND");
+    }
+
+    #[test]
+    fn structs_carry_nested_values() {
+        let object = json!({"n": 3, "l": ["a", true, null]});
+        let s = to_struct(object.as_object().unwrap_or(&Object::new()));
+        assert_eq!(s.fields["n"].kind, Some(Kind::NumberValue(3.0)));
+        let Some(Kind::ListValue(l)) = &s.fields["l"].kind else {
+            panic!("list expected");
+        };
+        assert_eq!(l.values.len(), 3);
     }
 }

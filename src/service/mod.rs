@@ -39,8 +39,11 @@ pub use memory::{Account, BodyRefused, MemoryBudget};
 pub use search::collect;
 pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
 
+/// What front ends hand to and get from the tiers, through this layer:
+/// a front end names no `backend` item (`tests/it/modules.rs`).
+pub use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
+
 use crate::access::Op;
-use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;

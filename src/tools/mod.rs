@@ -66,7 +66,6 @@ pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::{Error, echo};
 use crate::path::VfsPath;
-use crate::pb;
 use crate::search::{Hit, SearchSpec, Summary};
 use crate::service::{Caller, Service};
 use serde_json::Value;
@@ -295,18 +294,6 @@ impl Tools {
     /// The project root: where relative paths start and what the tools may reach.
     pub fn root(&self) -> &VfsPath {
         &self.config.root
-    }
-
-    /// ListTools: every tool's name, description and parameters schema.
-    pub fn specs() -> Vec<pb::ToolSpec> {
-        ToolName::ALL
-            .into_iter()
-            .map(|t| pb::ToolSpec {
-                name: t.as_str().into(),
-                description: t.description().into(),
-                parameters_json_schema: t.schema().to_string(),
-            })
-            .collect()
     }
 
     /// Runs one tool call given as JSON text. Empty text means no arguments;

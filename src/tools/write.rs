@@ -15,8 +15,8 @@
 use super::args::Args;
 use super::{Call, Object, Outcome, Status, ToolError, object_schema};
 use crate::access::Op;
-use crate::backend::Precondition;
 use crate::error::Error;
+use crate::service::Precondition;
 use crate::text::diff::{self, DiffPreview};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
