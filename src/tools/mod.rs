@@ -58,10 +58,12 @@ mod hint;
 mod history;
 mod ls;
 mod multi_edit;
+pub mod params;
 mod read;
 mod write;
 
 pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
+pub use params::Params;
 
 use crate::access::Op;
 use crate::error::{Error, echo};
@@ -159,30 +161,25 @@ impl ToolName {
         }
     }
 
-    /// The JSON Schema of the arguments object (docs/contract.md § LS, § Glob and Grep).
-    pub fn schema(self) -> Value {
+    /// The parameter table (`params`): the schema, the accepted names and
+    /// the typed RPCs' arguments all come from it.
+    pub fn params(self) -> &'static Params {
         match self {
-            ToolName::Ls => ls::schema(),
-            ToolName::Glob => glob::schema(),
-            ToolName::Grep => grep::schema(),
-            ToolName::Read => read::schema(),
-            ToolName::Write => write::schema(),
-            ToolName::Edit => edit::schema(),
-            ToolName::MultiEdit => multi_edit::schema(),
-            ToolName::History => history::schema(),
+            ToolName::Ls => &ls::PARAMS,
+            ToolName::Glob => &glob::PARAMS,
+            ToolName::Grep => &grep::PARAMS,
+            ToolName::Read => &read::PARAMS,
+            ToolName::Write => &write::PARAMS,
+            ToolName::Edit => &edit::PARAMS,
+            ToolName::MultiEdit => &multi_edit::PARAMS,
+            ToolName::History => &history::PARAMS,
         }
     }
-}
 
-/// Builds a parameters schema: an object with these properties (in order),
-/// these required ones, and no others.
-fn object_schema(properties: Value, required: &[&str]) -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
+    /// The JSON Schema of the arguments object (docs/contract.md § LS, § Glob and Grep).
+    pub fn schema(self) -> Value {
+        self.params().schema()
+    }
 }
 
 /// The tool layer over the application layer. Cloning is cheap.
