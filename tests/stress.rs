@@ -25,6 +25,9 @@
 //! names the requests in flight at that moment, those started just before
 //! and those whose client gave up while the server may still run them.
 
+#[path = "support/launch.rs"]
+mod launch;
+
 use agentvfs::pb;
 use agentvfs::pb::access_client::AccessClient;
 use agentvfs::pb::filesystem_client::FilesystemClient;
@@ -33,9 +36,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::future::Future;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -310,24 +312,25 @@ struct Server {
     pid: u32,
     url: String,
     /// The last lines the server wrote to stderr.
-    logs: Arc<Mutex<VecDeque<String>>>,
+    logs: launch::Logs,
 }
 
 impl Server {
     fn start(fixture: &Fixture) -> Server {
         let config = fixture.root().join("agentvfs.toml");
         std::fs::write(&config, fixture.config()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
-            .arg("serve")
-            .arg("--config")
-            .arg(&config)
-            .current_dir(fixture.root())
-            .env("RUST_LOG", "agentvfs=warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn agentvfs");
-        let pid = child.id();
+        let launched = launch::Launch {
+            args: vec![
+                "serve".into(),
+                "--config".into(),
+                config.display().to_string(),
+            ],
+            cwd: fixture.root(),
+            log_filter: "agentvfs=warn",
+            env: Vec::new(),
+        }
+        .start();
+        let pid = launched.child.id();
         let limit = DATA_LIMIT_MIB << 20;
         rustix::process::prlimit(
             rustix::process::Pid::from_raw(pid as i32),
@@ -338,31 +341,11 @@ impl Server {
             },
         )
         .expect("limit the server's data segment");
-        let logs = Arc::new(Mutex::new(VecDeque::new()));
-        let stderr = child.stderr.take().unwrap();
-        let sink = logs.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut logs = sink.lock().unwrap();
-                if logs.len() == 40 {
-                    logs.pop_front();
-                }
-                logs.push_back(line);
-            }
-        });
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("agentvfs listening on ")
-            .unwrap_or_else(|| panic!("server did not start: {line:?}"));
         Server {
-            url: format!("http://{addr}"),
+            url: format!("http://{}", launched.addr),
             pid,
-            child: Arc::new(Mutex::new(child)),
-            logs,
+            child: Arc::new(Mutex::new(launched.child)),
+            logs: launched.logs,
         }
     }
 
@@ -1992,8 +1975,10 @@ async fn run(settings: Settings) -> Vec<String> {
     } else {
         // State lives in memory and dies with the process; the durable tiers
         // must still hold every acknowledged write after a restart.
-        let logs: Vec<String> = server.logs.lock().unwrap().iter().cloned().collect();
-        eprintln!("stress: last server log lines:\n  {}", logs.join("\n  "));
+        let logs = server.logs.lock().unwrap().clone();
+        let last: Vec<&str> = logs.lines().rev().take(40).collect();
+        let last: Vec<&str> = last.into_iter().rev().collect();
+        eprintln!("stress: last server log lines:\n  {}", last.join("\n  "));
         drop(server);
         let restarted = Server::start(&fixture);
         let (c, l, e) = verify(&restarted, &owned, true).await;

@@ -1,10 +1,13 @@
 //! What the benchmarks share: the real `agentvfs` binary serving on a
 //! loopback port, killed when dropped (also when a benchmark panics).
 
+#[path = "../../tests/support/launch.rs"]
+#[allow(dead_code)] // the benchmarks do not read the server's log
+mod launch;
+
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 
 /// A running `agentvfs serve`.
 pub struct Served {
@@ -16,33 +19,29 @@ pub struct Served {
 impl Served {
     /// `agentvfs serve --listen 127.0.0.1:0` with `args`, run in `cwd`
     /// (the default configuration serves its working directory at
-    /// `/workspace`), logging warnings only. `AGENTVFS_SERVER_BIN` runs
-    /// another build (an earlier commit's, for before/after tables).
+    /// `/workspace`), logging warnings only (tests/support/launch.rs; its
+    /// `AGENTVFS_SERVER_BIN` runs an earlier build for before/after tables).
     pub fn start<I, S>(args: I, cwd: &Path) -> Served
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let bin = std::env::var("AGENTVFS_SERVER_BIN");
-        let mut child = Command::new(bin.as_deref().unwrap_or(env!("CARGO_BIN_EXE_agentvfs")))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .current_dir(cwd)
-            .env("RUST_LOG", "agentvfs=warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn agentvfs");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("read the listening line");
-        let addr = line
-            .trim()
-            .strip_prefix("agentvfs listening on ")
-            .unwrap_or_else(|| panic!("server did not start: {line:?}"))
-            .to_owned();
-        Served { child, addr }
+        let mut serve: Vec<String> = vec!["serve".into(), "--listen".into(), "127.0.0.1:0".into()];
+        serve.extend(
+            args.into_iter()
+                .map(|a| a.as_ref().to_string_lossy().into_owned()),
+        );
+        let launched = launch::Launch {
+            args: serve,
+            cwd,
+            log_filter: "agentvfs=warn",
+            env: Vec::new(),
+        }
+        .start();
+        Served {
+            child: launched.child,
+            addr: launched.addr,
+        }
     }
 
     /// `http://host:port`, for gRPC clients.

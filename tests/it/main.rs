@@ -38,6 +38,8 @@
 //!   measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle.
 
+#[path = "../support/launch.rs"]
+mod launch;
 #[path = "../support/s3.rs"]
 mod s3;
 

@@ -839,10 +839,7 @@ async fn a_watcher_on_another_server_gets_every_acknowledged_write_once_across_k
     );
     for (path, version) in &extra {
         let versions = fs
-            .list_versions(pb::ListVersionsRequest {
-                path: path.clone(),
-                ..Default::default()
-            })
+            .list_versions(pb::ListVersionsRequest { path: path.clone() })
             .await
             .unwrap()
             .into_inner()

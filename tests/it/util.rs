@@ -3,8 +3,7 @@
 
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -161,47 +160,31 @@ fn spawn(
     data: &std::path::Path,
     args: &[String],
 ) -> (Child, String, Arc<Mutex<String>>) {
-    // AGENTVFS_SERVER_BIN runs the tests against another build (the
-    // memory attacks' numbers before a fix, tests/it/memory.rs).
-    let bin = std::env::var("AGENTVFS_SERVER_BIN");
-    let mut cmd = Command::new(bin.as_deref().unwrap_or(env!("CARGO_BIN_EXE_agentvfs")));
-    cmd.args(args)
-        .current_dir(dir)
-        .env("RUST_LOG", "agentvfs=debug")
-        .env("XDG_DATA_HOME", data);
+    let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![("XDG_DATA_HOME", data.as_os_str())];
     // An object mount without an endpoint reaches the test process's S3
     // server, as a deployment's would reach AWS_ENDPOINT_URL.
     let config = dir.join("agentvfs.toml");
     if std::fs::read_to_string(&config).is_ok_and(|c| c.contains("tier = \"object\"")) {
         let s3 = crate::s3::s3();
-        cmd.env("AWS_ENDPOINT_URL", &s3.endpoint)
-            .env("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY)
-            .env("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_KEY)
-            .env("AWS_ALLOW_HTTP", "true");
+        env.extend([
+            ("AWS_ENDPOINT_URL", s3.endpoint.as_ref()),
+            ("AWS_ACCESS_KEY_ID", crate::s3::ACCESS_KEY.as_ref()),
+            ("AWS_SECRET_ACCESS_KEY", crate::s3::SECRET_KEY.as_ref()),
+            ("AWS_ALLOW_HTTP", "true".as_ref()),
+        ]);
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn agentvfs");
-    let logs = Arc::new(Mutex::new(String::new()));
-    let stderr = child.stderr.take().expect("piped stderr");
-    let sink = logs.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let mut logs = sink.lock().unwrap();
-            logs.push_str(&line);
-            logs.push('\n');
-        }
-    });
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout"));
-    let mut line = String::new();
-    stdout.read_line(&mut line).expect("read stdout");
-    let Some(addr) = line.trim().strip_prefix("agentvfs listening on ") else {
-        let _ = child.wait();
-        panic!(
-            "server did not start: {line:?}; stderr: {}",
-            logs.lock().unwrap()
-        );
-    };
-    (child, format!("http://{addr}"), logs)
+    let launched = crate::launch::Launch {
+        args: args.to_vec(),
+        cwd: dir,
+        log_filter: "agentvfs=debug",
+        env,
+    }
+    .start();
+    (
+        launched.child,
+        format!("http://{}", launched.addr),
+        launched.logs,
+    )
 }
 
 /// A request carrying a session header (and a token when given).
