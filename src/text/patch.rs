@@ -436,7 +436,7 @@ pub fn apply_hunks(
     placed.sort_by_key(|&(start, _, _)| start);
     let mut out = String::with_capacity(text.len() + 64);
     let mut copied = 0;
-    let mut push = |out: &mut String, line: &str, ending: &str| {
+    let push = |out: &mut String, line: &str, ending: &str| {
         out.push_str(line);
         out.push_str(if ending.is_empty() { newline } else { ending });
     };
