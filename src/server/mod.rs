@@ -15,6 +15,7 @@ mod caller;
 mod convert;
 mod filesystem;
 mod message_limit;
+mod streams;
 mod tools;
 pub mod transport;
 
@@ -133,14 +134,8 @@ pub async fn serve(
     let mut router = routes.routes().into_axum_router();
     let mut mcp_shutdown = None;
     if app.mcp.http {
-        let (endpoint, stop) = McpHttp::new(
-            llm_tools,
-            service,
-            app.auth.clone(),
-            &app.mcp,
-            max_message,
-            limits.idle_timeout(),
-        );
+        let (endpoint, stop) =
+            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
         router = router.route_service(crate::mcp::http::PATH, endpoint);
         mcp_shutdown = Some(stop);
     }

@@ -24,6 +24,7 @@ use crate::access::Principal;
 use crate::error::{Error, Result};
 use crate::service::memory::MemoryBudget;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -150,6 +151,14 @@ impl Drop for StreamPermit {
     }
 }
 
+/// A client sent nothing for the idle timeout while the server waited on
+/// it ([`Limits::from_client`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientIdle {
+    /// The idle timeout, in seconds (`stream_idle_timeout_seconds`).
+    pub seconds: u64,
+}
+
 /// One admitted search; dropping it gives the slot back.
 pub type SearchPermit = OwnedSemaphorePermit;
 
@@ -177,6 +186,23 @@ impl Limits {
     /// How long a stream may wait on its client.
     pub fn idle_timeout(&self) -> Duration {
         self.config.stream_idle_timeout
+    }
+
+    /// Waits at most the idle timeout for what a client sends next (an
+    /// upload's next message, the rest of an MCP request body): the one
+    /// bound on the server's waits on a client's request, as the transport's
+    /// is on a client taking an answer (`src/server/transport.rs`). The
+    /// caller words the refusal for its protocol.
+    pub async fn from_client<F: Future>(
+        &self,
+        next: F,
+    ) -> std::result::Result<F::Output, ClientIdle> {
+        let idle = self.idle_timeout();
+        tokio::time::timeout(idle, next)
+            .await
+            .map_err(|_| ClientIdle {
+                seconds: idle.as_secs(),
+            })
     }
 
     /// Admits one more stream of `principal`, or refuses it
