@@ -76,7 +76,7 @@ fn load(args: &ServeArgs) -> Result<Config, String> {
     }
     for mount in &mut config.mounts {
         match &mut mount.tier {
-            TierConfig::Filesystem { root } if mount.prefix.as_str() == "/workspace" => {
+            TierConfig::Filesystem { root, .. } if mount.prefix.as_str() == "/workspace" => {
                 if let Some(dir) = &args.root {
                     *root = dir.clone();
                 }

@@ -9,7 +9,7 @@ use crate::backend::fs::FsBackend;
 use crate::backend::object::{ObjectBackend, ObjectOptions, RENEW_UPLOADS_AFTER};
 use crate::backend::state::StateBackend;
 use crate::backend::store::{StoreBackend, StoreOptions};
-use crate::config::{Config, TierConfig};
+use crate::config::{self, Config, TierConfig};
 use crate::error::Error;
 use crate::server::App;
 use std::sync::Arc;
@@ -23,18 +23,22 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 Arc::new(StateBackend::new(m.prefix.clone(), config.state, m.keep)),
                 "state",
             ),
-            TierConfig::Filesystem { root } => (
-                Arc::new(
-                    FsBackend::open(
-                        m.prefix.clone(),
-                        root,
-                        config.max_file_bytes,
-                        m.keep.changes,
-                    )
-                    .map_err(|e| format!("mount {}: {e}", m.prefix))?,
-                ),
-                "filesystem",
-            ),
+            TierConfig::Filesystem { root, journal } => {
+                let journal = match journal {
+                    Some(dir) => dir.clone(),
+                    None => config::default_journal_path(root)
+                        .map_err(|e| format!("mount {}: {e}", m.prefix))?,
+                };
+                let fs = FsBackend::open(
+                    m.prefix.clone(),
+                    root,
+                    config.max_file_bytes,
+                    m.keep.changes,
+                )
+                .and_then(|fs| fs.with_journal(&journal))
+                .map_err(|e| format!("mount {}: {e}", m.prefix))?;
+                (Arc::new(fs), "filesystem")
+            }
             TierConfig::Store { path, sync } => {
                 let options = StoreOptions {
                     sync: *sync,
@@ -134,7 +138,7 @@ pub fn check_data_dirs(config: &Config) -> Result<(), String> {
         };
         let data = real_path(path)?;
         for served in &config.mounts {
-            let TierConfig::Filesystem { root } = &served.tier else {
+            let TierConfig::Filesystem { root, .. } = &served.tier else {
                 continue;
             };
             let root_real = real_path(root)?;

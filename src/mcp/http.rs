@@ -26,12 +26,12 @@
 //! The server's shutdown cancels every session and stream, so a client
 //! holding an event stream open never delays it.
 
+use super::McpConfig;
 use super::{Identity, McpServer};
 use crate::auth::Auth;
-use crate::config::McpConfig;
 use crate::error::Error;
 use crate::service::{
-    Account, BodyRefused, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Service,
+    Account, BodyRefused, Caller, Credentials, Limits, NAMESPACE_HEADER, SESSION_HEADER, Service,
 };
 use crate::tools::Tools;
 use axum::body::Body;
@@ -46,7 +46,6 @@ use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 /// Where the endpoint is served.
 pub const PATH: &str = "/mcp";
@@ -64,7 +63,8 @@ pub struct McpHttp {
     max_sessions: usize,
     max_sessions_per_principal: usize,
     max_body_bytes: usize,
-    body_timeout: Duration,
+    /// Bounds the wait for a request's body (the idle timeout).
+    limits: Limits,
 }
 
 /// Who opened each session, and the `initialize` calls under way per
@@ -107,16 +107,16 @@ pub type Shutdown = tokio_util::sync::CancellationToken;
 
 impl McpHttp {
     /// The endpoint over `tools` and `service`, accepting request bodies up
-    /// to `max_body_bytes` that arrive within `body_timeout`, and the handle
-    /// that shuts it down.
+    /// to `max_body_bytes` that arrive within the idle timeout of the
+    /// service's limits, and the handle that shuts it down.
     pub fn new(
         tools: Tools,
         service: Service,
         auth: Arc<Auth>,
         config: &McpConfig,
         max_body_bytes: usize,
-        body_timeout: Duration,
     ) -> (McpHttp, Shutdown) {
+        let limits = service.limits().clone();
         let mut sessions = LocalSessionManager::default();
         sessions.session_config.keep_alive = Some(config.session_idle_timeout);
         let sessions = Arc::new(sessions);
@@ -138,7 +138,7 @@ impl McpHttp {
             max_sessions: config.max_sessions,
             max_sessions_per_principal: config.max_sessions_per_principal,
             max_body_bytes,
-            body_timeout,
+            limits,
         };
         (endpoint, shutdown)
     }
@@ -209,12 +209,12 @@ impl McpHttp {
     }
 
     /// `req` with its body read whole: at most `max_body_bytes`, all of it
-    /// within `body_timeout`, so a client that stalls mid-body is answered
+    /// within the idle timeout, so a client that stalls mid-body is answered
     /// (408) and dropped instead of holding the request open for ever.
     async fn read_body(&self, req: Request<Body>) -> Result<Request<Body>, Response<Body>> {
         let (parts, body) = req.into_parts();
         let limited = http_body_util::Limited::new(body, self.max_body_bytes);
-        match tokio::time::timeout(self.body_timeout, limited.collect()).await {
+        match self.limits.from_client(limited.collect()).await {
             Ok(Ok(collected)) => {
                 let bytes = collected.to_bytes();
                 // JSON that does not parse is a JSON-RPC parse error (-32700,
@@ -243,11 +243,11 @@ impl McpHttp {
                 }
                 Err(self.unreadable(&*e))
             }
-            Err(_) => Err(json_error(
+            Err(idle) => Err(json_error(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(
                     "request body not received within {} s ([limits] stream_idle_timeout_seconds)",
-                    self.body_timeout.as_secs()
+                    idle.seconds
                 ),
             )),
         }

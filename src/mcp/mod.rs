@@ -36,6 +36,63 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use std::sync::Arc;
+use std::time::Duration;
+
+/// Default `[mcp] max_sessions`.
+pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 256;
+/// Most `[mcp] max_sessions`: each live session holds a task and a channel.
+pub const MAX_MCP_SESSIONS: u64 = 65_536;
+/// Default `[mcp] max_sessions_per_principal`: one principal cannot take
+/// every session of the pool.
+pub const DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL: u64 = 16;
+/// Default `[mcp] allowed_origins`: pages served from this machine.
+pub const DEFAULT_MCP_ALLOWED_ORIGINS: [&str; 6] = [
+    "http://localhost:*",
+    "https://localhost:*",
+    "http://127.0.0.1:*",
+    "https://127.0.0.1:*",
+    "http://[::1]:*",
+    "https://[::1]:*",
+];
+/// Default `[mcp] session_idle_timeout_seconds`.
+pub const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS: u64 = 300;
+
+/// The `[mcp]` section: the Model Context Protocol endpoint served at
+/// `/mcp` on the gRPC listener (docs/mcp.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpConfig {
+    /// Serve MCP over streamable HTTP at `/mcp` (default on).
+    pub http: bool,
+    /// `Host` values the endpoint answers (a DNS-rebinding guard): names or
+    /// `name:port`. Default: the loopback names.
+    pub allowed_hosts: Vec<String>,
+    /// MCP sessions (of clients on protocol versions with sessions) live at
+    /// once; an `initialize` beyond it is refused with HTTP 503.
+    pub max_sessions: usize,
+    /// MCP sessions one principal may have open at once; an `initialize`
+    /// beyond it is refused with HTTP 503.
+    pub max_sessions_per_principal: usize,
+    /// Browser origins whose pages may call the endpoint (`scheme://host:port`,
+    /// `:*` for any port, or `null`); a request whose `Origin` is another is
+    /// refused with HTTP 403 (the MCP specification's DNS-rebinding rule).
+    /// Requests without `Origin` (agents, not browsers) pass.
+    pub allowed_origins: Vec<String>,
+    /// A session unused this long is closed and its memory freed.
+    pub session_idle_timeout: Duration,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        McpConfig {
+            http: true,
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec(),
+            max_sessions: DEFAULT_MCP_MAX_SESSIONS as usize,
+            max_sessions_per_principal: DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL as usize,
+            allowed_origins: DEFAULT_MCP_ALLOWED_ORIGINS.map(String::from).to_vec(),
+            session_idle_timeout: Duration::from_secs(DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS),
+        }
+    }
+}
 
 /// Where a request's caller comes from.
 #[derive(Clone)]

@@ -16,6 +16,7 @@ mod changeset;
 mod convert;
 mod filesystem;
 mod message_limit;
+mod streams;
 mod tools;
 pub mod transport;
 
@@ -26,9 +27,9 @@ pub use message_limit::{TooLargeStatus, too_large};
 pub use tools::ToolsService;
 
 use crate::auth::Auth;
-use crate::backend::Backend;
 use crate::mcp::http::McpHttp;
 use crate::pb;
+use crate::service::Backend;
 use crate::service::{Limits, Service};
 use std::future::Future;
 use std::sync::Arc;
@@ -57,11 +58,11 @@ pub struct App {
     /// Largest file accepted by writes.
     pub max_file_bytes: u64,
     /// The Tools service's root and output budget.
-    pub tools: crate::config::ToolsConfig,
+    pub tools: crate::tools::ToolsConfig,
     /// Stream, search and idle bounds.
-    pub limits: crate::config::LimitsConfig,
+    pub limits: crate::service::LimitsConfig,
     /// The MCP endpoint at `/mcp`.
-    pub mcp: crate::config::McpConfig,
+    pub mcp: crate::mcp::McpConfig,
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -134,14 +135,8 @@ pub async fn serve(
     let mut router = routes.routes().into_axum_router();
     let mut mcp_shutdown = None;
     if app.mcp.http {
-        let (endpoint, stop) = McpHttp::new(
-            llm_tools,
-            service,
-            app.auth.clone(),
-            &app.mcp,
-            max_message,
-            limits.idle_timeout(),
-        );
+        let (endpoint, stop) =
+            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
         router = router.route_service(crate::mcp::http::PATH, endpoint);
         mcp_shutdown = Some(stop);
     }

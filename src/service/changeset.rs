@@ -21,7 +21,7 @@
 //! the changeset changed has no version yet, so `if_version` on it is
 //! INVALID_ARGUMENT.
 
-use super::Files;
+use super::{Files, TextEdit};
 use crate::access::Op;
 use crate::backend::{FileAction, FileChange, FileCommitted, Precondition};
 use crate::change::Operation;
@@ -34,17 +34,6 @@ use std::time::{Duration, Instant};
 /// Times a changeset is staged again when a file changed under it before
 /// it could commit; past them it fails with the conflict.
 pub const MAX_ATTEMPTS: usize = 8;
-
-/// One string replacement of an Edit operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TextEdit {
-    /// Text to find.
-    pub old: String,
-    /// Its replacement.
-    pub new: String,
-    /// Replace every occurrence instead of requiring exactly one.
-    pub replace_all: bool,
-}
 
 /// One operation of a changeset, as a front end decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,13 +1,86 @@
 //! Edit and MultiEdit's one atomic step, shared by every front end: the
 //! gRPC Edit/MultiEdit RPCs and the Edit/MultiEdit tools differ only in the
-//! change they compute and how they word the answer.
+//! change they compute and how they word the answer. [`Service::edit`] is
+//! the whole call of a front end that replaces strings as asked.
 
-use super::Files;
+use super::{Caller, Files, Service};
 use crate::access::Op;
 use crate::backend::Precondition;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use crate::text;
+use crate::text::{self, EditSpec};
+
+/// One string replacement of an Edit or MultiEdit call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TextEdit {
+    /// Text to find; must be non-empty.
+    pub old: String,
+    /// Replacement.
+    pub new: String,
+    /// Replace every occurrence instead of requiring exactly one.
+    pub replace_all: bool,
+}
+
+/// What an Edit or MultiEdit call made of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EditOutcome {
+    /// Occurrences replaced, over all the edits.
+    pub replacements: u64,
+    /// The version written.
+    pub version: u64,
+}
+
+impl Service {
+    /// Applies `edits` to the file at `path` as one atomic read-modify-write
+    /// (`read_file` and `write` grants, then the arguments, in the order of
+    /// docs/contract.md § Grants). `multi` is MultiEdit: each edit matched
+    /// against the original text, a failure naming its index; otherwise the
+    /// one edit is Edit's, reported without an index.
+    pub async fn edit(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        if_version: Option<u64>,
+        edits: Vec<TextEdit>,
+        multi: bool,
+    ) -> Result<EditOutcome> {
+        let (version, replacements) = self
+            .run(caller, move |files| {
+                files.check(&path, Op::ReadFile)?;
+                files.check(&path, Op::Write)?;
+                if edits.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "edits must contain at least one edit".into(),
+                    ));
+                }
+                if !multi && edits[0].old.is_empty() {
+                    return Err(Error::InvalidArgument(
+                        "old_string must not be empty".into(),
+                    ));
+                }
+                let specs: Vec<EditSpec<'_>> = edits
+                    .iter()
+                    .map(|e| EditSpec {
+                        old: &e.old,
+                        new: &e.new,
+                        replace_all: e.replace_all,
+                    })
+                    .collect();
+                files.edit_checked(&path, if_version, false, |text, max| {
+                    if multi {
+                        text::apply_edits(text, &specs, max)
+                    } else {
+                        text::apply_edit(text, &specs[0], max)
+                    }
+                })?
+            })
+            .await?;
+        Ok(EditOutcome {
+            replacements,
+            version,
+        })
+    }
+}
 
 /// What an edit made of a file: the version written (the current one for a
 /// dry run) and what the edit kept for the answer; or the edit's refusal,
@@ -30,10 +103,21 @@ impl Files<'_> {
         path: &VfsPath,
         if_version: Option<u64>,
         dry_run: bool,
-        mut edit: impl FnMut(&str, u64) -> std::result::Result<(String, T), R>,
+        edit: impl FnMut(&str, u64) -> std::result::Result<(String, T), R>,
     ) -> Result<Edited<T, R>> {
         self.check(path, Op::ReadFile)?;
         self.check(path, Op::Write)?;
+        self.edit_checked(path, if_version, dry_run, edit)
+    }
+
+    /// [`Files::edit_text`] once its grants are checked.
+    fn edit_checked<T, R>(
+        &self,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        dry_run: bool,
+        mut edit: impl FnMut(&str, u64) -> std::result::Result<(String, T), R>,
+    ) -> Result<Edited<T, R>> {
         let max = self.max_file_bytes();
         let (mut kept, mut refused) = (None, None);
         let outcome = {

@@ -21,13 +21,110 @@
 //! stream, so a client that never reads again cannot keep it.
 
 use crate::access::Principal;
-use crate::config::LimitsConfig;
 use crate::error::{Error, Result};
 use crate::service::memory::MemoryBudget;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Default `max_streams_per_connection`: HTTP/2 streams (calls) one
+/// connection may have open at once.
+pub const DEFAULT_MAX_STREAMS_PER_CONNECTION: u32 = 128;
+/// Default `max_streams_per_principal`: ReadBytes, WriteBytes, Grep and Glob
+/// streams one principal may have running at once.
+pub const DEFAULT_MAX_STREAMS_PER_PRINCIPAL: u64 = 32;
+/// Default `max_concurrent_searches`: Grep and Glob runs (Filesystem and
+/// Tools services together) at once, server-wide.
+pub const DEFAULT_MAX_CONCURRENT_SEARCHES: u64 = 16;
+/// Most `max_concurrent_searches`: a Filesystem search may use up to four
+/// threads, and tokio's blocking pool (512 threads) must keep room for every
+/// unary call.
+pub const MAX_CONCURRENT_SEARCHES: u64 = 64;
+/// Default `stream_idle_timeout_seconds`: how long a stream may wait on its
+/// client before it is cut.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS: u64 = 30;
+
+/// Default `memory_bytes`: bytes held for calls in flight on the whole
+/// server (a quarter of a 4 GiB machine).
+pub const DEFAULT_MEMORY_BYTES: u64 = 1 << 30;
+/// Default `memory_bytes_per_principal`: a principal's share of it, room for
+/// one Read of the largest default file (64 MiB, numbered) with some to spare.
+pub const DEFAULT_MEMORY_BYTES_PER_PRINCIPAL: u64 = 256 << 20;
+/// Default `max_connections`: connections open at once on the server.
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 1024;
+/// Default `max_connections_per_principal`: connections one principal may
+/// have made calls on at once (an HTTP/1.1 MCP client opens one per call
+/// in flight).
+pub const DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL: u64 = 32;
+/// Default `http2_window_bytes`: what a client may send on a stream, and on
+/// a connection, before the server has taken it (hyper's default).
+pub const DEFAULT_HTTP2_WINDOW_BYTES: u64 = 1 << 20;
+/// Default `http2_send_buffer_bytes`: what HTTP/2 buffers per stream for a
+/// client that has not granted room for it yet.
+pub const DEFAULT_HTTP2_SEND_BUFFER_BYTES: u64 = 256 << 10;
+
+/// The `[limits]` section: bounds that keep stalled or hostile clients from
+/// holding the server's threads and memory (see `agentvfs.example.toml`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LimitsConfig {
+    /// HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`: calls one connection may
+    /// have open at once (the client queues the rest).
+    pub max_streams_per_connection: u32,
+    /// ReadBytes, WriteBytes, Grep and Glob streams one principal may have
+    /// running at once; more are refused with RESOURCE_EXHAUSTED. A handle
+    /// counts against the principal that minted it.
+    pub max_streams_per_principal: usize,
+    /// Searches running at once on the whole server; more are refused with
+    /// RESOURCE_EXHAUSTED. Each holds a blocking thread (and a Filesystem
+    /// search up to three more), so this keeps threads free for other calls.
+    pub max_concurrent_searches: usize,
+    /// The longest a stream waits on its client (the next WriteBytes
+    /// message, room for the next ReadBytes, Grep or Glob message) before it
+    /// is aborted and its resources are freed; also how long a response
+    /// may wait for the client to take its next piece before the call is
+    /// reset.
+    pub stream_idle_timeout: Duration,
+    /// Bytes held for calls in flight on the whole server: request bodies
+    /// being received, stream queues with their HTTP/2 buffers, answers
+    /// being built and sent (`src/service/memory.rs`).
+    pub memory_bytes: u64,
+    /// The most of `memory_bytes` one principal's calls may hold at once.
+    pub memory_bytes_per_principal: u64,
+    /// Connections open at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// Connections one principal may have made calls on at once; a call on
+    /// one more is refused with RESOURCE_EXHAUSTED.
+    pub max_connections_per_principal: usize,
+    /// HTTP/2 receive window of a stream and of a connection: request data
+    /// the server lets a client send ahead of what it has taken.
+    pub http2_window_bytes: u32,
+    /// HTTP/2 send buffer of a stream: response data queued beyond what the
+    /// client has granted room for.
+    pub http2_send_buffer_bytes: usize,
+    /// The bounds of one changeset (`changeset_max_operations`,
+    /// `changeset_max_bytes`, `changeset_timeout_ms`).
+    pub changeset: super::ChangesetLimits,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_streams_per_connection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
+            max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL as usize,
+            max_concurrent_searches: DEFAULT_MAX_CONCURRENT_SEARCHES as usize,
+            stream_idle_timeout: Duration::from_secs(DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS),
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            memory_bytes_per_principal: DEFAULT_MEMORY_BYTES_PER_PRINCIPAL,
+            max_connections: DEFAULT_MAX_CONNECTIONS as usize,
+            max_connections_per_principal: DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL as usize,
+            http2_window_bytes: DEFAULT_HTTP2_WINDOW_BYTES as u32,
+            http2_send_buffer_bytes: DEFAULT_HTTP2_SEND_BUFFER_BYTES as usize,
+            changeset: super::ChangesetLimits::default(),
+        }
+    }
+}
 
 /// The bounds and their current use, shared by every service.
 #[derive(Clone)]
@@ -58,6 +155,14 @@ impl Drop for StreamPermit {
     }
 }
 
+/// A client sent nothing for the idle timeout while the server waited on
+/// it ([`Limits::from_client`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClientIdle {
+    /// The idle timeout, in seconds (`stream_idle_timeout_seconds`).
+    pub seconds: u64,
+}
+
 /// One admitted search; dropping it gives the slot back.
 pub type SearchPermit = OwnedSemaphorePermit;
 
@@ -74,7 +179,7 @@ impl Limits {
 
     /// The bounds of one changeset.
     pub fn changeset(&self) -> super::ChangesetLimits {
-        super::ChangesetLimits::default()
+        self.config.changeset
     }
 
     /// The memory budget of calls in flight.
@@ -90,6 +195,23 @@ impl Limits {
     /// How long a stream may wait on its client.
     pub fn idle_timeout(&self) -> Duration {
         self.config.stream_idle_timeout
+    }
+
+    /// Waits at most the idle timeout for what a client sends next (an
+    /// upload's next message, the rest of an MCP request body): the one
+    /// bound on the server's waits on a client's request, as the transport's
+    /// is on a client taking an answer (`src/server/transport.rs`). The
+    /// caller words the refusal for its protocol.
+    pub async fn from_client<F: Future>(
+        &self,
+        next: F,
+    ) -> std::result::Result<F::Output, ClientIdle> {
+        let idle = self.idle_timeout();
+        tokio::time::timeout(idle, next)
+            .await
+            .map_err(|_| ClientIdle {
+                seconds: idle.as_secs(),
+            })
     }
 
     /// Admits one more stream of `principal`, or refuses it

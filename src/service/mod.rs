@@ -27,35 +27,37 @@ mod changeset;
 mod edit;
 mod files;
 mod history;
-mod limits;
+pub mod limits;
 mod memory;
+mod read;
 mod search;
+mod upload;
 mod watch;
 
 pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
-pub use changeset::{ChangeOp, ChangesetLimits, Committed, TextEdit};
+pub use changeset::{ChangeOp, ChangesetLimits, Committed};
+pub use edit::{EditOutcome, TextEdit};
 pub use files::Files;
 pub use history::VersionDiff;
-pub use limits::{Limits, SearchPermit, StreamPermit};
+pub use limits::{ClientIdle, Limits, LimitsConfig, SearchPermit, StreamPermit};
 pub use memory::{Account, BodyRefused, MemoryBudget};
+pub use read::ReadText;
 pub use search::collect;
+pub use upload::{PIECES_IN_FLIGHT, UploadMessage};
 pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
 
+/// What front ends hand to and get from the tiers, through this layer:
+/// a front end names no `backend` item (`tests/it/modules.rs`).
+pub use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
+
 use crate::access::Op;
-use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::{Budgets, Hit, SearchEvent, SearchSpec};
-use std::future::Future;
 use std::sync::Arc;
-use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
-
-/// Bytes around an upload's piece in its request message (the gRPC prefix,
-/// the field's tag and length), given back with the piece.
-const PIECE_FRAMING_BYTES: u64 = 16;
 
 /// The application layer over one backend (the mount table, or a single
 /// tier), shared by every front end. Cloning is cheap.
@@ -151,12 +153,9 @@ impl Service {
     }
 
     /// Applies `ops` as one changeset, all or nothing (docs/changesets.md).
-    pub async fn commit(
-        &self,
-        caller: &Caller,
-        ops: Vec<ChangeOp>,
-        limits: ChangesetLimits,
-    ) -> Result<Committed> {
+    /// The bounds are `[limits]`'s.
+    pub async fn commit(&self, caller: &Caller, ops: Vec<ChangeOp>) -> Result<Committed> {
+        let limits = self.limits.changeset();
         self.run(caller, move |files| files.commit(&ops, &limits))
             .await
     }
@@ -190,43 +189,6 @@ impl Service {
             })
             .await?;
         Ok((entry, chunks, permit))
-    }
-
-    /// An upload: checks the `write` grant now, then returns the work that
-    /// stores `pieces` as they arrive (on a blocking thread), giving each
-    /// piece's bytes back to the caller's memory account as the tier takes
-    /// it. The upload is
-    /// refused with RESOURCE_EXHAUSTED as soon as it passes the size limit;
-    /// an `Err` piece, or that refusal, leaves the file as it was. The work
-    /// ends when the sender is dropped (commit) or fails.
-    pub fn upload(
-        &self,
-        caller: &Caller,
-        path: VfsPath,
-        pre: Precondition,
-        mut pieces: mpsc::Receiver<Result<Vec<u8>>>,
-    ) -> Result<impl Future<Output = Result<WriteOutcome>> + use<>> {
-        caller.principal.check(&path, Op::Write)?;
-        let (backend, scope, max, account) = (
-            self.backend.clone(),
-            caller.scope.clone(),
-            self.max_file_bytes,
-            caller.account.clone(),
-        );
-        Ok(blocking(move || {
-            let mut size = 0u64;
-            let mut counted = std::iter::from_fn(|| {
-                let piece = pieces.blocking_recv()?;
-                Some(piece.and_then(|data| {
-                    // The transport charged the piece's message as it
-                    // arrived; the tier holds it now.
-                    account.release(data.len() as u64 + PIECE_FRAMING_BYTES);
-                    size += data.len() as u64;
-                    Error::check_file_size(&path, size, max).map(|()| data)
-                }))
-            });
-            backend.write_chunks(&scope, &path, pre, &mut counted)
-        }))
     }
 
     /// Starts a search: admits it as one of the caller's streams when

@@ -15,7 +15,7 @@ use super::{Caller, StreamPermit, blocking};
 use crate::access::Op;
 use crate::backend::Backend;
 use crate::change::{Change, ChangeCursor, LogPosition};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,6 +38,22 @@ pub enum WatchStart {
     Now,
     /// At the oldest change every log still holds.
     Oldest,
+}
+
+impl WatchStart {
+    /// The start a request names: just after `cursor` (as a cursor encodes
+    /// it; empty for none), at the head with `from_now`, else at the oldest
+    /// change. A cursor and `from_now` together are INVALID_ARGUMENT.
+    pub fn parse(cursor: &str, from_now: bool) -> Result<WatchStart> {
+        match (cursor.is_empty(), from_now) {
+            (false, true) => Err(Error::InvalidArgument(
+                "give cursor or from_now, not both".into(),
+            )),
+            (false, false) => Ok(WatchStart::After(ChangeCursor::decode(cursor)?)),
+            (true, true) => Ok(WatchStart::Now),
+            (true, false) => Ok(WatchStart::Oldest),
+        }
+    }
 }
 
 /// One message of a Watch: the visible changes of a page, each with the

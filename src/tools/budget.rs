@@ -2,7 +2,7 @@
 //! `max_output_bytes` (`[tools]` config; 2000 lines / 51200 bytes by default).
 //!
 //! Called by [`super::Tools::invoke_args`] on every result that ran. A text
-//! over budget is saved whole through the [`crate::backend::Backend`] under
+//! over budget is saved whole through the [`crate::service::Backend`] under
 //! `large_result_prefix/{sanitized tool_call_id}` (so the model can page
 //! through it with Read or search it with Grep), the status becomes partial,
 //! and the text becomes a note saying where the full result is, followed by a
@@ -13,10 +13,10 @@
 //! `data` is not touched: every tool already bounds it by its `limit`
 //! parameter and line clipping.
 
+use super::ToolsConfig;
 use super::{Call, Outcome, Status};
-use crate::backend::Precondition;
-use crate::config::ToolsConfig;
 use crate::path::VfsPath;
+use crate::service::Precondition;
 use std::fmt::Write as _;
 
 /// Longest file name made from a tool call id (path segments hold 255).

@@ -25,14 +25,16 @@
 
 use super::args::Args;
 use super::hint;
+use super::params::{Param, Params};
 use super::write::{change_error, expected_version, push_diff};
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::Error;
 use crate::text::diff;
 use crate::text::{self, EditSpec};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// Shown to the model.
 pub const DESCRIPTION: &str = "Replace an exact string in a file. old_string must match the \
@@ -41,30 +43,36 @@ unique unless replace_all is true; include 2-5 surrounding lines to make it uniq
 the file and pass stats.version as expected_version. When old_string is not found, the error \
 shows the closest region of the file and what differs. dry_run shows the diff without writing.";
 
-const PARAMS: &[&str] = &[
-    "path",
-    "old_string",
-    "new_string",
-    "replace_all",
-    "dry_run",
-    "expected_version",
-];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "path",
+            json!({"type": "string", "description": "File to edit (relative to project root or absolute within it)."}),
+        ),
+        Param::required(
+            "old_string",
+            json!({"type": "string", "description": "Exact text to replace (non-empty)."}),
+        ),
+        Param::required(
+            "new_string",
+            json!({"type": "string", "description": "Replacement text (must differ from old_string)."}),
+        ),
+        Param::optional(
+            "replace_all",
+            json!({"type": "boolean", "description": "Replace every occurrence instead of requiring a unique one.", "default": false}),
+        ),
+        Param::optional(
+            "dry_run",
+            json!({"type": "boolean", "description": "If true, only report what would change.", "default": false}),
+        ),
+        Param::required(
+            "expected_version",
+            json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "File to edit (relative to project root or absolute within it)."},
-            "old_string": {"type": "string", "description": "Exact text to replace (non-empty)."},
-            "new_string": {"type": "string", "description": "Replacement text (must differ from old_string)."},
-            "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring a unique one.", "default": false},
-            "dry_run": {"type": "boolean", "description": "If true, only report what would change.", "default": false},
-            "expected_version": {"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}
-        }),
-        &["path", "old_string", "new_string", "expected_version"],
-    )
-}
 
 /// `old`/`new` as they must be in a file whose lines end with `\r\n` when it
 /// does (and they were written with bare `\n`).
@@ -288,7 +296,7 @@ pub async fn modify(
 
 /// Runs Edit.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("Edit", raw, PARAMS)?;
+    let args = Args::new("Edit", raw, PARAMS.names())?;
     let path_arg = args.required_string("path")?;
     let old = args.required_string("old_string")?.to_owned();
     let new = args.required_string("new_string")?.to_owned();

@@ -2,8 +2,8 @@
 //!
 //! Built by each tool (through [`Outcome`] or [`ToolError`]) and by
 //! [`super::Tools::invoke`], rendered once as JSON for the model
-//! ([`Envelope::to_json`]) and once as the `agentvfs.v1.Envelope` message
-//! ([`Envelope::to_proto`]).
+//! ([`Envelope::to_json`]); the gRPC adapter (`src/server/tools.rs`) renders
+//! it once more as the `agentvfs.v1.Envelope` message.
 //!
 //! Invariants:
 //! - the JSON has exactly the top-level keys `status`, `data`, `text`, `stats`,
@@ -14,8 +14,6 @@
 //!   and a message written for a model, never a code.
 
 use crate::error::Error;
-use crate::pb;
-use prost_types::value::Kind;
 use serde_json::{Map, Value};
 
 /// A JSON object (insertion-ordered: `serde_json`'s `preserve_order`).
@@ -192,46 +190,6 @@ impl Envelope {
     pub fn to_json(&self) -> String {
         self.to_value().to_string()
     }
-
-    /// The envelope as the protobuf message.
-    pub fn to_proto(&self) -> pb::Envelope {
-        pb::Envelope {
-            status: self.status.as_str().into(),
-            data: Some(to_struct(&self.data)),
-            text: self.text.clone(),
-            stats: Some(to_struct(&self.stats)),
-            context: Some(to_struct(&self.context)),
-            error: self.error.as_ref().map(|e| pb::EnvelopeError {
-                code: e.code.into(),
-                message: e.message.clone(),
-            }),
-        }
-    }
-}
-
-/// A JSON object as a `google.protobuf.Struct` (numbers become doubles, as
-/// the well-known type requires).
-pub fn to_struct(object: &Object) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: object
-            .iter()
-            .map(|(k, v)| (k.clone(), to_proto_value(v)))
-            .collect(),
-    }
-}
-
-fn to_proto_value(v: &Value) -> prost_types::Value {
-    let kind = match v {
-        Value::Null => Kind::NullValue(0),
-        Value::Bool(b) => Kind::BoolValue(*b),
-        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
-        Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
-            values: items.iter().map(to_proto_value).collect(),
-        }),
-        Value::Object(o) => Kind::StructValue(to_struct(o)),
-    };
-    prost_types::Value { kind: Some(kind) }
 }
 
 #[cfg(test)]
@@ -273,16 +231,5 @@ mod tests {
             ["status", "data", "text", "stats", "context", "error"]
         );
         assert_eq!(v["error"]["code"], "NOT_FOUND");
-        assert_eq!(err.to_proto().error.unwrap().code, "NOT_FOUND");
-    }
-
-    #[test]
-    fn structs_carry_nested_values() {
-        let s = to_struct(&object(json!({"n": 3, "l": ["a", true, null]})));
-        assert_eq!(s.fields["n"].kind, Some(Kind::NumberValue(3.0)));
-        let Some(Kind::ListValue(l)) = &s.fields["l"].kind else {
-            panic!("list expected");
-        };
-        assert_eq!(l.values.len(), 3);
     }
 }

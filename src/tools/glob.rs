@@ -13,12 +13,14 @@
 //! the messages of docs/contract.md § Glob and Grep.
 
 use super::args::Args;
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::params::{Param, Params};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::Error;
 use crate::search::{AbortReason, Budgets, DEFAULT_MAX_VISITED, Hit, SearchSpec, Summary};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// The Glob tool's description (docs/contract.md § Glob and Grep).
 pub const DESCRIPTION: &str = "Find files using glob patterns (relative to the search root). \
@@ -33,32 +35,36 @@ pub const MAX_LIMIT: i64 = 200;
 /// Paths returned when `limit` is not given (docs/contract.md § Glob and Grep).
 pub const DEFAULT_LIMIT: i64 = 50;
 
-const PARAMS: &[&str] = &[
-    "pattern",
-    "path",
-    "limit",
-    "include_hidden",
-    "include_ignored",
-];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "pattern",
+            json!({"type": "string", "description": "Glob pattern relative to the search root (path), e.g. '**/*.js'."}),
+        ),
+        Param::optional(
+            "path",
+            json!({"type": "string", "description": "Directory to start search from (relative to project root).", "default": "."}),
+        ),
+        Param::optional(
+            "limit",
+            json!({"type": "integer", "description": "Max matches to return (1-200).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}),
+        ),
+        Param::optional(
+            "include_hidden",
+            json!({"type": "boolean", "description": "If true, include hidden files and directories.", "default": false}),
+        ),
+        Param::optional(
+            "include_ignored",
+            json!({"type": "boolean", "description": "If true, traverse ignored directories (node_modules, dist, etc).", "default": false}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within project root.";
-
-/// The Glob tool's parameters (docs/contract.md § Glob and Grep).
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "pattern": {"type": "string", "description": "Glob pattern relative to the search root (path), e.g. '**/*.js'."},
-            "path": {"type": "string", "description": "Directory to start search from (relative to project root).", "default": "."},
-            "limit": {"type": "integer", "description": "Max matches to return (1-200).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT},
-            "include_hidden": {"type": "boolean", "description": "If true, include hidden files and directories.", "default": false},
-            "include_ignored": {"type": "boolean", "description": "If true, traverse ignored directories (node_modules, dist, etc).", "default": false}
-        }),
-        &["pattern"],
-    )
-}
 
 /// Runs Glob.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("Glob", raw, PARAMS)?;
+    let args = Args::new("Glob", raw, PARAMS.names())?;
     let pattern = args.required_string("pattern")?;
     if pattern.is_empty() {
         return Err(ToolError::invalid("Missing required parameter 'pattern'."));

@@ -18,13 +18,15 @@
 
 use super::args::Args;
 use super::glob::{push_cut_notes, push_skip_notes, search_error};
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::params::{Param, Params};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::search::{AbortReason, Budgets, FileHits, GrepRequest, Hit, LineHit, SearchSpec};
 use crate::text::grep::{self, GrepLine, GrepOutputMode};
 use serde_json::{Value, json};
 use std::cmp::Reverse;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// Shown to the model.
 pub const DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex \
@@ -45,36 +47,48 @@ pub const MAX_COLLECTED: u64 = 20_000;
 /// Longest line shown, in characters.
 pub const MAX_LINE_CHARS: usize = 500;
 
-const PARAMS: &[&str] = &[
-    "pattern",
-    "path",
-    "include",
-    "case_sensitive",
-    "output_mode",
-    "limit",
-    "context",
-    "include_hidden",
-    "include_ignored",
-];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "pattern",
+            json!({"type": "string", "description": "Regular expression to search for, e.g. 'fn\\s+main' or 'TODO|FIXME'."}),
+        ),
+        Param::optional(
+            "path",
+            json!({"type": "string", "description": "File or directory to search (relative to project root).", "default": "."}),
+        ),
+        Param::optional(
+            "include",
+            json!({"type": "string", "description": "Glob of files to search, e.g. '*.py' (file name) or 'src/**/*.ts' (path relative to path)."}),
+        ),
+        Param::optional(
+            "case_sensitive",
+            json!({"type": "boolean", "description": "Match case exactly.", "default": false}),
+        ),
+        Param::optional(
+            "output_mode",
+            json!({"type": "string", "enum": ["files_with_matches", "content", "count"], "description": "files_with_matches: paths; content: matching lines; count: matches per file.", "default": "files_with_matches"}),
+        ),
+        Param::optional(
+            "limit",
+            json!({"type": "integer", "description": "Max matches to return (1-1000).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}),
+        ),
+        Param::optional(
+            "context",
+            json!({"type": "integer", "description": "Lines of context before and after each match (content mode, 0-20).", "default": 0, "minimum": 0, "maximum": MAX_CONTEXT}),
+        ),
+        Param::optional(
+            "include_hidden",
+            json!({"type": "boolean", "description": "If true, also search hidden files and directories.", "default": false}),
+        ),
+        Param::optional(
+            "include_ignored",
+            json!({"type": "boolean", "description": "If true, also search ignored directories (node_modules, target, dist, etc).", "default": false}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "pattern": {"type": "string", "description": "Regular expression to search for, e.g. 'fn\\s+main' or 'TODO|FIXME'."},
-            "path": {"type": "string", "description": "File or directory to search (relative to project root).", "default": "."},
-            "include": {"type": "string", "description": "Glob of files to search, e.g. '*.py' (file name) or 'src/**/*.ts' (path relative to path)."},
-            "case_sensitive": {"type": "boolean", "description": "Match case exactly.", "default": false},
-            "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "description": "files_with_matches: paths; content: matching lines; count: matches per file.", "default": "files_with_matches"},
-            "limit": {"type": "integer", "description": "Max matches to return (1-1000).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT},
-            "context": {"type": "integer", "description": "Lines of context before and after each match (content mode, 0-20).", "default": 0, "minimum": 0, "maximum": MAX_CONTEXT},
-            "include_hidden": {"type": "boolean", "description": "If true, also search hidden files and directories.", "default": false},
-            "include_ignored": {"type": "boolean", "description": "If true, also search ignored directories (node_modules, target, dist, etc).", "default": false}
-        }),
-        &["pattern"],
-    )
-}
 
 /// A match or context line ready to show.
 struct Shown {
@@ -91,7 +105,7 @@ fn clip(line: &str) -> String {
 
 /// Runs Grep.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("Grep", raw, PARAMS)?;
+    let args = Args::new("Grep", raw, PARAMS.names())?;
     let pattern = args.required_string("pattern")?;
     if pattern.is_empty() {
         return Err(ToolError::invalid("Missing required parameter 'pattern'."));

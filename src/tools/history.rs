@@ -16,8 +16,9 @@
 //! `expected_version`; BINARY_FILE for a diff of binary content.
 
 use super::args::Args;
+use super::params::{Param, Params};
 use super::write::{change_error, expected_version};
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::Error;
 use crate::history::FileVersion;
@@ -25,6 +26,7 @@ use crate::path::VfsPath;
 use crate::text::diff::DiffCaps;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// Shown to the model.
 pub const DESCRIPTION: &str = "See and undo changes to a file. action='list' (the default) \
@@ -35,28 +37,32 @@ diff from `version` to `to_version` (default: the newest version). action='resto
 expected_version (the current version from list or Read, 0 when the file is deleted) so you never \
 undo a change you have not seen.";
 
-const PARAMS: &[&str] = &[
-    "path",
-    "action",
-    "version",
-    "to_version",
-    "expected_version",
-];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "path",
+            json!({"type": "string", "description": "File whose history to use (relative to project root or absolute within it)."}),
+        ),
+        Param::optional(
+            "action",
+            json!({"type": "string", "enum": ["list", "diff", "restore"], "default": "list", "description": "list versions, diff two versions, or restore one."}),
+        ),
+        Param::optional(
+            "version",
+            json!({"type": "integer", "minimum": 1, "description": "diff: the older version; restore: the version to write back."}),
+        ),
+        Param::optional(
+            "to_version",
+            json!({"type": "integer", "minimum": 1, "description": "diff: the newer version (default: the newest)."}),
+        ),
+        Param::optional(
+            "expected_version",
+            json!({"type": "integer", "minimum": 0, "description": "restore: the file's current version (0 when it is deleted); the restore is refused if it changed."}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "File whose history to use (relative to project root or absolute within it)."},
-            "action": {"type": "string", "enum": ["list", "diff", "restore"], "default": "list", "description": "list versions, diff two versions, or restore one."},
-            "version": {"type": "integer", "minimum": 1, "description": "diff: the older version; restore: the version to write back."},
-            "to_version": {"type": "integer", "minimum": 1, "description": "diff: the newer version (default: the newest)."},
-            "expected_version": {"type": "integer", "minimum": 0, "description": "restore: the file's current version (0 when it is deleted); the restore is refused if it changed."}
-        }),
-        &["path"],
-    )
-}
 
 /// A version argument (`>= 1`), required or not.
 fn version_arg(args: &Args<'_>, key: &str) -> Result<Option<u64>, ToolError> {
@@ -116,7 +122,7 @@ fn version_line(v: &FileVersion) -> String {
 
 /// Runs History.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("History", raw, PARAMS)?;
+    let args = Args::new("History", raw, PARAMS.names())?;
     let path_arg = args.required_string("path")?;
     let action = args.string("action")?.unwrap_or("list");
     let version = version_arg(&args, "version")?;

@@ -17,12 +17,14 @@
 //! left out (docs/contract.md § Glob and Grep: nothing is hidden silently).
 
 use super::args::Args;
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::params::{Param, Params};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::entry::{Entry, EntryKind};
 use crate::error::Error;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// The LS tool's description (docs/contract.md § LS).
 pub const DESCRIPTION: &str = "List files and directories in a given path with pagination and \
@@ -54,23 +56,33 @@ pub const DEFAULT_IGNORED: &[&str] = &[
     ".venv",
 ];
 
-const PARAMS: &[&str] = &["path", "offset", "limit", "include_hidden", "ignore"];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::optional(
+            "path",
+            json!({"type": "string", "description": "Directory path to list (relative to project root or absolute within it).", "default": "."}),
+        ),
+        Param::optional(
+            "offset",
+            json!({"type": "integer", "description": "Pagination start index (>=0).", "default": 0, "minimum": 0}),
+        ),
+        Param::optional(
+            "limit",
+            json!({"type": "integer", "description": "Max items to return (1-200).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}),
+        ),
+        Param::optional(
+            "include_hidden",
+            json!({"type": "boolean", "description": "Whether to include hidden files (starting with '.') and ignored directories (.git, node_modules, ...).", "default": false}),
+        ),
+        Param::optional(
+            "ignore",
+            json!({"type": ["array", "null"], "items": {"type": "string"}, "description": "Optional list of glob patterns to ignore (e.g. '*.log', 'dist/**').", "default": null}),
+        ),
+    ])
+});
 const INVALID_TYPES: &str = "offset/limit/ignore must be valid types.";
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The LS tool's parameters (docs/contract.md § LS).
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "Directory path to list (relative to project root or absolute within it).", "default": "."},
-            "offset": {"type": "integer", "description": "Pagination start index (>=0).", "default": 0, "minimum": 0},
-            "limit": {"type": "integer", "description": "Max items to return (1-200).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT},
-            "include_hidden": {"type": "boolean", "description": "Whether to include hidden files (starting with '.') and ignored directories (.git, node_modules, ...).", "default": false},
-            "ignore": {"type": ["array", "null"], "items": {"type": "string"}, "description": "Optional list of glob patterns to ignore (e.g. '*.log', 'dist/**').", "default": null}
-        }),
-        &[],
-    )
-}
 
 /// The caller's `ignore` patterns (docs/contract.md § LS): fnmatch-style, so `*` may
 /// cross `/`; a pattern with `/` matches the path relative to the project
@@ -125,7 +137,7 @@ fn is_dir_like(e: &Entry) -> bool {
 
 /// Runs LS.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("LS", raw, PARAMS)?;
+    let args = Args::new("LS", raw, PARAMS.names())?;
     let types = |_| ToolError::invalid(INVALID_TYPES);
     let path_arg = args.string("path").map_err(types)?.unwrap_or(".");
     let offset = args.integer("offset").map_err(types)?.unwrap_or(0);

@@ -58,20 +58,41 @@ mod hint;
 mod history;
 mod ls;
 mod multi_edit;
+pub mod params;
 mod read;
 mod write;
 
 pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
+pub use params::Params;
 
 use crate::access::Op;
-use crate::config::ToolsConfig;
 use crate::error::{Error, echo};
 use crate::path::VfsPath;
-use crate::pb;
 use crate::search::{Hit, SearchSpec, Summary};
 use crate::service::{Caller, Service};
 use serde_json::Value;
 use std::time::Instant;
+
+/// Default logical directory where tool results over the output budget are
+/// saved in full (one file per tool call id).
+pub const DEFAULT_LARGE_RESULT_PREFIX: &str = "/large_tool_results";
+/// Default most lines of one tool envelope's text.
+pub const DEFAULT_MAX_OUTPUT_LINES: u64 = 2000;
+/// Default most bytes of one tool envelope's text (50 KiB, about 12k tokens).
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 51200;
+
+/// The Tools service's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolsConfig {
+    /// Logical project root of the tools.
+    pub root: VfsPath,
+    /// Where results over the output budget are saved in full.
+    pub large_result_prefix: VfsPath,
+    /// Most lines of one envelope's text.
+    pub max_output_lines: u64,
+    /// Most bytes of one envelope's text.
+    pub max_output_bytes: u64,
+}
 
 /// The tools, by their exposed names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,30 +161,25 @@ impl ToolName {
         }
     }
 
-    /// The JSON Schema of the arguments object (docs/contract.md § LS, § Glob and Grep).
-    pub fn schema(self) -> Value {
+    /// The parameter table (`params`): the schema, the accepted names and
+    /// the typed RPCs' arguments all come from it.
+    pub fn params(self) -> &'static Params {
         match self {
-            ToolName::Ls => ls::schema(),
-            ToolName::Glob => glob::schema(),
-            ToolName::Grep => grep::schema(),
-            ToolName::Read => read::schema(),
-            ToolName::Write => write::schema(),
-            ToolName::Edit => edit::schema(),
-            ToolName::MultiEdit => multi_edit::schema(),
-            ToolName::History => history::schema(),
+            ToolName::Ls => &ls::PARAMS,
+            ToolName::Glob => &glob::PARAMS,
+            ToolName::Grep => &grep::PARAMS,
+            ToolName::Read => &read::PARAMS,
+            ToolName::Write => &write::PARAMS,
+            ToolName::Edit => &edit::PARAMS,
+            ToolName::MultiEdit => &multi_edit::PARAMS,
+            ToolName::History => &history::PARAMS,
         }
     }
-}
 
-/// Builds a parameters schema: an object with these properties (in order),
-/// these required ones, and no others.
-fn object_schema(properties: Value, required: &[&str]) -> Value {
-    serde_json::json!({
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": false,
-    })
+    /// The JSON Schema of the arguments object (docs/contract.md § LS, § Glob and Grep).
+    pub fn schema(self) -> Value {
+        self.params().schema()
+    }
 }
 
 /// The tool layer over the application layer. Cloning is cheap.
@@ -275,18 +291,6 @@ impl Tools {
     /// The project root: where relative paths start and what the tools may reach.
     pub fn root(&self) -> &VfsPath {
         &self.config.root
-    }
-
-    /// ListTools: every tool's name, description and parameters schema.
-    pub fn specs() -> Vec<pb::ToolSpec> {
-        ToolName::ALL
-            .into_iter()
-            .map(|t| pb::ToolSpec {
-                name: t.as_str().into(),
-                description: t.description().into(),
-                parameters_json_schema: t.schema().to_string(),
-            })
-            .collect()
     }
 
     /// Runs one tool call given as JSON text. Empty text means no arguments;

@@ -8,11 +8,13 @@
 
 use super::args::Args;
 use super::edit::{Refusal, adapt_endings, at_edit, check_matches, check_strings, modify};
+use super::params::{Param, Params};
 use super::write::expected_version;
-use super::{Call, Object, Outcome, ToolError, object_schema};
+use super::{Call, Object, Outcome, ToolError};
 use crate::error::Error;
 use crate::text::{self, EditSpec};
-use serde_json::{Value, json};
+use serde_json::json;
+use std::sync::LazyLock;
 
 /// Shown to the model.
 pub const DESCRIPTION: &str = "Apply several exact-string replacements to one file at once, \
@@ -21,35 +23,50 @@ edits), must be unique unless its replace_all is true, and must not overlap anot
 Read the file and pass stats.version as expected_version. On failure nothing changes and \
 data.failed_index names the edit to fix.";
 
-const PARAMS: &[&str] = &["path", "edits", "dry_run", "expected_version"];
-const EDIT_PARAMS: &[&str] = &["old_string", "new_string", "replace_all"];
+/// The parameters of one edit of `edits`, in the order the model sees them.
+pub static EDIT_PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "old_string",
+            json!({"type": "string", "description": "Exact text to replace (non-empty)."}),
+        ),
+        Param::required(
+            "new_string",
+            json!({"type": "string", "description": "Replacement text."}),
+        ),
+        Param::optional(
+            "replace_all",
+            json!({"type": "boolean", "description": "Replace every occurrence.", "default": false}),
+        ),
+    ])
+});
 
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "File to edit (relative to project root or absolute within it)."},
-            "edits": {
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "path",
+            json!({"type": "string", "description": "File to edit (relative to project root or absolute within it)."}),
+        ),
+        Param::required(
+            "edits",
+            json!({
                 "type": "array",
                 "minItems": 1,
                 "description": "Edits to apply, each matched against the original file.",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "old_string": {"type": "string", "description": "Exact text to replace (non-empty)."},
-                        "new_string": {"type": "string", "description": "Replacement text."},
-                        "replace_all": {"type": "boolean", "description": "Replace every occurrence.", "default": false}
-                    },
-                    "required": ["old_string", "new_string"],
-                    "additionalProperties": false
-                }
-            },
-            "dry_run": {"type": "boolean", "description": "If true, only report what would change.", "default": false},
-            "expected_version": {"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}
-        }),
-        &["path", "edits", "expected_version"],
-    )
-}
+                "items": EDIT_PARAMS.schema(),
+            }),
+        ),
+        Param::optional(
+            "dry_run",
+            json!({"type": "boolean", "description": "If true, only report what would change.", "default": false}),
+        ),
+        Param::required(
+            "expected_version",
+            json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
+        ),
+    ])
+});
 
 struct OneEdit {
     old: String,
@@ -59,7 +76,7 @@ struct OneEdit {
 
 /// Runs MultiEdit.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("MultiEdit", raw, PARAMS)?;
+    let args = Args::new("MultiEdit", raw, PARAMS.names())?;
     let path_arg = args.required_string("path")?;
     let dry_run = args.boolean("dry_run")?.unwrap_or(false);
     let expected = expected_version(&args)?;
@@ -72,7 +89,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let mut edits = Vec::with_capacity(objects.len());
     for (i, o) in objects.into_iter().enumerate() {
         let parsed = (|| {
-            let e = Args::new("MultiEdit edits", o, EDIT_PARAMS)?;
+            let e = Args::new("MultiEdit edits", o, EDIT_PARAMS.names())?;
             let edit = OneEdit {
                 old: e.required_string("old_string")?.to_owned(),
                 new: e.required_string("new_string")?.to_owned(),

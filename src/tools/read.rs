@@ -17,12 +17,14 @@
 //! (never clamped).
 
 use super::args::Args;
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::params::{Param, Params};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::Error;
 use crate::text;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 use std::time::UNIX_EPOCH;
 
 /// Shown to the model.
@@ -36,20 +38,24 @@ pub const MAX_LIMIT: i64 = 2000;
 /// Lines returned when `limit` is not given.
 pub const DEFAULT_LIMIT: i64 = 500;
 
-const PARAMS: &[&str] = &["path", "start_line", "limit"];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "path",
+            json!({"type": "string", "description": "File to read (relative to project root or absolute within it)."}),
+        ),
+        Param::optional(
+            "start_line",
+            json!({"type": "integer", "description": "First line to read, 1-based (>= 1).", "default": 1, "minimum": 1}),
+        ),
+        Param::optional(
+            "limit",
+            json!({"type": "integer", "description": "Max lines to return (1-2000).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "File to read (relative to project root or absolute within it)."},
-            "start_line": {"type": "integer", "description": "First line to read, 1-based (>= 1).", "default": 1, "minimum": 1},
-            "limit": {"type": "integer", "description": "Max lines to return (1-2000).", "default": DEFAULT_LIMIT, "minimum": 1, "maximum": MAX_LIMIT}
-        }),
-        &["path"],
-    )
-}
 
 /// Maps a failed read of `shown` to the tool's messages (shared with the
 /// editing tools, which read first).
@@ -66,7 +72,7 @@ pub fn read_error(e: Error, shown: &str) -> ToolError {
 
 /// Runs Read.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("Read", raw, PARAMS)?;
+    let args = Args::new("Read", raw, PARAMS.names())?;
     let path_arg = args.required_string("path")?;
     let start = args.integer_in("start_line", 1, i64::MAX, 1, || {
         "start_line must be an integer >= 1.".into()

@@ -13,13 +13,15 @@
 //! file needs none (0 is accepted as "must not exist").
 
 use super::args::Args;
-use super::{Call, Object, Outcome, Status, ToolError, object_schema};
+use super::params::{Param, Params};
+use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
-use crate::backend::Precondition;
 use crate::error::Error;
+use crate::service::Precondition;
 use crate::text::diff::{self, DiffPreview};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::fmt::Write as _;
+use std::sync::LazyLock;
 
 /// Shown to the model.
 pub const DESCRIPTION: &str = "Create a file or replace its whole content. To overwrite an \
@@ -27,21 +29,28 @@ existing file, first Read it and pass stats.version as expected_version (a file 
 is refused with CONFLICT). Parent directories are created. dry_run shows the diff without \
 writing. Prefer Edit or MultiEdit for changes to part of a file.";
 
-const PARAMS: &[&str] = &["path", "content", "dry_run", "expected_version"];
+/// The parameters, in the order the model sees them (`super::params`).
+pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
+    Params::new(vec![
+        Param::required(
+            "path",
+            json!({"type": "string", "description": "File to write (relative to project root or absolute within it)."}),
+        ),
+        Param::required(
+            "content",
+            json!({"type": "string", "description": "The complete new content of the file."}),
+        ),
+        Param::optional(
+            "dry_run",
+            json!({"type": "boolean", "description": "If true, only report what would change.", "default": false}),
+        ),
+        Param::optional(
+            "expected_version",
+            json!({"type": "integer", "description": "stats.version from your last Read of this file; required to overwrite an existing file.", "minimum": 0}),
+        ),
+    ])
+});
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
-
-/// The parameters.
-pub fn schema() -> Value {
-    object_schema(
-        json!({
-            "path": {"type": "string", "description": "File to write (relative to project root or absolute within it)."},
-            "content": {"type": "string", "description": "The complete new content of the file."},
-            "dry_run": {"type": "boolean", "description": "If true, only report what would change.", "default": false},
-            "expected_version": {"type": "integer", "description": "stats.version from your last Read of this file; required to overwrite an existing file.", "minimum": 0}
-        }),
-        &["path", "content"],
-    )
-}
 
 /// Reads `expected_version` (an integer >= 0).
 pub fn expected_version(args: &Args<'_>) -> Result<Option<u64>, ToolError> {
@@ -121,7 +130,7 @@ pub fn push_diff(text: &mut String, d: &DiffPreview) {
 
 /// Runs Write.
 pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
-    let args = Args::new("Write", raw, PARAMS)?;
+    let args = Args::new("Write", raw, PARAMS.names())?;
     let path_arg = args.required_string("path")?;
     let content = args.required_string("content")?.to_owned();
     let dry_run = args.boolean("dry_run")?.unwrap_or(false);

@@ -1,6 +1,8 @@
-//! The module graph of `src/` has no cycle (docs/architecture.md § Layers):
-//! dependencies point one way, front ends → application layer → tiers →
-//! search → paths and errors.
+//! The module graph of `src/` follows its layers (docs/architecture.md §
+//! Layers): dependencies point one way, configuration and start-up → front
+//! ends → application layer → identity → tiers → search → values, and a
+//! table of forbidden edges ([`FORBIDDEN`]) names what must never import
+//! what, each with its reason.
 //!
 //! The check reads the source as text: every `crate::` and `super::` path in
 //! code (use declarations, braced lists included, and paths written inline)
@@ -8,7 +10,8 @@
 //! Edges are compared between siblings: an edge from `a::x::y` to `a::z` is
 //! `x → z` among the children of `a`. A child using its parent (or the
 //! reverse) is how Rust modules are built and is not counted. Any cycle
-//! among siblings fails the test, naming it.
+//! among siblings fails the test, naming it; so does any edge between
+//! top-level modules that the table forbids, naming the file and the path.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -225,6 +228,157 @@ fn sibling_graphs(src: &Path) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet
         }
     }
     graphs
+}
+
+/// The top: configuration and start-up, which build everything below.
+const TOP: &[&str] = &["config", "startup"];
+/// The front ends: adapters that decode a request, make one `service`
+/// call and encode the answer.
+const FRONT_ENDS: &[&str] = &["server", "mcp", "tools", "cli"];
+/// Everything below the front ends: the application layer, identity, the
+/// tiers, search and the shared values.
+const BELOW: &[&str] = &[
+    "service", "auth", "access", "backend", "search", "text", "entry", "scope", "change",
+    "history", "path", "error", "pb",
+];
+
+/// Edges between top-level modules that must not exist: `(from, to, why)`.
+const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
+    (
+        FRONT_ENDS,
+        &["backend"],
+        "front ends reach the tiers only through service (which re-exports what they hand over)",
+    ),
+    (
+        &["tools"],
+        &["pb"],
+        "the tools answer in envelopes; server/tools.rs encodes them as protobuf",
+    ),
+    (
+        &["tools", "mcp"],
+        &["server", "cli"],
+        "tools and mcp are adapters beside the gRPC server, which mounts them",
+    ),
+    (&["tools"], &["mcp"], "mcp is an adapter over tools"),
+    (
+        BELOW,
+        FRONT_ENDS,
+        "nothing below the front ends imports a front end",
+    ),
+    (
+        BELOW,
+        TOP,
+        "configuration sits at the top: each module owns its settings type",
+    ),
+    (
+        FRONT_ENDS,
+        TOP,
+        "front ends take their own settings types, not the configuration",
+    ),
+];
+
+/// Every edge between two top-level modules: `(from, to, file, path named)`.
+fn top_level_edges(src: &Path) -> Vec<(String, String, String, String)> {
+    let mut files = Vec::new();
+    sources(src, &mut files);
+    let modules: BTreeSet<Vec<String>> = files
+        .iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
+        .map(|f| module_of(src, f))
+        .collect();
+    let mut edges = Vec::new();
+    for file in &files {
+        let from = module_of(src, file);
+        let Some(top) = from.first() else {
+            continue; // lib.rs and main.rs: the crate root and the binary
+        };
+        let code = code_of(&std::fs::read_to_string(file).expect("read source"));
+        for named in named_paths(&code, &from) {
+            if let Some(to) = resolve(&named, &modules)
+                && to[0] != *top
+            {
+                let shown = file.strip_prefix(src).unwrap_or(file).display().to_string();
+                edges.push((top.clone(), to[0].clone(), shown, named.join("::")));
+            }
+        }
+    }
+    edges
+}
+
+/// The edges of `edges` that [`FORBIDDEN`] forbids, each as a line naming
+/// the file, the path and the reason.
+fn forbidden(edges: &[(String, String, String, String)]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (from, to, file, named) in edges {
+        for (froms, tos, why) in FORBIDDEN {
+            if froms.contains(&from.as_str()) && tos.contains(&to.as_str()) {
+                found.push(format!("src/{file} names {named} ({from} → {to}): {why}"));
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+#[test]
+fn no_module_imports_across_a_forbidden_edge() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let edges = top_level_edges(&src);
+    assert!(
+        edges
+            .iter()
+            .any(|(from, to, ..)| from == "server" && to == "service"),
+        "the checker must see server → service"
+    );
+    // Every top-level module sits in one layer, so a new one must be placed.
+    let mut tops: Vec<String> = std::fs::read_dir(&src)
+        .expect("read src")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|p| Some(p.file_stem()?.to_string_lossy().into_owned()))
+        .filter(|name| !matches!(name.as_str(), "lib" | "main"))
+        .collect();
+    tops.sort();
+    tops.dedup();
+    for top in &tops {
+        let layers = [TOP, FRONT_ENDS, BELOW]
+            .iter()
+            .filter(|layer| layer.contains(&top.as_str()))
+            .count();
+        assert_eq!(
+            layers, 1,
+            "src/{top} must sit in exactly one layer of this test"
+        );
+    }
+    let found = forbidden(&edges);
+    assert!(found.is_empty(), "forbidden imports:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_table_catches_a_front_end_naming_a_tier() {
+    let code = code_of("use crate::backend::{ChunkReader, Precondition};");
+    let edges: Vec<_> = named_paths(&code, &["server".to_owned(), "filesystem".to_owned()])
+        .into_iter()
+        .map(|named| {
+            let to = named[0].clone();
+            (
+                "server".to_owned(),
+                to,
+                "server/filesystem.rs".to_owned(),
+                named.join("::"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        forbidden(&edges),
+        [
+            "src/server/filesystem.rs names backend::ChunkReader (server → backend): front ends \
+             reach the tiers only through service (which re-exports what they hand over)",
+            "src/server/filesystem.rs names backend::Precondition (server → backend): front ends \
+             reach the tiers only through service (which re-exports what they hand over)",
+        ]
+    );
 }
 
 #[test]

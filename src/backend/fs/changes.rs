@@ -68,6 +68,10 @@ pub struct FsChanges {
     disk: Mutex<Option<notify::RecommendedWatcher>>,
 }
 
+/// A change agentvfs made, as [`FsChanges::record_all`] takes it: the
+/// path, the kind, (version, size), who made it and the other end of a move.
+pub type OwnChange = (VfsPath, ChangeKind, (u64, u64), Origin, Option<VfsPath>);
+
 impl FsChanges {
     /// The log of the mount of `sandbox` whose root is `host_root`,
     /// keeping `capacity` changes.
@@ -146,7 +150,10 @@ impl FsChanges {
     /// Records the changes of one changeset agentvfs made, next to each
     /// other in the log (a watcher receives them together): path, kind,
     /// (version, size), origin and the other end of a move.
-    pub fn record_all(&self, changes: Vec<(VfsPath, ChangeKind, (u64, u64), Origin, Option<VfsPath>)>) {
+    pub fn record_all(
+        &self,
+        changes: Vec<OwnChange>,
+    ) {
         let mut log = lock(&self.log);
         for (path, kind, (version, size), origin, moved_path) in changes {
             log.push(|seq| Change {

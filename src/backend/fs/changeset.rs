@@ -21,6 +21,10 @@
 //! may stay, empty); after it, the next start finishes the apply. So every
 //! changeset is wholly applied or wholly absent ([`FsBackend::recover`]).
 //!
+//! Several servers on one directory share its journal: a record is locked
+//! (`flock`) by the server applying it, and a starting server finishes or
+//! undoes only the records no live server holds.
+//!
 //! Readers through agentvfs see all of a changeset or none of it: a read
 //! or stat holds its path's lock shared, and the changeset holds every
 //! path's exclusively from its check to its last rename. A search walks
@@ -36,8 +40,11 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use rustix::fd::OwnedFd;
+use rustix::fs::FlockOperation;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
 use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -84,26 +91,34 @@ impl Journal {
         self.dir.join(format!("{id}.intent"))
     }
 
-    fn failed(&self, what: &str, e: std::io::Error) -> Error {
-        Error::Internal(format!("journal {}: cannot {what}: {e}", self.dir.display()))
+    fn failed(&self, what: &str, e: impl std::fmt::Display) -> Error {
+        Error::Internal(format!(
+            "journal {}: cannot {what}: {e}",
+            self.dir.display()
+        ))
     }
 
-    /// Writes the record of `id` whole, durably: a new file, fsynced, then
-    /// renamed over the old record and the directory fsynced.
-    fn write(&self, id: &str, intent: &Intent) -> Result<()> {
+    /// Writes the record of `id` whole, durably: a new file, locked,
+    /// written and fsynced, then renamed over the old record and the
+    /// directory fsynced. The returned file holds the lock that tells a
+    /// server starting on the same directory that the changeset is alive.
+    fn write(&self, id: &str, intent: &Intent) -> Result<File> {
         use std::io::Write as _;
         let text = serde_json::to_vec(intent).expect("an intent serializes");
         let fresh = self.dir.join(format!("{id}.new"));
-        let mut file = std::fs::File::create(&fresh).map_err(|e| self.failed("write", e))?;
+        let mut file = File::create(&fresh).map_err(|e| self.failed("write", e))?;
+        rustix::fs::flock(&file, FlockOperation::LockExclusive)
+            .map_err(|e| self.failed("lock", e))?;
         file.write_all(&text)
             .and_then(|()| file.sync_all())
             .map_err(|e| self.failed("write", e))?;
         std::fs::rename(&fresh, self.record_path(id)).map_err(|e| self.failed("commit", e))?;
-        self.sync()
+        self.sync()?;
+        Ok(file)
     }
 
     fn sync(&self) -> Result<()> {
-        std::fs::File::open(&self.dir)
+        File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| self.failed("sync", e))
     }
@@ -117,23 +132,52 @@ impl Journal {
         }
     }
 
-    /// Every record left by a changeset that did not finish, by id.
-    fn pending(&self) -> Result<Vec<(String, Intent)>> {
+    /// `path` opened and locked, when no live server holds it and it is
+    /// still the file at `path` once locked (a record is replaced by
+    /// renaming a locked file over it).
+    fn orphan(&self, path: &Path) -> Result<Option<File>> {
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.failed("open a record", e)),
+        };
+        match rustix::fs::flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::WOULDBLOCK) => return Ok(None),
+            Err(e) => return Err(self.failed("lock a record", e)),
+        }
+        let held = file
+            .metadata()
+            .map_err(|e| self.failed("stat a record", e))?;
+        match std::fs::metadata(path) {
+            Ok(now) if now.ino() == held.ino() && now.dev() == held.dev() => Ok(Some(file)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Every record a changeset left when its server stopped, by id, each
+    /// with its file (locked: this server now finishes or undoes it).
+    /// Records of changesets still running elsewhere are left alone.
+    fn pending(&self) -> Result<Vec<(String, Intent, File)>> {
         let mut out = Vec::new();
         let entries = std::fs::read_dir(&self.dir).map_err(|e| self.failed("list", e))?;
         for entry in entries {
             let path = entry.map_err(|e| self.failed("list", e))?.path();
             let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if let Some(id) = name.strip_suffix(".new") {
-                // A record being rewritten: the old one (if any) holds.
-                tracing::info!(id, "dropping a half-written journal record");
-                std::fs::remove_file(&path).map_err(|e| self.failed("clean", e))?;
-            } else if let Some(id) = name.strip_suffix(".intent") {
+                // A record being rewritten when its server stopped: the
+                // old one (if any) holds.
+                if self.orphan(&path)?.is_some() {
+                    tracing::info!(id, "dropping a half-written journal record");
+                    std::fs::remove_file(&path).map_err(|e| self.failed("clean", e))?;
+                }
+            } else if let Some(id) = name.strip_suffix(".intent")
+                && let Some(file) = self.orphan(&path)?
+            {
                 let text = std::fs::read(&path).map_err(|e| self.failed("read", e))?;
-                let intent = serde_json::from_slice(&text).map_err(|e| {
-                    Error::Internal(format!("journal record {}: {e}", path.display()))
-                })?;
-                out.push((id.to_owned(), intent));
+                let intent = serde_json::from_slice(&text)
+                    .map_err(|e| self.failed(&format!("read {}", path.display()), e))?;
+                out.push((id.to_owned(), intent, file));
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -157,9 +201,13 @@ impl FsBackend {
     /// Finishes or undoes what changesets left in the journal when the
     /// server stopped (see the module doc). Runs before the tier serves.
     pub(super) fn recover(&self, journal: &Journal) -> Result<()> {
-        for (id, intent) in journal.pending()? {
-            tracing::info!(id, committed = intent.committed, files = intent.entries.len(),
-                "recovering a changeset");
+        for (id, intent, _held) in journal.pending()? {
+            tracing::info!(
+                id,
+                committed = intent.committed,
+                files = intent.entries.len(),
+                "recovering a changeset"
+            );
             for entry in &intent.entries {
                 let path = VfsPath::parse(&entry.path)?;
                 let (dir, name) = match self.sandbox.parent(&path, Links::Refuse) {
@@ -246,7 +294,9 @@ impl FsBackend {
         changes: &[FileChange],
     ) -> Result<Vec<FileCommitted>> {
         let Some(journal) = &self.journal else {
-            let path = changes.first().map_or(String::new(), |c| c.path.to_string());
+            let path = changes
+                .first()
+                .map_or(String::new(), |c| c.path.to_string());
             return Err(Error::Unsupported(format!(
                 "the mount of {path} does not take changesets (it has no journal)"
             )));
@@ -291,7 +341,7 @@ impl FsBackend {
                 temp,
             });
         }
-        journal.write(&id, &intent)?;
+        let mut _held = journal.write(&id, &intent)?;
         let mut prepared: Vec<Prepared> = Vec::with_capacity(changes.len());
         let mut temps = intent.entries.iter().filter_map(|e| e.temp.clone());
         let made = (|| -> Result<()> {
@@ -330,10 +380,13 @@ impl FsBackend {
         }
         // 3. The commit point.
         intent.committed = true;
-        if let Err(e) = journal.write(&id, &intent) {
-            self.undo(&prepared, changes);
-            journal.remove(&id)?;
-            return Err(e);
+        match journal.write(&id, &intent) {
+            Ok(held) => _held = held,
+            Err(e) => {
+                self.undo(&prepared, changes);
+                journal.remove(&id)?;
+                return Err(e);
+            }
         }
         // 4. Apply.
         for file in &prepared {

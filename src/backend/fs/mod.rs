@@ -61,8 +61,8 @@
 //! `NOT_FOUND`, files over the size limit `RESOURCE_EXHAUSTED`, devices,
 //! sockets and pipes `INVALID_ARGUMENT`.
 
-mod changeset;
 pub mod changes;
+mod changeset;
 pub mod ignore_cache;
 pub mod ignore_rules;
 pub mod prefetch;
@@ -70,8 +70,8 @@ pub mod sandbox;
 pub mod search;
 
 use super::{
-    Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
-    check_directory_delete,
+    Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition,
+    UpdateFn, WriteOutcome, check_directory_delete,
 };
 use crate::access::{Op, OpSet};
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation, Origin};

@@ -1,0 +1,384 @@
+//! Filesystem/Commit through the real server (docs/changesets.md): the
+//! operations of one changeset in order, all or nothing, on each default
+//! mount; the failing operation named; mounts, grants and bounds checked
+//! before any work; and kill -9 at random points of changesets on the Store
+//! and Filesystem tiers, every changeset found whole or absent afterwards
+//! and none acknowledged lost.
+
+use crate::util::{Server, assert_error};
+use agentvfs::pb;
+use agentvfs::pb::changeset_operation::Operation;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+use tonic_types::StatusExt;
+
+fn write(path: &str, content: &str) -> pb::ChangesetOperation {
+    op(Operation::Write(pb::WriteRequest {
+        path: path.into(),
+        content: content.into(),
+        ..Default::default()
+    }))
+}
+
+fn edit(path: &str, old: &str, new: &str) -> pb::ChangesetOperation {
+    op(Operation::Edit(pb::EditRequest {
+        path: path.into(),
+        old_string: old.into(),
+        new_string: new.into(),
+        ..Default::default()
+    }))
+}
+
+fn delete(path: &str) -> pb::ChangesetOperation {
+    op(Operation::Delete(pb::DeleteRequest {
+        path: path.into(),
+        ..Default::default()
+    }))
+}
+
+fn moved(source: &str, destination: &str) -> pb::ChangesetOperation {
+    op(Operation::Move(pb::MoveRequest {
+        source: source.into(),
+        destination: destination.into(),
+        ..Default::default()
+    }))
+}
+
+fn op(operation: Operation) -> pb::ChangesetOperation {
+    pb::ChangesetOperation {
+        operation: Some(operation),
+    }
+}
+
+async fn commit(
+    fs: &mut FilesystemClient<Channel>,
+    operations: Vec<pb::ChangesetOperation>,
+) -> Result<pb::CommitResponse, Status> {
+    fs.commit(pb::CommitRequest { operations })
+        .await
+        .map(|r| r.into_inner())
+}
+
+async fn read(fs: &mut FilesystemClient<Channel>, path: &str) -> Result<String, Status> {
+    fs.read(pb::ReadRequest {
+        path: path.into(),
+        ..Default::default()
+    })
+    .await
+    .map(|r| r.into_inner().content)
+}
+
+/// The `operation_index` of a refused changeset.
+fn failed_operation(status: &Status) -> Option<String> {
+    status
+        .get_details_error_info()
+        .and_then(|info| info.metadata.get("operation_index").cloned())
+}
+
+#[tokio::test]
+async fn operations_apply_in_order_on_every_default_mount() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for mount in ["", "/memories", "/workspace"] {
+        let p = |rel: &str| format!("{mount}/cs/{rel}");
+        commit(
+            &mut fs,
+            vec![write(&p("old"), "gone soon"), write(&p("m"), "moving")],
+        )
+        .await
+        .unwrap();
+        let answer = commit(
+            &mut fs,
+            vec![
+                write(&p("a.txt"), "hello world"),
+                edit(&p("a.txt"), "world", "changesets"),
+                delete(&p("old")),
+                moved(&p("m"), &p("deep/moved")),
+                write(&p("old"), "again"),
+            ],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{mount}: {e:?}"));
+        let touched: Vec<(String, bool)> = answer
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.deleted))
+            .collect();
+        assert_eq!(
+            touched,
+            [
+                (p("a.txt"), false),
+                (p("deep/moved"), false),
+                (p("m"), true),
+                (p("old"), false),
+            ],
+            "{mount}"
+        );
+        assert_eq!(
+            read(&mut fs, &p("a.txt")).await.unwrap(),
+            "hello changesets"
+        );
+        assert_eq!(read(&mut fs, &p("deep/moved")).await.unwrap(), "moving");
+        assert_eq!(read(&mut fs, &p("old")).await.unwrap(), "again");
+        let status = read(&mut fs, &p("m")).await.unwrap_err();
+        assert_eq!(status.code(), Code::NotFound, "{mount}");
+    }
+}
+
+#[tokio::test]
+async fn a_failing_operation_is_named_and_nothing_changes() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for mount in ["", "/memories", "/workspace"] {
+        let p = |rel: &str| format!("{mount}/fail/{rel}");
+        commit(&mut fs, vec![write(&p("keep"), "original")])
+            .await
+            .unwrap();
+        let status = commit(
+            &mut fs,
+            vec![
+                write(&p("new"), "x"),
+                edit(&p("keep"), "original", "changed"),
+                edit(&p("keep"), "no such text", "y"),
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{mount}: {status:?}");
+        assert_eq!(
+            failed_operation(&status).as_deref(),
+            Some("2"),
+            "{status:?}"
+        );
+        assert!(
+            status
+                .message()
+                .starts_with(&format!("operation 2 (edit of {}) failed", p("keep"))),
+            "{status:?}"
+        );
+        assert_eq!(read(&mut fs, &p("keep")).await.unwrap(), "original");
+        assert_eq!(
+            read(&mut fs, &p("new")).await.unwrap_err().code(),
+            Code::NotFound
+        );
+        // A stale if_version: the conflict names both versions.
+        let status = commit(
+            &mut fs,
+            vec![
+                write(&p("new"), "x"),
+                op(Operation::Write(pb::WriteRequest {
+                    path: p("keep"),
+                    content: "y".into(),
+                    if_version: Some(424_242),
+                    ..Default::default()
+                })),
+            ],
+        )
+        .await
+        .unwrap_err();
+        assert_error(&status, Code::Aborted, "CONFLICT");
+        assert_eq!(failed_operation(&status).as_deref(), Some("1"));
+        assert!(
+            status.message().contains("expected version 424242, found"),
+            "{status:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn shape_mounts_and_limits_are_checked_before_any_work() {
+    let config = r#"
+[limits]
+changeset_max_operations = 3
+changeset_max_bytes = 1024
+
+[[mount]]
+prefix = "/"
+tier = "state"
+
+[[mount]]
+prefix = "/memories"
+tier = "store"
+"#;
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    let cases = [
+        (vec![], Code::InvalidArgument, "at least one operation"),
+        (
+            vec![write("/a", "1"), write("/memories/b", "2")],
+            Code::InvalidArgument,
+            "a changeset changes files of one mount: /a is on /, /memories/b on /memories",
+        ),
+        (
+            vec![write("/d", "1"), write("/d/e", "2")],
+            Code::InvalidArgument,
+            "cannot change both /d and /d/e",
+        ),
+        (
+            vec![
+                write("/1", ""),
+                write("/2", ""),
+                write("/3", ""),
+                write("/4", ""),
+            ],
+            Code::ResourceExhausted,
+            "4 operations, over the limit of 3",
+        ),
+        (
+            vec![write("/big", &"x".repeat(2000))],
+            Code::ResourceExhausted,
+            "2000 bytes, over the limit of 1024",
+        ),
+        (
+            vec![op(Operation::Delete(pb::DeleteRequest {
+                path: "/tree".into(),
+                recursive: true,
+                ..Default::default()
+            }))],
+            Code::InvalidArgument,
+            "recursive is not allowed",
+        ),
+        (
+            vec![
+                write("/w", "1"),
+                op(Operation::Write(pb::WriteRequest {
+                    path: "/w".into(),
+                    content: "2".into(),
+                    if_version: Some(5),
+                    ..Default::default()
+                })),
+            ],
+            Code::InvalidArgument,
+            "only a file's first operation may carry if_version",
+        ),
+        (
+            vec![pb::ChangesetOperation { operation: None }],
+            Code::InvalidArgument,
+            "operation 0 is malformed",
+        ),
+    ];
+    for (operations, code, needle) in cases {
+        let shown = format!("{operations:?}");
+        let status = commit(&mut fs, operations).await.unwrap_err();
+        assert_eq!(status.code(), code, "{shown}: {status:?}");
+        assert!(status.message().contains(needle), "{shown}: {status:?}");
+    }
+    for path in ["/a", "/d", "/1", "/w"] {
+        assert_eq!(
+            read(&mut fs, path).await.unwrap_err().code(),
+            Code::NotFound
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_grant_is_checked_before_anything_is_read() {
+    let config = r#"
+[[mount]]
+prefix = "/"
+tier = "state"
+
+[[principal]]
+name = "writer"
+token = "writer-token-0001"
+grants = [{ prefix = "/mine/", ops = ["list", "file", "read_file", "write", "delete"] }]
+"#;
+    let server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    let mut request = Request::new(pb::CommitRequest {
+        operations: vec![write("/mine/ok", "1"), moved("/mine/ok", "/theirs/x")],
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer writer-token-0001".parse().unwrap());
+    let status = fs.commit(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::PermissionDenied, "{status:?}");
+    assert_eq!(failed_operation(&status).as_deref(), Some("1"));
+    let mut request = Request::new(pb::ReadRequest {
+        path: "/mine/ok".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", "Bearer writer-token-0001".parse().unwrap());
+    assert_eq!(fs.read(request).await.unwrap_err().code(), Code::NotFound);
+}
+
+/// Kill -9 at random points while a client commits changesets that each
+/// rewrite every file of a set with one generation number; after each
+/// restart every file holds the same generation (no changeset half
+/// applied), and it is at least the last one acknowledged (none lost).
+async fn crash_trials(mount: &str, trials: usize) {
+    const FILES: usize = 6;
+    let mut server = Server::start();
+    let mut last_acked = 0u64;
+    let mut generation = 0u64;
+    for trial in 0..trials {
+        let mut fs = server.fs().await;
+        // The kill comes from another thread while the client commits, so
+        // it lands at a random point of the server's work on a changeset.
+        let pid = rustix::process::Pid::from_raw(server.pid() as i32).expect("a pid");
+        let delay = std::time::Duration::from_micros(rand::random_range(0..30_000));
+        let killer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        });
+        loop {
+            generation += 1;
+            let operations = (0..FILES)
+                .map(|i| {
+                    write(
+                        &format!("{mount}/crash/f{i}"),
+                        &format!("gen {generation}\n"),
+                    )
+                })
+                .collect();
+            if commit(&mut fs, operations).await.is_err() {
+                break;
+            }
+            last_acked = generation;
+        }
+        killer.join().expect("the killer thread");
+        server.crash_and_restart();
+        let mut fs = server.fs().await;
+        let mut seen = Vec::new();
+        for i in 0..FILES {
+            match read(&mut fs, &format!("{mount}/crash/f{i}")).await {
+                Ok(content) => seen.push(content),
+                Err(status) if status.code() == Code::NotFound => seen.push(String::new()),
+                Err(status) => panic!("{mount} trial {trial}: {status:?}"),
+            }
+        }
+        assert!(
+            seen.iter().all(|s| *s == seen[0]),
+            "{mount} trial {trial}: a changeset half applied: {seen:?}"
+        );
+        let found: u64 = seen[0]
+            .trim()
+            .strip_prefix("gen ")
+            .map_or(0, |n| n.parse().unwrap());
+        assert!(
+            found >= last_acked,
+            "{mount} trial {trial}: generation {last_acked} was acknowledged, {found} found"
+        );
+    }
+}
+
+/// `AGENTVFS_CRASH_TRIALS` (default 200) kill -9 trials per tier.
+fn trials() -> usize {
+    std::env::var("AGENTVFS_CRASH_TRIALS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200)
+}
+
+#[tokio::test]
+async fn store_changesets_survive_kill_9_whole_or_not_at_all() {
+    crash_trials("/memories", trials()).await;
+}
+
+#[tokio::test]
+async fn filesystem_changesets_survive_kill_9_whole_or_not_at_all() {
+    crash_trials("/workspace", trials()).await;
+}
