@@ -1641,6 +1641,307 @@ func (x *MoveResponse) GetVersion() uint64 {
 	return 0
 }
 
+type CommitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The operations, applied in order, each seeing what the ones before it
+	// did. All on one mount (else INVALID_ARGUMENT); no path may lie below
+	// another; at most [limits] changeset_max_operations of them, carrying at
+	// most changeset_max_bytes (else RESOURCE_EXHAUSTED, before any work).
+	Operations    []*ChangesetOperation `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitRequest) Reset() {
+	*x = CommitRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitRequest) ProtoMessage() {}
+
+func (x *CommitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitRequest.ProtoReflect.Descriptor instead.
+func (*CommitRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CommitRequest) GetOperations() []*ChangesetOperation {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+// One operation of a changeset: the request of the single-file RPC of the
+// same name, with the same meaning. if_version and create_only are checked
+// against the file as the operations before it left it; if_version on a
+// file an earlier operation changed is INVALID_ARGUMENT. A Delete or Move
+// names a file (recursive is INVALID_ARGUMENT).
+type ChangesetOperation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Operation:
+	//
+	//	*ChangesetOperation_Write
+	//	*ChangesetOperation_Edit
+	//	*ChangesetOperation_MultiEdit
+	//	*ChangesetOperation_Delete
+	//	*ChangesetOperation_Move
+	Operation     isChangesetOperation_Operation `protobuf_oneof:"operation"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangesetOperation) Reset() {
+	*x = ChangesetOperation{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangesetOperation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangesetOperation) ProtoMessage() {}
+
+func (x *ChangesetOperation) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangesetOperation.ProtoReflect.Descriptor instead.
+func (*ChangesetOperation) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ChangesetOperation) GetOperation() isChangesetOperation_Operation {
+	if x != nil {
+		return x.Operation
+	}
+	return nil
+}
+
+func (x *ChangesetOperation) GetWrite() *WriteRequest {
+	if x != nil {
+		if x, ok := x.Operation.(*ChangesetOperation_Write); ok {
+			return x.Write
+		}
+	}
+	return nil
+}
+
+func (x *ChangesetOperation) GetEdit() *EditRequest {
+	if x != nil {
+		if x, ok := x.Operation.(*ChangesetOperation_Edit); ok {
+			return x.Edit
+		}
+	}
+	return nil
+}
+
+func (x *ChangesetOperation) GetMultiEdit() *MultiEditRequest {
+	if x != nil {
+		if x, ok := x.Operation.(*ChangesetOperation_MultiEdit); ok {
+			return x.MultiEdit
+		}
+	}
+	return nil
+}
+
+func (x *ChangesetOperation) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Operation.(*ChangesetOperation_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *ChangesetOperation) GetMove() *MoveRequest {
+	if x != nil {
+		if x, ok := x.Operation.(*ChangesetOperation_Move); ok {
+			return x.Move
+		}
+	}
+	return nil
+}
+
+type isChangesetOperation_Operation interface {
+	isChangesetOperation_Operation()
+}
+
+type ChangesetOperation_Write struct {
+	Write *WriteRequest `protobuf:"bytes,1,opt,name=write,proto3,oneof"`
+}
+
+type ChangesetOperation_Edit struct {
+	Edit *EditRequest `protobuf:"bytes,2,opt,name=edit,proto3,oneof"`
+}
+
+type ChangesetOperation_MultiEdit struct {
+	MultiEdit *MultiEditRequest `protobuf:"bytes,3,opt,name=multi_edit,json=multiEdit,proto3,oneof"`
+}
+
+type ChangesetOperation_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,4,opt,name=delete,proto3,oneof"`
+}
+
+type ChangesetOperation_Move struct {
+	Move *MoveRequest `protobuf:"bytes,5,opt,name=move,proto3,oneof"`
+}
+
+func (*ChangesetOperation_Write) isChangesetOperation_Operation() {}
+
+func (*ChangesetOperation_Edit) isChangesetOperation_Operation() {}
+
+func (*ChangesetOperation_MultiEdit) isChangesetOperation_Operation() {}
+
+func (*ChangesetOperation_Delete) isChangesetOperation_Operation() {}
+
+func (*ChangesetOperation_Move) isChangesetOperation_Operation() {}
+
+type CommitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every file the changeset touched, in path order.
+	Files         []*CommittedFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitResponse) Reset() {
+	*x = CommitResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitResponse) ProtoMessage() {}
+
+func (x *CommitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitResponse.ProtoReflect.Descriptor instead.
+func (*CommitResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CommitResponse) GetFiles() []*CommittedFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+// What a committed changeset did to one file.
+type CommittedFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Its new version (a deleted file: its deletion's version, 0 on tiers
+	// without history); a file only read: the version it was read at.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// Its size after the changeset.
+	Size uint64 `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	// The file is gone after the changeset.
+	Deleted       bool `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommittedFile) Reset() {
+	*x = CommittedFile{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommittedFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommittedFile) ProtoMessage() {}
+
+func (x *CommittedFile) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommittedFile.ProtoReflect.Descriptor instead.
+func (*CommittedFile) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CommittedFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CommittedFile) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CommittedFile) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *CommittedFile) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 type ReadReRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -1655,7 +1956,7 @@ type ReadReRequest struct {
 
 func (x *ReadReRequest) Reset() {
 	*x = ReadReRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1968,7 @@ func (x *ReadReRequest) String() string {
 func (*ReadReRequest) ProtoMessage() {}
 
 func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[23]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1981,7 @@ func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReRequest.ProtoReflect.Descriptor instead.
 func (*ReadReRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{23}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReadReRequest) GetPath() string {
@@ -1713,7 +2014,7 @@ type ReadReResponse struct {
 
 func (x *ReadReResponse) Reset() {
 	*x = ReadReResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +2026,7 @@ func (x *ReadReResponse) String() string {
 func (*ReadReResponse) ProtoMessage() {}
 
 func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[24]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +2039,7 @@ func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReResponse.ProtoReflect.Descriptor instead.
 func (*ReadReResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{24}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReadReResponse) GetMatches() []string {
@@ -1776,7 +2077,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +2089,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[25]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +2102,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{25}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -1912,7 +2213,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2225,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2238,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -1984,7 +2285,7 @@ type GrepBatch struct {
 
 func (x *GrepBatch) Reset() {
 	*x = GrepBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2297,7 @@ func (x *GrepBatch) String() string {
 func (*GrepBatch) ProtoMessage() {}
 
 func (x *GrepBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2310,7 @@ func (x *GrepBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepBatch.ProtoReflect.Descriptor instead.
 func (*GrepBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GrepBatch) GetMatches() []*GrepMatch {
@@ -2032,7 +2333,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2345,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2358,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GrepResponse) GetResult() isGrepResponse_Result {
@@ -2125,7 +2426,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2438,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2451,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2218,7 +2519,7 @@ type GlobBatch struct {
 
 func (x *GlobBatch) Reset() {
 	*x = GlobBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2531,7 @@ func (x *GlobBatch) String() string {
 func (*GlobBatch) ProtoMessage() {}
 
 func (x *GlobBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2544,7 @@ func (x *GlobBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobBatch.ProtoReflect.Descriptor instead.
 func (*GlobBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GlobBatch) GetEntries() []*FileInfo {
@@ -2266,7 +2567,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2579,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2592,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GlobResponse) GetResult() isGlobResponse_Result {
@@ -2350,7 +2651,7 @@ type SearchProblem struct {
 
 func (x *SearchProblem) Reset() {
 	*x = SearchProblem{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2663,7 @@ func (x *SearchProblem) String() string {
 func (*SearchProblem) ProtoMessage() {}
 
 func (x *SearchProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2676,7 @@ func (x *SearchProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchProblem.ProtoReflect.Descriptor instead.
 func (*SearchProblem) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SearchProblem) GetPath() string {
@@ -2423,7 +2724,7 @@ type SearchSummary struct {
 
 func (x *SearchSummary) Reset() {
 	*x = SearchSummary{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2736,7 @@ func (x *SearchSummary) String() string {
 func (*SearchSummary) ProtoMessage() {}
 
 func (x *SearchSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2749,7 @@ func (x *SearchSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchSummary.ProtoReflect.Descriptor instead.
 func (*SearchSummary) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SearchSummary) GetVisited() uint64 {
@@ -2549,7 +2850,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2862,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2875,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchRequest) GetPath() string {
@@ -2635,7 +2936,7 @@ type ChangeEvent struct {
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2948,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2961,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ChangeEvent) GetPath() string {
@@ -2754,7 +3055,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +3067,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +3080,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WatchResponse) GetEvents() []*ChangeEvent {
@@ -2805,7 +3106,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2817,7 +3118,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2830,7 +3131,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListVersionsRequest) GetPath() string {
@@ -2864,7 +3165,7 @@ type FileVersion struct {
 
 func (x *FileVersion) Reset() {
 	*x = FileVersion{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2876,7 +3177,7 @@ func (x *FileVersion) String() string {
 func (*FileVersion) ProtoMessage() {}
 
 func (x *FileVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2889,7 +3190,7 @@ func (x *FileVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileVersion.ProtoReflect.Descriptor instead.
 func (*FileVersion) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FileVersion) GetVersion() uint64 {
@@ -2959,7 +3260,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2971,7 +3272,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2984,7 +3285,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListVersionsResponse) GetPath() string {
@@ -3015,7 +3316,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3328,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3341,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RestoreRequest) GetPath() string {
@@ -3080,7 +3381,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3393,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3406,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RestoreResponse) GetPath() string {
@@ -3156,7 +3457,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3469,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3482,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DiffRequest) GetPath() string {
@@ -3223,7 +3524,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3536,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3549,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DiffResponse) GetPath() string {
@@ -3431,7 +3732,26 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1f\n" +
 	"\vfiles_moved\x18\x03 \x01(\x04R\n" +
 	"filesMoved\x12\x18\n" +
-	"\aversion\x18\x04 \x01(\x04R\aversion\"h\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\"P\n" +
+	"\rCommitRequest\x12?\n" +
+	"\n" +
+	"operations\x18\x01 \x03(\v2\x1f.agentvfs.v1.ChangesetOperationR\n" +
+	"operations\"\xaa\x02\n" +
+	"\x12ChangesetOperation\x121\n" +
+	"\x05write\x18\x01 \x01(\v2\x19.agentvfs.v1.WriteRequestH\x00R\x05write\x12.\n" +
+	"\x04edit\x18\x02 \x01(\v2\x18.agentvfs.v1.EditRequestH\x00R\x04edit\x12>\n" +
+	"\n" +
+	"multi_edit\x18\x03 \x01(\v2\x1d.agentvfs.v1.MultiEditRequestH\x00R\tmultiEdit\x124\n" +
+	"\x06delete\x18\x04 \x01(\v2\x1a.agentvfs.v1.DeleteRequestH\x00R\x06delete\x12.\n" +
+	"\x04move\x18\x05 \x01(\v2\x18.agentvfs.v1.MoveRequestH\x00R\x04moveB\v\n" +
+	"\toperation\"B\n" +
+	"\x0eCommitResponse\x120\n" +
+	"\x05files\x18\x01 \x03(\v2\x1a.agentvfs.v1.CommittedFileR\x05files\"k\n" +
+	"\rCommittedFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x04R\x04size\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"h\n" +
 	"\rReadReRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\apattern\x18\x02 \x01(\tR\apattern\x12\x1d\n" +
@@ -3582,7 +3902,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\x92\t\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xd5\t\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -3596,6 +3916,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\tMultiEdit\x12\x1d.agentvfs.v1.MultiEditRequest\x1a\x1e.agentvfs.v1.MultiEditResponse\x12A\n" +
 	"\x06Delete\x12\x1a.agentvfs.v1.DeleteRequest\x1a\x1b.agentvfs.v1.DeleteResponse\x12;\n" +
 	"\x04Move\x12\x18.agentvfs.v1.MoveRequest\x1a\x19.agentvfs.v1.MoveResponse\x12A\n" +
+	"\x06Commit\x12\x1a.agentvfs.v1.CommitRequest\x1a\x1b.agentvfs.v1.CommitResponse\x12A\n" +
 	"\x06ReadRe\x12\x1a.agentvfs.v1.ReadReRequest\x1a\x1b.agentvfs.v1.ReadReResponse\x12=\n" +
 	"\x04Grep\x12\x18.agentvfs.v1.GrepRequest\x1a\x19.agentvfs.v1.GrepResponse0\x01\x12=\n" +
 	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01\x12@\n" +
@@ -3618,7 +3939,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -3645,90 +3966,103 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*DeleteResponse)(nil),        // 22: agentvfs.v1.DeleteResponse
 	(*MoveRequest)(nil),           // 23: agentvfs.v1.MoveRequest
 	(*MoveResponse)(nil),          // 24: agentvfs.v1.MoveResponse
-	(*ReadReRequest)(nil),         // 25: agentvfs.v1.ReadReRequest
-	(*ReadReResponse)(nil),        // 26: agentvfs.v1.ReadReResponse
-	(*GrepRequest)(nil),           // 27: agentvfs.v1.GrepRequest
-	(*GrepMatch)(nil),             // 28: agentvfs.v1.GrepMatch
-	(*GrepBatch)(nil),             // 29: agentvfs.v1.GrepBatch
-	(*GrepResponse)(nil),          // 30: agentvfs.v1.GrepResponse
-	(*GlobRequest)(nil),           // 31: agentvfs.v1.GlobRequest
-	(*GlobBatch)(nil),             // 32: agentvfs.v1.GlobBatch
-	(*GlobResponse)(nil),          // 33: agentvfs.v1.GlobResponse
-	(*SearchProblem)(nil),         // 34: agentvfs.v1.SearchProblem
-	(*SearchSummary)(nil),         // 35: agentvfs.v1.SearchSummary
-	(*WatchRequest)(nil),          // 36: agentvfs.v1.WatchRequest
-	(*ChangeEvent)(nil),           // 37: agentvfs.v1.ChangeEvent
-	(*WatchResponse)(nil),         // 38: agentvfs.v1.WatchResponse
-	(*ListVersionsRequest)(nil),   // 39: agentvfs.v1.ListVersionsRequest
-	(*FileVersion)(nil),           // 40: agentvfs.v1.FileVersion
-	(*ListVersionsResponse)(nil),  // 41: agentvfs.v1.ListVersionsResponse
-	(*RestoreRequest)(nil),        // 42: agentvfs.v1.RestoreRequest
-	(*RestoreResponse)(nil),       // 43: agentvfs.v1.RestoreResponse
-	(*DiffRequest)(nil),           // 44: agentvfs.v1.DiffRequest
-	(*DiffResponse)(nil),          // 45: agentvfs.v1.DiffResponse
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*CommitRequest)(nil),         // 25: agentvfs.v1.CommitRequest
+	(*ChangesetOperation)(nil),    // 26: agentvfs.v1.ChangesetOperation
+	(*CommitResponse)(nil),        // 27: agentvfs.v1.CommitResponse
+	(*CommittedFile)(nil),         // 28: agentvfs.v1.CommittedFile
+	(*ReadReRequest)(nil),         // 29: agentvfs.v1.ReadReRequest
+	(*ReadReResponse)(nil),        // 30: agentvfs.v1.ReadReResponse
+	(*GrepRequest)(nil),           // 31: agentvfs.v1.GrepRequest
+	(*GrepMatch)(nil),             // 32: agentvfs.v1.GrepMatch
+	(*GrepBatch)(nil),             // 33: agentvfs.v1.GrepBatch
+	(*GrepResponse)(nil),          // 34: agentvfs.v1.GrepResponse
+	(*GlobRequest)(nil),           // 35: agentvfs.v1.GlobRequest
+	(*GlobBatch)(nil),             // 36: agentvfs.v1.GlobBatch
+	(*GlobResponse)(nil),          // 37: agentvfs.v1.GlobResponse
+	(*SearchProblem)(nil),         // 38: agentvfs.v1.SearchProblem
+	(*SearchSummary)(nil),         // 39: agentvfs.v1.SearchSummary
+	(*WatchRequest)(nil),          // 40: agentvfs.v1.WatchRequest
+	(*ChangeEvent)(nil),           // 41: agentvfs.v1.ChangeEvent
+	(*WatchResponse)(nil),         // 42: agentvfs.v1.WatchResponse
+	(*ListVersionsRequest)(nil),   // 43: agentvfs.v1.ListVersionsRequest
+	(*FileVersion)(nil),           // 44: agentvfs.v1.FileVersion
+	(*ListVersionsResponse)(nil),  // 45: agentvfs.v1.ListVersionsResponse
+	(*RestoreRequest)(nil),        // 46: agentvfs.v1.RestoreRequest
+	(*RestoreResponse)(nil),       // 47: agentvfs.v1.RestoreResponse
+	(*DiffRequest)(nil),           // 48: agentvfs.v1.DiffRequest
+	(*DiffResponse)(nil),          // 49: agentvfs.v1.DiffResponse
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	46, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	46, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	50, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	50, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	46, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	50, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
-	28, // 8: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
-	29, // 9: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
-	35, // 10: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	2,  // 11: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
-	32, // 12: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
-	35, // 13: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	0,  // 14: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
-	34, // 15: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
-	1,  // 16: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	46, // 17: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
-	37, // 18: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	46, // 19: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
-	40, // 20: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
-	3,  // 21: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
-	5,  // 22: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
-	7,  // 23: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
-	9,  // 24: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
-	11, // 25: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
-	13, // 26: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
-	16, // 27: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
-	19, // 28: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
-	21, // 29: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
-	23, // 30: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
-	25, // 31: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
-	27, // 32: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
-	31, // 33: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
-	36, // 34: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
-	39, // 35: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
-	42, // 36: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
-	44, // 37: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
-	4,  // 38: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 39: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 40: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 41: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 42: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 43: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 44: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 45: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 46: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 47: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	26, // 48: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	30, // 49: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	33, // 50: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	38, // 51: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	41, // 52: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	43, // 53: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	45, // 54: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	38, // [38:55] is the sub-list for method output_type
-	21, // [21:38] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	26, // 8: agentvfs.v1.CommitRequest.operations:type_name -> agentvfs.v1.ChangesetOperation
+	11, // 9: agentvfs.v1.ChangesetOperation.write:type_name -> agentvfs.v1.WriteRequest
+	16, // 10: agentvfs.v1.ChangesetOperation.edit:type_name -> agentvfs.v1.EditRequest
+	19, // 11: agentvfs.v1.ChangesetOperation.multi_edit:type_name -> agentvfs.v1.MultiEditRequest
+	21, // 12: agentvfs.v1.ChangesetOperation.delete:type_name -> agentvfs.v1.DeleteRequest
+	23, // 13: agentvfs.v1.ChangesetOperation.move:type_name -> agentvfs.v1.MoveRequest
+	28, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
+	32, // 15: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
+	33, // 16: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
+	39, // 17: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	2,  // 18: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
+	36, // 19: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
+	39, // 20: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	0,  // 21: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
+	38, // 22: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
+	1,  // 23: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
+	50, // 24: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	41, // 25: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
+	50, // 26: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	44, // 27: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
+	3,  // 28: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
+	5,  // 29: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
+	7,  // 30: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
+	9,  // 31: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
+	11, // 32: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
+	13, // 33: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
+	16, // 34: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
+	19, // 35: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
+	21, // 36: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
+	23, // 37: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
+	25, // 38: agentvfs.v1.Filesystem.Commit:input_type -> agentvfs.v1.CommitRequest
+	29, // 39: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
+	31, // 40: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
+	35, // 41: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
+	40, // 42: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
+	43, // 43: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
+	46, // 44: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
+	48, // 45: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
+	4,  // 46: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 47: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 48: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 49: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 50: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 51: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 52: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 53: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 54: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 55: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 56: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 57: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	34, // 58: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	37, // 59: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	42, // 60: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	45, // 61: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	47, // 62: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	49, // 63: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	46, // [46:64] is the sub-list for method output_type
+	28, // [28:46] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_filesystem_proto_init() }
@@ -3748,24 +4082,31 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	file_agentvfs_v1_filesystem_proto_msgTypes[17].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[19].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[21].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[23].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[28].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[24].OneofWrappers = []any{
+		(*ChangesetOperation_Write)(nil),
+		(*ChangesetOperation_Edit)(nil),
+		(*ChangesetOperation_MultiEdit)(nil),
+		(*ChangesetOperation_Delete)(nil),
+		(*ChangesetOperation_Move)(nil),
+	}
+	file_agentvfs_v1_filesystem_proto_msgTypes[27].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[32].OneofWrappers = []any{
 		(*GrepResponse_Batch)(nil),
 		(*GrepResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[31].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[35].OneofWrappers = []any{
 		(*GlobResponse_Batch)(nil),
 		(*GlobResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[40].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[42].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[44].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[46].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   44,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Filesystem_MultiEdit_FullMethodName    = "/agentvfs.v1.Filesystem/MultiEdit"
 	Filesystem_Delete_FullMethodName       = "/agentvfs.v1.Filesystem/Delete"
 	Filesystem_Move_FullMethodName         = "/agentvfs.v1.Filesystem/Move"
+	Filesystem_Commit_FullMethodName       = "/agentvfs.v1.Filesystem/Commit"
 	Filesystem_ReadRe_FullMethodName       = "/agentvfs.v1.Filesystem/ReadRe"
 	Filesystem_Grep_FullMethodName         = "/agentvfs.v1.Filesystem/Grep"
 	Filesystem_Glob_FullMethodName         = "/agentvfs.v1.Filesystem/Glob"
@@ -78,6 +79,11 @@ type FilesystemClient interface {
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	// Move renames a file or a directory tree, atomically, within one mount.
 	Move(ctx context.Context, in *MoveRequest, opts ...grpc.CallOption) (*MoveResponse, error)
+	// Commit applies several file operations of one mount as one changeset:
+	// every operation applies, each file getting one new version, or none
+	// does, and the error names the first operation that failed
+	// (ErrorInfo metadata operation_index). See docs/changesets.md.
+	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -210,6 +216,16 @@ func (c *filesystemClient) Move(ctx context.Context, in *MoveRequest, opts ...gr
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(MoveResponse)
 	err := c.cc.Invoke(ctx, Filesystem_Move_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Commit_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +369,11 @@ type FilesystemServer interface {
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	// Move renames a file or a directory tree, atomically, within one mount.
 	Move(context.Context, *MoveRequest) (*MoveResponse, error)
+	// Commit applies several file operations of one mount as one changeset:
+	// every operation applies, each file getting one new version, or none
+	// does, and the error names the first operation that failed
+	// (ErrorInfo metadata operation_index). See docs/changesets.md.
+	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -408,6 +429,9 @@ func (UnimplementedFilesystemServer) Delete(context.Context, *DeleteRequest) (*D
 }
 func (UnimplementedFilesystemServer) Move(context.Context, *MoveRequest) (*MoveResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Move not implemented")
+}
+func (UnimplementedFilesystemServer) Commit(context.Context, *CommitRequest) (*CommitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
 }
 func (UnimplementedFilesystemServer) ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadRe not implemented")
@@ -613,6 +637,24 @@ func _Filesystem_Move_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_Commit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Commit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Commit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Commit(ctx, req.(*CommitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Filesystem_ReadRe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadReRequest)
 	if err := dec(in); err != nil {
@@ -756,6 +798,10 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Move",
 			Handler:    _Filesystem_Move_Handler,
+		},
+		{
+			MethodName: "Commit",
+			Handler:    _Filesystem_Commit_Handler,
 		},
 		{
 			MethodName: "ReadRe",

@@ -756,6 +756,134 @@ class MoveResponse(_message.Message):
 Global___MoveResponse: _TypeAlias = MoveResponse  # noqa: Y015
 
 @_typing.final
+class CommitRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATIONS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def operations(self) -> _containers.RepeatedCompositeFieldContainer[Global___ChangesetOperation]:
+        """The operations, applied in order, each seeing what the ones before it
+        did. All on one mount (else INVALID_ARGUMENT); no path may lie below
+        another; at most [limits] changeset_max_operations of them, carrying at
+        most changeset_max_bytes (else RESOURCE_EXHAUSTED, before any work).
+        """
+
+    def __init__(
+        self,
+        *,
+        operations: _abc.Iterable[Global___ChangesetOperation] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["operations", b"operations"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitRequest: _TypeAlias = CommitRequest  # noqa: Y015
+
+@_typing.final
+class ChangesetOperation(_message.Message):
+    """One operation of a changeset: the request of the single-file RPC of the
+    same name, with the same meaning. if_version and create_only are checked
+    against the file as the operations before it left it; if_version on a
+    file an earlier operation changed is INVALID_ARGUMENT. A Delete or Move
+    names a file (recursive is INVALID_ARGUMENT).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    WRITE_FIELD_NUMBER: _builtins.int
+    EDIT_FIELD_NUMBER: _builtins.int
+    MULTI_EDIT_FIELD_NUMBER: _builtins.int
+    DELETE_FIELD_NUMBER: _builtins.int
+    MOVE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def write(self) -> Global___WriteRequest: ...
+    @_builtins.property
+    def edit(self) -> Global___EditRequest: ...
+    @_builtins.property
+    def multi_edit(self) -> Global___MultiEditRequest: ...
+    @_builtins.property
+    def delete(self) -> Global___DeleteRequest: ...
+    @_builtins.property
+    def move(self) -> Global___MoveRequest: ...
+    def __init__(
+        self,
+        *,
+        write: Global___WriteRequest | None = ...,
+        edit: Global___EditRequest | None = ...,
+        multi_edit: Global___MultiEditRequest | None = ...,
+        delete: Global___DeleteRequest | None = ...,
+        move: Global___MoveRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["delete", b"delete", "edit", b"edit", "move", b"move", "multi_edit", b"multi_edit", "operation", b"operation", "write", b"write"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["delete", b"delete", "edit", b"edit", "move", b"move", "multi_edit", b"multi_edit", "operation", b"operation", "write", b"write"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_operation: _TypeAlias = _typing.Literal["write", "edit", "multi_edit", "delete", "move"]  # noqa: Y015
+    _WhichOneofArgType_operation: _TypeAlias = _typing.Literal["operation", b"operation"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_operation) -> _WhichOneofReturnType_operation | None: ...
+
+Global___ChangesetOperation: _TypeAlias = ChangesetOperation  # noqa: Y015
+
+@_typing.final
+class CommitResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommittedFile]:
+        """Every file the changeset touched, in path order."""
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___CommittedFile] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommitResponse: _TypeAlias = CommitResponse  # noqa: Y015
+
+@_typing.final
+class CommittedFile(_message.Message):
+    """What a committed changeset did to one file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    SIZE_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    version: _builtins.int
+    """Its new version (a deleted file: its deletion's version, 0 on tiers
+    without history); a file only read: the version it was read at.
+    """
+    size: _builtins.int
+    """Its size after the changeset."""
+    deleted: _builtins.bool
+    """The file is gone after the changeset."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        version: _builtins.int = ...,
+        size: _builtins.int = ...,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "path", b"path", "size", b"size", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CommittedFile: _TypeAlias = CommittedFile  # noqa: Y015
+
+@_typing.final
 class ReadReRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

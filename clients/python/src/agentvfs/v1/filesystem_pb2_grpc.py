@@ -99,6 +99,11 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.FromString,
                 _registered_method=True)
+        self.Commit = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Commit',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.FromString,
+                _registered_method=True)
         self.ReadRe = channel.unary_unary(
                 '/agentvfs.v1.Filesystem/ReadRe',
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ReadReRequest.SerializeToString,
@@ -224,6 +229,16 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Commit(self, request, context):
+        """Commit applies several file operations of one mount as one changeset:
+        every operation applies, each file getting one new version, or none
+        does, and the error names the first operation that failed
+        (ErrorInfo metadata operation_index). See docs/changesets.md.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadRe(self, request, context):
         """ReadRe returns every match of a regular expression in one file.
         """
@@ -327,6 +342,11 @@ def add_FilesystemServicer_to_server(servicer, server):
                     servicer.Move,
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.SerializeToString,
+            ),
+            'Commit': grpc.unary_unary_rpc_method_handler(
+                    servicer.Commit,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.SerializeToString,
             ),
             'ReadRe': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadRe,
@@ -649,6 +669,33 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Move',
             agentvfs_dot_v1_dot_filesystem__pb2.MoveRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.MoveResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Commit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Commit',
+            agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.FromString,
             options,
             channel_credentials,
             insecure,

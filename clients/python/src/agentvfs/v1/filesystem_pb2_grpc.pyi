@@ -68,6 +68,12 @@ class FilesystemStub:
     """Delete removes a file (or, with recursive, a directory tree)."""
     Move: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.MoveRequest, _filesystem_pb2.MoveResponse]
     """Move renames a file or a directory tree, atomically, within one mount."""
+    Commit: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.CommitRequest, _filesystem_pb2.CommitResponse]
+    """Commit applies several file operations of one mount as one changeset:
+    every operation applies, each file getting one new version, or none
+    does, and the error names the first operation that failed
+    (ErrorInfo metadata operation_index). See docs/changesets.md.
+    """
     ReadRe: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]
@@ -126,6 +132,12 @@ class FilesystemAsyncStub(FilesystemStub):
     """Delete removes a file (or, with recursive, a directory tree)."""
     Move: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.MoveRequest, _filesystem_pb2.MoveResponse]  # type: ignore[assignment]
     """Move renames a file or a directory tree, atomically, within one mount."""
+    Commit: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.CommitRequest, _filesystem_pb2.CommitResponse]  # type: ignore[assignment]
+    """Commit applies several file operations of one mount as one changeset:
+    every operation applies, each file getting one new version, or none
+    does, and the error names the first operation that failed
+    (ErrorInfo metadata operation_index). See docs/changesets.md.
+    """
     ReadRe: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]  # type: ignore[assignment]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _aio.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]  # type: ignore[assignment]
@@ -241,6 +253,18 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_filesystem_pb2.MoveResponse, _abc.Awaitable[_filesystem_pb2.MoveResponse]]:
         """Move renames a file or a directory tree, atomically, within one mount."""
+
+    @_abc_1.abstractmethod
+    def Commit(
+        self,
+        request: _filesystem_pb2.CommitRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.CommitResponse, _abc.Awaitable[_filesystem_pb2.CommitResponse]]:
+        """Commit applies several file operations of one mount as one changeset:
+        every operation applies, each file getting one new version, or none
+        does, and the error names the first operation that failed
+        (ErrorInfo metadata operation_index). See docs/changesets.md.
+        """
 
     @_abc_1.abstractmethod
     def ReadRe(
