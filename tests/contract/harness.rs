@@ -121,8 +121,7 @@ pub struct Tier {
     pub keeps_history: bool,
     /// The tier keeps a change log (every tier).
     pub keeps_change_log: bool,
-    /// The tier applies changesets (`Backend::commit`): State, Store and
-    /// Filesystem. The object tier refuses them, naming the mount.
+    /// The tier applies changesets (`Backend::commit`): every tier.
     pub takes_changesets: bool,
     /// The Store's data directory and the Filesystem tier's root, removed
     /// when the case ends.
@@ -264,7 +263,7 @@ impl Tier {
             tier_wide_versions: kind != Kind::Filesystem,
             keeps_history: kind != Kind::Filesystem,
             keeps_change_log: true,
-            takes_changesets: kind != Kind::Object,
+            takes_changesets: true,
             _dirs: dirs,
         }
     }

@@ -1,9 +1,9 @@
 //! Filesystem/Commit through the real server (docs/changesets.md): the
 //! operations of one changeset in order, all or nothing, on each default
 //! mount; the failing operation named; mounts, grants and bounds checked
-//! before any work; and kill -9 at random points of changesets on the Store
-//! and Filesystem tiers, every changeset found whole or absent afterwards
-//! and none acknowledged lost.
+//! before any work; and kill -9 at random points of changesets on the Store,
+//! Filesystem and object tiers, every changeset found whole or absent
+//! afterwards and none acknowledged lost.
 
 use crate::util::{Server, assert_error};
 use agentvfs::pb;
@@ -309,9 +309,8 @@ grants = [{ prefix = "/mine/", ops = ["list", "file", "read_file", "write", "del
 /// rewrite every file of a set with one generation number; after each
 /// restart every file holds the same generation (no changeset half
 /// applied), and it is at least the last one acknowledged (none lost).
-async fn crash_trials(mount: &str, trials: usize) {
+async fn crash_trials(mut server: Server, mount: &str, trials: usize) {
     const FILES: usize = 6;
-    let mut server = Server::start();
     let mut last_acked = 0u64;
     let mut generation = 0u64;
     for trial in 0..trials {
@@ -375,10 +374,22 @@ fn trials() -> usize {
 
 #[tokio::test]
 async fn store_changesets_survive_kill_9_whole_or_not_at_all() {
-    crash_trials("/memories", trials()).await;
+    crash_trials(Server::start(), "/memories", trials()).await;
 }
 
 #[tokio::test]
 async fn filesystem_changesets_survive_kill_9_whole_or_not_at_all() {
-    crash_trials("/workspace", trials()).await;
+    crash_trials(Server::start(), "/workspace", trials()).await;
+}
+
+#[tokio::test]
+async fn object_changesets_survive_kill_9_whole_or_not_at_all() {
+    let bucket = crate::s3::s3().bucket("agentvfs-it");
+    let config = format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
+         tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"cs-{:016x}\"\n\
+         path_style = true\n",
+        rand::random::<u64>()
+    );
+    crash_trials(Server::start_with(Some(&config), &[]), "/shared", trials()).await;
 }

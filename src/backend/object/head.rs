@@ -9,9 +9,11 @@
 //!   destination (which may still hold the move's pending head);
 //! - **absent**: no file, and no history entry either (a move that did not
 //!   happen put back a destination that had no file);
-//! - **pending**: the destination of a Move in flight: the new head it will
-//!   hold once the move commits, what it held before, and the source head
-//!   (its key and ETag) whose conditional put decides the move.
+//! - **pending**: the destination of a Move in flight, or a file of a
+//!   changeset in flight: the new head it will hold once the move (the
+//!   changeset) commits, what it held before, and the object whose
+//!   conditional put decides it: the move's source head, or the changeset's
+//!   commit record (its key and ETag).
 //!
 //! Every head also holds a random **fence**, so writing the same state again
 //! (to make a stale conditional put fail) changes its ETag, and the
@@ -21,7 +23,7 @@
 //! seq (8)`, then by state: live and deleted `record length (4) | record`;
 //! moved away `move (8) | destination length (2) | destination | record
 //! length (4) | record`; absent `floor (8)`; pending `move (8) | since µs (8)
-//! | source length (2) | source | source ETag length (1) | source ETag | new
+//! | source length (2; 0: a changeset's record) | source | source ETag length (1) | source ETag | new
 //! length (4) | new head | prior length (4, all ones: none) | prior head`.
 //! Then 0 to 3 zero bytes, so that the body's length modulo 4 tells its
 //! state class ([`Class`]): a listing, which shows each key's size, tells
@@ -82,14 +84,17 @@ const PENDING: u8 = 4;
 /// A Move in flight, as its destination's head holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pending {
-    /// The move's id (random), also in the source's moved-away head.
+    /// The move's id (random), also in the source's moved-away head; a
+    /// changeset's id, also in its committed record.
     pub move_id: u64,
     /// When the move began, µs since the epoch.
     pub since: u64,
-    /// The source file.
-    pub source: VfsPath,
-    /// The source head's ETag when the move began: the move commits by a
-    /// put on this ETag, so once the source's ETag is another, it never will.
+    /// The source file; `None` for a changeset's file, decided by the
+    /// changeset's commit record (`ObjectKeys::changeset` of `move_id`).
+    pub source: Option<VfsPath>,
+    /// The ETag of the deciding object (the source head, the record) when
+    /// the move began: it commits by a put on this ETag, so once the
+    /// object's ETag is another, it never will.
     pub source_etag: String,
     /// The live head the destination holds once the move commits.
     pub new: Bytes,
@@ -237,7 +242,14 @@ impl Head {
             PENDING => {
                 let move_id = f.u64()?;
                 let since = f.u64()?;
-                let source = f.path()?;
+                let source = match f.u16()? {
+                    0 => None,
+                    n => {
+                        let text = std::str::from_utf8(f.bytes(usize::from(n))?)
+                            .map_err(|_| f.corrupt())?;
+                        Some(VfsPath::parse(text).map_err(|_| f.corrupt())?)
+                    }
+                };
                 let n = usize::from(f.u8()?);
                 let source_etag = String::from_utf8_lossy(f.bytes(n)?).into_owned();
                 let n = f.u32()? as usize;
@@ -362,7 +374,10 @@ pub fn pending(p: &Pending, pos: Position) -> Bytes {
     let mut out = header(PENDING, pos);
     out.extend_from_slice(&p.move_id.to_be_bytes());
     out.extend_from_slice(&p.since.to_be_bytes());
-    push_path(&mut out, &p.source);
+    match &p.source {
+        Some(source) => push_path(&mut out, source),
+        None => out.extend_from_slice(&0u16.to_be_bytes()),
+    }
     // ETags are at most a few dozen bytes (an MD5 and a part count).
     let etag = &p.source_etag.as_bytes()[..p.source_etag.len().min(255)];
     out.push(etag.len() as u8);
@@ -483,7 +498,7 @@ mod tests {
         let moving = Pending {
             move_id: 42,
             since: 5,
-            source: p("/x"),
+            source: Some(p("/x")),
             source_etag: "\"abc\"".into(),
             new: live(
                 &Meta {

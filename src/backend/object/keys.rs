@@ -114,6 +114,8 @@ pub enum Space {
     Logs,
     /// Successor marks of changes.
     Successors,
+    /// Commit records of changesets.
+    Changesets,
 }
 
 impl Space {
@@ -124,6 +126,7 @@ impl Space {
             Space::Versions => "v",
             Space::Logs => "l",
             Space::Successors => "s",
+            Space::Changesets => "x",
         }
     }
 }
@@ -307,6 +310,13 @@ impl ObjectKeys {
             key.push_str(&hex(log));
             key.push('/');
         }
+        Ok(key)
+    }
+
+    /// The key of changeset `id`'s commit record (src/backend/object/changeset.rs).
+    pub fn changeset(&self, namespace: &str, id: u64) -> Result<String> {
+        let mut key = self.space(namespace, Space::Changesets)?;
+        key.push_str(&hex(id));
         Ok(key)
     }
 

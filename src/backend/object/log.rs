@@ -225,19 +225,26 @@ impl LogWriter {
         self.id
     }
 
+    /// Draws `n` consecutive positions in `ns`'s log (a changeset's, so its
+    /// records come together), and the position up to which records are
+    /// due to be pruned, when they are.
+    pub fn draw_many(&self, ns: &str, n: usize) -> (Vec<Position>, Option<u64>) {
+        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
+        let seq = next.entry(ns.to_owned()).or_insert(0);
+        let first = *seq + 1;
+        *seq += n as u64;
+        let at = (first..=*seq).map(|seq| Position { log: self.id, seq }).collect();
+        let keep = self.keep as u64;
+        let crossed = (first..=*seq).any(|s| s.is_multiple_of(PRUNE_EVERY));
+        let prune = (crossed && *seq > keep).then(|| *seq - keep);
+        (at, prune)
+    }
+
     /// Draws the next position in `ns`'s log, and the position up to which
     /// records are due to be pruned, when they are.
     pub fn draw(&self, ns: &str) -> (Position, Option<u64>) {
-        let mut next = self.next.lock().unwrap_or_else(|p| p.into_inner());
-        let seq = next.entry(ns.to_owned()).or_insert(0);
-        *seq += 1;
-        let at = Position {
-            log: self.id,
-            seq: *seq,
-        };
-        let keep = self.keep as u64;
-        let prune = (seq.is_multiple_of(PRUNE_EVERY) && *seq > keep).then(|| *seq - keep);
-        (at, prune)
+        let (mut at, prune) = self.draw_many(ns, 1);
+        (at.remove(0), prune)
     }
 }
 
@@ -401,7 +408,7 @@ async fn look(store: &Store, ns: &str, at: Position, intent: &Intent) -> Result<
         if let State::Pending(pending) = &head.state {
             let new = super::head::Head::decode(&key, pending.new.clone(), String::new())?;
             if new.pos == at {
-                let source = store.keys.head(ns, &pending.source)?;
+                let source = store.decider(ns, pending)?;
                 let source = read_head(&store.client, &store.cache, &source).await?;
                 return Ok(match decide(pending, source.as_ref()) {
                     super::state::Decided::Committed => Verdict::Committed,

@@ -33,7 +33,8 @@
 //!   before its head's put, so an acknowledged change always has them;
 //! - a blob is written before the head that names it and never changed.
 //!
-//! Files by protocol: `commit` (how any head changes), `write` (Write,
+//! Files by protocol: `commit` (how any head changes), `changeset`
+//! (several heads at once, decided by one record), `write` (Write,
 //! WriteBytes, Edit, Restore), `delete`, `moves`, `read` (reads and
 //! listings), `walk` (search), `history`, `log` (the change feed),
 //! `state` (what a path holds, a move in flight resolved), `sweep`
@@ -47,6 +48,7 @@
 mod bucket;
 mod cache;
 mod catalog;
+mod changeset;
 mod commit;
 mod credentials;
 mod delete;
@@ -412,6 +414,14 @@ impl Backend for ObjectBackend {
         pre: Precondition,
     ) -> Result<MoveOutcome> {
         self.move_path(scope, source, destination, pre)
+    }
+
+    fn commit(
+        &self,
+        scope: &Scope,
+        changes: &[super::FileChange],
+    ) -> Result<Vec<super::FileCommitted>> {
+        self.commit_changes(scope, changes)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {

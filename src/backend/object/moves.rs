@@ -260,7 +260,7 @@ impl ObjectBackend {
             let pending = Pending {
                 move_id,
                 since: now_micros(),
-                source: source.clone(),
+                source: Some(source.clone()),
                 source_etag: src_head.etag.clone(),
                 new: new.clone(),
                 prior: dst.state.as_ref().map(|h| h.body.clone()),

@@ -155,7 +155,7 @@ impl Store {
                 in_flight: None,
             });
         };
-        let source = self.keys.head(ns, &pending.source)?;
+        let source = self.decider(ns, pending)?;
         let source = read_head(&self.client, &self.cache, &source).await?;
         let decided = decide(pending, source.as_ref());
         let pending = pending.clone();
@@ -200,13 +200,22 @@ impl Store {
     /// again as it is (a new fence) while it still holds the ETag the move
     /// commits on.
     pub async fn stop_move(&self, ns: &str, pending: &Pending) -> Result<()> {
-        let key = self.keys.head(ns, &pending.source)?;
+        let key = self.decider(ns, pending)?;
         if let Some(source) = read_head(&self.client, &self.cache, &key).await?
             && source.etag == pending.source_etag
         {
             self.fence(&key, &source).await?;
         }
         Ok(())
+    }
+
+    /// The key of the object whose conditional put decides `pending`: its
+    /// move's source head, or its changeset's commit record.
+    pub fn decider(&self, ns: &str, pending: &Pending) -> Result<String> {
+        match &pending.source {
+            Some(source) => self.keys.head(ns, source),
+            None => self.keys.changeset(ns, pending.move_id),
+        }
     }
 
     /// Writes `head` at `key` again as it is, under a new ETag, so a change
