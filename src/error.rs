@@ -11,6 +11,7 @@
 //! grpc-core clients refuse trailers over 8 KiB with RESOURCE_EXHAUSTED
 //! instead of showing the error, so a 16 KiB path must not reach them whole.
 
+use crate::pb::ErrorReason;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use tonic::{Code, Status};
@@ -18,6 +19,18 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 /// `google.rpc.ErrorInfo.domain` of every error this server returns.
 pub const ERROR_DOMAIN: &str = "agentvfs";
+
+/// What every [`ErrorReason`] name starts with, and its wire spelling does
+/// not (buf lint's ENUM_VALUE_PREFIX rule keeps every value's name so).
+const REASON_PREFIX: &str = "ERROR_REASON_";
+
+/// The wire spelling of `reason` (`NOT_FOUND` for
+/// `ERROR_REASON_NOT_FOUND`): the `ErrorInfo.reason` and tool envelope code,
+/// spelled by `proto/agentvfs/v1/errors.proto` alone.
+pub fn reason_code(reason: ErrorReason) -> &'static str {
+    let name = reason.as_str_name();
+    name.strip_prefix(REASON_PREFIX).unwrap_or(name)
+}
 
 /// Most characters of caller input (a path, an `old_string`, a name) an
 /// error quotes; the rest is replaced by `… (N bytes)`.
@@ -211,9 +224,9 @@ impl Error {
         }
     }
 
-    /// The envelope code: `google.rpc.ErrorInfo.reason` and the Tools
-    /// envelope's `error.code`, so both always agree.
-    pub fn code(&self) -> &'static str {
+    /// The reason of this error, as `proto/agentvfs/v1/errors.proto`
+    /// documents each one (with the gRPC codes and metadata below).
+    pub fn reason(&self) -> ErrorReason {
         match self.kind() {
             Error::InvalidPath { .. }
             | Error::InvalidArgument(_)
@@ -221,15 +234,24 @@ impl Error {
             | Error::TooLarge(_)
             | Error::OverLimit { .. }
             | Error::Unsupported(_)
-            | Error::Expired { .. } => "INVALID_PARAM",
-            Error::NotFound(_) | Error::VersionNotFound { .. } => "NOT_FOUND",
-            Error::PermissionDenied(_) | Error::Unauthenticated(_) => "ACCESS_DENIED",
-            Error::AlreadyExists(_) | Error::VersionMismatch { .. } => "CONFLICT",
-            Error::IsDirectory(_) => "IS_DIRECTORY",
-            Error::Binary(_) => "BINARY_FILE",
-            Error::Timeout(_) => "TIMEOUT",
-            Error::Internal(_) | Error::Unavailable(_) | Error::Context { .. } => "INTERNAL_ERROR",
+            | Error::Expired { .. } => ErrorReason::InvalidParam,
+            Error::NotFound(_) | Error::VersionNotFound { .. } => ErrorReason::NotFound,
+            Error::PermissionDenied(_) | Error::Unauthenticated(_) => ErrorReason::AccessDenied,
+            Error::AlreadyExists(_) | Error::VersionMismatch { .. } => ErrorReason::Conflict,
+            Error::IsDirectory(_) => ErrorReason::IsDirectory,
+            Error::Binary(_) => ErrorReason::BinaryFile,
+            Error::Timeout(_) => ErrorReason::Timeout,
+            Error::Internal(_) | Error::Unavailable(_) | Error::Context { .. } => {
+                ErrorReason::InternalError
+            }
         }
+    }
+
+    /// The envelope code, [`reason_code`] of [`Error::reason`]:
+    /// `google.rpc.ErrorInfo.reason` and the Tools envelope's `error.code`,
+    /// so both always agree.
+    pub fn code(&self) -> &'static str {
+        reason_code(self.reason())
     }
 
     /// The gRPC status code of this error (the README's error table).
@@ -341,6 +363,82 @@ mod tests {
         let info = status.get_details_error_info().expect("ErrorInfo attached");
         assert_eq!(info.reason, "CONFLICT");
         assert_eq!(info.metadata["actual_version"], "2");
+    }
+
+    /// One error of each kind (a kind added to [`Error`] belongs here).
+    fn one_of_each_kind() -> Vec<Error> {
+        vec![
+            Error::invalid_path("a", "relative"),
+            Error::InvalidArgument("bad regex".into()),
+            Error::NotFound("/a".into()),
+            Error::VersionNotFound {
+                path: "/a".into(),
+                version: 3,
+            },
+            Error::PermissionDenied("/a".into()),
+            Error::Unauthenticated("unknown token".into()),
+            Error::AlreadyExists("/a".into()),
+            Error::VersionMismatch {
+                path: "/a".into(),
+                expected: 1,
+                actual: 2,
+            },
+            Error::IsDirectory("/a".into()),
+            Error::NotDirectory("/a".into()),
+            Error::Binary("/a".into()),
+            Error::TooLarge("/a".into()),
+            Error::OverLimit {
+                limit: "max_concurrent_searches",
+                message: "busy".into(),
+            },
+            Error::Timeout("budget".into()),
+            Error::Unavailable("store down".into()),
+            Error::Unsupported("/a".into()),
+            Error::Expired {
+                what: "log".into(),
+                oldest: "c1".into(),
+            },
+            Error::Internal("disk".into()),
+            Error::NotFound("/a".into()).with_context("edit 0 failed", []),
+        ]
+    }
+
+    #[test]
+    fn every_reason_sent_is_an_error_reason_and_every_reason_is_sent() {
+        let mut sent = std::collections::BTreeSet::new();
+        for err in one_of_each_kind() {
+            let status: Status = err.clone().into();
+            let info = status.get_details_error_info().expect("ErrorInfo attached");
+            assert_eq!(info.domain, ERROR_DOMAIN);
+            let reason = ErrorReason::from_str_name(&format!("{REASON_PREFIX}{}", info.reason))
+                .unwrap_or_else(|| panic!("{err:?} sends {:?}, not in ErrorReason", info.reason));
+            assert_ne!(reason, ErrorReason::Unspecified, "{err:?}");
+            assert_eq!(reason, err.reason(), "{err:?}");
+            sent.insert(reason);
+        }
+        let every: Vec<ErrorReason> = (1..).map_while(|n| ErrorReason::try_from(n).ok()).collect();
+        assert_eq!(sent.into_iter().collect::<Vec<_>>(), every);
+    }
+
+    #[test]
+    fn reasons_keep_their_wire_spelling() {
+        let codes: Vec<&str> = (1..)
+            .map_while(|n| ErrorReason::try_from(n).ok())
+            .map(reason_code)
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                "INVALID_PARAM",
+                "NOT_FOUND",
+                "ACCESS_DENIED",
+                "CONFLICT",
+                "IS_DIRECTORY",
+                "BINARY_FILE",
+                "TIMEOUT",
+                "INTERNAL_ERROR",
+            ]
+        );
     }
 
     #[test]

@@ -1,30 +1,38 @@
 // Package agentvfs is the Go client of agentvfs, the gRPC file system for AI
 // agents: a thin layer over the generated stubs (package agentvfsv1 in gen/).
 //
-// Dial connects with an address, a bearer token and a session; every RPC of
-// every service (Filesystem, Tools, Access) is reachable through the typed
-// stubs c.Filesystem, c.Tools and c.Access, whose errors are *Error carrying
-// the envelope code. Grep and Glob are Go iterators that stop the search when
-// the loop breaks or the context is cancelled; Watch is an iterator of the
-// changes under a path that reconnects by itself (from its last cursor) when
-// the connection drops or the server restarts; Upload and Download move files
-// of any size in chunks (DownloadVersion: a retained version).
+// NewClient makes a client of an address, a bearer token and a session
+// (connecting lazily, as grpc.NewClient); every RPC of every service
+// (Filesystem, Tools, Access) is reachable through the typed stubs
+// c.Filesystem, c.Tools and c.Access, whose errors are *Error carrying the
+// envelope code and wrapping Go's own errors (errors.Is(err, fs.ErrNotExist),
+// fs.ErrExist, fs.ErrPermission, syscall.EISDIR, syscall.ENOTDIR; see Error)
+// or a *ConflictError with the versions (errors.As). Grep and Glob are Go
+// iterators that stop the search when the loop breaks or the context is
+// cancelled; Watch is an iterator of the changes under a path that reconnects
+// by itself (from its last cursor) when the connection drops or the server
+// restarts; both take their context when the loop starts (All). Upload and
+// Download move files of any size in chunks (DownloadVersion: a retained
+// version).
 //
-//	c, err := agentvfs.Dial("localhost:50051", agentvfs.Options{Session: "demo"})
+//	c, err := agentvfs.NewClient("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
 //	defer c.Close()
-//	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n"})
-//	if agentvfs.CodeOf(err) == agentvfs.CodeConflict { ... }
+//	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/notes/a.md", Content: "hi\n", IfVersion: &seen})
+//	var conflict *agentvfs.ConflictError
+//	if errors.As(err, &conflict) { ... } // conflict.Expected, conflict.Actual
+//	_, err = c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/missing"})
+//	if errors.Is(err, fs.ErrNotExist) { ... }
 //	// Optional request fields are pointers: IfVersion applies to the source.
 //	v := w.GetVersion()
 //	_, err = c.Filesystem.Move(ctx, &pb.MoveRequest{Source: "/notes/a.md", Destination: "/archive/a.md", IfVersion: &v})
 //	// Follow the changes from a saved cursor ("" the first time: from the
-//	// oldest change kept); persist w.Cursor() to resume later.
-//	w := c.Watch(ctx, "/notes", agentvfs.WatchOptions{Cursor: saved})
-//	for e, err := range w.All() {
+//	// oldest change kept); persist watch.Cursor() to resume later.
+//	watch := c.Watch("/notes", agentvfs.WatchOptions{Cursor: saved})
+//	for e, err := range watch.All(ctx) {
 //		if err != nil { ... } // an expired cursor: FAILED_PRECONDITION, Metadata["oldest_cursor"]
 //		fmt.Println(e.GetKind(), e.GetPath(), e.GetVersion())
-//		saved = w.Cursor()
+//		saved = watch.Cursor()
 //	}
 package agentvfs
 
@@ -75,9 +83,10 @@ type Client struct {
 	Access pb.AccessClient
 }
 
-// Dial connects to addr ("localhost:50051"). The connection is made lazily;
-// the first call reports a server that cannot be reached.
-func Dial(addr string, opts Options) (*Client, error) {
+// NewClient makes a client of the server at addr ("localhost:50051"). Like
+// grpc.NewClient, it connects lazily: the first call reports a server that
+// cannot be reached.
+func NewClient(addr string, opts Options) (*Client, error) {
 	md := metadata.MD{}
 	if opts.Token != "" {
 		md.Set("authorization", "Bearer "+opts.Token)
@@ -96,7 +105,7 @@ func Dial(addr string, opts Options) (*Client, error) {
 	}, opts.DialOptions...)
 	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
-		return nil, fmt.Errorf("agentvfs: dial %s: %w", addr, err)
+		return nil, fmt.Errorf("agentvfs: new client of %s: %w", addr, err)
 	}
 	return &Client{
 		conn:       conn,

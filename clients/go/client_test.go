@@ -12,9 +12,9 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-func dial(t *testing.T, addr, session string) *agentvfs.Client {
+func newClient(t *testing.T, addr, session string) *agentvfs.Client {
 	t.Helper()
-	c, err := agentvfs.Dial(addr, agentvfs.Options{Session: session})
+	c, err := agentvfs.NewClient(addr, agentvfs.Options{Session: session})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func dial(t *testing.T, addr, session string) *agentvfs.Client {
 // ErrorInfo reason, the gRPC code and the ErrorInfo metadata.
 func TestErrorsCarryTheEnvelopeCode(t *testing.T) {
 	ctx := context.Background()
-	c := dial(t, startServer(t, ""), "errors")
+	c := newClient(t, startServer(t, ""), "errors")
 	w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/v.txt", Content: "1"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,18 +49,18 @@ func TestErrorsCarryTheEnvelopeCode(t *testing.T) {
 // iteration with an error that errors.Is context.Canceled, and breaking out of
 // a loop leaves the client usable.
 func TestCancelledContextStopsASearch(t *testing.T) {
-	c := dial(t, startServer(t, ""), "cancel")
+	c := newClient(t, startServer(t, ""), "cancel")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	if _, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/many.txt"}, bytes.NewReader(bytes.Repeat([]byte("needle\n"), 200_000))); err != nil {
 		t.Fatal(err)
 	}
-	for range c.Grep(ctx, &pb.GrepRequest{Pattern: "needle", Path: "/"}).All() {
+	for range c.Grep(&pb.GrepRequest{Pattern: "needle", Path: "/"}).All(ctx) {
 		break
 	}
 	seen := 0
 	var last error
-	for _, err := range c.Grep(ctx, &pb.GrepRequest{Pattern: "needle", Path: "/"}).All() {
+	for _, err := range c.Grep(&pb.GrepRequest{Pattern: "needle", Path: "/"}).All(ctx) {
 		if err != nil {
 			last = err
 			break
@@ -77,7 +77,7 @@ func TestCancelledContextStopsASearch(t *testing.T) {
 // and the search summary is set after a complete iteration.
 func TestUploadAndDownloadInChunks(t *testing.T) {
 	ctx := context.Background()
-	c := dial(t, startServer(t, ""), "chunks")
+	c := newClient(t, startServer(t, ""), "chunks")
 	data := bytes.Repeat([]byte{0, 1, 2, 3, 4, 5, 6}, 3*agentvfs.ChunkBytes/7+5)
 	w, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/blob.bin", CreateOnly: true}, bytes.NewReader(data))
 	if err != nil || w.GetBytesWritten() != uint64(len(data)) {
@@ -91,9 +91,9 @@ func TestUploadAndDownloadInChunks(t *testing.T) {
 	if _, err := c.Upload(ctx, &pb.WriteBytesHeader{Path: "/blob.bin", CreateOnly: true}, bytes.NewReader(data)); agentvfs.CodeOf(err) != agentvfs.CodeConflict {
 		t.Fatalf("create-only upload over a file: want CONFLICT, got %v", err)
 	}
-	s := c.Glob(ctx, &pb.GlobRequest{Pattern: "*.bin", Path: "/"})
+	s := c.Glob(&pb.GlobRequest{Pattern: "*.bin", Path: "/"})
 	var paths []string
-	for e, err := range s.All() {
+	for e, err := range s.All(ctx) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +109,7 @@ func TestUploadAndDownloadInChunks(t *testing.T) {
 // across mounts are *Error with the envelope code.
 func TestMoveRenamesFilesAndTrees(t *testing.T) {
 	ctx := context.Background()
-	c := dial(t, startServer(t, ""), "move")
+	c := newClient(t, startServer(t, ""), "move")
 	write := func(path, content string) uint64 {
 		t.Helper()
 		w, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: path, Content: content})

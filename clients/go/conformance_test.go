@@ -12,10 +12,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
@@ -101,7 +103,7 @@ func (r *runner) client(session, namespace, token string) (*agentvfs.Client, err
 	if c, ok := r.clients[key]; ok {
 		return c, nil
 	}
-	c, err := agentvfs.Dial(r.addr, agentvfs.Options{Session: session, Namespace: namespace, Token: token})
+	c, err := agentvfs.NewClient(r.addr, agentvfs.Options{Session: session, Namespace: namespace, Token: token})
 	if err != nil {
 		return nil, err
 	}
@@ -208,13 +210,13 @@ func serverStream(ctx context.Context, cancel context.CancelFunc, c *agentvfs.Cl
 		if err := protojson.Unmarshal(raw, req); err != nil {
 			return nil, err
 		}
-		return collect(c.Grep(ctx, req), "matches", cancel, cancelAfter)
+		return collect(ctx, c.Grep(req), "matches", cancel, cancelAfter)
 	case "Filesystem.Glob":
 		req := &pb.GlobRequest{}
 		if err := protojson.Unmarshal(raw, req); err != nil {
 			return nil, err
 		}
-		return collect(c.Glob(ctx, req), "entries", cancel, cancelAfter)
+		return collect(ctx, c.Glob(req), "entries", cancel, cancelAfter)
 	case "Filesystem.ReadBytes":
 		req := &pb.ReadBytesRequest{}
 		if err := protojson.Unmarshal(raw, req); err != nil {
@@ -253,9 +255,9 @@ func watch(ctx context.Context, c *agentvfs.Client, req *pb.WatchRequest) (any, 
 	if !req.GetStopAtHead() {
 		return nil, errors.New("a Watch step must set stop_at_head")
 	}
-	w := c.Watch(ctx, req.GetPath(), agentvfs.WatchOptions{Cursor: req.GetCursor(), FromNow: req.GetFromNow(), StopAtHead: true})
+	w := c.Watch(req.GetPath(), agentvfs.WatchOptions{Cursor: req.GetCursor(), FromNow: req.GetFromNow(), StopAtHead: true})
 	events := []any{}
-	for e, err := range w.All() {
+	for e, err := range w.All(ctx) {
 		if err != nil {
 			return nil, err
 		}
@@ -270,12 +272,12 @@ func watch(ctx context.Context, c *agentvfs.Client, req *pb.WatchRequest) (any, 
 
 // collect folds a search into {list: [...], "summary": {...}}, cancelling
 // once cancelAfter results arrived.
-func collect[T proto.Message](s *agentvfs.Search[T], list string, cancel context.CancelFunc, cancelAfter *int) (any, error) {
+func collect[T proto.Message](ctx context.Context, s *agentvfs.Search[T], list string, cancel context.CancelFunc, cancelAfter *int) (any, error) {
 	items := []any{}
 	if cancelAfter != nil && *cancelAfter == 0 {
 		cancel()
 	}
-	for item, err := range s.All() {
+	for item, err := range s.All(ctx) {
 		if err != nil {
 			return nil, err
 		}
@@ -351,9 +353,31 @@ func toJSON(m proto.Message) (any, error) {
 	return out, json.Unmarshal(raw, &out)
 }
 
-// errorJSON is an error as every runner reports it.
+// errorJSON is an error as every runner reports it, with the Go error it
+// wraps by its language-neutral name (tests/conformance/README.md).
 func errorJSON(e *agentvfs.Error) any {
-	return map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message}
+	metadata := map[string]any{}
+	for k, v := range e.Metadata {
+		metadata[k] = v
+	}
+	out := map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message, "metadata": metadata}
+	var conflict *agentvfs.ConflictError
+	switch {
+	case errors.Is(e, fs.ErrNotExist):
+		out["native"] = "not_found"
+	case errors.Is(e, fs.ErrExist):
+		out["native"] = "exists"
+	case errors.Is(e, fs.ErrPermission):
+		out["native"] = "permission"
+	case errors.Is(e, syscall.EISDIR):
+		out["native"] = "is_directory"
+	case errors.Is(e, syscall.ENOTDIR):
+		out["native"] = "not_directory"
+	case errors.As(e, &conflict):
+		out["native"] = "conflict"
+		out["conflict"] = map[string]any{"path": conflict.Path, "expected_version": strconv.FormatUint(conflict.Expected, 10), "actual_version": strconv.FormatUint(conflict.Actual, 10)}
+	}
+	return out
 }
 
 // grpcName is the canonical name of a code ("NOT_FOUND", "CANCELLED").

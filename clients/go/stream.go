@@ -14,22 +14,22 @@ import (
 // costs few messages, well under gRPC's 4 MiB default message limit.
 const ChunkBytes = 1 << 20
 
-// Search is a running Grep or Glob: range over All for the results in path
+// Search is a Grep or Glob to run: range over All for the results in path
 // order; Summary is set once All has run to the end.
 type Search[T any] struct {
 	start   func(ctx context.Context) (recv func() ([]T, *pb.SearchSummary, error), err error)
-	ctx     context.Context
 	summary *pb.SearchSummary
 }
 
 // All yields every result, then stops; a failure is yielded once as
-// (zero, err). The search starts when the loop does; breaking out of the loop
-// or cancelling the context stops it on the server too (a cancelled context
-// ends the loop with an error for which errors.Is(err, context.Canceled)).
-func (s *Search[T]) All() iter.Seq2[T, error] {
+// (zero, err). The search starts when the loop does, under ctx (each loop
+// over All runs it again); breaking out of the loop or cancelling ctx stops
+// it on the server too (a cancelled ctx ends the loop with an error for which
+// errors.Is(err, context.Canceled)).
+func (s *Search[T]) All(ctx context.Context) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
-		ctx, cancel := context.WithCancel(s.ctx)
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		recv, err := s.start(ctx)
 		if err != nil {
@@ -70,10 +70,10 @@ func (s *Search[T]) Summary() *pb.SearchSummary { return s.summary }
 
 // Grep searches file contents; the matches stream in path order.
 //
-//	s := c.Grep(ctx, &pb.GrepRequest{Pattern: "TODO", Path: "/src"})
-//	for m, err := range s.All() { ... }
-func (c *Client) Grep(ctx context.Context, req *pb.GrepRequest) *Search[*pb.GrepMatch] {
-	return &Search[*pb.GrepMatch]{ctx: ctx, start: func(ctx context.Context) (func() ([]*pb.GrepMatch, *pb.SearchSummary, error), error) {
+//	s := c.Grep(&pb.GrepRequest{Pattern: "TODO", Path: "/src"})
+//	for m, err := range s.All(ctx) { ... }
+func (c *Client) Grep(req *pb.GrepRequest) *Search[*pb.GrepMatch] {
+	return &Search[*pb.GrepMatch]{start: func(ctx context.Context) (func() ([]*pb.GrepMatch, *pb.SearchSummary, error), error) {
 		stream, err := c.Filesystem.Grep(ctx, req)
 		if err != nil {
 			return nil, err
@@ -86,8 +86,8 @@ func (c *Client) Grep(ctx context.Context, req *pb.GrepRequest) *Search[*pb.Grep
 }
 
 // Glob finds paths matching a glob; the entries stream in path order.
-func (c *Client) Glob(ctx context.Context, req *pb.GlobRequest) *Search[*pb.FileInfo] {
-	return &Search[*pb.FileInfo]{ctx: ctx, start: func(ctx context.Context) (func() ([]*pb.FileInfo, *pb.SearchSummary, error), error) {
+func (c *Client) Glob(req *pb.GlobRequest) *Search[*pb.FileInfo] {
+	return &Search[*pb.FileInfo]{start: func(ctx context.Context) (func() ([]*pb.FileInfo, *pb.SearchSummary, error), error) {
 		stream, err := c.Filesystem.Glob(ctx, req)
 		if err != nil {
 			return nil, err

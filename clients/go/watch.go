@@ -43,12 +43,11 @@ type WatchOptions struct {
 	MaxRetries int
 }
 
-// Watch is a running Filesystem/Watch that survives dropped connections and
-// server restarts: range over All for the change events in commit order;
+// Watch is a Filesystem/Watch to follow that survives dropped connections
+// and server restarts: range over All for the change events in commit order;
 // Cursor is where it stands, to persist and resume from later.
 type Watch struct {
 	c    *Client
-	ctx  context.Context
 	path string
 	opts WatchOptions
 
@@ -64,14 +63,14 @@ type Watch struct {
 // every other error end the loop. A FromNow Watch that has received nothing
 // yet starts from now again when it reconnects.
 //
-//	w := c.Watch(ctx, "/memories", agentvfs.WatchOptions{Cursor: saved})
-//	for e, err := range w.All() {
+//	w := c.Watch("/memories", agentvfs.WatchOptions{Cursor: saved})
+//	for e, err := range w.All(ctx) {
 //		if err != nil { ... }
 //		fmt.Println(e.GetKind(), e.GetPath())
 //		saved = w.Cursor()
 //	}
-func (c *Client) Watch(ctx context.Context, path string, opts WatchOptions) *Watch {
-	return &Watch{c: c, ctx: ctx, path: path, opts: opts, cursor: opts.Cursor}
+func (c *Client) Watch(path string, opts WatchOptions) *Watch {
+	return &Watch{c: c, path: path, opts: opts, cursor: opts.Cursor}
 }
 
 // Cursor resumes after the last event All yielded (set before the event is
@@ -92,14 +91,14 @@ func (w *Watch) setCursor(cursor string) {
 // errStopped: the loop over All broke.
 var errStopped = errors.New("agentvfs: watch loop stopped")
 
-// All yields every change event in commit order, then stops (only with
-// StopAtHead); a failure is yielded once as (nil, err). Breaking out of the
-// loop or cancelling the context ends the call on the server (a cancelled
-// context ends the loop with an error for which errors.Is(err,
-// context.Canceled)).
-func (w *Watch) All() iter.Seq2[*pb.ChangeEvent, error] {
+// All yields every change event in commit order under ctx, then stops (only
+// with StopAtHead); a failure is yielded once as (nil, err). A later loop
+// over All resumes from Cursor. Breaking out of the loop or cancelling ctx
+// ends the call on the server (a cancelled ctx ends the loop with an error
+// for which errors.Is(err, context.Canceled)).
+func (w *Watch) All(ctx context.Context) iter.Seq2[*pb.ChangeEvent, error] {
 	return func(yield func(*pb.ChangeEvent, error) bool) {
-		ctx, cancel := context.WithCancel(w.ctx)
+		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		maxRetries := w.opts.MaxRetries
 		if maxRetries == 0 {

@@ -18,9 +18,9 @@ import (
 func catchUp(t *testing.T, c *agentvfs.Client, path string, opts agentvfs.WatchOptions) ([]*pb.ChangeEvent, string, error) {
 	t.Helper()
 	opts.StopAtHead = true
-	w := c.Watch(context.Background(), path, opts)
+	w := c.Watch(path, opts)
 	var events []*pb.ChangeEvent
-	for e, err := range w.All() {
+	for e, err := range w.All(context.Background()) {
 		if err != nil {
 			return events, w.Cursor(), err
 		}
@@ -52,7 +52,7 @@ func mustWrite(t *testing.T, c *agentvfs.Client, path, content string) *pb.Write
 // ends by itself; a following Watch sees a change made after it started.
 func TestWatchSeesChangesInOrder(t *testing.T) {
 	ctx := context.Background()
-	c := dial(t, startServer(t, ""), "watch-order")
+	c := newClient(t, startServer(t, ""), "watch-order")
 	w := mustWrite(t, c, "/w/a.md", "alpha\n")
 	e, err := c.Filesystem.Edit(ctx, &pb.EditRequest{Path: "/w/a.md", OldString: "alpha", NewString: "beta"})
 	if err != nil {
@@ -79,10 +79,10 @@ func TestWatchSeesChangesInOrder(t *testing.T) {
 	// Following: the loop waits for the next change and yields it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	follow := c.Watch(ctx, "/w", agentvfs.WatchOptions{FromNow: true})
+	follow := c.Watch("/w", agentvfs.WatchOptions{FromNow: true})
 	got := make(chan string, 1)
 	go func() {
-		for e, err := range follow.All() {
+		for e, err := range follow.All(ctx) {
 			if err != nil {
 				got <- err.Error()
 				return
@@ -110,7 +110,7 @@ func TestWatchSeesChangesInOrder(t *testing.T) {
 // exactly the changes after it; after a loop broken early, Cursor resumes
 // right after the last event yielded.
 func TestWatchResumesFromASavedCursor(t *testing.T) {
-	c := dial(t, startServer(t, ""), "watch-resume")
+	c := newClient(t, startServer(t, ""), "watch-resume")
 	mustWrite(t, c, "/w/1", "1")
 	mustWrite(t, c, "/w/2", "2")
 	_, saved, err := catchUp(t, c, "/w", agentvfs.WatchOptions{})
@@ -129,8 +129,8 @@ func TestWatchResumesFromASavedCursor(t *testing.T) {
 		t.Fatalf("from the saved cursor: got %v, want %v", got, want)
 	}
 
-	w := c.Watch(context.Background(), "/w", agentvfs.WatchOptions{Cursor: saved, StopAtHead: true})
-	for e, err := range w.All() {
+	w := c.Watch("/w", agentvfs.WatchOptions{Cursor: saved, StopAtHead: true})
+	for e, err := range w.All(context.Background()) {
 		if err != nil || e.GetPath() != "/w/3" {
 			t.Fatalf("first event: %v %v", e, err)
 		}
@@ -150,7 +150,7 @@ func TestWatchResumesFromASavedCursor(t *testing.T) {
 // oldest cursor, which resumes; it and a cursor with FromNow fail at once,
 // never retried.
 func TestWatchRefusesAnExpiredCursorWithoutRetrying(t *testing.T) {
-	c := dial(t, startServer(t, "[[mount]]\nprefix = \"/\"\ntier = \"state\"\nchange_log = 3\n"), "watch-expired")
+	c := newClient(t, startServer(t, "[[mount]]\nprefix = \"/\"\ntier = \"state\"\nchange_log = 3\n"), "watch-expired")
 	mustWrite(t, c, "/a", "1")
 	_, saved, err := catchUp(t, c, "/", agentvfs.WatchOptions{})
 	if err != nil {
@@ -192,14 +192,14 @@ func TestWatchResumesAcrossAServerRestart(t *testing.T) {
 	config := fmt.Sprintf("[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n"+
 		"[[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = %q\n", filepath.Join(dir, "store"))
 	first := spawnServer(t, dir, "127.0.0.1:0", config)
-	watcher := dial(t, first.addr, "watch-restart")
+	watcher := newClient(t, first.addr, "watch-restart")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	w := watcher.Watch(ctx, "/memories", agentvfs.WatchOptions{})
+	w := watcher.Watch("/memories", agentvfs.WatchOptions{})
 	seen := make(chan *pb.ChangeEvent, 16)
 	done := make(chan error, 1)
 	go func() {
-		for e, err := range w.All() {
+		for e, err := range w.All(ctx) {
 			if err != nil {
 				done <- err
 				return
@@ -222,7 +222,7 @@ func TestWatchResumesAcrossAServerRestart(t *testing.T) {
 		}
 	}
 
-	before := dial(t, first.addr, "watch-restart")
+	before := newClient(t, first.addr, "watch-restart")
 	for _, name := range []string{"m1", "m2"} {
 		next("/memories/"+name, mustWrite(t, before, "/memories/"+name, name).GetVersion())
 	}
@@ -230,7 +230,7 @@ func TestWatchResumesAcrossAServerRestart(t *testing.T) {
 	first.kill()
 	spawnServer(t, dir, first.addr, config)
 	// A new client: the first one's connection is in gRPC's reconnect backoff.
-	after := dial(t, first.addr, "watch-restart")
+	after := newClient(t, first.addr, "watch-restart")
 	for _, name := range []string{"m3", "m4", "m5"} {
 		next("/memories/"+name, mustWrite(t, after, "/memories/"+name, name).GetVersion())
 	}

@@ -231,10 +231,18 @@ impl McpHttp {
                 }
                 Ok(Request::from_parts(parts, Body::from(bytes)))
             }
-            Ok(Err(e)) => match e.downcast::<BodyRefused>() {
-                Ok(refused) => Err(over_limit(&refused.error)),
-                Err(e) => Err(self.unreadable(&*e)),
-            },
+            Ok(Err(e)) => {
+                // The refusal comes wrapped (axum's body error around the
+                // transport's): look for it along the chain of causes.
+                let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*e);
+                while let Some(err) = cause {
+                    if let Some(refused) = err.downcast_ref::<BodyRefused>() {
+                        return Err(over_limit(&refused.error));
+                    }
+                    cause = err.source();
+                }
+                Err(self.unreadable(&*e))
+            }
             Err(_) => Err(json_error(
                 StatusCode::REQUEST_TIMEOUT,
                 format!(

@@ -8,6 +8,7 @@
 //! - [`edit`]: Edit and MultiEdit's string replacements;
 //! - [`read_re`]: ReadRe's regex windows;
 //! - [`grep`]: the Grep tool's three output modes;
+//! - [`patch`]: OpenAI's apply_patch (V4A) format, parsed and applied;
 //! - [`diff`]: unified diffs of a change, bounded in time and size (the
 //!   tools' previews, the Diff RPC and the History tool).
 //!
@@ -21,6 +22,7 @@ pub mod diff;
 pub mod edit;
 pub mod grep;
 pub mod lines;
+pub mod patch;
 pub mod read_re;
 
 pub use edit::{EditSpec, apply_edit, apply_edits};

@@ -63,7 +63,7 @@ func (n *node) launch() (*process, *agentvfs.Client, error) {
 	if err != nil {
 		return fail(err)
 	}
-	conn, err := agentvfs.Dial(addr, agentvfs.Options{})
+	conn, err := agentvfs.NewClient(addr, agentvfs.Options{})
 	if err != nil {
 		return fail(err)
 	}

@@ -19,7 +19,7 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 
-from agentvfs import AgentVfsError, AsyncClient, Client
+from agentvfs import AgentVfsError, AsyncClient, Client, ConflictError
 from agentvfs.v1 import access_pb2, filesystem_pb2, tools_pb2  # noqa: F401  (registers every service)
 
 from .conftest import Server
@@ -102,8 +102,7 @@ async def run_case(
             result = await call(client(session, namespace, token), md, request, step.get("cancel_after"))
         except AgentVfsError as err:
             assert "error" in step, f"{where}: unexpected error {err}"
-            actual = {"grpc": err.grpc_code.name, "code": err.code, "message": err.message}
-            check(where, substitute(step["error"], variables), actual)
+            check(where, substitute(step["error"], variables), error_json(err))
             continue
         assert "error" not in step, f"{where}: expected an error, got {result}"
         if "expect" in step:
@@ -113,6 +112,35 @@ async def run_case(
             for key in path.split("."):
                 value = value[key]
             variables[name] = value
+
+
+#: Each native error a runner reports, by its name (tests/conformance/README.md).
+NATIVE: dict[type[Exception], str] = {
+    FileNotFoundError: "not_found",
+    FileExistsError: "exists",
+    PermissionError: "permission",
+    IsADirectoryError: "is_directory",
+    NotADirectoryError: "not_directory",
+    ConflictError: "conflict",
+}
+
+
+def error_json(err: AgentVfsError) -> dict[str, Any]:
+    """An error as every runner reports it, with the native error it is."""
+    out: dict[str, Any] = {
+        "grpc": err.grpc_code.name,
+        "code": err.code,
+        "message": err.message,
+        "metadata": err.metadata,
+        "native": next((name for cls, name in NATIVE.items() if isinstance(err, cls)), ""),
+    }
+    if isinstance(err, ConflictError):
+        out["conflict"] = {
+            "path": err.path,
+            "expected_version": str(err.expected_version),
+            "actual_version": str(err.actual_version),
+        }
+    return out
 
 
 def new_request(md: MethodDescriptor, request: dict[str, Any]) -> Message:

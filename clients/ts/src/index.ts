@@ -11,7 +11,19 @@
  */
 export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
 export type { ConnectOptions, DownloadOptions, StreamOptions, WatchOptions } from "./client.js";
-export { AgentVfsError, ErrorCode, ERROR_DOMAIN, grpcCodeName } from "./errors.js";
+export {
+  AccessDeniedError,
+  AgentVfsError,
+  AlreadyExistsError,
+  ConflictError,
+  ErrorCode,
+  ERROR_DOMAIN,
+  grpcCodeName,
+  IsDirectoryError,
+  NotDirectoryError,
+  NotFoundError,
+} from "./errors.js";
 export * from "./gen/agentvfs/v1/filesystem_pb.js";
 export * from "./gen/agentvfs/v1/tools_pb.js";
 export * from "./gen/agentvfs/v1/access_pb.js";
+export * from "./gen/agentvfs/v1/errors_pb.js";

@@ -12,12 +12,18 @@ import { fileURLToPath } from "node:url";
 import { fromJson, toJson, type DescMessage, type DescService, type JsonValue, type Message } from "@bufbuild/protobuf";
 import {
   Access,
+  AccessDeniedError,
   AgentVfs,
   AgentVfsError,
+  AlreadyExistsError,
   ChangeEventSchema,
+  ConflictError,
   FileInfoSchema,
   Filesystem,
   GrepMatchSchema,
+  IsDirectoryError,
+  NotDirectoryError,
+  NotFoundError,
   SearchSummarySchema,
   Tools,
   WriteBytesHeaderSchema,
@@ -93,8 +99,7 @@ for (const file of files) {
           } catch (err) {
             if (!(err instanceof AgentVfsError)) throw err;
             assert.ok(step.error !== undefined, `${where}: unexpected error ${err.message}`);
-            const actual = { grpc: err.grpcName, code: err.code, message: err.rawMessage };
-            check(where, substitute(step.error, vars), actual);
+            check(where, substitute(step.error, vars), errorJson(err));
             continue;
           }
           assert.ok(step.error === undefined, `${where}: expected an error, got ${JSON.stringify(result)}`);
@@ -109,6 +114,31 @@ for (const file of files) {
       });
     }
   });
+}
+
+/** Each native error a runner reports, by its name (tests/conformance/README.md). */
+const NATIVE: [typeof AgentVfsError, string][] = [
+  [NotFoundError, "not_found"],
+  [AlreadyExistsError, "exists"],
+  [AccessDeniedError, "permission"],
+  [IsDirectoryError, "is_directory"],
+  [NotDirectoryError, "not_directory"],
+  [ConflictError, "conflict"],
+];
+
+/** An error as every runner reports it, with the native error it is. */
+function errorJson(err: AgentVfsError): Obj {
+  const out: Obj = {
+    grpc: err.grpcName,
+    code: err.code,
+    message: err.rawMessage,
+    metadata: err.metadata,
+    native: NATIVE.find(([kind]) => err instanceof kind)?.[1] ?? "",
+  };
+  if (err instanceof ConflictError) {
+    out.conflict = { path: err.path, expected_version: String(err.expectedVersion), actual_version: String(err.actualVersion) };
+  }
+  return out;
 }
 
 const json = (desc: DescMessage, msg: Message | undefined): Json =>

@@ -6,12 +6,20 @@
   results with cancellation; `watch` streams changes, resuming by itself
   across reconnects; `upload`/`download` move large files in chunks.
 - `AgentVfsError`: every failed call, with the envelope ``code``
-  (``NOT_FOUND``, ``CONFLICT``, ...) from google.rpc.ErrorInfo.
+  (``NOT_FOUND``, ``CONFLICT``, ...) from google.rpc.ErrorInfo; where Python
+  has its own error for the case, a subclass that is also that error:
+  `NotFoundError` (`FileNotFoundError`), `AlreadyExistsError`
+  (`FileExistsError`), `AccessDeniedError` (`PermissionError`),
+  `IsDirectoryError` (`IsADirectoryError`), `NotDirectoryError`
+  (`NotADirectoryError`), and `ConflictError` with the versions of a stale
+  ``if_version`` (`agentvfs.errors`).
 - `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
 - `agentvfs.v1`: the generated messages and stubs (``scripts/generate-clients``).
 """
 
-from agentvfs._common import (
+from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
+from agentvfs.client import Client, Search, Watch
+from agentvfs.errors import (
     ACCESS_DENIED,
     BINARY_FILE,
     CONFLICT,
@@ -20,10 +28,14 @@ from agentvfs._common import (
     IS_DIRECTORY,
     NOT_FOUND,
     TIMEOUT,
+    AccessDeniedError,
     AgentVfsError,
+    AlreadyExistsError,
+    ConflictError,
+    IsDirectoryError,
+    NotDirectoryError,
+    NotFoundError,
 )
-from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
-from agentvfs.client import Client, Search, Watch
 
 __all__ = [
     "ACCESS_DENIED",
@@ -34,11 +46,17 @@ __all__ = [
     "IS_DIRECTORY",
     "NOT_FOUND",
     "TIMEOUT",
+    "AccessDeniedError",
     "AgentVfsError",
+    "AlreadyExistsError",
     "AsyncClient",
     "AsyncSearch",
     "AsyncWatch",
     "Client",
+    "ConflictError",
+    "IsDirectoryError",
+    "NotDirectoryError",
+    "NotFoundError",
     "Search",
     "Watch",
 ]

@@ -1,9 +1,5 @@
-"""What the sync and asyncio clients share: errors, metadata, chunking.
-
-Errors: every failed call raises `AgentVfsError`, built here from the gRPC
-status and the `google.rpc.ErrorInfo` the server attaches in the
-`grpc-status-details-bin` trailer (its `reason` is the envelope code).
-"""
+"""What the sync and asyncio clients share: metadata, watching, chunking
+(errors: `agentvfs.errors`)."""
 
 from __future__ import annotations
 
@@ -11,12 +7,10 @@ from collections.abc import Iterable, Iterator
 from typing import IO, Any, Final
 
 import grpc
-from google.rpc import error_details_pb2, status_pb2
 
+from agentvfs.errors import AgentVfsError
 from agentvfs.v1 import filesystem_pb2
 
-#: google.rpc.ErrorInfo.domain of the server's errors.
-ERROR_DOMAIN: Final = "agentvfs"
 #: Metadata key of the State session.
 SESSION_HEADER: Final = "x-agentvfs-session"
 #: Metadata key narrowing the Store namespace.
@@ -27,51 +21,6 @@ CHUNK_BYTES: Final = 1 << 20
 MAX_MESSAGE_BYTES: Final = 256 << 20
 #: Channel options of both clients.
 CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
-
-# Envelope codes (ErrorInfo.reason), the same as the Tools envelope's.
-INVALID_PARAM: Final = "INVALID_PARAM"
-NOT_FOUND: Final = "NOT_FOUND"
-ACCESS_DENIED: Final = "ACCESS_DENIED"
-CONFLICT: Final = "CONFLICT"
-IS_DIRECTORY: Final = "IS_DIRECTORY"
-BINARY_FILE: Final = "BINARY_FILE"
-TIMEOUT: Final = "TIMEOUT"
-INTERNAL_ERROR: Final = "INTERNAL_ERROR"
-
-
-class AgentVfsError(Exception):
-    """A failed call.
-
-    Attributes:
-        code: the envelope code (``NOT_FOUND``, ``CONFLICT``, ...), or ``""``
-            when the error did not come from the agentvfs server (cancelled,
-            unreachable, ...).
-        grpc_code: the gRPC status code.
-        message: the server's explanation.
-        metadata: ``ErrorInfo.metadata`` (``path``, ``expected_version``, ...).
-    """
-
-    def __init__(self, code: str, grpc_code: grpc.StatusCode, message: str, metadata: dict[str, str]) -> None:
-        super().__init__(f"{code or grpc_code.name}: {message}")
-        self.code = code
-        self.grpc_code = grpc_code
-        self.message = message
-        self.metadata = metadata
-
-
-def error_from(err: grpc.RpcError) -> AgentVfsError:
-    """The `AgentVfsError` of a failed call (sync or asyncio)."""
-    call: Any = err  # sync errors are grpc.Call, asyncio ones AioRpcError
-    code, message, metadata = "", call.details() or "", {}
-    for key, value in call.trailing_metadata() or ():
-        if key != "grpc-status-details-bin":
-            continue
-        status = status_pb2.Status.FromString(value)
-        for detail in status.details:
-            info = error_details_pb2.ErrorInfo()
-            if detail.Unpack(info) and info.domain == ERROR_DOMAIN:
-                code, metadata = info.reason, dict(info.metadata)
-    return AgentVfsError(code, call.code(), message, metadata)
 
 
 def call_metadata(token: str | None, session: str | None, namespace: str | None) -> tuple[tuple[str, str], ...]:

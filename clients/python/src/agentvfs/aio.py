@@ -20,13 +20,12 @@ import grpc.aio
 from agentvfs._common import (
     CHANNEL_OPTIONS,
     WATCH_RETRIES,
-    AgentVfsError,
     WatchBase,
     call_metadata,
-    error_from,
     upload_requests,
     watch_delay,
 )
+from agentvfs.errors import AgentVfsError, error_from
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
 T = TypeVar("T")

@@ -34,6 +34,7 @@ from deepagents.backends.protocol import (
     FileData,
     FileDownloadResponse,
     FileInfo,
+    FileOperationError,
     FileUploadResponse,
     GlobResult,
     GrepMatch,
@@ -52,17 +53,9 @@ from deepagents.backends.utils import (
 from deepagents.backends.utils import _get_backend_read_file_type as read_file_type
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from agentvfs._common import ACCESS_DENIED, CONFLICT, INVALID_PARAM, IS_DIRECTORY, NOT_FOUND, AgentVfsError
 from agentvfs.client import Client
+from agentvfs.errors import AgentVfsError, ConflictError
 from agentvfs.v1 import filesystem_pb2 as pb
-
-#: Protocol error codes of upload/download by envelope code.
-_FILE_ERRORS = {
-    NOT_FOUND: "file_not_found",
-    ACCESS_DENIED: "permission_denied",
-    IS_DIRECTORY: "is_directory",
-    INVALID_PARAM: "invalid_path",
-}
 
 #: How often `edit` re-reads and retries when another writer changed the file
 #: between its read and its conditional write.
@@ -91,9 +84,9 @@ class AgentVfsBackend(BackendProtocol):
         try:
             resp = self.client.filesystem.ListInfo(pb.ListInfoRequest(path=_absolute(path)))
         except AgentVfsError as err:
-            if err.code == NOT_FOUND:
+            if isinstance(err, FileNotFoundError):
                 return LsResult(error=f"Path '{path}': path_not_found", entries=None)
-            if _not_a_directory(err):
+            if isinstance(err, NotADirectoryError):
                 return LsResult(error=f"Path '{path}': not_a_directory", entries=None)
             return LsResult(error=f"Cannot list '{path}': {err.message}", entries=None)
         entries: list[FileInfo] = []
@@ -116,9 +109,9 @@ class AgentVfsBackend(BackendProtocol):
         A link out of the root or to nothing is left out, as deepagents does."""
         try:
             self.client.filesystem.ListInfo(pb.ListInfoRequest(path=link.path))
+        except NotADirectoryError:
+            return self._followed_file(link), None
         except AgentVfsError as err:
-            if _not_a_directory(err):
-                return self._followed_file(link), None
             if "loop" in err.message:
                 return None, f"child error: cannot resolve '{link.path}': symbolic link loop"
             return None, None
@@ -145,7 +138,7 @@ class AgentVfsBackend(BackendProtocol):
         try:
             data = self._download(file_path)
         except AgentVfsError as err:
-            if err.code in (NOT_FOUND, IS_DIRECTORY):
+            if isinstance(err, (FileNotFoundError, IsADirectoryError)):
                 return ReadResult(error=f"File '{file_path}' not found")
             return ReadResult(error=f"Error reading file '{file_path}': {err.message}")
         if read_file_type(file_path) != "text":
@@ -187,7 +180,7 @@ class AgentVfsBackend(BackendProtocol):
             try:
                 info = self.client.download(path, out)
             except AgentVfsError as err:
-                if err.code in (NOT_FOUND, IS_DIRECTORY):
+                if isinstance(err, (FileNotFoundError, IsADirectoryError)):
                     return EditResult(error=f"Error: File '{file_path}' not found")
                 return EditResult(error=f"Error editing file '{file_path}': {err.message}")
             try:
@@ -202,9 +195,9 @@ class AgentVfsBackend(BackendProtocol):
                 new_content = new_content.replace("\n", "\r\n")
             try:
                 self.client.upload(path, new_content.encode("utf-8"), if_version=info.version)
+            except ConflictError:
+                continue
             except AgentVfsError as err:
-                if err.code == CONFLICT:
-                    continue
                 return EditResult(error=f"Error editing file '{file_path}': {err.message}")
             return EditResult(path=file_path, occurrences=int(occurrences))
         return EditResult(
@@ -216,7 +209,7 @@ class AgentVfsBackend(BackendProtocol):
         try:
             self.client.filesystem.Delete(pb.DeleteRequest(path=_absolute(file_path), recursive=True))
         except AgentVfsError as err:
-            if err.code == NOT_FOUND:
+            if isinstance(err, FileNotFoundError):
                 return DeleteResult(error=f"Error: '{file_path}' not found")
             return DeleteResult(error=f"Error deleting '{file_path}': {err.message}")
         return DeleteResult(path=file_path)
@@ -244,7 +237,7 @@ class AgentVfsBackend(BackendProtocol):
                     return GrepResult(matches=matches, truncated=True)
                 matches.append({"path": m.path, "line": m.line_number, "text": m.line.removesuffix("\r")})
         except AgentVfsError as err:
-            if err.code in (NOT_FOUND, ACCESS_DENIED):
+            if isinstance(err, (FileNotFoundError, PermissionError)):
                 return GrepResult(matches=[])
             return GrepResult(error=f"Error searching path '{path or '.'}': {err.message}", matches=[])
         return GrepResult(matches=matches, truncated=_cut_short(search.summary))
@@ -272,7 +265,7 @@ class AgentVfsBackend(BackendProtocol):
                 if followed is not None and not followed["is_dir"]:
                     files.append(followed)
         except AgentVfsError as err:
-            if err.code in (NOT_FOUND, ACCESS_DENIED) or _not_a_directory(err):
+            if isinstance(err, (FileNotFoundError, PermissionError, NotADirectoryError)):
                 return GlobResult(matches=[])
             return GlobResult(error=f"Error globbing path '{path}': {err.message}", matches=[])
         cut = _cut_short(search.summary)
@@ -287,7 +280,7 @@ class AgentVfsBackend(BackendProtocol):
                 self.client.upload(_absolute(path), content)
                 out.append(FileUploadResponse(path=path, error=None))
             except AgentVfsError as err:
-                out.append(FileUploadResponse(path=path, error=_FILE_ERRORS.get(err.code, "invalid_path")))
+                out.append(FileUploadResponse(path=path, error=_file_error(err)))
         return out
 
     def download_files(self, paths: list[str]) -> list[FileDownloadResponse]:
@@ -297,8 +290,7 @@ class AgentVfsBackend(BackendProtocol):
             try:
                 out.append(FileDownloadResponse(path=path, content=self._download(path), error=None))
             except AgentVfsError as err:
-                error = _FILE_ERRORS.get(err.code, "invalid_path")
-                out.append(FileDownloadResponse(path=path, content=None, error=error))
+                out.append(FileDownloadResponse(path=path, content=None, error=_file_error(err)))
         return out
 
 
@@ -314,9 +306,15 @@ def _relative(path: str, base: str) -> str:
     return path.removeprefix(base.rstrip("/") + "/")
 
 
-def _not_a_directory(err: AgentVfsError) -> bool:
-    """True for the NotDirectory error (docs/contract.md § Errors)."""
-    return err.code == INVALID_PARAM and err.message.startswith("not a directory")
+def _file_error(err: AgentVfsError) -> FileOperationError:
+    """deepagents' code of a failed upload or download."""
+    if isinstance(err, FileNotFoundError):
+        return "file_not_found"
+    if isinstance(err, PermissionError):
+        return "permission_denied"
+    if isinstance(err, IsADirectoryError):
+        return "is_directory"
+    return "invalid_path"
 
 
 def _universal_newlines(text: str) -> str:

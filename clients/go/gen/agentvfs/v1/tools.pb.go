@@ -232,7 +232,8 @@ func (x *InvokeRequest) GetToolCallId() string {
 type EnvelopeError struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// INVALID_PARAM, NOT_FOUND, ACCESS_DENIED, CONFLICT, IS_DIRECTORY,
-	// BINARY_FILE, TIMEOUT or INTERNAL_ERROR.
+	// BINARY_FILE, TIMEOUT or INTERNAL_ERROR: an ErrorReason (errors.proto)
+	// without its prefix.
 	Code          string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -121,7 +121,8 @@ class EnvelopeError(_message.Message):
     MESSAGE_FIELD_NUMBER: _builtins.int
     code: _builtins.str
     """INVALID_PARAM, NOT_FOUND, ACCESS_DENIED, CONFLICT, IS_DIRECTORY,
-    BINARY_FILE, TIMEOUT or INTERNAL_ERROR.
+    BINARY_FILE, TIMEOUT or INTERNAL_ERROR: an ErrorReason (errors.proto)
+    without its prefix.
     """
     message: _builtins.str
     def __init__(

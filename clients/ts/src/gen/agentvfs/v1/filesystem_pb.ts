@@ -1723,7 +1723,8 @@ export const ChangeKindSchema: GenEnum<ChangeKind> = /*@__PURE__*/
  *
  * Errors are gRPC statuses carrying a google.rpc.ErrorInfo detail whose `reason`
  * is the envelope code (INVALID_PARAM, NOT_FOUND, ACCESS_DENIED, CONFLICT,
- * IS_DIRECTORY, BINARY_FILE, TIMEOUT, INTERNAL_ERROR).
+ * IS_DIRECTORY, BINARY_FILE, TIMEOUT, INTERNAL_ERROR): see ErrorReason
+ * (errors.proto) for each one's gRPC codes and metadata.
  *
  * Each RPC needs one operation granted on its path (see README "Grants"):
  * ListInfo/Glob: list; Stat: file; Read: read_file; ReadBytes: read_binary;

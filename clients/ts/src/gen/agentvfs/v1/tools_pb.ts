@@ -117,7 +117,8 @@ export const InvokeRequestSchema: GenMessage<InvokeRequest> = /*@__PURE__*/
 export type EnvelopeError = Message<"agentvfs.v1.EnvelopeError"> & {
   /**
    * INVALID_PARAM, NOT_FOUND, ACCESS_DENIED, CONFLICT, IS_DIRECTORY,
-   * BINARY_FILE, TIMEOUT or INTERNAL_ERROR.
+   * BINARY_FILE, TIMEOUT or INTERNAL_ERROR: an ErrorReason (errors.proto)
+   * without its prefix.
    *
    * @generated from field: string code = 1;
    */
