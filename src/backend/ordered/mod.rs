@@ -28,14 +28,14 @@
 //!   both or neither;
 //! - a file is never created at a directory, nor below a file;
 //! - versions only grow: every write and every moved file draws a new one
-//!   from [`Engine::next_version`], one counter per tier, across deletes and
+//!   from [`Counters::next_version`], one counter per tier, across deletes and
 //!   re-creates;
 //! - a search works on [`Engine::freeze`]'s consistent view, so a slow
 //!   search never blocks writers;
 //! - history (docs/contract.md § Changes and history): a change keeps the
 //!   version it replaces and a deletion or a move leaves a tombstone, as the
 //!   engine's [`Retention`] says, and drops in the same batch the versions it
-//!   no longer keeps ([`Space::set_history`]); a past version is immutable
+//!   no longer keeps ([`History::set_history`]); a past version is immutable
 //!   until dropped;
 //! - the change log: every change stages one [`Logged`] record per file
 //!   into the batch that makes it ([`Space::record`]); the engine numbers
@@ -61,6 +61,7 @@ use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use keys::MountKeys;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 use tokio::sync::watch;
 
@@ -200,7 +201,7 @@ pub struct LogRead {
 }
 
 /// What one change does to one file's history, staged at once
-/// ([`Space::set_history`]).
+/// ([`History::set_history`]).
 pub struct HistoryChange<'a, F> {
     /// The record the change replaces or deletes, kept as a past version
     /// (its content and origin with it; its key stays until dropped).
@@ -211,7 +212,7 @@ pub struct HistoryChange<'a, F> {
     /// Past versions to drop, their content released.
     pub forget: &'a [Past],
     /// The past versions kept after the change, newest first: what
-    /// [`Space::past`] answers next.
+    /// [`History::past`] answers next.
     pub past: &'a [Past],
 }
 
@@ -304,6 +305,61 @@ pub trait Space: Files {
     /// Stages the release of `file`'s content (its key stays until dropped).
     fn release(&self, batch: &mut Self::Batch, file: &Self::File) -> Result<()>;
 
+    /// Stages `change` for the scope's change log: it is numbered, and made
+    /// visible to readers of the log, when the batch applies.
+    fn record(&self, batch: &mut Self::Batch, change: Logged);
+
+    /// Stages the removal of the key `rel` (its content stays).
+    fn drop_key(&self, batch: &mut Self::Batch, rel: &[u8]);
+
+    /// Stages the removal of every key below the directory `rel`.
+    fn drop_below(&self, batch: &mut Self::Batch, rel: &[u8]);
+
+    /// Applies `batch` as one atomic step; on `Err` nothing changed.
+    fn apply(&mut self, batch: Self::Batch) -> Result<()>;
+}
+
+/// What every engine counts alike: the versions it hands out, and the
+/// signal its watchers wait on.
+pub struct Counters {
+    /// The last version handed out.
+    generation: AtomicU64,
+    /// Bumped after every batch that logged changes.
+    changed: watch::Sender<u64>,
+}
+
+impl Counters {
+    /// Counters whose last version handed out is `generation` (a Store
+    /// resumes its persisted counter; a new tier starts at 0).
+    pub fn after(generation: u64) -> Counters {
+        Counters {
+            generation: AtomicU64::new(generation),
+            changed: watch::Sender::new(0),
+        }
+    }
+
+    /// A new version, larger than every one handed out before.
+    pub fn next_version(&self) -> u64 {
+        self.generation.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A receiver whose value changes after every batch that logged
+    /// changes, so watchers wait without polling.
+    pub fn signal(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Wakes the watchers: a batch that logged changes was applied.
+    pub fn changed(&self) {
+        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// The history of one scope's files, under the same lock as the [`Space`]
+/// it extends: the past versions a change keeps, and reads of them
+/// (docs/contract.md § Changes and history). Apart from [`Space`] so an
+/// engine can keep its history in a file of its own.
+pub trait History: Space {
     /// The past versions of `rel` (retired records and tombstones), newest
     /// first.
     fn past(&self, rel: &[u8]) -> Result<Vec<Past>>;
@@ -332,19 +388,6 @@ pub trait Space: Files {
         version: u64,
         max_chunk: usize,
     ) -> Result<Option<(FileVersion, ChunkReader)>>;
-
-    /// Stages `change` for the scope's change log: it is numbered, and made
-    /// visible to readers of the log, when the batch applies.
-    fn record(&self, batch: &mut Self::Batch, change: Logged);
-
-    /// Stages the removal of the key `rel` (its content stays).
-    fn drop_key(&self, batch: &mut Self::Batch, rel: &[u8]);
-
-    /// Stages the removal of every key below the directory `rel`.
-    fn drop_below(&self, batch: &mut Self::Batch, rel: &[u8]);
-
-    /// Applies `batch` as one atomic step; on `Err` nothing changed.
-    fn apply(&mut self, batch: Self::Batch) -> Result<()>;
 }
 
 /// A tier's storage: scopes' key spaces, their locks, versions and content.
@@ -352,7 +395,7 @@ pub trait Engine: Send + Sync + 'static {
     /// `state` or `store`, for logs.
     const TIER: &'static str;
     /// The live files of one scope.
-    type Space<'a>: Space<Upload = Self::Upload>
+    type Space<'a>: History<Upload = Self::Upload>
     where
         Self: 'a;
     /// A search's view of one scope.
@@ -361,6 +404,9 @@ pub trait Engine: Send + Sync + 'static {
         Self: 'a;
     /// What a streamed write stores before its commit.
     type Upload;
+    /// One scope's storage once found (State: its session; Store: its
+    /// namespace id).
+    type Scoped;
 
     /// The time shown for the mount root when no file dates it.
     fn root_time(&self) -> SystemTime;
@@ -376,12 +422,25 @@ pub trait Engine: Send + Sync + 'static {
     /// all read from one consistent view.
     fn read_log(&self, scope: &Scope, after: Option<u64>, max: usize) -> Result<LogRead>;
 
-    /// A receiver whose value changes after every batch that logged
-    /// changes, so watchers wait without polling.
-    fn signal(&self) -> watch::Receiver<u64>;
+    /// The tier's version counter and change signal.
+    fn counters(&self) -> &Counters;
 
-    /// A new version, larger than every one handed out before.
-    fn next_version(&self) -> u64;
+    /// The storage of `scope` if it has any: `None` when the scope never
+    /// stored a file. Never creates it.
+    fn find(&self, scope: &Scope) -> Result<Option<Self::Scoped>>;
+
+    /// The storage of `scope`, created when missing (its first write).
+    fn find_or_create(&self, scope: &Scope) -> Result<Self::Scoped>;
+
+    /// Runs `f` on the live files of `scoped`. With `changing`, the engine's
+    /// lock for a change of those paths (and everything below them) is held
+    /// until `f` returns; without, `f` only reads.
+    fn enter<R>(
+        &self,
+        scoped: &Self::Scoped,
+        changing: Option<&[&[u8]]>,
+        f: impl FnOnce(&mut Self::Space<'_>) -> Result<R>,
+    ) -> Result<R>;
 
     /// Runs `f` on the scope's files (`None` when the scope never stored a
     /// file: only the empty mount root exists); never creates the scope.
@@ -389,7 +448,12 @@ pub trait Engine: Send + Sync + 'static {
         &self,
         scope: &Scope,
         f: impl FnOnce(Option<&Self::Space<'_>>) -> Result<R>,
-    ) -> Result<R>;
+    ) -> Result<R> {
+        match self.find(scope)? {
+            Some(scoped) => self.enter(&scoped, None, |space| f(Some(space))),
+            None => f(None),
+        }
+    }
 
     /// Runs `f` on the scope's files while holding the engine's lock for a
     /// change of the paths `rels` (and everything below them); `None` when
@@ -399,7 +463,12 @@ pub trait Engine: Send + Sync + 'static {
         scope: &Scope,
         rels: &[&[u8]],
         f: impl FnOnce(Option<&mut Self::Space<'_>>) -> Result<R>,
-    ) -> Result<R>;
+    ) -> Result<R> {
+        match self.find(scope)? {
+            Some(scoped) => self.enter(&scoped, Some(rels), |space| f(Some(space))),
+            None => f(None),
+        }
+    }
 
     /// As [`Engine::change`] for the one path `rel`, creating the scope when
     /// missing (the first write).
@@ -408,7 +477,10 @@ pub trait Engine: Send + Sync + 'static {
         scope: &Scope,
         rel: &[u8],
         f: impl FnOnce(&mut Self::Space<'_>) -> Result<R>,
-    ) -> Result<R>;
+    ) -> Result<R> {
+        let scoped = self.find_or_create(scope)?;
+        self.enter(&scoped, Some(&[rel]), f)
+    }
 
     /// Runs `f` on a consistent view of the scope holding at least the
     /// subtree of `top` (`None` when the scope never stored a file), without

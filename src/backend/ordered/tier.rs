@@ -4,8 +4,8 @@
 use super::keys::{self, MountKeys};
 use super::walk::Walk;
 use super::{
-    Content, Cursor, Engine, FileMeta, Files, HistoryChange, Logged, Past, Space, Stored, Streamed,
-    file_entry, path_of,
+    Content, Cursor, Engine, FileMeta, Files, History, HistoryChange, Logged, Past, Space, Stored,
+    Streamed, file_entry, path_of,
 };
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
@@ -136,7 +136,7 @@ impl<E: Engine> OrderedTier<E> {
     /// by `origin`, and applies it: the write step of every Write, Edit and
     /// Restore.
     #[allow(clippy::too_many_arguments)]
-    fn commit<S: Space<Upload = E::Upload>>(
+    fn commit<S: History<Upload = E::Upload>>(
         &self,
         space: &mut S,
         path: &VfsPath,
@@ -146,7 +146,7 @@ impl<E: Engine> OrderedTier<E> {
         origin: Origin,
     ) -> Result<WriteOutcome> {
         let mut batch = Default::default();
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         self.supersede(&*space, &mut batch, path, rel, old, None, true)?;
         let size = space.put(&mut batch, path, rel, old, content, version, &origin)?;
         let kind = if old.is_some() {
@@ -219,7 +219,7 @@ impl<E: Engine> OrderedTier<E> {
     /// releases it, and drops the past versions the retention no longer
     /// keeps, in the same batch.
     #[allow(clippy::too_many_arguments)]
-    fn supersede<S: Space>(
+    fn supersede<S: History>(
         &self,
         space: &S,
         batch: &mut S::Batch,
@@ -282,7 +282,7 @@ impl<E: Engine> OrderedTier<E> {
     /// Leaves a tombstone of `rel` (`path`) with a new version, after its
     /// current record `file` (if any, else the file moved away); returns the
     /// tombstone's version, which the change's event carries.
-    fn bury<S: Space>(
+    fn bury<S: History>(
         &self,
         space: &S,
         batch: &mut S::Batch,
@@ -291,7 +291,7 @@ impl<E: Engine> OrderedTier<E> {
         file: Option<&S::File>,
         origin: &Origin,
     ) -> Result<u64> {
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         let tombstone = Some((version, origin));
         self.supersede(space, batch, path, rel, file, tombstone, false)?;
         Ok(version)
@@ -331,7 +331,7 @@ impl<E: Engine> OrderedTier<E> {
 
     /// Stages the deletion of the file `file` at `rel` by `origin`: its
     /// history step, its tombstone, its key and its event.
-    fn delete_file<S: Space>(
+    fn delete_file<S: History>(
         &self,
         space: &S,
         batch: &mut S::Batch,
@@ -352,7 +352,7 @@ impl<E: Engine> OrderedTier<E> {
     /// at the destination, and an event at each end; returns the new
     /// version. The source key is dropped by the caller.
     #[allow(clippy::too_many_arguments)]
-    fn move_file<S: Space>(
+    fn move_file<S: History>(
         &self,
         space: &S,
         batch: &mut S::Batch,
@@ -366,7 +366,7 @@ impl<E: Engine> OrderedTier<E> {
         let from_path = path_of(&self.keys, from, file)?;
         let tombstone = self.bury(space, batch, &from_path, from, None, origin)?;
         self.supersede(space, batch, to, to_rel, replaced, None, true)?;
-        let version = self.engine.next_version();
+        let version = self.engine.counters().next_version();
         space.relocate(batch, from, file, to, to_rel, version, origin)?;
         let size = file.meta().size;
         let (gone, came) = (ChangeKind::Deleted, ChangeKind::Created);
@@ -812,7 +812,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
 
     fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
         if self.engine.keep().changes > 0 {
-            out.push(self.engine.signal());
+            out.push(self.engine.counters().signal());
         }
     }
 }
