@@ -32,7 +32,8 @@
 //! directory directly.
 
 use super::sandbox::{self, Links, errno, file_type};
-use super::{FsBackend, keep_owner_and_mode};
+use super::FsBackend;
+use super::write::keep_owner_and_mode;
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};

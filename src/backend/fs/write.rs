@@ -59,7 +59,7 @@ impl Drop for Temp<'_> {
 
 impl FsBackend {
     /// The regular file a write would replace (`None`: none yet).
-    fn current(&self, path: &VfsPath, dir: &OwnedFd, name: &str) -> Result<Option<Stat>> {
+    pub(super) fn current(&self, path: &VfsPath, dir: &OwnedFd, name: &str) -> Result<Option<Stat>> {
         match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(errno(path, e)),
@@ -75,7 +75,7 @@ impl FsBackend {
     }
 
     /// A name for a temporary file, unique within this process.
-    fn temp_name(&self) -> String {
+    pub(super) fn temp_name(&self) -> String {
         format!(
             ".agentvfs-{}-{}.tmp",
             std::process::id(),
@@ -224,7 +224,7 @@ impl FsBackend {
 /// server may: a server running as another user keeps its own) and its
 /// permission bits without setuid, setgid or sticky. The owner goes first:
 /// changing it clears those bits anyway.
-fn keep_owner_and_mode(path: &VfsPath, fd: &OwnedFd, old: &Stat) -> Result<()> {
+pub(super) fn keep_owner_and_mode(path: &VfsPath, fd: &OwnedFd, old: &Stat) -> Result<()> {
     let st = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
     if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid) {
         let owner = Some(rustix::fs::Uid::from_raw(old.st_uid));
