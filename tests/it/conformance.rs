@@ -420,7 +420,8 @@ fn error_json(status: Status) -> Value {
     let operation_index = metadata
         .get("operation_index")
         .and_then(|i| i.parse::<u64>().ok());
-    let mut out = json!({"grpc": grpc, "code": code, "message": status.message(), "metadata": metadata});
+    let mut out =
+        json!({"grpc": grpc, "code": code, "message": status.message(), "metadata": metadata});
     if let Some(index) = operation_index {
         out["operation_index"] = json!(index);
     }
