@@ -8,10 +8,10 @@
 //! Needs versitygw (`scripts/versitygw install`, then `AGENTVFS_VERSITYGW`).
 //! `AGENTVFS_BENCH_SCALE=0.1` shrinks the rounds for a quick run.
 
-mod support;
 #[path = "../tests/support/s3.rs"]
 #[allow(dead_code)] // the bench uses the server, not every helper
 mod s3;
+mod support;
 
 use agentvfs::pb;
 use agentvfs::pb::changeset_operation::Operation;
@@ -58,7 +58,10 @@ async fn client(served: &Served) -> FilesystemClient<Channel> {
 
 fn write(path: String, bytes: usize, round: usize) -> pb::WriteRequest {
     let mut content = format!("round {round} ");
-    content.extend(std::iter::repeat_n('x', bytes.saturating_sub(content.len())));
+    content.extend(std::iter::repeat_n(
+        'x',
+        bytes.saturating_sub(content.len()),
+    ));
     pb::WriteRequest {
         path,
         content,
@@ -145,7 +148,10 @@ async fn main() {
     let object_mount = "[[mount]]\nprefix = \"/data\"\ntier = \"object\"\nbucket = \"bench-changeset\"\n\
                         key_prefix = \"cs\"\npath_style = true\n";
     let tiers = [
-        ("Store (RocksDB)", store_mount(&tmp.path().join("store-data"))),
+        (
+            "Store (RocksDB)",
+            store_mount(&tmp.path().join("store-data")),
+        ),
         ("object tier (versitygw)", object_mount.to_owned()),
     ];
     println!(

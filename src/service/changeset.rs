@@ -23,7 +23,8 @@
 
 use super::{Files, TextEdit};
 use crate::access::Op;
-use crate::backend::{FileAction, FileChange, FileCommitted, Precondition};
+use crate::backend::changeset::spans_mounts;
+use crate::backend::{Backend, FileAction, FileChange, FileCommitted, Precondition};
 use crate::change::Operation;
 use crate::error::{Error, Result, echo};
 use crate::path::VfsPath;
@@ -407,7 +408,7 @@ fn hunk_error(mismatch: &text::patch::HunkMismatch) -> Error {
 
 /// Refuses a changeset over its bounds, or whose paths cannot be staged
 /// together, before any work.
-fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<()> {
+fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits, backend: &dyn Backend) -> Result<()> {
     if ops.is_empty() {
         return Err(Error::InvalidArgument(
             "a changeset needs at least one operation".into(),
@@ -442,6 +443,17 @@ fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<()> {
         .collect();
     paths.sort();
     paths.dedup();
+    if let Some(first) = paths.first() {
+        let first_mount = backend.mount_of(first);
+        for path in &paths[1..] {
+            let mount = backend.mount_of(path);
+            if mount != first_mount
+                && let Some(first_mount) = &first_mount
+            {
+                return Err(spans_mounts(first, first_mount, path, mount.as_ref()));
+            }
+        }
+    }
     // Sorted, a path's descendants follow it directly.
     for pair in paths.windows(2) {
         if pair[1].is_within(pair[0]) {
@@ -467,7 +479,7 @@ impl Files<'_> {
     /// checked first, then the operations are staged and committed in one
     /// atomic tier step, or nothing changes.
     pub fn commit(&self, ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<Committed> {
-        check_shape(ops, limits)?;
+        check_shape(ops, limits, self.backend())?;
         for (index, op) in ops.iter().enumerate() {
             for (path, grant) in op.grants() {
                 self.check(path, grant)

@@ -31,8 +31,8 @@
 //! without locks and may see part of one; so may a process reading the
 //! directory directly.
 
-use super::sandbox::{self, Links, errno, file_type};
 use super::FsBackend;
+use super::sandbox::{self, Links, errno, file_type};
 use super::write::keep_owner_and_mode;
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};

@@ -59,7 +59,12 @@ impl Drop for Temp<'_> {
 
 impl FsBackend {
     /// The regular file a write would replace (`None`: none yet).
-    pub(super) fn current(&self, path: &VfsPath, dir: &OwnedFd, name: &str) -> Result<Option<Stat>> {
+    pub(super) fn current(
+        &self,
+        path: &VfsPath,
+        dir: &OwnedFd,
+        name: &str,
+    ) -> Result<Option<Stat>> {
         match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Err(Errno::NOENT) => Ok(None),
             Err(e) => Err(errno(path, e)),

@@ -233,7 +233,9 @@ impl LogWriter {
         let seq = next.entry(ns.to_owned()).or_insert(0);
         let first = *seq + 1;
         *seq += n as u64;
-        let at = (first..=*seq).map(|seq| Position { log: self.id, seq }).collect();
+        let at = (first..=*seq)
+            .map(|seq| Position { log: self.id, seq })
+            .collect();
         let keep = self.keep as u64;
         let crossed = (first..=*seq).any(|s| s.is_multiple_of(PRUNE_EVERY));
         let prune = (crossed && *seq > keep).then(|| *seq - keep);
