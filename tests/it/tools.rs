@@ -197,7 +197,8 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "Write",
             "Edit",
             "MultiEdit",
-            "History"
+            "History",
+            "ApplyPatch"
         ]
     );
     for t in &tools {

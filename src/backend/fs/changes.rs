@@ -150,10 +150,7 @@ impl FsChanges {
     /// Records the changes of one changeset agentvfs made, next to each
     /// other in the log (a watcher receives them together): path, kind,
     /// (version, size), origin and the other end of a move.
-    pub fn record_all(
-        &self,
-        changes: Vec<OwnChange>,
-    ) {
+    pub fn record_all(&self, changes: Vec<OwnChange>) {
         let mut log = lock(&self.log);
         for (path, kind, (version, size), origin, moved_path) in changes {
             log.push(|seq| Change {
