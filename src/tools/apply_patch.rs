@@ -6,7 +6,7 @@
 //! every path it names against `root`, turn each file operation into
 //! changeset operations (Add: a write without precondition, as Codex
 //! overwrites; Delete: a delete; Update: a patch of the file, then a move
-//! for `*** Move to:`) and commit them at once through
+//! for a `*** Move to:` naming another path) and commit them at once through
 //! [`crate::service::Service::commit`]: every file changes, or none.
 //!
 //! A hunk that does not match fails the whole patch; the answer names the
@@ -161,9 +161,11 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
                     path: path.clone(),
                     hunks,
                 });
-                let moved = match move_to {
+                let to = move_to.map(|to| patch_path(call, &root, &to)).transpose()?;
+                let moved = match to {
+                    // A move to the file itself: Codex updates it in place.
+                    Some(to) if to == path => None,
                     Some(to) => {
-                        let to = patch_path(call, &root, &to)?;
                         ops.push(ChangeOp::Move {
                             source: path.clone(),
                             destination: to.clone(),

@@ -144,14 +144,35 @@ async fn apply_patch(tools: &mut ToolsClient<Channel>, args: Value) -> Value {
     serde_json::from_str(&r.envelope_json).unwrap()
 }
 
-/// The differences docs/changesets.md § apply_patch lists, by case: the
-/// patch is refused by both, Codex leaving the files the operations before
-/// the failing one wrote (path, content); ApplyPatch applies nothing (its
-/// tree is the input).
-const ALL_OR_NOTHING: &[(&str, &[(&str, &str)])] = &[(
-    "015_failure_after_partial_success",
-    &[("made.txt", "made\n")],
-)];
+/// A difference docs/changesets.md § apply_patch lists: what each side
+/// does with the case, exactly (applied, and the whole tree left).
+struct Difference {
+    case: &'static str,
+    codex: (bool, &'static [(&'static str, &'static str)]),
+    ours: (bool, &'static [(&'static str, &'static str)]),
+}
+
+const DIFFERENCES: &[Difference] = &[
+    // All or nothing: Codex applies the Add before the failing Update.
+    Difference {
+        case: "015_failure_after_partial_success",
+        codex: (false, &[("made.txt", "made\n")]),
+        ours: (false, &[]),
+    },
+    // Codex writes the destination, then removes the source: the file.
+    Difference {
+        case: "041_move_to_same_path",
+        codex: (true, &[]),
+        ours: (true, &[("f.txt", "A\nb\n")]),
+    },
+];
+
+fn tree(files: &[(&str, &str)]) -> Tree {
+    files
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.as_bytes().to_vec()))
+        .collect()
+}
 
 /// Every case, on the Store and the Filesystem mount, against Codex.
 #[tokio::test]
@@ -182,20 +203,18 @@ async fn apply_patch_agrees_with_codex() {
             let envelope = apply_patch(&mut tools, json!({"patch": patch, "root": root})).await;
             let ours_ok = envelope["status"] == "success";
             let ours = vfs_tree(&mut fs, &root).await;
-            let (want_ok, want_tree) =
-                if let Some((_, left)) = ALL_OR_NOTHING.iter().find(|(case, _)| *case == name) {
-                    let mut partial = input.clone();
-                    partial.extend(
-                        left.iter()
-                            .map(|(p, c)| (p.to_string(), c.as_bytes().to_vec())),
+            let (want_ok, want_tree) = match DIFFERENCES.iter().find(|d| d.case == name) {
+                Some(d) => {
+                    assert_eq!(
+                        (codex_ok, &codex_tree),
+                        (d.codex.0, &tree(d.codex.1)),
+                        "{name}: what Codex does"
                     );
-                    assert!(!codex_ok, "{name}: Codex refuses it");
-                    assert_eq!(codex_tree, partial, "{name}: Codex applies part of it");
-                    (false, &input)
-                } else {
-                    (codex_ok, &codex_tree)
-                };
-            if ours_ok != want_ok || ours != *want_tree {
+                    (d.ours.0, tree(d.ours.1))
+                }
+                None => (codex_ok, codex_tree.clone()),
+            };
+            if ours_ok != want_ok || ours != want_tree {
                 failures.push(format!(
                     "{name} on {mount}: codex {} ({}), agentvfs {} ({})\n  codex tree: {:?}\n  \
                      agentvfs tree: {:?}",
