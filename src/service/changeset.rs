@@ -305,14 +305,7 @@ impl Stage<'_, '_> {
             } => {
                 self.check(path, version_only(*if_version))?;
                 let old = self.text(path)?;
-                let specs: Vec<EditSpec<'_>> = edits
-                    .iter()
-                    .map(|e| EditSpec {
-                        old: &e.old,
-                        new: &e.new,
-                        replace_all: e.replace_all,
-                    })
-                    .collect();
+                let specs: Vec<EditSpec<'_>> = edits.iter().map(TextEdit::spec).collect();
                 let (new, _) = text::apply_edits(&old, &specs, max)?;
                 self.set(path, Some(new.into_bytes()), Operation::Edit);
             }
