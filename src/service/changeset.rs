@@ -33,8 +33,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Times a changeset is staged again when a file changed under it before
-/// it could commit; past them it fails with the conflict.
-pub const MAX_ATTEMPTS: usize = 8;
+/// it could commit (within `changeset_timeout_ms`); past them it is
+/// UNAVAILABLE: nothing was applied, and trying again may succeed.
+pub const MAX_ATTEMPTS: usize = 32;
 
 /// One operation of a changeset, as a front end decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -349,6 +350,21 @@ impl Stage<'_, '_> {
         Ok(())
     }
 
+    /// Every file staging read, as a check of the version read: committed
+    /// (one atomic step of the tier, changing nothing), it proves the files
+    /// held those versions together at one instant, so a refusal judged on
+    /// them is the answer of that instant.
+    fn checks(&self) -> Vec<FileChange> {
+        self.staged
+            .iter()
+            .map(|(path, staged)| FileChange {
+                path: path.clone(),
+                expected: staged.read,
+                action: FileAction::Check,
+            })
+            .collect()
+    }
+
     /// The tier's view of the staged files, in path order.
     fn changes(self) -> Vec<FileChange> {
         self.staged
@@ -488,7 +504,7 @@ impl Files<'_> {
                 staged: BTreeMap::new(),
                 deadline,
             };
-            let mut stale = None;
+            let (mut stale, mut refused) = (None, None);
             for (index, op) in ops.iter().enumerate() {
                 match stage.apply(op) {
                     Ok(()) => {}
@@ -496,17 +512,34 @@ impl Files<'_> {
                         stale = Some(e);
                         break;
                     }
-                    Err(e) => return Err(at_operation(e, index, op)),
+                    Err(e) => {
+                        refused = Some(at_operation(e, index, op));
+                        break;
+                    }
                 }
             }
-            let result = match stale {
-                Some(e) => Err(e),
-                None => self.backend().commit(self.scope(), &stage.changes()),
+            let result = match (stale, refused) {
+                (Some(e), _) => Err(e),
+                // A refusal is judged on files read one after the other: it
+                // is the answer only if they all still are as read.
+                (None, Some(refusal)) => self
+                    .backend()
+                    .commit(self.scope(), &stage.checks())
+                    .and(Err(refusal)),
+                (None, None) => self.backend().commit(self.scope(), &stage.changes()),
             };
             match result {
                 Ok(files) => return Ok(Committed { files }),
-                Err(Error::VersionMismatch { .. }) if attempt < MAX_ATTEMPTS => {
+                Err(Error::VersionMismatch { .. })
+                    if attempt < MAX_ATTEMPTS && Instant::now() < deadline =>
+                {
                     stage_again_pause(attempt);
+                }
+                Err(Error::VersionMismatch { .. }) => {
+                    return Err(Error::Unavailable(format!(
+                        "the changeset lost {attempt} races with other changes of its files; \
+                         try again"
+                    )));
                 }
                 Err(e) => return Err(e),
             }

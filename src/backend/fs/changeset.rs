@@ -325,6 +325,13 @@ impl FsBackend {
             sizes.push(st.as_ref().map_or(0, |st| st.st_size as u64));
             olds.push((dir, st));
         }
+        if changes
+            .iter()
+            .all(|c| matches!(c.action, FileAction::Check))
+        {
+            // Only checks: they held together under the locks.
+            return self.outcomes(scope, changes, &[], &sizes);
+        }
         // 2. Prepare.
         let id = format!("{:016x}", rand::random::<u64>());
         let mut intent = Intent {
