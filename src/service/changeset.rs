@@ -416,8 +416,8 @@ fn hunk_error(mismatch: &text::patch::HunkMismatch) -> Error {
 }
 
 /// Refuses a changeset over its bounds, or whose paths cannot be staged
-/// together, before any work.
-fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits, backend: &dyn Backend) -> Result<()> {
+/// together, before any work; returns the bytes its operations carry.
+fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits, backend: &dyn Backend) -> Result<u64> {
     if ops.is_empty() {
         return Err(Error::InvalidArgument(
             "a changeset needs at least one operation".into(),
@@ -472,7 +472,7 @@ fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits, backend: &dyn Backend
             )));
         }
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// The error of operation `index`, naming it (`operation_index` metadata).
@@ -488,7 +488,12 @@ impl Files<'_> {
     /// checked first, then the operations are staged and committed in one
     /// atomic tier step, or nothing changes.
     pub fn commit(&self, ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<Committed> {
-        check_shape(ops, limits, self.backend())?;
+        let bytes = check_shape(ops, limits, self.backend())?;
+        // The request body is charged by the transport; staging holds the
+        // contents again, and so does the tier's batch. Charged here, they
+        // count against the caller's share until the answer is sent, so
+        // concurrent changesets cannot pin several times it.
+        self.charge(bytes.saturating_mul(2), "staging the changeset")?;
         for (index, op) in ops.iter().enumerate() {
             for (path, grant) in op.grants() {
                 self.check(path, grant)
