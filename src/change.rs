@@ -72,6 +72,16 @@ pub struct Origin {
     pub principal: String,
     /// The handle the principal acted through; empty when it acted itself.
     pub handle: String,
+    /// The State session of the request (`x-agentvfs-session`); empty for a
+    /// change made outside agentvfs, and for one recorded before sessions
+    /// were kept.
+    pub session: String,
+    /// The caller's label for the change (`x-agentvfs-label`, or a tool's
+    /// `label` argument: a tool-call or turn id); empty when none was given.
+    pub label: String,
+    /// The changeset the change belongs to (`Filesystem/Commit`,
+    /// ApplyPatch, Rewind); empty for a single-file call.
+    pub changeset: String,
     /// What was done.
     pub operation: Operation,
 }
@@ -82,8 +92,15 @@ impl Origin {
     /// handle ids, so this only bounds what a record can hold.
     pub const MAX_NAME_BYTES: usize = 255;
 
-    /// `operation` done by the caller of `scope`.
-    pub fn of(principal: &crate::access::Principal, operation: Operation) -> Origin {
+    /// Bit of the stored operation byte saying the session, label and
+    /// changeset follow the handle (records written before they were kept
+    /// lack it and decode with them empty).
+    const ATTRIBUTED: u8 = 0x80;
+
+    /// `operation` done by the caller of `scope`, in its session, under its
+    /// label and changeset.
+    pub fn of(scope: &crate::scope::Scope, operation: Operation) -> Origin {
+        let principal = &scope.principal;
         let handle = if principal.name == principal.owner {
             String::new()
         } else {
@@ -92,6 +109,9 @@ impl Origin {
         Origin {
             principal: bounded_name(&principal.owner),
             handle,
+            session: bounded_name(&scope.session),
+            label: bounded_name(&scope.label),
+            changeset: bounded_name(&scope.changeset),
             operation,
         }
     }
@@ -101,8 +121,58 @@ impl Origin {
         Origin {
             principal: String::new(),
             handle: String::new(),
+            session: String::new(),
+            label: String::new(),
+            changeset: String::new(),
             operation,
         }
+    }
+
+    /// Appends the stored form every tier keeps: the operation's byte, then
+    /// each name as a length byte and its bytes (principal, handle, and,
+    /// when any is set, session, label and changeset).
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let attributed = [&self.session, &self.label, &self.changeset];
+        let flag = if attributed.iter().any(|name| !name.is_empty()) {
+            Self::ATTRIBUTED
+        } else {
+            0
+        };
+        out.push(self.operation.code() | flag);
+        let names = [&self.principal, &self.handle];
+        let extra = if flag == 0 { &[][..] } else { &attributed[..] };
+        for name in names.iter().chain(extra) {
+            let name = bounded_name(name);
+            // bounded_name keeps at most 255 bytes.
+            out.push(name.len() as u8);
+            out.extend_from_slice(name.as_bytes());
+        }
+    }
+
+    /// Decodes the stored form at the start of `bytes`: the origin and the
+    /// bytes it took, or `None` when they are cut short or unknown.
+    pub fn decode_prefix(bytes: &[u8]) -> Option<(Origin, usize)> {
+        let code = *bytes.first()?;
+        let operation = Operation::from_code(code & !Self::ATTRIBUTED)?;
+        let count = if code & Self::ATTRIBUTED == 0 { 2 } else { 5 };
+        let mut at = 1;
+        let mut names = [const { String::new() }; 5];
+        for name in names.iter_mut().take(count) {
+            let len = usize::from(*bytes.get(at)?);
+            let text = bytes.get(at + 1..at + 1 + len)?;
+            *name = String::from_utf8_lossy(text).into_owned();
+            at += 1 + len;
+        }
+        let [principal, handle, session, label, changeset] = names;
+        let origin = Origin {
+            principal,
+            handle,
+            session,
+            label,
+            changeset,
+            operation,
+        };
+        Some((origin, at))
     }
 }
 

@@ -1,7 +1,8 @@
 //! Client verbs of the `agentvfs` command, for people at a terminal:
 //! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`, and
-//! the history verbs `watch`, `log`, `diff`, `restore`, and `apply-patch`
-//! (an OpenAI apply_patch patch on stdin, through the ApplyPatch tool).
+//! the history verbs `watch`, `log`, `diff`, `restore` and `rewind`, and
+//! `apply-patch` (an OpenAI apply_patch patch on stdin, through the
+//! ApplyPatch tool).
 //!
 //! Each verb is one gRPC call through the generated client; output is plain
 //! text (grep prints `path:line:text` like ripgrep, glob one path per line)
@@ -33,6 +34,10 @@ pub struct Connection {
     /// State session.
     #[arg(long, env = "AGENTVFS_SESSION")]
     pub session: Option<String>,
+    /// Label kept with every change this command makes (a tool-call or
+    /// turn id; 1-128 of letters, digits and -_.@+:~/#=).
+    #[arg(long, env = "AGENTVFS_LABEL")]
+    pub label: Option<String>,
 }
 
 /// A client verb.
@@ -159,6 +164,22 @@ pub enum Verb {
         #[arg(long, value_name = "N")]
         if_version: Option<u64>,
     },
+    /// Undo, as one changeset, the changes under a path made by one
+    /// session, handle, label or changeset, or every change since a cursor.
+    Rewind {
+        /// Where the changes lie (all on one mount).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Which changes to undo.
+        #[command(flatten)]
+        selector: RewindSelector,
+        /// Print the unified diff of what would change, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Undo a file even when someone else changed it since.
+        #[arg(long)]
+        force: bool,
+    },
     /// Apply an OpenAI apply_patch patch read from stdin, all or nothing.
     ApplyPatch {
         /// Directory the patch's relative paths resolve against (default:
@@ -179,6 +200,39 @@ pub enum Verb {
     },
 }
 
+/// Which changes `rewind` undoes: exactly one of these.
+#[derive(Debug, clap::Args)]
+#[group(required = true, multiple = false)]
+pub struct RewindSelector {
+    /// Those made in this State session.
+    #[arg(long, value_name = "SESSION")]
+    by_session: Option<String>,
+    /// Those made through this handle.
+    #[arg(long, value_name = "HANDLE")]
+    by_handle: Option<String>,
+    /// Those made under this label.
+    #[arg(long, value_name = "LABEL")]
+    by_label: Option<String>,
+    /// Those of this changeset (as `watch` and `log` show it).
+    #[arg(long, value_name = "ID")]
+    changeset: Option<String>,
+    /// Every change after this cursor (`watch --cursors` prints them).
+    #[arg(long, value_name = "CURSOR")]
+    since: Option<String>,
+}
+
+impl RewindSelector {
+    /// The request's selector.
+    fn into_pb(self) -> Option<pb::rewind_request::Selector> {
+        use pb::rewind_request::Selector;
+        (self.by_session.map(Selector::Session))
+            .or(self.by_handle.map(Selector::Handle))
+            .or(self.by_label.map(Selector::Label))
+            .or(self.changeset.map(Selector::Changeset))
+            .or(self.since.map(Selector::SinceCursor))
+    }
+}
+
 /// The walk switches and budgets shared by `grep` and `glob`.
 #[derive(Debug, clap::Args)]
 pub struct SearchFlags {
@@ -196,11 +250,12 @@ pub struct SearchFlags {
     max_duration_ms: u64,
 }
 
-/// Adds the token and session metadata to every call.
+/// Adds the token, session and label metadata to every call.
 #[derive(Clone)]
 struct Headers {
     token: Option<MetadataValue<tonic::metadata::Ascii>>,
     session: Option<MetadataValue<tonic::metadata::Ascii>>,
+    label: Option<MetadataValue<tonic::metadata::Ascii>>,
 }
 
 impl Interceptor for Headers {
@@ -211,6 +266,9 @@ impl Interceptor for Headers {
         if let Some(session) = &self.session {
             req.metadata_mut()
                 .insert("x-agentvfs-session", session.clone());
+        }
+        if let Some(label) = &self.label {
+            req.metadata_mut().insert("x-agentvfs-label", label.clone());
         }
         Ok(req)
     }
@@ -227,7 +285,7 @@ pub fn describe_status(status: &Status) -> String {
 fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
     value
         .parse()
-        .map_err(|_| "token and session must be printable ASCII".to_owned())
+        .map_err(|_| "token, session and label must be printable ASCII".to_owned())
 }
 
 /// Runs one verb; the error is what to print before exiting non-zero.
@@ -243,6 +301,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             .map(|t| header(format!("Bearer {t}")))
             .transpose()?,
         session: conn.session.map(header).transpose()?,
+        label: conn.label.map(header).transpose()?,
     };
     let mut fs = FilesystemClient::with_interceptor(channel.clone(), headers.clone())
         .max_decoding_message_size(usize::MAX);
@@ -438,6 +497,34 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 last = msg.cursor;
             }
         }
+        Verb::Rewind {
+            path,
+            selector,
+            dry_run,
+            force,
+        } => {
+            let r = fs
+                .rewind(pb::RewindRequest {
+                    path,
+                    selector: selector.into_pb(),
+                    dry_run,
+                    force,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            if dry_run && !r.diff.is_empty() {
+                writeln!(out, "{}", r.diff).map_err(io)?;
+            }
+            for f in &r.files {
+                eprintln!("{}", rewound_line(f, dry_run));
+            }
+            match (r.files.len(), dry_run) {
+                (0, _) => eprintln!("nothing to rewind"),
+                (n, true) => eprintln!("{n} files would change (dry run: nothing changed)"),
+                (n, false) => eprintln!("{n} files rewound as changeset {}", r.changeset),
+            }
+        }
         Verb::ApplyPatch { root } => {
             let mut patch = String::new();
             std::io::stdin().read_to_string(&mut patch).map_err(io)?;
@@ -446,6 +533,8 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                     patch,
                     root,
                     tool_call_id: String::new(),
+                    // --label goes as the header, like every verb's.
+                    label: None,
                 })
                 .await
                 .map_err(fail)?
@@ -547,13 +636,21 @@ fn time_text(t: Option<&prost_types::Timestamp>) -> String {
 }
 
 /// Who made a change or version: `by agent via h-1`, `by someone outside
-/// agentvfs` for a change on disk.
-fn made_by(principal: &str, handle: &str) -> String {
-    match (principal, handle) {
+/// agentvfs` for a change on disk; then its label and changeset when it
+/// has them (`label turn-3  changeset cs-…`).
+fn made_by(principal: &str, handle: &str, label: &str, changeset: &str) -> String {
+    let mut who = match (principal, handle) {
         ("", _) => "by someone outside agentvfs".to_owned(),
         (p, "") => format!("by {p}"),
         (p, h) => format!("by {p} via {h}"),
+    };
+    if !label.is_empty() {
+        who.push_str(&format!("  label {label}"));
     }
+    if !changeset.is_empty() {
+        who.push_str(&format!("  changeset {changeset}"));
+    }
+    who
 }
 
 /// One change as `watch` prints it: time, kind, path, version, size, how
@@ -577,8 +674,22 @@ fn change_line(e: &pb::ChangeEvent) -> String {
         e.version,
         e.size,
         e.operation,
-        made_by(&e.principal, &e.handle)
+        made_by(&e.principal, &e.handle, &e.label, &e.changeset)
     )
+}
+
+/// One file as `rewind` reports it: `/a.md  v7 → v3 (now v9)`, or
+/// `deleted`/`restored` when it goes or comes back.
+fn rewound_line(f: &pb::RewoundFile, dry_run: bool) -> String {
+    let to = match (f.from_version, f.to_version) {
+        (_, 0) => "deleted".to_owned(),
+        (0, to) => format!("restored from v{to}"),
+        (from, to) => format!("v{from} → v{to}"),
+    };
+    match (dry_run, f.version) {
+        (true, _) | (false, 0) => format!("{}  {to}", f.path),
+        (false, now) => format!("{}  {to} (now v{now})", f.path),
+    }
 }
 
 /// One version as `log` prints it.
@@ -593,7 +704,7 @@ fn version_line(v: &pb::FileVersion) -> String {
         v.version,
         time_text(v.time.as_ref()),
         v.operation,
-        made_by(&v.principal, &v.handle)
+        made_by(&v.principal, &v.handle, &v.label, &v.changeset)
     )
 }
 

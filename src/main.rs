@@ -129,6 +129,7 @@ async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(),
         authorization: authorization.as_deref(),
         session: connection.session.as_deref(),
         namespace: None,
+        label: connection.label.as_deref(),
     };
     let caller = agentvfs::service::Caller::identify(&app.auth, credentials)
         .map_err(|e| format!("{e} (pass the principal's token with --token or AGENTVFS_TOKEN)"))?;

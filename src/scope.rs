@@ -9,6 +9,9 @@ use std::sync::Arc;
 /// Longest session or namespace name.
 pub const MAX_SCOPE_NAME: usize = 128;
 
+/// Longest label (`x-agentvfs-label`).
+pub const MAX_LABEL: usize = 128;
+
 /// Whose data a call sees and whose rights apply: the State tier is scoped by
 /// session, the Store tier by namespace, and the Filesystem tier follows a
 /// symbolic link only where the principal's grants hold for the link's
@@ -21,6 +24,13 @@ pub struct Scope {
     pub namespace: String,
     /// The caller, whose grants decide which links may be followed.
     pub principal: Arc<Principal>,
+    /// The caller's label for what it changes (`x-agentvfs-label`, a tool's
+    /// `label` argument; empty: none), kept with every change it makes so
+    /// history, Watch and Rewind can name one turn or tool call.
+    pub label: String,
+    /// The changeset the call's changes belong to (empty outside one), kept
+    /// with each of them like the label.
+    pub changeset: String,
 }
 
 impl Default for Scope {
@@ -30,6 +40,8 @@ impl Default for Scope {
             session: "default".into(),
             namespace: "default".into(),
             principal: Arc::new(Principal::local()),
+            label: String::new(),
+            changeset: String::new(),
         }
     }
 }
@@ -39,12 +51,26 @@ impl Scope {
     /// letters, digits and `-_.@+:~`, so a name can never smuggle a path or a
     /// control character into storage keys.
     pub fn check_name(kind: &str, name: &str) -> Result<()> {
-        let ok_char = |c: char| c.is_ascii_alphanumeric() || "-_.@+:~".contains(c);
-        if name.is_empty() || name.len() > MAX_SCOPE_NAME || !name.chars().all(ok_char) {
-            return Err(Error::InvalidArgument(format!(
-                "invalid {kind} name {name:?}: use 1-{MAX_SCOPE_NAME} letters, digits or -_.@+:~"
-            )));
-        }
-        Ok(())
+        check_chars(&format!("{kind} name"), name, MAX_SCOPE_NAME, "-_.@+:~")
     }
+
+    /// Validates a change label: 1-128 of letters, digits and `-_.@+:~/#=`,
+    /// which holds tool-call ids (`toolu_01…`, `call_…`), UUIDs and
+    /// `turn/7`-style names, and keeps labels printable in every log line
+    /// and safe in every stored record.
+    pub fn check_label(label: &str) -> Result<()> {
+        check_chars("label", label, MAX_LABEL, "-_.@+:~/#=")
+    }
+}
+
+/// `value` is 1 to `max` bytes of ASCII letters, digits and `punctuation`,
+/// else INVALID_ARGUMENT naming `what` and the rule.
+fn check_chars(what: &str, value: &str, max: usize, punctuation: &str) -> Result<()> {
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || punctuation.contains(c);
+    if value.is_empty() || value.len() > max || !value.chars().all(ok_char) {
+        return Err(Error::InvalidArgument(format!(
+            "invalid {what} {value:?}: use 1-{max} letters, digits or {punctuation}"
+        )));
+    }
+    Ok(())
 }

@@ -20,7 +20,7 @@
 //! path, never guessed at.
 
 use crate::backend::ordered::{FileMeta, Past, Stored};
-use crate::change::{Operation, Origin, bounded_name};
+use crate::change::{Operation, Origin};
 use crate::error::{Error, Result};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -139,13 +139,7 @@ pub fn encode_tombstone(meta: &Meta, origin: &Origin) -> Vec<u8> {
 }
 
 fn encode_flagged(meta: &Meta, origin: &Origin, content: Option<&[u8]>, flags: u8) -> Vec<u8> {
-    let (principal, handle) = (
-        bounded_name(&origin.principal),
-        bounded_name(&origin.handle),
-    );
-    let mut out = Vec::with_capacity(
-        HEADER_BYTES + 3 + principal.len() + handle.len() + content.map_or(0, <[u8]>::len),
-    );
+    let mut out = Vec::with_capacity(HEADER_BYTES + 64 + content.map_or(0, <[u8]>::len));
     out.push(FORMAT);
     out.push(flags | if content.is_some() { INLINE } else { 0 });
     for n in [
@@ -157,12 +151,7 @@ fn encode_flagged(meta: &Meta, origin: &Origin, content: Option<&[u8]>, flags: u
     ] {
         out.extend_from_slice(&n.to_be_bytes());
     }
-    out.push(origin.operation.code());
-    for name in [&principal, &handle] {
-        // bounded_name keeps at most 255 bytes.
-        out.push(name.len() as u8);
-        out.extend_from_slice(name.as_bytes());
-    }
+    origin.encode_into(&mut out);
     if let Some(content) = content {
         out.extend_from_slice(content);
     }
@@ -208,12 +197,10 @@ pub fn is_tombstone(value: &[u8]) -> bool {
     value.get(1).is_some_and(|flags| flags & TOMBSTONE != 0)
 }
 
-/// Where the origin section of a format-2 value ends (the content starts).
-fn origin_end(value: &[u8]) -> Option<usize> {
-    let principal = HEADER_BYTES + 1;
-    let handle = principal + 1 + usize::from(*value.get(principal)?);
-    let end = handle + 1 + usize::from(*value.get(handle)?);
-    (end <= value.len()).then_some(end)
+/// The origin of a format-2 value and where it ends (the content starts).
+fn origin_section(value: &[u8]) -> Option<(Origin, usize)> {
+    let (origin, len) = Origin::decode_prefix(value.get(HEADER_BYTES..)?)?;
+    Some((origin, HEADER_BYTES + len))
 }
 
 /// The origin kept in a value read for `path` (format 1: unknown, shown as
@@ -222,16 +209,9 @@ pub fn origin(path: &dyn std::fmt::Display, value: &[u8]) -> Result<Origin> {
     if value.first() == Some(&FORMAT_NO_ORIGIN) {
         return Ok(Origin::external(Operation::Write));
     }
-    let corrupt = || Error::Internal(format!("corrupt Store origin for {path}"));
-    let end = origin_end(value).ok_or_else(corrupt)?;
-    let principal = HEADER_BYTES + 1;
-    let handle = principal + 1 + usize::from(value[principal]);
-    let name = |from: usize, to: usize| String::from_utf8_lossy(&value[from..to]).into_owned();
-    Ok(Origin {
-        operation: Operation::from_code(value[HEADER_BYTES]).ok_or_else(corrupt)?,
-        principal: name(principal + 1, handle),
-        handle: name(handle + 1, end),
-    })
+    origin_section(value)
+        .map(|(origin, _)| origin)
+        .ok_or_else(|| Error::Internal(format!("corrupt Store origin for {path}")))
 }
 
 /// Decodes a value read for `path`: the metadata and the inline content.
@@ -241,7 +221,11 @@ pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta
         return Err(corrupt("value too short"));
     }
     let content_at = match value[0] {
-        FORMAT => origin_end(value).ok_or_else(|| corrupt("origin cut short"))?,
+        FORMAT => {
+            origin_section(value)
+                .ok_or_else(|| corrupt("origin cut short"))?
+                .1
+        }
         FORMAT_NO_ORIGIN => HEADER_BYTES,
         other => return Err(corrupt(&format!("unknown format {other}"))),
     };
@@ -284,11 +268,26 @@ mod tests {
         let origin = Origin {
             principal: "agent".into(),
             handle: "h1".into(),
+            session: "s1".into(),
+            label: "turn/7".into(),
+            changeset: "cs-1".into(),
             operation: Operation::Edit,
         };
         let value = encode(&meta, &origin, Some(b"abc"));
         assert_eq!(decode(&"/x", &value).unwrap(), (meta, &b"abc"[..]));
         assert_eq!(super::origin(&"/x", &value).unwrap(), origin);
+        // A value from before sessions and labels were kept decodes with
+        // them empty.
+        let unattributed = Origin {
+            session: String::new(),
+            label: String::new(),
+            changeset: String::new(),
+            ..origin.clone()
+        };
+        let old = encode(&meta, &unattributed, Some(b"abc"));
+        assert_eq!(old[HEADER_BYTES], Operation::Edit.code());
+        assert_eq!(decode(&"/x", &old).unwrap(), (meta, &b"abc"[..]));
+        assert_eq!(super::origin(&"/x", &old).unwrap(), unattributed);
         assert!(!is_tombstone(&value));
         let tomb = encode_tombstone(&Meta { size: 0, ..meta }, &origin);
         assert!(is_tombstone(&tomb));

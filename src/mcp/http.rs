@@ -31,7 +31,8 @@ use super::{Identity, McpServer};
 use crate::auth::Auth;
 use crate::error::Error;
 use crate::service::{
-    Account, BodyRefused, Caller, Credentials, Limits, NAMESPACE_HEADER, SESSION_HEADER, Service,
+    Account, BodyRefused, Caller, Credentials, LABEL_HEADER, Limits, NAMESPACE_HEADER,
+    SESSION_HEADER, Service,
 };
 use crate::tools::Tools;
 use axum::body::Body;
@@ -161,6 +162,7 @@ impl McpHttp {
                 authorization: text(header::AUTHORIZATION.as_str())?,
                 session: text(SESSION_HEADER)?.or(mcp_session),
                 namespace: text(NAMESPACE_HEADER)?,
+                label: text(LABEL_HEADER)?,
             };
             Caller::identify(&self.auth, credentials)
         })()

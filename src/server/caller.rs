@@ -1,13 +1,16 @@
 //! Who is calling: the interceptor that turns request metadata into a
 //! [`Caller`] every handler reads.
 //!
-//! `authorization`, `x-agentvfs-session` and `x-agentvfs-namespace` are the
+//! `authorization`, `x-agentvfs-session`, `x-agentvfs-namespace` and
+//! `x-agentvfs-label` are the
 //! [`Credentials`]; [`Caller::identify`] applies the rules
 //! (`service/caller.rs`).
 
 use crate::auth::Auth;
 use crate::error::{Error, Result};
-use crate::service::{Account, Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER};
+use crate::service::{
+    Account, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER,
+};
 use std::sync::Arc;
 use tonic::{Request, Status};
 
@@ -28,6 +31,7 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
         authorization: header(req, "authorization")?,
         session: header(req, SESSION_HEADER)?,
         namespace: header(req, NAMESPACE_HEADER)?,
+        label: header(req, LABEL_HEADER)?,
     };
     Caller::identify(auth, credentials)
 }

@@ -1,11 +1,13 @@
-//! The Commit RPC's messages to and from the application layer's changeset
-//! (docs/changesets.md).
+//! The Commit and Rewind RPCs' messages to and from the application
+//! layer's changesets (docs/changesets.md).
 
+use crate::change::ChangeCursor;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::changeset_operation::Operation as PbOperation;
-use crate::service::{ChangeOp, FileCommitted, Precondition, TextEdit};
+use crate::scope::Scope;
+use crate::service::{ChangeOp, Committed, Precondition, Rewound, Selector, TextEdit};
 
 /// Decodes a Commit request's operations; a malformed one is
 /// INVALID_ARGUMENT naming its index.
@@ -85,9 +87,11 @@ fn operation(op: pb::ChangesetOperation) -> Result<ChangeOp> {
 }
 
 /// The Commit answer.
-pub fn response(files: Vec<FileCommitted>) -> pb::CommitResponse {
+pub fn response(committed: Committed) -> pb::CommitResponse {
     pb::CommitResponse {
-        files: files
+        changeset: committed.changeset,
+        files: committed
+            .files
             .into_iter()
             .map(|f| pb::CommittedFile {
                 path: f.path.to_string(),
@@ -96,5 +100,61 @@ pub fn response(files: Vec<FileCommitted>) -> pb::CommitResponse {
                 deleted: f.deleted,
             })
             .collect(),
+    }
+}
+
+/// The selector of a Rewind request: exactly one must be given, and a
+/// session, label or cursor must be well formed (INVALID_ARGUMENT).
+pub fn selector(selector: Option<pb::rewind_request::Selector>) -> Result<Selector> {
+    use pb::rewind_request::Selector as Pb;
+    let non_empty = |what: &str, value: String| {
+        if value.is_empty() {
+            Err(Error::InvalidArgument(format!(
+                "rewind by {what}: the {what} is empty"
+            )))
+        } else {
+            Ok(value)
+        }
+    };
+    Ok(match selector {
+        None => {
+            return Err(Error::InvalidArgument(
+                "say which changes to rewind: session, handle, label, changeset or \
+                 since_cursor"
+                    .into(),
+            ));
+        }
+        Some(Pb::Session(session)) => {
+            Scope::check_name("session", &session)?;
+            Selector::Session(session)
+        }
+        Some(Pb::Handle(handle)) => Selector::Handle(non_empty("handle", handle)?),
+        Some(Pb::Label(label)) => {
+            Scope::check_label(&label)?;
+            Selector::Label(label)
+        }
+        Some(Pb::Changeset(id)) => Selector::Changeset(non_empty("changeset", id)?),
+        Some(Pb::SinceCursor(cursor)) => {
+            Selector::Since(ChangeCursor::decode(&non_empty("cursor", cursor)?)?)
+        }
+    })
+}
+
+/// The Rewind answer.
+pub fn rewind_response(rewound: Rewound) -> pb::RewindResponse {
+    pb::RewindResponse {
+        files: rewound
+            .files
+            .into_iter()
+            .map(|f| pb::RewoundFile {
+                path: f.path.to_string(),
+                from_version: f.from_version,
+                to_version: f.to_version,
+                version: f.version,
+                deleted: f.to_version == 0,
+            })
+            .collect(),
+        diff: rewound.diff,
+        changeset: rewound.changeset,
     }
 }

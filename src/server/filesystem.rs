@@ -169,7 +169,18 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let ops = super::changeset::operations(req.into_inner())?;
         let committed = self.service.commit(&caller, ops).await?;
-        Ok(Response::new(super::changeset::response(committed.files)))
+        Ok(Response::new(super::changeset::response(committed)))
+    }
+
+    async fn rewind(&self, req: Request<pb::RewindRequest>) -> Reply<pb::RewindResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let root = VfsPath::parse(if req.path.is_empty() { "/" } else { &req.path })?;
+        let selector = super::changeset::selector(req.selector)?;
+        let rewound = (self.service)
+            .rewind(&caller, root, selector, req.dry_run, req.force)
+            .await?;
+        Ok(Response::new(super::changeset::rewind_response(rewound)))
     }
 
     async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {

@@ -10,7 +10,8 @@
 //! - the session scopes the State tier (default `default`);
 //! - the namespace picks the Store namespace in anonymous mode
 //!   (`[access] anonymous`); otherwise every caller, handles included, is
-//!   bound to its principal's namespace.
+//!   bound to its principal's namespace;
+//! - the label (optional) is kept with every change the request makes.
 //!
 //! Session and namespace are validated like names ([`Scope::check_name`]) so
 //! they can never smuggle a path or a control character into storage keys.
@@ -27,6 +28,9 @@ use std::sync::Arc;
 pub const SESSION_HEADER: &str = "x-agentvfs-session";
 /// Header (gRPC metadata key) naming the Store namespace.
 pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
+/// Header (gRPC metadata key) labelling the request's changes (a tool-call
+/// or turn id), kept in history and Watch and selectable by Rewind.
+pub const LABEL_HEADER: &str = "x-agentvfs-label";
 
 /// The authenticated caller of one request.
 #[derive(Clone, Debug)]
@@ -51,6 +55,8 @@ pub struct Credentials<'a> {
     pub session: Option<&'a str>,
     /// The Store namespace asked for.
     pub namespace: Option<&'a str>,
+    /// The label for the request's changes.
+    pub label: Option<&'a str>,
 }
 
 impl Caller {
@@ -80,10 +86,15 @@ impl Caller {
             _ => principal.namespace.as_str(),
         };
         Scope::check_name("namespace", namespace)?;
+        if let Some(label) = credentials.label {
+            Scope::check_label(label)?;
+        }
         let scope = Scope {
             session: session.to_owned(),
             namespace: namespace.to_owned(),
             principal: principal.clone(),
+            label: credentials.label.unwrap_or_default().to_owned(),
+            changeset: String::new(),
         };
         Ok(Caller {
             principal,

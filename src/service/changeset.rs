@@ -28,6 +28,7 @@ use crate::backend::{Backend, FileAction, FileChange, FileCommitted, Preconditio
 use crate::change::Operation;
 use crate::error::{Error, Result, echo};
 use crate::path::VfsPath;
+use crate::scope::Scope;
 use crate::text::{self, EditSpec, patch::Hunk};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -168,6 +169,14 @@ impl Default for ChangesetLimits {
 pub struct Committed {
     /// Each file the changeset changed.
     pub files: Vec<FileCommitted>,
+    /// The changeset's id, kept with each of its changes.
+    pub changeset: String,
+}
+
+/// A new changeset id: `cs-` and 16 random hex digits, so ids drawn by
+/// servers sharing an object bucket do not collide (2^-64 per pair).
+fn new_changeset_id() -> String {
+    format!("cs-{:016x}", rand::random::<u64>())
 }
 
 /// A file as staging sees it.
@@ -501,6 +510,10 @@ impl Files<'_> {
             }
         }
         let deadline = Instant::now() + limits.timeout;
+        let scope = Scope {
+            changeset: new_changeset_id(),
+            ..self.scope().clone()
+        };
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -529,12 +542,15 @@ impl Files<'_> {
                 // is the answer only if they all still are as read.
                 (None, Some(refusal)) => self
                     .backend()
-                    .commit(self.scope(), &stage.checks())
+                    .commit(&scope, &stage.checks())
                     .and(Err(refusal)),
-                (None, None) => self.backend().commit(self.scope(), &stage.changes()),
+                (None, None) => self.backend().commit(&scope, &stage.changes()),
             };
             match result {
-                Ok(files) => return Ok(Committed { files }),
+                Ok(files) => {
+                    let changeset = scope.changeset;
+                    return Ok(Committed { files, changeset });
+                }
                 Err(Error::VersionMismatch { .. })
                     if attempt < MAX_ATTEMPTS && Instant::now() < deadline =>
                 {

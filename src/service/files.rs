@@ -56,6 +56,21 @@ impl<'a> Files<'a> {
         self.check(path, op).is_ok()
     }
 
+    /// Checks the `list` grant on `dir` or on some path below it: what a
+    /// walk of the logs under `dir` (Rewind) needs, each path then shown
+    /// only where the caller holds `list` on it.
+    pub fn check_lists_within(&self, dir: &VfsPath) -> Result<()> {
+        if self
+            .caller
+            .principal
+            .granted_within(dir, Op::List)
+            .is_empty()
+        {
+            self.check(dir, Op::List)?;
+        }
+        Ok(())
+    }
+
     /// One directory level (`list` grant). A caller granted only prefixes
     /// below `dir` sees the entries leading to or lying in them.
     pub fn list(&self, dir: &VfsPath) -> Result<Vec<Entry>> {

@@ -30,11 +30,12 @@ mod history;
 pub mod limits;
 mod memory;
 mod read;
+mod rewind;
 mod search;
 mod upload;
 mod watch;
 
-pub use caller::{Caller, Credentials, NAMESPACE_HEADER, SESSION_HEADER, Secret};
+pub use caller::{Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, Secret};
 pub use changeset::{ChangeOp, ChangesetLimits, Committed};
 pub use edit::{EditOutcome, TextEdit};
 pub use files::Files;
@@ -42,6 +43,7 @@ pub use history::VersionDiff;
 pub use limits::{ClientIdle, Limits, LimitsConfig, SearchPermit, StreamPermit};
 pub use memory::{Account, BodyRefused, MemoryBudget};
 pub use read::ReadText;
+pub use rewind::{Rewound, RewoundFile, Selector};
 pub use search::collect;
 pub use upload::{PIECES_IN_FLIGHT, UploadMessage};
 pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
@@ -160,6 +162,25 @@ impl Service {
         let limits = self.limits.changeset();
         self.run(caller, move |files| files.commit(&ops, &limits))
             .await
+    }
+
+    /// Undoes the changes under `root` that `selector` picks, as one
+    /// changeset (docs/changesets.md § Rewind); `dry_run` answers what
+    /// would change, with its diff, and changes nothing. Bounded like a
+    /// changeset by `[limits]`.
+    pub async fn rewind(
+        &self,
+        caller: &Caller,
+        root: VfsPath,
+        selector: Selector,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<Rewound> {
+        let limits = self.limits.changeset();
+        self.run(caller, move |files| {
+            files.rewind(&root, &selector, dry_run, force, &limits)
+        })
+        .await
     }
 
     /// Admits one more stream of the caller (RESOURCE_EXHAUSTED over

@@ -14,6 +14,7 @@
 use super::{Caller, StreamPermit, blocking};
 use crate::access::Op;
 use crate::backend::Backend;
+use crate::backend::changeset::MAX_CHANGESET_FILES;
 use crate::change::{Change, ChangeCursor, LogPosition};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -132,7 +133,8 @@ impl Watcher {
                 (self.backend.clone(), self.caller.clone(), self.root.clone());
             let mut cursor = self.cursor.clone();
             let (changes, cursor) = blocking(move || {
-                let changes = backend.changes(&caller.scope, &root, &mut cursor, WATCH_PAGE)?;
+                let mut changes = backend.changes(&caller.scope, &root, &mut cursor, WATCH_PAGE)?;
+                complete_changeset(&*backend, &caller, &root, &mut cursor, &mut changes)?;
                 Ok((changes, cursor))
             })
             .await?;
@@ -155,20 +157,7 @@ impl Watcher {
         let mut at = before;
         let mut visible = Vec::new();
         for mut change in changes {
-            // The page's own position names the log (its epoch) the change
-            // was read from, which a position taken before a State session
-            // existed does not.
-            if change.shard != 0 {
-                at.set_shard(&change.log, change.shard, change.seq);
-            } else if let Some(read) = self.cursor.get(&change.log) {
-                at.set(
-                    &change.log,
-                    LogPosition {
-                        epoch: read.epoch,
-                        seq: change.seq,
-                    },
-                );
-            }
+            move_past(&mut at, &change, &self.cursor);
             if principal.check(&change.path, Op::List).is_err() {
                 continue;
             }
@@ -200,6 +189,52 @@ impl Watcher {
         let _ =
             tokio::time::timeout(RECHECK_EVERY, futures_util::future::select_all(changed)).await;
     }
+}
+
+/// Moves `cursor` just past `change`, in the log `read` (the cursor after
+/// the page holding it) names: the page's own position names the log (its
+/// epoch) the change was read from, which a position taken before a State
+/// session existed does not.
+fn move_past(cursor: &mut ChangeCursor, change: &Change, read: &ChangeCursor) {
+    if change.shard != 0 {
+        cursor.set_shard(&change.log, change.shard, change.seq);
+    } else if let Some(read) = read.get(&change.log) {
+        let position = LogPosition {
+            epoch: read.epoch,
+            seq: change.seq,
+        };
+        cursor.set(&change.log, position);
+    }
+}
+
+/// Extends a page that ends inside a changeset with the rest of that
+/// changeset, and `cursor` past it, so that one message carries a whole
+/// changeset and a watcher never sees half of one. A changeset's changes
+/// are consecutive in its log (each tier appends them in one step), so the
+/// rest is the run of changes after the page's last one that carry its id.
+fn complete_changeset(
+    backend: &dyn Backend,
+    caller: &Caller,
+    root: &VfsPath,
+    cursor: &mut ChangeCursor,
+    changes: &mut Vec<Change>,
+) -> Result<()> {
+    while let Some(last) = changes.last().filter(|c| !c.origin.changeset.is_empty()) {
+        let (id, log, shard) = (last.origin.changeset.clone(), last.log.clone(), last.shard);
+        let mut ahead = cursor.clone();
+        let more = backend.changes(&caller.scope, root, &mut ahead, MAX_CHANGESET_FILES)?;
+        let rest: Vec<Change> = more
+            .into_iter()
+            .filter(|c| c.log == log && c.shard == shard)
+            .take_while(|c| c.origin.changeset == id)
+            .collect();
+        let Some(end) = rest.last() else {
+            return Ok(());
+        };
+        move_past(cursor, end, &ahead);
+        changes.extend(rest);
+    }
+    Ok(())
 }
 
 impl super::Service {

@@ -47,6 +47,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
             "root",
             json!({"type": "string", "description": "Directory the patch's relative paths resolve against (relative to project root or absolute within it; default: the project root)."}),
         ),
+        Param::label(),
     ])
 });
 

@@ -70,6 +70,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
             "expected_version",
             json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
         ),
+        Param::label(),
     ])
 });
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";

@@ -60,6 +60,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
             "expected_version",
             json!({"type": "integer", "minimum": 0, "description": "restore: the file's current version (0 when it is deleted); the restore is refused if it changed."}),
         ),
+        Param::label(),
     ])
 });
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";

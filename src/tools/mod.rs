@@ -330,11 +330,15 @@ impl Tools {
     /// parsing it produced).
     pub async fn invoke_args(
         &self,
-        caller: Caller,
+        mut caller: Caller,
         name: &str,
         args: Result<Object, ToolError>,
         tool_call_id: &str,
     ) -> Envelope {
+        let args = args.and_then(|args| {
+            label_argument(&args, &mut caller)?;
+            Ok(args)
+        });
         let mut context = Object::new();
         context.insert("cwd".into(), ".".into());
         context.insert(
@@ -376,6 +380,29 @@ impl Tools {
             "tool call"
         );
         envelope
+    }
+}
+
+/// Applies a `label` argument ([`params::Param::label`]) to the caller's
+/// scope, where the changes it makes pick it up; a malformed one is
+/// INVALID_PARAM. Tools that take no label refuse the argument themselves.
+fn label_argument(args: &Object, caller: &mut Caller) -> Result<(), ToolError> {
+    match args.get(params::LABEL) {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(label)) => {
+            crate::scope::Scope::check_label(label).map_err(|_| {
+                ToolError::invalid(format!(
+                    "Invalid parameter 'label': {} is not 1-{} letters, digits or -_.@+:~/#=.",
+                    serde_json::Value::String(echo(label).into_owned()),
+                    crate::scope::MAX_LABEL
+                ))
+            })?;
+            caller.scope.label = label.clone();
+            Ok(())
+        }
+        Some(_) => Err(ToolError::invalid(
+            "Invalid parameter 'label': expected a string.",
+        )),
     }
 }
 

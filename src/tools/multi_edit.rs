@@ -65,6 +65,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
             "expected_version",
             json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
         ),
+        Param::label(),
     ])
 });
 

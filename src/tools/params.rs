@@ -36,7 +36,25 @@ impl Param {
             schema,
         }
     }
+
+    /// The `label` of the tools that change files: kept with each change
+    /// the call makes, as the `x-agentvfs-label` header would be (the
+    /// argument wins over the header). [`super::Tools::invoke_args`] reads
+    /// it for every tool, so each changing tool only lists it.
+    pub fn label() -> Param {
+        Param::optional(
+            LABEL,
+            serde_json::json!({
+                "type": "string",
+                "description": "Optional label kept with the changes this call makes (a turn or tool-call id), for History, Watch and Rewind. 1-128 of letters, digits and -_.@+:~/#=.",
+                "maxLength": crate::scope::MAX_LABEL,
+            }),
+        )
+    }
 }
+
+/// The name of the [`Param::label`] parameter.
+pub const LABEL: &str = "label";
 
 /// A tool's parameter table (or that of the objects in an array parameter,
 /// as MultiEdit's `edits`).

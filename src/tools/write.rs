@@ -48,6 +48,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
             "expected_version",
             json!({"type": "integer", "description": "stats.version from your last Read of this file; required to overwrite an existing file.", "minimum": 0}),
         ),
+        Param::label(),
     ])
 });
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";

@@ -467,7 +467,7 @@ impl FsBackend {
                         Some(_) => ChangeKind::Modified,
                         None => ChangeKind::Created,
                     };
-                    let origin = Origin::of(&scope.principal, *operation);
+                    let origin = Origin::of(scope, *operation);
                     let stamp = (out.version, out.size);
                     logged.push((change.path.clone(), kind, stamp, origin, moved_from.clone()));
                 }
@@ -477,7 +477,7 @@ impl FsBackend {
                         Some(_) => Operation::Move,
                         None => Operation::Delete,
                     };
-                    let origin = Origin::of(&scope.principal, operation);
+                    let origin = Origin::of(scope, operation);
                     let kind = ChangeKind::Deleted;
                     logged.push((change.path.clone(), kind, (0, 0), origin, moved_to.clone()));
                 }

@@ -231,7 +231,7 @@ impl FsBackend {
         moved: Option<&VfsPath>,
     ) {
         if let Some(changes) = &self.changes {
-            let origin = Origin::of(&scope.principal, operation);
+            let origin = Origin::of(scope, operation);
             changes.record(path, kind, version, size, origin, moved.cloned());
         }
     }

@@ -150,7 +150,7 @@ impl ObjectBackend {
                 done.push(shown);
             }
             let id = rand::random::<u64>().max(1);
-            let origin = Origin::of(&scope.principal, Operation::Write);
+            let origin = Origin::of(scope, Operation::Write);
             let attempt = Attempt {
                 store: self.store(),
                 ns: ns.to_owned(),
@@ -234,7 +234,7 @@ impl ObjectBackend {
                 Some(content),
             ) => {
                 let pos = positions.pop().unwrap_or(Position::NONE);
-                let origin = Origin::of(&scope.principal, *operation);
+                let origin = Origin::of(scope, *operation);
                 let created = now.file().map(|f| f.meta.created);
                 shown.size = content.size();
                 let kind = match now.file() {
@@ -250,7 +250,7 @@ impl ObjectBackend {
                     Some(_) => Operation::Move,
                     None => Operation::Delete,
                 };
-                let origin = Origin::of(&scope.principal, operation);
+                let origin = Origin::of(scope, operation);
                 shown.deleted = true;
                 let new = head::deleted(version, &origin, pos);
                 (
@@ -269,7 +269,7 @@ impl ObjectBackend {
                 (undo.clone(), None, None, Operation::Write)
             }
         };
-        let origin = Origin::of(&scope.principal, operation);
+        let origin = Origin::of(scope, operation);
         let record = match (kind, &self.log) {
             (Some((kind, pos)), Some(_)) => {
                 let planned = Planned {

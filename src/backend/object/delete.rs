@@ -70,7 +70,7 @@ impl ObjectBackend {
         recursive: bool,
     ) -> Result<u64> {
         let ns = self.namespace(scope)?;
-        let origin = Origin::of(&scope.principal, Operation::Delete);
+        let origin = Origin::of(scope, Operation::Delete);
         if path != &self.keys.mount && self.delete_file(ns, path, if_version, &origin)? {
             return Ok(1);
         }

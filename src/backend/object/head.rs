@@ -447,8 +447,7 @@ mod tests {
     fn origin() -> Origin {
         Origin {
             principal: "agent".into(),
-            handle: String::new(),
-            operation: Operation::Write,
+            ..Origin::external(Operation::Write)
         }
     }
 

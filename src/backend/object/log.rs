@@ -35,7 +35,7 @@ use super::bucket::{Page, Put};
 use super::head::State;
 use super::keys::{Position, Space};
 use super::state::{Store, decide, read_head};
-use crate::change::{Change, ChangeCursor, ChangeKind, Operation, Origin, bounded_name};
+use crate::change::{Change, ChangeCursor, ChangeKind, Operation, Origin};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use bytes::Bytes;
@@ -116,12 +116,7 @@ impl Intent {
             }
             None => out.push(u8::MAX),
         }
-        out.push(self.origin.operation.code());
-        for name in [&self.origin.principal, &self.origin.handle] {
-            let name = bounded_name(name);
-            out.push(name.len() as u8);
-            out.extend_from_slice(name.as_bytes());
-        }
+        self.origin.encode_into(&mut out);
         for path in [Some(&self.path), self.moved.as_ref()] {
             match path {
                 Some(path) => {
@@ -137,12 +132,12 @@ impl Intent {
     /// Decodes a record read at `key`.
     pub fn decode(key: &str, body: &[u8]) -> Result<Intent> {
         let corrupt = || Error::Internal(format!("corrupt change log record {key}"));
-        let mut at = 0usize;
-        let mut take = |n: usize| -> Result<&[u8]> {
-            let end = at.checked_add(n).filter(|e| *e <= body.len());
+        let at = std::cell::Cell::new(0usize);
+        let take = |n: usize| -> Result<&[u8]> {
+            let end = at.get().checked_add(n).filter(|e| *e <= body.len());
             let end = end.ok_or_else(corrupt)?;
-            let out = &body[at..end];
-            at = end;
+            let out = &body[at.get()..end];
+            at.set(end);
             Ok(out)
         };
         if take(1)? != [FORMAT] {
@@ -160,12 +155,8 @@ impl Intent {
             u8::MAX => None,
             n => Some(String::from_utf8_lossy(take(usize::from(n))?).into_owned()),
         };
-        let operation = Operation::from_code(take(1)?[0]).ok_or_else(corrupt)?;
-        let mut names = [String::new(), String::new()];
-        for name in &mut names {
-            let n = usize::from(take(1)?[0]);
-            *name = String::from_utf8_lossy(take(n)?).into_owned();
-        }
+        let (origin, len) = Origin::decode_prefix(&body[at.get()..]).ok_or_else(corrupt)?;
+        take(len)?;
         let mut paths = [None, None];
         for path in &mut paths {
             let n = u16::from_be_bytes(take(2)?.try_into().map_err(|_| corrupt())?);
@@ -174,7 +165,6 @@ impl Intent {
                 *path = Some(VfsPath::parse(text).map_err(|_| corrupt())?);
             }
         }
-        let [principal, handle] = names;
         let [path, moved] = paths;
         Ok(Intent {
             kind,
@@ -187,11 +177,7 @@ impl Intent {
                 seq: words[4],
             },
             expected,
-            origin: Origin {
-                principal,
-                handle,
-                operation,
-            },
+            origin,
             moved,
         })
     }
@@ -780,6 +766,9 @@ mod tests {
             origin: Origin {
                 principal: "p".into(),
                 handle: "h".into(),
+                session: "s".into(),
+                label: "turn/1".into(),
+                changeset: "cs-9".into(),
                 operation: Operation::Move,
             },
             moved: Some(VfsPath::parse("/s/c").unwrap()),

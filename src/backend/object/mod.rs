@@ -362,7 +362,7 @@ impl Backend for ObjectBackend {
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
         let ns = self.namespace(scope)?;
         self.file_key(ns, path)?;
-        let origin = Origin::of(&scope.principal, Operation::Write);
+        let origin = Origin::of(scope, Operation::Write);
         let content = self.new_content(ns, path, data)?;
         self.put_content(scope, path, pre, content, &origin)
     }
@@ -382,7 +382,7 @@ impl Backend for ObjectBackend {
             pre.check(path, self.file(ns, path)?.map(|f| f.meta.version))?;
         }
         let content = self.upload(ns, path, pieces)?;
-        let origin = Origin::of(&scope.principal, Operation::Write);
+        let origin = Origin::of(scope, Operation::Write);
         self.put_content(scope, path, pre, content, &origin)
     }
 

@@ -47,7 +47,7 @@ impl ObjectBackend {
             }
         }
         let ns = self.namespace(scope)?;
-        let origin = Origin::of(&scope.principal, Operation::Move);
+        let origin = Origin::of(scope, Operation::Move);
         let (src_key, dst_key) = (self.file_key(ns, source)?, self.file_key(ns, destination)?);
         for attempt in 0..MAX_ATTEMPTS {
             let src = self.settled(ns, &src_key, 1)?;

@@ -216,7 +216,7 @@ impl ObjectBackend {
     ) -> Result<WriteOutcome> {
         let ns = self.namespace(scope)?;
         let key = self.file_key(ns, path)?;
-        let origin = Origin::of(&scope.principal, Operation::Edit);
+        let origin = Origin::of(scope, Operation::Edit);
         for attempt in 0..MAX_ATTEMPTS {
             let now = self.settled(ns, &key, 1)?;
             let Some(file) = now.file() else {
@@ -458,7 +458,7 @@ impl ObjectBackend {
             create_only: false,
             if_version,
         };
-        let origin = Origin::of(&scope.principal, Operation::Restore);
+        let origin = Origin::of(scope, Operation::Restore);
         self.put_content(scope, path, pre, content, &origin)
     }
 }

@@ -183,7 +183,7 @@ impl<E: Engine> OrderedTier<E> {
             if old.is_none() {
                 self.check_writable(&*space, path, rel)?;
             }
-            let origin = Origin::of(&scope.principal, operation);
+            let origin = Origin::of(scope, operation);
             self.commit(space, path, rel, old.as_ref(), content, origin)
         })
     }
@@ -550,7 +550,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                     version_check(if_version).check(path, Some(old.meta().version))?;
                     let data = f(&data)?;
                     self.check_size(path, data.len())?;
-                    let origin = Origin::of(&scope.principal, Operation::Edit);
+                    let origin = Origin::of(scope, Operation::Edit);
                     self.commit(space, path, &rel, Some(&old), Content::Bytes(&data), origin)
                 }
                 (space, _) => Err(self.not_a_file(space.as_deref(), path, &rel)),
@@ -574,7 +574,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 return Ok(0);
             };
             let mut batch = Default::default();
-            let origin = Origin::of(&scope.principal, Operation::Delete);
+            let origin = Origin::of(scope, Operation::Delete);
             if !rel.is_empty()
                 && let Some(file) = space.get(&rel)?
             {
@@ -651,7 +651,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 }
             }
             let mut batch = Default::default();
-            let origin = Origin::of(&scope.principal, Operation::Move);
+            let origin = Origin::of(scope, Operation::Move);
             let outcome = match file {
                 Some(file) => {
                     let version = self.move_file(

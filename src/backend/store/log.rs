@@ -26,7 +26,7 @@ use super::keys::{self, NsId};
 use super::{CF_LOG, LOG_HEAD_KEY, LOG_TRIMMED_KEY, StoreEngine, bounded, db_error, decode_u64};
 use crate::backend::ordered::{LogRead, Logged};
 use crate::backend::record::nanos;
-use crate::change::{ChangeKind, LogBounds, Operation, Origin, bounded_name};
+use crate::change::{ChangeKind, LogBounds, Origin};
 use crate::error::{Error, Result};
 use crate::scope::Scope;
 use rocksdb::{DB, SnapshotWithThreadMode, WriteBatch};
@@ -34,13 +34,6 @@ use std::time::{Duration, UNIX_EPOCH};
 
 /// Format byte of a log value.
 const FORMAT: u8 = 1;
-
-fn put_name(out: &mut Vec<u8>, name: &str) {
-    let name = bounded_name(name);
-    // bounded_name keeps at most 255 bytes.
-    out.push(name.len() as u8);
-    out.extend_from_slice(name.as_bytes());
-}
 
 fn put_key(out: &mut Vec<u8>, rel: &[u8]) {
     // Relative keys are at most a path's 4,096 bytes (crate::path).
@@ -56,9 +49,7 @@ pub fn encode(change: &Logged) -> Vec<u8> {
     for n in [change.version, change.size, nanos(change.time)] {
         out.extend_from_slice(&n.to_be_bytes());
     }
-    out.push(change.origin.operation.code());
-    put_name(&mut out, &change.origin.principal);
-    put_name(&mut out, &change.origin.handle);
+    change.origin.encode_into(&mut out);
     put_key(&mut out, &change.rel);
     match &change.moved {
         Some(moved) => {
@@ -100,9 +91,10 @@ impl<'v> Reader<'v> {
         Ok(u64::from_be_bytes(w))
     }
 
-    fn name(&mut self) -> Result<String> {
-        let len = usize::from(self.byte()?);
-        Ok(String::from_utf8_lossy(self.take(len)?).into_owned())
+    fn origin(&mut self) -> Result<Origin> {
+        let (origin, len) = Origin::decode_prefix(self.rest).ok_or_else(|| self.corrupt())?;
+        self.take(len)?;
+        Ok(origin)
     }
 
     fn key(&mut self) -> Result<Vec<u8>> {
@@ -120,12 +112,7 @@ pub fn decode(seq: u64, value: &[u8]) -> Result<Logged> {
     }
     let kind = ChangeKind::from_code(r.byte()?).ok_or_else(|| r.corrupt())?;
     let (version, size, time) = (r.word()?, r.word()?, r.word()?);
-    let operation = Operation::from_code(r.byte()?).ok_or_else(|| r.corrupt())?;
-    let origin = Origin {
-        principal: r.name()?,
-        handle: r.name()?,
-        operation,
-    };
+    let origin = r.origin()?;
     let rel = r.key()?;
     let moved = match r.byte()? {
         0 => None,
@@ -246,6 +233,7 @@ impl StoreEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::change::Operation;
 
     #[test]
     fn changes_round_trip_and_corruption_is_an_error() {
@@ -259,6 +247,9 @@ mod tests {
             origin: Origin {
                 principal: "agent".into(),
                 handle: "h-1".into(),
+                session: "s".into(),
+                label: "turn/1".into(),
+                changeset: "cs-9".into(),
                 operation: Operation::Move,
             },
             moved: Some(b"old".to_vec()),

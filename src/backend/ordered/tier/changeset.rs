@@ -77,7 +77,7 @@ impl<E: Engine> OrderedTier<E> {
                         operation,
                         moved_from,
                     } => {
-                        let origin = Origin::of(&scope.principal, *operation);
+                        let origin = Origin::of(scope, *operation);
                         let version = self.engine.counters().next_version();
                         self.supersede(&*space, &mut batch, path, rel, old.as_ref(), None, true)?;
                         let content = Content::Bytes(data);
@@ -108,7 +108,7 @@ impl<E: Engine> OrderedTier<E> {
                             Some(_) => Operation::Move,
                             None => Operation::Delete,
                         };
-                        let origin = Origin::of(&scope.principal, operation);
+                        let origin = Origin::of(scope, operation);
                         let version =
                             self.bury(&*space, &mut batch, path, rel, Some(file), &origin)?;
                         space.drop_key(&mut batch, rel);

@@ -1827,7 +1827,9 @@ func (*ChangesetOperation_Move) isChangesetOperation_Operation() {}
 type CommitResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Every file the changeset touched, in path order.
-	Files         []*CommittedFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	Files []*CommittedFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// The changeset's id, which its changes carry in Watch and history.
+	Changeset     string `protobuf:"bytes,2,opt,name=changeset,proto3" json:"changeset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1869,6 +1871,329 @@ func (x *CommitResponse) GetFiles() []*CommittedFile {
 	return nil
 }
 
+func (x *CommitResponse) GetChangeset() string {
+	if x != nil {
+		return x.Changeset
+	}
+	return ""
+}
+
+type RewindRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file or directory whose changes to undo; every change selected
+	// must lie on one mount (else INVALID_ARGUMENT). Default "/".
+	Path string `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Which changes to undo: exactly one.
+	//
+	// Types that are valid to be assigned to Selector:
+	//
+	//	*RewindRequest_Session
+	//	*RewindRequest_Handle
+	//	*RewindRequest_Label
+	//	*RewindRequest_Changeset
+	//	*RewindRequest_SinceCursor
+	Selector isRewindRequest_Selector `protobuf_oneof:"selector"`
+	// Change nothing: answer the files and the unified diff of what the
+	// rewind would do.
+	DryRun bool `protobuf:"varint,7,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Undo a file even when a change not selected came after the selected
+	// ones (that change is undone too). Without it such a file is ABORTED
+	// (reason CONFLICT), naming the file and the change, and nothing applies.
+	Force         bool `protobuf:"varint,8,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindRequest) Reset() {
+	*x = RewindRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindRequest) ProtoMessage() {}
+
+func (x *RewindRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindRequest.ProtoReflect.Descriptor instead.
+func (*RewindRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RewindRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetSelector() isRewindRequest_Selector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *RewindRequest) GetSession() string {
+	if x != nil {
+		if x, ok := x.Selector.(*RewindRequest_Session); ok {
+			return x.Session
+		}
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetHandle() string {
+	if x != nil {
+		if x, ok := x.Selector.(*RewindRequest_Handle); ok {
+			return x.Handle
+		}
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetLabel() string {
+	if x != nil {
+		if x, ok := x.Selector.(*RewindRequest_Label); ok {
+			return x.Label
+		}
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetChangeset() string {
+	if x != nil {
+		if x, ok := x.Selector.(*RewindRequest_Changeset); ok {
+			return x.Changeset
+		}
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetSinceCursor() string {
+	if x != nil {
+		if x, ok := x.Selector.(*RewindRequest_SinceCursor); ok {
+			return x.SinceCursor
+		}
+	}
+	return ""
+}
+
+func (x *RewindRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RewindRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type isRewindRequest_Selector interface {
+	isRewindRequest_Selector()
+}
+
+type RewindRequest_Session struct {
+	// Made in this State session (x-agentvfs-session).
+	Session string `protobuf:"bytes,2,opt,name=session,proto3,oneof"`
+}
+
+type RewindRequest_Handle struct {
+	// Made through this handle.
+	Handle string `protobuf:"bytes,3,opt,name=handle,proto3,oneof"`
+}
+
+type RewindRequest_Label struct {
+	// Made under this label (x-agentvfs-label).
+	Label string `protobuf:"bytes,4,opt,name=label,proto3,oneof"`
+}
+
+type RewindRequest_Changeset struct {
+	// Made by this changeset (CommitResponse.changeset).
+	Changeset string `protobuf:"bytes,5,opt,name=changeset,proto3,oneof"`
+}
+
+type RewindRequest_SinceCursor struct {
+	// Every change committed after this cursor (a ChangeEvent's or a
+	// WatchResponse's).
+	SinceCursor string `protobuf:"bytes,6,opt,name=since_cursor,json=sinceCursor,proto3,oneof"`
+}
+
+func (*RewindRequest_Session) isRewindRequest_Selector() {}
+
+func (*RewindRequest_Handle) isRewindRequest_Selector() {}
+
+func (*RewindRequest_Label) isRewindRequest_Selector() {}
+
+func (*RewindRequest_Changeset) isRewindRequest_Selector() {}
+
+func (*RewindRequest_SinceCursor) isRewindRequest_Selector() {}
+
+// What a rewind does to one file.
+type RewoundFile struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Its version before the rewind (0: it does not exist now).
+	FromVersion uint64 `protobuf:"varint,2,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	// The version whose content it gets back (0: it did not exist then, so
+	// it is deleted).
+	ToVersion uint64 `protobuf:"varint,3,opt,name=to_version,json=toVersion,proto3" json:"to_version,omitempty"`
+	// Its new version after the rewind (0 in a dry run).
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// The rewind deletes it.
+	Deleted       bool `protobuf:"varint,5,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewoundFile) Reset() {
+	*x = RewoundFile{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewoundFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewoundFile) ProtoMessage() {}
+
+func (x *RewoundFile) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewoundFile.ProtoReflect.Descriptor instead.
+func (*RewoundFile) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RewoundFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *RewoundFile) GetFromVersion() uint64 {
+	if x != nil {
+		return x.FromVersion
+	}
+	return 0
+}
+
+func (x *RewoundFile) GetToVersion() uint64 {
+	if x != nil {
+		return x.ToVersion
+	}
+	return 0
+}
+
+func (x *RewoundFile) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RewoundFile) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+type RewindResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every file the rewind changes (or would change), in path order; none
+	// when there was nothing to undo.
+	Files []*RewoundFile `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// dry_run: the unified diff from the current files to the rewound ones.
+	Diff string `protobuf:"bytes,2,opt,name=diff,proto3" json:"diff,omitempty"`
+	// The changeset that applied the rewind ("" in a dry run or when
+	// nothing changed).
+	Changeset     string `protobuf:"bytes,3,opt,name=changeset,proto3" json:"changeset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RewindResponse) Reset() {
+	*x = RewindResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RewindResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RewindResponse) ProtoMessage() {}
+
+func (x *RewindResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RewindResponse.ProtoReflect.Descriptor instead.
+func (*RewindResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RewindResponse) GetFiles() []*RewoundFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *RewindResponse) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+func (x *RewindResponse) GetChangeset() string {
+	if x != nil {
+		return x.Changeset
+	}
+	return ""
+}
+
 // What a committed changeset did to one file.
 type CommittedFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1886,7 +2211,7 @@ type CommittedFile struct {
 
 func (x *CommittedFile) Reset() {
 	*x = CommittedFile{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2223,7 @@ func (x *CommittedFile) String() string {
 func (*CommittedFile) ProtoMessage() {}
 
 func (x *CommittedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[26]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2236,7 @@ func (x *CommittedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommittedFile.ProtoReflect.Descriptor instead.
 func (*CommittedFile) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{26}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CommittedFile) GetPath() string {
@@ -1956,7 +2281,7 @@ type ReadReRequest struct {
 
 func (x *ReadReRequest) Reset() {
 	*x = ReadReRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2293,7 @@ func (x *ReadReRequest) String() string {
 func (*ReadReRequest) ProtoMessage() {}
 
 func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[27]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2306,7 @@ func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReRequest.ProtoReflect.Descriptor instead.
 func (*ReadReRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{27}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReadReRequest) GetPath() string {
@@ -2014,7 +2339,7 @@ type ReadReResponse struct {
 
 func (x *ReadReResponse) Reset() {
 	*x = ReadReResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2026,7 +2351,7 @@ func (x *ReadReResponse) String() string {
 func (*ReadReResponse) ProtoMessage() {}
 
 func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[28]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2039,7 +2364,7 @@ func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReResponse.ProtoReflect.Descriptor instead.
 func (*ReadReResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{28}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReadReResponse) GetMatches() []string {
@@ -2077,7 +2402,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2414,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2427,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2213,7 +2538,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2550,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2563,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -2285,7 +2610,7 @@ type GrepBatch struct {
 
 func (x *GrepBatch) Reset() {
 	*x = GrepBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2297,7 +2622,7 @@ func (x *GrepBatch) String() string {
 func (*GrepBatch) ProtoMessage() {}
 
 func (x *GrepBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2310,7 +2635,7 @@ func (x *GrepBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepBatch.ProtoReflect.Descriptor instead.
 func (*GrepBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GrepBatch) GetMatches() []*GrepMatch {
@@ -2333,7 +2658,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2345,7 +2670,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2358,7 +2683,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GrepResponse) GetResult() isGrepResponse_Result {
@@ -2426,7 +2751,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2763,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2776,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2519,7 +2844,7 @@ type GlobBatch struct {
 
 func (x *GlobBatch) Reset() {
 	*x = GlobBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2856,7 @@ func (x *GlobBatch) String() string {
 func (*GlobBatch) ProtoMessage() {}
 
 func (x *GlobBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2869,7 @@ func (x *GlobBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobBatch.ProtoReflect.Descriptor instead.
 func (*GlobBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GlobBatch) GetEntries() []*FileInfo {
@@ -2567,7 +2892,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2904,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2917,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GlobResponse) GetResult() isGlobResponse_Result {
@@ -2651,7 +2976,7 @@ type SearchProblem struct {
 
 func (x *SearchProblem) Reset() {
 	*x = SearchProblem{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +2988,7 @@ func (x *SearchProblem) String() string {
 func (*SearchProblem) ProtoMessage() {}
 
 func (x *SearchProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +3001,7 @@ func (x *SearchProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchProblem.ProtoReflect.Descriptor instead.
 func (*SearchProblem) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SearchProblem) GetPath() string {
@@ -2724,7 +3049,7 @@ type SearchSummary struct {
 
 func (x *SearchSummary) Reset() {
 	*x = SearchSummary{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +3061,7 @@ func (x *SearchSummary) String() string {
 func (*SearchSummary) ProtoMessage() {}
 
 func (x *SearchSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +3074,7 @@ func (x *SearchSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchSummary.ProtoReflect.Descriptor instead.
 func (*SearchSummary) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SearchSummary) GetVisited() uint64 {
@@ -2850,7 +3175,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +3187,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3200,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *WatchRequest) GetPath() string {
@@ -2929,14 +3254,21 @@ type ChangeEvent struct {
 	// to (on its deleted event).
 	MovedPath string `protobuf:"bytes,10,opt,name=moved_path,json=movedPath,proto3" json:"moved_path,omitempty"`
 	// Resume after this event.
-	Cursor        string `protobuf:"bytes,11,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,11,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// The State session of the request that made it.
+	Session string `protobuf:"bytes,12,opt,name=session,proto3" json:"session,omitempty"`
+	// The label the request carried (x-agentvfs-label), if any.
+	Label string `protobuf:"bytes,13,opt,name=label,proto3" json:"label,omitempty"`
+	// The changeset it belongs to, if any: a changeset's events share it and
+	// arrive in one WatchResponse.
+	Changeset     string `protobuf:"bytes,14,opt,name=changeset,proto3" json:"changeset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3280,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3293,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ChangeEvent) GetPath() string {
@@ -3041,6 +3373,27 @@ func (x *ChangeEvent) GetCursor() string {
 	return ""
 }
 
+func (x *ChangeEvent) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *ChangeEvent) GetChangeset() string {
+	if x != nil {
+		return x.Changeset
+	}
+	return ""
+}
+
 type WatchResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Changes in commit order (per mount; mounts are independent logs).
@@ -3055,7 +3408,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3420,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3433,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WatchResponse) GetEvents() []*ChangeEvent {
@@ -3106,7 +3459,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3471,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3484,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListVersionsRequest) GetPath() string {
@@ -3158,14 +3511,20 @@ type FileVersion struct {
 	// A tombstone: the file was deleted (or moved away) at this version.
 	Deleted bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
 	// The file's current content (the newest version of a file that exists).
-	Current       bool `protobuf:"varint,8,opt,name=current,proto3" json:"current,omitempty"`
+	Current bool `protobuf:"varint,8,opt,name=current,proto3" json:"current,omitempty"`
+	// The State session of the request that made it.
+	Session string `protobuf:"bytes,9,opt,name=session,proto3" json:"session,omitempty"`
+	// The label the request carried (x-agentvfs-label), if any.
+	Label string `protobuf:"bytes,10,opt,name=label,proto3" json:"label,omitempty"`
+	// The changeset it belongs to, if any.
+	Changeset     string `protobuf:"bytes,11,opt,name=changeset,proto3" json:"changeset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FileVersion) Reset() {
 	*x = FileVersion{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3536,7 @@ func (x *FileVersion) String() string {
 func (*FileVersion) ProtoMessage() {}
 
 func (x *FileVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3549,7 @@ func (x *FileVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileVersion.ProtoReflect.Descriptor instead.
 func (*FileVersion) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *FileVersion) GetVersion() uint64 {
@@ -3249,6 +3608,27 @@ func (x *FileVersion) GetCurrent() bool {
 	return false
 }
 
+func (x *FileVersion) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+func (x *FileVersion) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *FileVersion) GetChangeset() string {
+	if x != nil {
+		return x.Changeset
+	}
+	return ""
+}
+
 type ListVersionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
@@ -3260,7 +3640,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3652,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3665,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListVersionsResponse) GetPath() string {
@@ -3316,7 +3696,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3328,7 +3708,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3341,7 +3721,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{44}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RestoreRequest) GetPath() string {
@@ -3381,7 +3761,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3393,7 +3773,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3406,7 +3786,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{45}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RestoreResponse) GetPath() string {
@@ -3457,7 +3837,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3849,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3862,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{46}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *DiffRequest) GetPath() string {
@@ -3524,7 +3904,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +3916,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +3929,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{47}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *DiffResponse) GetPath() string {
@@ -3744,9 +4124,32 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"multi_edit\x18\x03 \x01(\v2\x1d.agentvfs.v1.MultiEditRequestH\x00R\tmultiEdit\x124\n" +
 	"\x06delete\x18\x04 \x01(\v2\x1a.agentvfs.v1.DeleteRequestH\x00R\x06delete\x12.\n" +
 	"\x04move\x18\x05 \x01(\v2\x18.agentvfs.v1.MoveRequestH\x00R\x04moveB\v\n" +
-	"\toperation\"B\n" +
+	"\toperation\"`\n" +
 	"\x0eCommitResponse\x120\n" +
-	"\x05files\x18\x01 \x03(\v2\x1a.agentvfs.v1.CommittedFileR\x05files\"k\n" +
+	"\x05files\x18\x01 \x03(\v2\x1a.agentvfs.v1.CommittedFileR\x05files\x12\x1c\n" +
+	"\tchangeset\x18\x02 \x01(\tR\tchangeset\"\xf1\x01\n" +
+	"\rRewindRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\asession\x18\x02 \x01(\tH\x00R\asession\x12\x18\n" +
+	"\x06handle\x18\x03 \x01(\tH\x00R\x06handle\x12\x16\n" +
+	"\x05label\x18\x04 \x01(\tH\x00R\x05label\x12\x1e\n" +
+	"\tchangeset\x18\x05 \x01(\tH\x00R\tchangeset\x12#\n" +
+	"\fsince_cursor\x18\x06 \x01(\tH\x00R\vsinceCursor\x12\x17\n" +
+	"\adry_run\x18\a \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05force\x18\b \x01(\bR\x05forceB\n" +
+	"\n" +
+	"\bselector\"\x97\x01\n" +
+	"\vRewoundFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\ffrom_version\x18\x02 \x01(\x04R\vfromVersion\x12\x1d\n" +
+	"\n" +
+	"to_version\x18\x03 \x01(\x04R\ttoVersion\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
+	"\adeleted\x18\x05 \x01(\bR\adeleted\"r\n" +
+	"\x0eRewindResponse\x12.\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.agentvfs.v1.RewoundFileR\x05files\x12\x12\n" +
+	"\x04diff\x18\x02 \x01(\tR\x04diff\x12\x1c\n" +
+	"\tchangeset\x18\x03 \x01(\tR\tchangeset\"k\n" +
 	"\rCommittedFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -3832,7 +4235,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x19\n" +
 	"\bfrom_now\x18\x03 \x01(\bR\afromNow\x12 \n" +
 	"\fstop_at_head\x18\x04 \x01(\bR\n" +
-	"stopAtHead\"\xd3\x02\n" +
+	"stopAtHead\"\xa1\x03\n" +
 	"\vChangeEvent\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x17.agentvfs.v1.ChangeKindR\x04kind\x12\x18\n" +
@@ -3846,12 +4249,15 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\n" +
 	"moved_path\x18\n" +
 	" \x01(\tR\tmovedPath\x12\x16\n" +
-	"\x06cursor\x18\v \x01(\tR\x06cursor\"Y\n" +
+	"\x06cursor\x18\v \x01(\tR\x06cursor\x12\x18\n" +
+	"\asession\x18\f \x01(\tR\asession\x12\x14\n" +
+	"\x05label\x18\r \x01(\tR\x05label\x12\x1c\n" +
+	"\tchangeset\x18\x0e \x01(\tR\tchangeset\"Y\n" +
 	"\rWatchResponse\x120\n" +
 	"\x06events\x18\x01 \x03(\v2\x18.agentvfs.v1.ChangeEventR\x06events\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\")\n" +
 	"\x13ListVersionsRequest\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\xf3\x01\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xc1\x02\n" +
 	"\vFileVersion\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x04R\x04size\x12.\n" +
@@ -3860,7 +4266,11 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x06handle\x18\x05 \x01(\tR\x06handle\x12\x1c\n" +
 	"\toperation\x18\x06 \x01(\tR\toperation\x12\x18\n" +
 	"\adeleted\x18\a \x01(\bR\adeleted\x12\x18\n" +
-	"\acurrent\x18\b \x01(\bR\acurrent\"`\n" +
+	"\acurrent\x18\b \x01(\bR\acurrent\x12\x18\n" +
+	"\asession\x18\t \x01(\tR\asession\x12\x14\n" +
+	"\x05label\x18\n" +
+	" \x01(\tR\x05label\x12\x1c\n" +
+	"\tchangeset\x18\v \x01(\tR\tchangeset\"`\n" +
 	"\x14ListVersionsResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x124\n" +
 	"\bversions\x18\x02 \x03(\v2\x18.agentvfs.v1.FileVersionR\bversions\"q\n" +
@@ -3902,7 +4312,8 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xd5\t\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\x98\n" +
+	"\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -3917,6 +4328,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x06Delete\x12\x1a.agentvfs.v1.DeleteRequest\x1a\x1b.agentvfs.v1.DeleteResponse\x12;\n" +
 	"\x04Move\x12\x18.agentvfs.v1.MoveRequest\x1a\x19.agentvfs.v1.MoveResponse\x12A\n" +
 	"\x06Commit\x12\x1a.agentvfs.v1.CommitRequest\x1a\x1b.agentvfs.v1.CommitResponse\x12A\n" +
+	"\x06Rewind\x12\x1a.agentvfs.v1.RewindRequest\x1a\x1b.agentvfs.v1.RewindResponse\x12A\n" +
 	"\x06ReadRe\x12\x1a.agentvfs.v1.ReadReRequest\x1a\x1b.agentvfs.v1.ReadReResponse\x12=\n" +
 	"\x04Grep\x12\x18.agentvfs.v1.GrepRequest\x1a\x19.agentvfs.v1.GrepResponse0\x01\x12=\n" +
 	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01\x12@\n" +
@@ -3939,7 +4351,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -3969,36 +4381,39 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*CommitRequest)(nil),         // 25: agentvfs.v1.CommitRequest
 	(*ChangesetOperation)(nil),    // 26: agentvfs.v1.ChangesetOperation
 	(*CommitResponse)(nil),        // 27: agentvfs.v1.CommitResponse
-	(*CommittedFile)(nil),         // 28: agentvfs.v1.CommittedFile
-	(*ReadReRequest)(nil),         // 29: agentvfs.v1.ReadReRequest
-	(*ReadReResponse)(nil),        // 30: agentvfs.v1.ReadReResponse
-	(*GrepRequest)(nil),           // 31: agentvfs.v1.GrepRequest
-	(*GrepMatch)(nil),             // 32: agentvfs.v1.GrepMatch
-	(*GrepBatch)(nil),             // 33: agentvfs.v1.GrepBatch
-	(*GrepResponse)(nil),          // 34: agentvfs.v1.GrepResponse
-	(*GlobRequest)(nil),           // 35: agentvfs.v1.GlobRequest
-	(*GlobBatch)(nil),             // 36: agentvfs.v1.GlobBatch
-	(*GlobResponse)(nil),          // 37: agentvfs.v1.GlobResponse
-	(*SearchProblem)(nil),         // 38: agentvfs.v1.SearchProblem
-	(*SearchSummary)(nil),         // 39: agentvfs.v1.SearchSummary
-	(*WatchRequest)(nil),          // 40: agentvfs.v1.WatchRequest
-	(*ChangeEvent)(nil),           // 41: agentvfs.v1.ChangeEvent
-	(*WatchResponse)(nil),         // 42: agentvfs.v1.WatchResponse
-	(*ListVersionsRequest)(nil),   // 43: agentvfs.v1.ListVersionsRequest
-	(*FileVersion)(nil),           // 44: agentvfs.v1.FileVersion
-	(*ListVersionsResponse)(nil),  // 45: agentvfs.v1.ListVersionsResponse
-	(*RestoreRequest)(nil),        // 46: agentvfs.v1.RestoreRequest
-	(*RestoreResponse)(nil),       // 47: agentvfs.v1.RestoreResponse
-	(*DiffRequest)(nil),           // 48: agentvfs.v1.DiffRequest
-	(*DiffResponse)(nil),          // 49: agentvfs.v1.DiffResponse
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*RewindRequest)(nil),         // 28: agentvfs.v1.RewindRequest
+	(*RewoundFile)(nil),           // 29: agentvfs.v1.RewoundFile
+	(*RewindResponse)(nil),        // 30: agentvfs.v1.RewindResponse
+	(*CommittedFile)(nil),         // 31: agentvfs.v1.CommittedFile
+	(*ReadReRequest)(nil),         // 32: agentvfs.v1.ReadReRequest
+	(*ReadReResponse)(nil),        // 33: agentvfs.v1.ReadReResponse
+	(*GrepRequest)(nil),           // 34: agentvfs.v1.GrepRequest
+	(*GrepMatch)(nil),             // 35: agentvfs.v1.GrepMatch
+	(*GrepBatch)(nil),             // 36: agentvfs.v1.GrepBatch
+	(*GrepResponse)(nil),          // 37: agentvfs.v1.GrepResponse
+	(*GlobRequest)(nil),           // 38: agentvfs.v1.GlobRequest
+	(*GlobBatch)(nil),             // 39: agentvfs.v1.GlobBatch
+	(*GlobResponse)(nil),          // 40: agentvfs.v1.GlobResponse
+	(*SearchProblem)(nil),         // 41: agentvfs.v1.SearchProblem
+	(*SearchSummary)(nil),         // 42: agentvfs.v1.SearchSummary
+	(*WatchRequest)(nil),          // 43: agentvfs.v1.WatchRequest
+	(*ChangeEvent)(nil),           // 44: agentvfs.v1.ChangeEvent
+	(*WatchResponse)(nil),         // 45: agentvfs.v1.WatchResponse
+	(*ListVersionsRequest)(nil),   // 46: agentvfs.v1.ListVersionsRequest
+	(*FileVersion)(nil),           // 47: agentvfs.v1.FileVersion
+	(*ListVersionsResponse)(nil),  // 48: agentvfs.v1.ListVersionsResponse
+	(*RestoreRequest)(nil),        // 49: agentvfs.v1.RestoreRequest
+	(*RestoreResponse)(nil),       // 50: agentvfs.v1.RestoreResponse
+	(*DiffRequest)(nil),           // 51: agentvfs.v1.DiffRequest
+	(*DiffResponse)(nil),          // 52: agentvfs.v1.DiffResponse
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	50, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	50, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	53, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	53, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	50, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	53, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
@@ -4008,61 +4423,64 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	19, // 11: agentvfs.v1.ChangesetOperation.multi_edit:type_name -> agentvfs.v1.MultiEditRequest
 	21, // 12: agentvfs.v1.ChangesetOperation.delete:type_name -> agentvfs.v1.DeleteRequest
 	23, // 13: agentvfs.v1.ChangesetOperation.move:type_name -> agentvfs.v1.MoveRequest
-	28, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
-	32, // 15: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
-	33, // 16: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
-	39, // 17: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	2,  // 18: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
-	36, // 19: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
-	39, // 20: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	0,  // 21: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
-	38, // 22: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
-	1,  // 23: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	50, // 24: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
-	41, // 25: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	50, // 26: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
-	44, // 27: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
-	3,  // 28: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
-	5,  // 29: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
-	7,  // 30: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
-	9,  // 31: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
-	11, // 32: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
-	13, // 33: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
-	16, // 34: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
-	19, // 35: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
-	21, // 36: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
-	23, // 37: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
-	25, // 38: agentvfs.v1.Filesystem.Commit:input_type -> agentvfs.v1.CommitRequest
-	29, // 39: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
-	31, // 40: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
-	35, // 41: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
-	40, // 42: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
-	43, // 43: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
-	46, // 44: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
-	48, // 45: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
-	4,  // 46: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 47: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 48: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 49: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 50: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 51: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 52: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 53: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 54: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 55: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	27, // 56: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
-	30, // 57: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	34, // 58: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	37, // 59: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	42, // 60: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	45, // 61: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	47, // 62: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	49, // 63: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	46, // [46:64] is the sub-list for method output_type
-	28, // [28:46] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	31, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
+	29, // 15: agentvfs.v1.RewindResponse.files:type_name -> agentvfs.v1.RewoundFile
+	35, // 16: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
+	36, // 17: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
+	42, // 18: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	2,  // 19: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
+	39, // 20: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
+	42, // 21: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	0,  // 22: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
+	41, // 23: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
+	1,  // 24: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
+	53, // 25: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	44, // 26: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
+	53, // 27: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	47, // 28: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
+	3,  // 29: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
+	5,  // 30: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
+	7,  // 31: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
+	9,  // 32: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
+	11, // 33: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
+	13, // 34: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
+	16, // 35: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
+	19, // 36: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
+	21, // 37: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
+	23, // 38: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
+	25, // 39: agentvfs.v1.Filesystem.Commit:input_type -> agentvfs.v1.CommitRequest
+	28, // 40: agentvfs.v1.Filesystem.Rewind:input_type -> agentvfs.v1.RewindRequest
+	32, // 41: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
+	34, // 42: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
+	38, // 43: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
+	43, // 44: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
+	46, // 45: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
+	49, // 46: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
+	51, // 47: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
+	4,  // 48: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 49: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 50: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 51: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 52: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 53: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 54: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 55: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 56: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 57: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 58: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 59: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
+	33, // 60: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	37, // 61: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	40, // 62: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	45, // 63: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	48, // 64: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	50, // 65: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	52, // 66: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	48, // [48:67] is the sub-list for method output_type
+	29, // [29:48] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_filesystem_proto_init() }
@@ -4089,24 +4507,31 @@ func file_agentvfs_v1_filesystem_proto_init() {
 		(*ChangesetOperation_Delete)(nil),
 		(*ChangesetOperation_Move)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[27].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[32].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[26].OneofWrappers = []any{
+		(*RewindRequest_Session)(nil),
+		(*RewindRequest_Handle)(nil),
+		(*RewindRequest_Label)(nil),
+		(*RewindRequest_Changeset)(nil),
+		(*RewindRequest_SinceCursor)(nil),
+	}
+	file_agentvfs_v1_filesystem_proto_msgTypes[30].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[35].OneofWrappers = []any{
 		(*GrepResponse_Batch)(nil),
 		(*GrepResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[35].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[38].OneofWrappers = []any{
 		(*GlobResponse_Batch)(nil),
 		(*GlobResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[44].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[46].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[47].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[49].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

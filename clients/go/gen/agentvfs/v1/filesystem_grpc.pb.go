@@ -30,6 +30,7 @@ const (
 	Filesystem_Delete_FullMethodName       = "/agentvfs.v1.Filesystem/Delete"
 	Filesystem_Move_FullMethodName         = "/agentvfs.v1.Filesystem/Move"
 	Filesystem_Commit_FullMethodName       = "/agentvfs.v1.Filesystem/Commit"
+	Filesystem_Rewind_FullMethodName       = "/agentvfs.v1.Filesystem/Rewind"
 	Filesystem_ReadRe_FullMethodName       = "/agentvfs.v1.Filesystem/ReadRe"
 	Filesystem_Grep_FullMethodName         = "/agentvfs.v1.Filesystem/Grep"
 	Filesystem_Glob_FullMethodName         = "/agentvfs.v1.Filesystem/Glob"
@@ -84,6 +85,11 @@ type FilesystemClient interface {
 	// does, and the error names the first operation that failed
 	// (ErrorInfo metadata operation_index). See docs/changesets.md.
 	Commit(ctx context.Context, in *CommitRequest, opts ...grpc.CallOption) (*CommitResponse, error)
+	// Rewind undoes, as one changeset, the changes under a path made by one
+	// State session, handle, label or changeset, or every change after a
+	// cursor: each file returns to its content before the first of them
+	// (docs/changesets.md § Rewind).
+	Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*RewindResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -232,6 +238,16 @@ func (c *filesystemClient) Commit(ctx context.Context, in *CommitRequest, opts .
 	return out, nil
 }
 
+func (c *filesystemClient) Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*RewindResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RewindResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Rewind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *filesystemClient) ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadReResponse)
@@ -374,6 +390,11 @@ type FilesystemServer interface {
 	// does, and the error names the first operation that failed
 	// (ErrorInfo metadata operation_index). See docs/changesets.md.
 	Commit(context.Context, *CommitRequest) (*CommitResponse, error)
+	// Rewind undoes, as one changeset, the changes under a path made by one
+	// State session, handle, label or changeset, or every change after a
+	// cursor: each file returns to its content before the first of them
+	// (docs/changesets.md § Rewind).
+	Rewind(context.Context, *RewindRequest) (*RewindResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -432,6 +453,9 @@ func (UnimplementedFilesystemServer) Move(context.Context, *MoveRequest) (*MoveR
 }
 func (UnimplementedFilesystemServer) Commit(context.Context, *CommitRequest) (*CommitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Commit not implemented")
+}
+func (UnimplementedFilesystemServer) Rewind(context.Context, *RewindRequest) (*RewindResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Rewind not implemented")
 }
 func (UnimplementedFilesystemServer) ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadRe not implemented")
@@ -655,6 +679,24 @@ func _Filesystem_Commit_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_Rewind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RewindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Rewind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Rewind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Rewind(ctx, req.(*RewindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Filesystem_ReadRe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadReRequest)
 	if err := dec(in); err != nil {
@@ -802,6 +844,10 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Commit",
 			Handler:    _Filesystem_Commit_Handler,
+		},
+		{
+			MethodName: "Rewind",
+			Handler:    _Filesystem_Rewind_Handler,
 		},
 		{
 			MethodName: "ReadRe",

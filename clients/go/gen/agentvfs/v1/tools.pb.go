@@ -994,8 +994,11 @@ type WriteToolRequest struct {
 	DryRun          *bool                  `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
 	ExpectedVersion *int64                 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
+	// tool-call id that History, Watch and Rewind can name.
+	Label         *string `protobuf:"bytes,6,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WriteToolRequest) Reset() {
@@ -1063,6 +1066,13 @@ func (x *WriteToolRequest) GetToolCallId() string {
 	return ""
 }
 
+func (x *WriteToolRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
+	}
+	return ""
+}
+
 type WriteToolResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EnvelopeJson  string                 `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
@@ -1124,8 +1134,11 @@ type EditToolRequest struct {
 	DryRun          *bool                  `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
 	ExpectedVersion *int64                 `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,7,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
+	// tool-call id that History, Watch and Rewind can name.
+	Label         *string `protobuf:"bytes,8,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EditToolRequest) Reset() {
@@ -1203,6 +1216,13 @@ func (x *EditToolRequest) GetExpectedVersion() int64 {
 func (x *EditToolRequest) GetToolCallId() string {
 	if x != nil {
 		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *EditToolRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
 	}
 	return ""
 }
@@ -1327,8 +1347,11 @@ type MultiEditToolRequest struct {
 	DryRun          *bool                  `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
 	ExpectedVersion *int64                 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
+	// tool-call id that History, Watch and Rewind can name.
+	Label         *string `protobuf:"bytes,6,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MultiEditToolRequest) Reset() {
@@ -1392,6 +1415,13 @@ func (x *MultiEditToolRequest) GetExpectedVersion() int64 {
 func (x *MultiEditToolRequest) GetToolCallId() string {
 	if x != nil {
 		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *MultiEditToolRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
 	}
 	return ""
 }
@@ -1460,8 +1490,11 @@ type HistoryToolRequest struct {
 	// restore: the file's current version must be this (0: it must not exist).
 	ExpectedVersion *int64 `protobuf:"varint,5,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
+	// tool-call id that History, Watch and Rewind can name.
+	Label         *string `protobuf:"bytes,7,opt,name=label,proto3,oneof" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryToolRequest) Reset() {
@@ -1536,6 +1569,13 @@ func (x *HistoryToolRequest) GetToolCallId() string {
 	return ""
 }
 
+func (x *HistoryToolRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
+	}
+	return ""
+}
+
 type HistoryToolResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	EnvelopeJson  string                 `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
@@ -1594,8 +1634,11 @@ type ApplyPatchToolRequest struct {
 	Patch string `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
 	// The directory the patch's relative paths resolve against (default: the
 	// project root).
-	Root          *string `protobuf:"bytes,2,opt,name=root,proto3,oneof" json:"root,omitempty"`
-	ToolCallId    string  `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Root       *string `protobuf:"bytes,2,opt,name=root,proto3,oneof" json:"root,omitempty"`
+	ToolCallId string  `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
+	// tool-call id that History, Watch and Rewind can name.
+	Label         *string `protobuf:"bytes,4,opt,name=label,proto3,oneof" json:"label,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1690,13 @@ func (x *ApplyPatchToolRequest) GetRoot() string {
 func (x *ApplyPatchToolRequest) GetToolCallId() string {
 	if x != nil {
 		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ApplyPatchToolRequest) GetLabel() string {
+	if x != nil && x.Label != nil {
+		return *x.Label
 	}
 	return ""
 }
@@ -1801,20 +1851,22 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x06_limit\"j\n" +
 	"\x10ReadToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xd1\x01\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xf6\x01\n" +
 	"\x10WriteToolRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
 	"\adry_run\x18\x03 \x01(\bH\x00R\x06dryRun\x88\x01\x01\x12.\n" +
 	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
-	"toolCallIdB\n" +
+	"toolCallId\x12\x19\n" +
+	"\x05label\x18\x06 \x01(\tH\x02R\x05label\x88\x01\x01B\n" +
 	"\n" +
 	"\b_dry_runB\x13\n" +
-	"\x11_expected_version\"k\n" +
+	"\x11_expected_versionB\b\n" +
+	"\x06_label\"k\n" +
 	"\x11WriteToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xaa\x02\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xcf\x02\n" +
 	"\x0fEditToolRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
 	"\n" +
@@ -1826,11 +1878,13 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\adry_run\x18\x05 \x01(\bH\x01R\x06dryRun\x88\x01\x01\x12.\n" +
 	"\x10expected_version\x18\x06 \x01(\x03H\x02R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\a \x01(\tR\n" +
-	"toolCallIdB\x0e\n" +
+	"toolCallId\x12\x19\n" +
+	"\x05label\x18\b \x01(\tH\x03R\x05label\x88\x01\x01B\x0e\n" +
 	"\f_replace_allB\n" +
 	"\n" +
 	"\b_dry_runB\x13\n" +
-	"\x11_expected_version\"j\n" +
+	"\x11_expected_versionB\b\n" +
+	"\x06_label\"j\n" +
 	"\x10EditToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
 	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"~\n" +
@@ -1841,20 +1895,22 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"new_string\x18\x02 \x01(\tR\tnewString\x12$\n" +
 	"\vreplace_all\x18\x03 \x01(\bH\x00R\n" +
 	"replaceAll\x88\x01\x01B\x0e\n" +
-	"\f_replace_all\"\xe8\x01\n" +
+	"\f_replace_all\"\x8d\x02\n" +
 	"\x14MultiEditToolRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
 	"\x05edits\x18\x02 \x03(\v2\x15.agentvfs.v1.ToolEditR\x05edits\x12\x1c\n" +
 	"\adry_run\x18\x03 \x01(\bH\x00R\x06dryRun\x88\x01\x01\x12.\n" +
 	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
-	"toolCallIdB\n" +
+	"toolCallId\x12\x19\n" +
+	"\x05label\x18\x06 \x01(\tH\x02R\x05label\x88\x01\x01B\n" +
 	"\n" +
 	"\b_dry_runB\x13\n" +
-	"\x11_expected_version\"o\n" +
+	"\x11_expected_versionB\b\n" +
+	"\x06_label\"o\n" +
 	"\x15MultiEditToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\x95\x02\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\xba\x02\n" +
 	"\x12HistoryToolRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
 	"\x06action\x18\x02 \x01(\tH\x00R\x06action\x88\x01\x01\x12\x1d\n" +
@@ -1863,21 +1919,25 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"to_version\x18\x04 \x01(\x03H\x02R\ttoVersion\x88\x01\x01\x12.\n" +
 	"\x10expected_version\x18\x05 \x01(\x03H\x03R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x06 \x01(\tR\n" +
-	"toolCallIdB\t\n" +
+	"toolCallId\x12\x19\n" +
+	"\x05label\x18\a \x01(\tH\x04R\x05label\x88\x01\x01B\t\n" +
 	"\a_actionB\n" +
 	"\n" +
 	"\b_versionB\r\n" +
 	"\v_to_versionB\x13\n" +
-	"\x11_expected_version\"m\n" +
+	"\x11_expected_versionB\b\n" +
+	"\x06_label\"m\n" +
 	"\x13HistoryToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"q\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"\x96\x01\n" +
 	"\x15ApplyPatchToolRequest\x12\x14\n" +
 	"\x05patch\x18\x01 \x01(\tR\x05patch\x12\x17\n" +
 	"\x04root\x18\x02 \x01(\tH\x00R\x04root\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x03 \x01(\tR\n" +
-	"toolCallIdB\a\n" +
-	"\x05_root\"p\n" +
+	"toolCallId\x12\x19\n" +
+	"\x05label\x18\x04 \x01(\tH\x01R\x05label\x88\x01\x01B\a\n" +
+	"\x05_rootB\b\n" +
+	"\x06_label\"p\n" +
 	"\x16ApplyPatchToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
 	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope2\xce\x06\n" +

@@ -831,6 +831,9 @@ class CommitResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     FILES_FIELD_NUMBER: _builtins.int
+    CHANGESET_FIELD_NUMBER: _builtins.int
+    changeset: _builtins.str
+    """The changeset's id, which its changes carry in Watch and history."""
     @_builtins.property
     def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommittedFile]:
         """Every file the changeset touched, in path order."""
@@ -839,14 +842,147 @@ class CommitResponse(_message.Message):
         self,
         *,
         files: _abc.Iterable[Global___CommittedFile] | None = ...,
+        changeset: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "files", b"files"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CommitResponse: _TypeAlias = CommitResponse  # noqa: Y015
+
+@_typing.final
+class RewindRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    HANDLE_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    CHANGESET_FIELD_NUMBER: _builtins.int
+    SINCE_CURSOR_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    FORCE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    """The file or directory whose changes to undo; every change selected
+    must lie on one mount (else INVALID_ARGUMENT). Default "/".
+    """
+    session: _builtins.str
+    """Made in this State session (x-agentvfs-session)."""
+    handle: _builtins.str
+    """Made through this handle."""
+    label: _builtins.str
+    """Made under this label (x-agentvfs-label)."""
+    changeset: _builtins.str
+    """Made by this changeset (CommitResponse.changeset)."""
+    since_cursor: _builtins.str
+    """Every change committed after this cursor (a ChangeEvent's or a
+    WatchResponse's).
+    """
+    dry_run: _builtins.bool
+    """Change nothing: answer the files and the unified diff of what the
+    rewind would do.
+    """
+    force: _builtins.bool
+    """Undo a file even when a change not selected came after the selected
+    ones (that change is undone too). Without it such a file is ABORTED
+    (reason CONFLICT), naming the file and the change, and nothing applies.
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        session: _builtins.str = ...,
+        handle: _builtins.str = ...,
+        label: _builtins.str = ...,
+        changeset: _builtins.str = ...,
+        since_cursor: _builtins.str = ...,
+        dry_run: _builtins.bool = ...,
+        force: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "handle", b"handle", "label", b"label", "selector", b"selector", "session", b"session", "since_cursor", b"since_cursor"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "dry_run", b"dry_run", "force", b"force", "handle", b"handle", "label", b"label", "path", b"path", "selector", b"selector", "session", b"session", "since_cursor", b"since_cursor"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_selector: _TypeAlias = _typing.Literal["session", "handle", "label", "changeset", "since_cursor"]  # noqa: Y015
+    _WhichOneofArgType_selector: _TypeAlias = _typing.Literal["selector", b"selector"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_selector) -> _WhichOneofReturnType_selector | None: ...
+
+Global___RewindRequest: _TypeAlias = RewindRequest  # noqa: Y015
+
+@_typing.final
+class RewoundFile(_message.Message):
+    """What a rewind does to one file."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    FROM_VERSION_FIELD_NUMBER: _builtins.int
+    TO_VERSION_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    DELETED_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    from_version: _builtins.int
+    """Its version before the rewind (0: it does not exist now)."""
+    to_version: _builtins.int
+    """The version whose content it gets back (0: it did not exist then, so
+    it is deleted).
+    """
+    version: _builtins.int
+    """Its new version after the rewind (0 in a dry run)."""
+    deleted: _builtins.bool
+    """The rewind deletes it."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        from_version: _builtins.int = ...,
+        to_version: _builtins.int = ...,
+        version: _builtins.int = ...,
+        deleted: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["deleted", b"deleted", "from_version", b"from_version", "path", b"path", "to_version", b"to_version", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RewoundFile: _TypeAlias = RewoundFile  # noqa: Y015
+
+@_typing.final
+class RewindResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    DIFF_FIELD_NUMBER: _builtins.int
+    CHANGESET_FIELD_NUMBER: _builtins.int
+    diff: _builtins.str
+    """dry_run: the unified diff from the current files to the rewound ones."""
+    changeset: _builtins.str
+    """The changeset that applied the rewind ("" in a dry run or when
+    nothing changed).
+    """
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___RewoundFile]:
+        """Every file the rewind changes (or would change), in path order; none
+        when there was nothing to undo.
+        """
+
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___RewoundFile] | None = ...,
+        diff: _builtins.str = ...,
+        changeset: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "diff", b"diff", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RewindResponse: _TypeAlias = RewindResponse  # noqa: Y015
 
 @_typing.final
 class CommittedFile(_message.Message):
@@ -1320,6 +1456,9 @@ class ChangeEvent(_message.Message):
     EXTERNAL_FIELD_NUMBER: _builtins.int
     MOVED_PATH_FIELD_NUMBER: _builtins.int
     CURSOR_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    CHANGESET_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     kind: Global___ChangeKind.ValueType
     version: _builtins.int
@@ -1342,6 +1481,14 @@ class ChangeEvent(_message.Message):
     """
     cursor: _builtins.str
     """Resume after this event."""
+    session: _builtins.str
+    """The State session of the request that made it."""
+    label: _builtins.str
+    """The label the request carried (x-agentvfs-label), if any."""
+    changeset: _builtins.str
+    """The changeset it belongs to, if any: a changeset's events share it and
+    arrive in one WatchResponse.
+    """
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp: ...
     def __init__(
@@ -1358,10 +1505,13 @@ class ChangeEvent(_message.Message):
         external: _builtins.bool = ...,
         moved_path: _builtins.str = ...,
         cursor: _builtins.str = ...,
+        session: _builtins.str = ...,
+        label: _builtins.str = ...,
+        changeset: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cursor", b"cursor", "external", b"external", "handle", b"handle", "kind", b"kind", "moved_path", b"moved_path", "operation", b"operation", "path", b"path", "principal", b"principal", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "cursor", b"cursor", "external", b"external", "handle", b"handle", "kind", b"kind", "label", b"label", "moved_path", b"moved_path", "operation", b"operation", "path", b"path", "principal", b"principal", "session", b"session", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1429,6 +1579,9 @@ class FileVersion(_message.Message):
     OPERATION_FIELD_NUMBER: _builtins.int
     DELETED_FIELD_NUMBER: _builtins.int
     CURRENT_FIELD_NUMBER: _builtins.int
+    SESSION_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    CHANGESET_FIELD_NUMBER: _builtins.int
     version: _builtins.int
     size: _builtins.int
     """Size in bytes (0 for a deletion)."""
@@ -1442,6 +1595,12 @@ class FileVersion(_message.Message):
     """A tombstone: the file was deleted (or moved away) at this version."""
     current: _builtins.bool
     """The file's current content (the newest version of a file that exists)."""
+    session: _builtins.str
+    """The State session of the request that made it."""
+    label: _builtins.str
+    """The label the request carried (x-agentvfs-label), if any."""
+    changeset: _builtins.str
+    """The changeset it belongs to, if any."""
     @_builtins.property
     def time(self) -> _timestamp_pb2.Timestamp:
         """When the version was made."""
@@ -1457,10 +1616,13 @@ class FileVersion(_message.Message):
         operation: _builtins.str = ...,
         deleted: _builtins.bool = ...,
         current: _builtins.bool = ...,
+        session: _builtins.str = ...,
+        label: _builtins.str = ...,
+        changeset: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["time", b"time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["current", b"current", "deleted", b"deleted", "handle", b"handle", "operation", b"operation", "principal", b"principal", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "current", b"current", "deleted", b"deleted", "handle", b"handle", "label", b"label", "operation", b"operation", "principal", b"principal", "session", b"session", "size", b"size", "time", b"time", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -104,6 +104,11 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.FromString,
                 _registered_method=True)
+        self.Rewind = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Rewind',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.FromString,
+                _registered_method=True)
         self.ReadRe = channel.unary_unary(
                 '/agentvfs.v1.Filesystem/ReadRe',
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ReadReRequest.SerializeToString,
@@ -239,6 +244,16 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Rewind(self, request, context):
+        """Rewind undoes, as one changeset, the changes under a path made by one
+        State session, handle, label or changeset, or every change after a
+        cursor: each file returns to its content before the first of them
+        (docs/changesets.md § Rewind).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadRe(self, request, context):
         """ReadRe returns every match of a regular expression in one file.
         """
@@ -347,6 +362,11 @@ def add_FilesystemServicer_to_server(servicer, server):
                     servicer.Commit,
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.SerializeToString,
+            ),
+            'Rewind': grpc.unary_unary_rpc_method_handler(
+                    servicer.Rewind,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.SerializeToString,
             ),
             'ReadRe': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadRe,
@@ -696,6 +716,33 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Commit',
             agentvfs_dot_v1_dot_filesystem__pb2.CommitRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.CommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Rewind(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Rewind',
+            agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -74,6 +74,12 @@ class FilesystemStub:
     does, and the error names the first operation that failed
     (ErrorInfo metadata operation_index). See docs/changesets.md.
     """
+    Rewind: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.RewindRequest, _filesystem_pb2.RewindResponse]
+    """Rewind undoes, as one changeset, the changes under a path made by one
+    State session, handle, label or changeset, or every change after a
+    cursor: each file returns to its content before the first of them
+    (docs/changesets.md § Rewind).
+    """
     ReadRe: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]
@@ -137,6 +143,12 @@ class FilesystemAsyncStub(FilesystemStub):
     every operation applies, each file getting one new version, or none
     does, and the error names the first operation that failed
     (ErrorInfo metadata operation_index). See docs/changesets.md.
+    """
+    Rewind: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.RewindRequest, _filesystem_pb2.RewindResponse]  # type: ignore[assignment]
+    """Rewind undoes, as one changeset, the changes under a path made by one
+    State session, handle, label or changeset, or every change after a
+    cursor: each file returns to its content before the first of them
+    (docs/changesets.md § Rewind).
     """
     ReadRe: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]  # type: ignore[assignment]
     """ReadRe returns every match of a regular expression in one file."""
@@ -264,6 +276,18 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         every operation applies, each file getting one new version, or none
         does, and the error names the first operation that failed
         (ErrorInfo metadata operation_index). See docs/changesets.md.
+        """
+
+    @_abc_1.abstractmethod
+    def Rewind(
+        self,
+        request: _filesystem_pb2.RewindRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.RewindResponse, _abc.Awaitable[_filesystem_pb2.RewindResponse]]:
+        """Rewind undoes, as one changeset, the changes under a path made by one
+        State session, handle, label or changeset, or every change after a
+        cursor: each file returns to its content before the first of them
+        (docs/changesets.md § Rewind).
         """
 
     @_abc_1.abstractmethod

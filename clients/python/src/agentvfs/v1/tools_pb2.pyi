@@ -521,11 +521,16 @@ class WriteToolRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     content: _builtins.str
     dry_run: _builtins.bool
     expected_version: _builtins.int
     tool_call_id: _builtins.str
+    label: _builtins.str
+    """Kept with the changes the call makes (as x-agentvfs-label): a turn or
+    tool-call id that History, Watch and Rewind can name.
+    """
     def __init__(
         self,
         *,
@@ -534,19 +539,24 @@ class WriteToolRequest(_message.Message):
         dry_run: _builtins.bool | None = ...,
         expected_version: _builtins.int | None = ...,
         tool_call_id: _builtins.str = ...,
+        label: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "dry_run", b"dry_run", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "dry_run", b"dry_run", "expected_version", b"expected_version", "label", b"label"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "content", b"content", "dry_run", b"dry_run", "expected_version", b"expected_version", "path", b"path", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "content", b"content", "dry_run", b"dry_run", "expected_version", b"expected_version", "label", b"label", "path", b"path", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dry_run: _TypeAlias = _typing.Literal["dry_run"]  # noqa: Y015
     _WhichOneofArgType__dry_run: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run"]  # noqa: Y015
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__label: _TypeAlias = _typing.Literal["label"]  # noqa: Y015
+    _WhichOneofArgType__label: _TypeAlias = _typing.Literal["_label", b"_label"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dry_run) -> _WhichOneofReturnType__dry_run | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__label) -> _WhichOneofReturnType__label | None: ...
 
 Global___WriteToolRequest: _TypeAlias = WriteToolRequest  # noqa: Y015
 
@@ -584,6 +594,7 @@ class EditToolRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     old_string: _builtins.str
     new_string: _builtins.str
@@ -591,6 +602,10 @@ class EditToolRequest(_message.Message):
     dry_run: _builtins.bool
     expected_version: _builtins.int
     tool_call_id: _builtins.str
+    label: _builtins.str
+    """Kept with the changes the call makes (as x-agentvfs-label): a turn or
+    tool-call id that History, Watch and Rewind can name.
+    """
     def __init__(
         self,
         *,
@@ -601,21 +616,26 @@ class EditToolRequest(_message.Message):
         dry_run: _builtins.bool | None = ...,
         expected_version: _builtins.int | None = ...,
         tool_call_id: _builtins.str = ...,
+        label: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_replace_all", b"_replace_all", "dry_run", b"dry_run", "expected_version", b"expected_version", "replace_all", b"replace_all"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "_replace_all", b"_replace_all", "dry_run", b"dry_run", "expected_version", b"expected_version", "label", b"label", "replace_all", b"replace_all"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_replace_all", b"_replace_all", "dry_run", b"dry_run", "expected_version", b"expected_version", "new_string", b"new_string", "old_string", b"old_string", "path", b"path", "replace_all", b"replace_all", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "_replace_all", b"_replace_all", "dry_run", b"dry_run", "expected_version", b"expected_version", "label", b"label", "new_string", b"new_string", "old_string", b"old_string", "path", b"path", "replace_all", b"replace_all", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dry_run: _TypeAlias = _typing.Literal["dry_run"]  # noqa: Y015
     _WhichOneofArgType__dry_run: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run"]  # noqa: Y015
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__label: _TypeAlias = _typing.Literal["label"]  # noqa: Y015
+    _WhichOneofArgType__label: _TypeAlias = _typing.Literal["_label", b"_label"]  # noqa: Y015
     _WhichOneofReturnType__replace_all: _TypeAlias = _typing.Literal["replace_all"]  # noqa: Y015
     _WhichOneofArgType__replace_all: _TypeAlias = _typing.Literal["_replace_all", b"_replace_all"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dry_run) -> _WhichOneofReturnType__dry_run | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__label) -> _WhichOneofReturnType__label | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__replace_all) -> _WhichOneofReturnType__replace_all | None: ...
 
@@ -682,10 +702,15 @@ class MultiEditToolRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     dry_run: _builtins.bool
     expected_version: _builtins.int
     tool_call_id: _builtins.str
+    label: _builtins.str
+    """Kept with the changes the call makes (as x-agentvfs-label): a turn or
+    tool-call id that History, Watch and Rewind can name.
+    """
     @_builtins.property
     def edits(self) -> _containers.RepeatedCompositeFieldContainer[Global___ToolEdit]: ...
     def __init__(
@@ -696,19 +721,24 @@ class MultiEditToolRequest(_message.Message):
         dry_run: _builtins.bool | None = ...,
         expected_version: _builtins.int | None = ...,
         tool_call_id: _builtins.str = ...,
+        label: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "dry_run", b"dry_run", "expected_version", b"expected_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "dry_run", b"dry_run", "expected_version", b"expected_version", "label", b"label"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "dry_run", b"dry_run", "edits", b"edits", "expected_version", b"expected_version", "path", b"path", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run", "_expected_version", b"_expected_version", "_label", b"_label", "dry_run", b"dry_run", "edits", b"edits", "expected_version", b"expected_version", "label", b"label", "path", b"path", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__dry_run: _TypeAlias = _typing.Literal["dry_run"]  # noqa: Y015
     _WhichOneofArgType__dry_run: _TypeAlias = _typing.Literal["_dry_run", b"_dry_run"]  # noqa: Y015
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__label: _TypeAlias = _typing.Literal["label"]  # noqa: Y015
+    _WhichOneofArgType__label: _TypeAlias = _typing.Literal["_label", b"_label"]  # noqa: Y015
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__dry_run) -> _WhichOneofReturnType__dry_run | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__label) -> _WhichOneofReturnType__label | None: ...
 
 Global___MultiEditToolRequest: _TypeAlias = MultiEditToolRequest  # noqa: Y015
 
@@ -745,6 +775,7 @@ class HistoryToolRequest(_message.Message):
     TO_VERSION_FIELD_NUMBER: _builtins.int
     EXPECTED_VERSION_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     action: _builtins.str
     """list (the default), diff or restore."""
@@ -755,6 +786,10 @@ class HistoryToolRequest(_message.Message):
     expected_version: _builtins.int
     """restore: the file's current version must be this (0: it must not exist)."""
     tool_call_id: _builtins.str
+    label: _builtins.str
+    """Kept with the changes the call makes (as x-agentvfs-label): a turn or
+    tool-call id that History, Watch and Rewind can name.
+    """
     def __init__(
         self,
         *,
@@ -764,15 +799,18 @@ class HistoryToolRequest(_message.Message):
         to_version: _builtins.int | None = ...,
         expected_version: _builtins.int | None = ...,
         tool_call_id: _builtins.str = ...,
+        label: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "to_version", b"to_version", "version", b"version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_label", b"_label", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "label", b"label", "to_version", b"to_version", "version", b"version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "path", b"path", "to_version", b"to_version", "tool_call_id", b"tool_call_id", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_action", b"_action", "_expected_version", b"_expected_version", "_label", b"_label", "_to_version", b"_to_version", "_version", b"_version", "action", b"action", "expected_version", b"expected_version", "label", b"label", "path", b"path", "to_version", b"to_version", "tool_call_id", b"tool_call_id", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType__action: _TypeAlias = _typing.Literal["action"]  # noqa: Y015
     _WhichOneofArgType__action: _TypeAlias = _typing.Literal["_action", b"_action"]  # noqa: Y015
     _WhichOneofReturnType__expected_version: _TypeAlias = _typing.Literal["expected_version"]  # noqa: Y015
     _WhichOneofArgType__expected_version: _TypeAlias = _typing.Literal["_expected_version", b"_expected_version"]  # noqa: Y015
+    _WhichOneofReturnType__label: _TypeAlias = _typing.Literal["label"]  # noqa: Y015
+    _WhichOneofArgType__label: _TypeAlias = _typing.Literal["_label", b"_label"]  # noqa: Y015
     _WhichOneofReturnType__to_version: _TypeAlias = _typing.Literal["to_version"]  # noqa: Y015
     _WhichOneofArgType__to_version: _TypeAlias = _typing.Literal["_to_version", b"_to_version"]  # noqa: Y015
     _WhichOneofReturnType__version: _TypeAlias = _typing.Literal["version"]  # noqa: Y015
@@ -781,6 +819,8 @@ class HistoryToolRequest(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__action) -> _WhichOneofReturnType__action | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__expected_version) -> _WhichOneofReturnType__expected_version | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__label) -> _WhichOneofReturnType__label | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__to_version) -> _WhichOneofReturnType__to_version | None: ...
     @_typing.overload
@@ -818,6 +858,7 @@ class ApplyPatchToolRequest(_message.Message):
     PATCH_FIELD_NUMBER: _builtins.int
     ROOT_FIELD_NUMBER: _builtins.int
     TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
     patch: _builtins.str
     """The patch: "*** Begin Patch" ... "*** End Patch"."""
     root: _builtins.str
@@ -825,19 +866,29 @@ class ApplyPatchToolRequest(_message.Message):
     project root).
     """
     tool_call_id: _builtins.str
+    label: _builtins.str
+    """Kept with the changes the call makes (as x-agentvfs-label): a turn or
+    tool-call id that History, Watch and Rewind can name.
+    """
     def __init__(
         self,
         *,
         patch: _builtins.str = ...,
         root: _builtins.str | None = ...,
         tool_call_id: _builtins.str = ...,
+        label: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "root", b"root"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_label", b"_label", "_root", b"_root", "label", b"label", "root", b"root"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "patch", b"patch", "root", b"root", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_label", b"_label", "_root", b"_root", "label", b"label", "patch", b"patch", "root", b"root", "tool_call_id", b"tool_call_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__label: _TypeAlias = _typing.Literal["label"]  # noqa: Y015
+    _WhichOneofArgType__label: _TypeAlias = _typing.Literal["_label", b"_label"]  # noqa: Y015
     _WhichOneofReturnType__root: _TypeAlias = _typing.Literal["root"]  # noqa: Y015
     _WhichOneofArgType__root: _TypeAlias = _typing.Literal["_root", b"_root"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__label) -> _WhichOneofReturnType__label | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__root) -> _WhichOneofReturnType__root | None: ...
 
 Global___ApplyPatchToolRequest: _TypeAlias = ApplyPatchToolRequest  # noqa: Y015

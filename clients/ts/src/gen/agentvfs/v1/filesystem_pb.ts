@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentvfs/v1/filesystem.proto.
  */
 export const file_agentvfs_v1_filesystem: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8ibgoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgSFAoHdmVyc2lvbhgFIAEoBEgAiAEBQgoKCF92ZXJzaW9uIrsBCgxSZWFkUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgt0b3RhbF9saW5lcxgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEgwKBHBhdGgYBCABKAkSFgoObGluZXNfcmV0dXJuZWQYBSABKAQSDQoFbG9zc3kYBiABKAgSDAoEc2l6ZRgHIAEoBBIxCg1tb2RpZmllZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChBSZWFkQnl0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoHdmVyc2lvbhgCIAEoBEgAiAEBQgoKCF92ZXJzaW9uIkYKEVJlYWRCeXRlc1Jlc3BvbnNlEgwKBGRhdGEYASABKAwSIwoEaW5mbxgCIAEoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvImoKDFdyaXRlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLY3JlYXRlX29ubHkYAyABKAgSFwoKaWZfdmVyc2lvbhgEIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIlYKDVdyaXRlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCJcChFXcml0ZUJ5dGVzUmVxdWVzdBIvCgZoZWFkZXIYASABKAsyHS5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBGtpbmQiXQoQV3JpdGVCeXRlc0hlYWRlchIMCgRwYXRoGAEgASgJEhMKC2NyZWF0ZV9vbmx5GAIgASgIEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJbChJXcml0ZUJ5dGVzUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCKAAQoLRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgpvbGRfc3RyaW5nGAIgASgJEhIKCm5ld19zdHJpbmcYAyABKAkSEwoLcmVwbGFjZV9hbGwYBCABKAgSFwoKaWZfdmVyc2lvbhgFIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIkgKDEVkaXRSZXNwb25zZRIMCgRwYXRoGAEgASgJEhkKEXJlcGxhY2VtZW50c19tYWRlGAIgASgEEg8KB3ZlcnNpb24YAyABKAQiTAoNRWRpdE9wZXJhdGlvbhISCgpvbGRfc3RyaW5nGAEgASgJEhIKCm5ld19zdHJpbmcYAiABKAkSEwoLcmVwbGFjZV9hbGwYAyABKAgicwoQTXVsdGlFZGl0UmVxdWVzdBIMCgRwYXRoGAEgASgJEikKBWVkaXRzGAIgAygLMhouYWdlbnR2ZnMudjEuRWRpdE9wZXJhdGlvbhIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iTQoRTXVsdGlFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIlgKDURlbGV0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIXCgppZl92ZXJzaW9uGAIgASgESACIAQESEQoJcmVjdXJzaXZlGAMgASgIQg0KC19pZl92ZXJzaW9uIjUKDkRlbGV0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNZmlsZXNfZGVsZXRlZBgCIAEoBCJvCgtNb3ZlUmVxdWVzdBIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBEhMKC2NyZWF0ZV9vbmx5GAQgASgIQg0KC19pZl92ZXJzaW9uIlkKDE1vdmVSZXNwb25zZRIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEwoLZmlsZXNfbW92ZWQYAyABKAQSDwoHdmVyc2lvbhgEIAEoBCJECg1Db21taXRSZXF1ZXN0EjMKCm9wZXJhdGlvbnMYASADKAsyHy5hZ2VudHZmcy52MS5DaGFuZ2VzZXRPcGVyYXRpb24ihAIKEkNoYW5nZXNldE9wZXJhdGlvbhIqCgV3cml0ZRgBIAEoCzIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdEgAEigKBGVkaXQYAiABKAsyGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdEgAEjMKCm11bHRpX2VkaXQYAyABKAsyHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0SAASLAoGZGVsZXRlGAQgASgLMhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdEgAEigKBG1vdmUYBSABKAsyGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdEgAQgsKCW9wZXJhdGlvbiI7Cg5Db21taXRSZXNwb25zZRIpCgVmaWxlcxgBIAMoCzIaLmFnZW50dmZzLnYxLkNvbW1pdHRlZEZpbGUiTQoNQ29tbWl0dGVkRmlsZRIMCgRwYXRoGAEgASgJEg8KB3ZlcnNpb24YAiABKAQSDAoEc2l6ZRgDIAEoBBIPCgdkZWxldGVkGAQgASgIIlAKDVJlYWRSZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgdwYXR0ZXJuGAIgASgJEhQKB292ZXJsYXAYAyABKARIAIgBAUIKCghfb3ZlcmxhcCIhCg5SZWFkUmVSZXNwb25zZRIPCgdtYXRjaGVzGAEgAygJIqQCCgtHcmVwUmVxdWVzdBIPCgdwYXR0ZXJuGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEZ2xvYhgDIAEoCRIPCgdsaXRlcmFsGAQgASgIEhgKEGNhc2VfaW5zZW5zaXRpdmUYBSABKAgSEwoLbWF4X3Jlc3VsdHMYBiABKAQSEwoLbWF4X3Zpc2l0ZWQYByABKAQSFwoPbWF4X2R1cmF0aW9uX21zGAggASgEEhYKDmluY2x1ZGVfaGlkZGVuGAkgASgIEhcKD2luY2x1ZGVfaWdub3JlZBgKIAEoCBIWCg5iZWZvcmVfY29udGV4dBgLIAEoDRIVCg1hZnRlcl9jb250ZXh0GAwgASgNEhoKEm1heF9jb3VudF9wZXJfZmlsZRgNIAEoBCJfCglHcmVwTWF0Y2gSDAoEcGF0aBgBIAEoCRITCgtsaW5lX251bWJlchgCIAEoBBIMCgRsaW5lGAMgASgJEg0KBW1hdGNoGAQgASgJEhIKCmlzX2NvbnRleHQYBSABKAgiNAoJR3JlcEJhdGNoEicKB21hdGNoZXMYASADKAsyFi5hZ2VudHZmcy52MS5HcmVwTWF0Y2gicAoMR3JlcFJlc3BvbnNlEicKBWJhdGNoGAEgASgLMhYuYWdlbnR2ZnMudjEuR3JlcEJhdGNoSAASLQoHc3VtbWFyeRgCIAEoCzIaLmFnZW50dmZzLnYxLlNlYXJjaFN1bW1hcnlIAEIICgZyZXN1bHQitAEKC0dsb2JSZXF1ZXN0Eg8KB3BhdHRlcm4YASABKAkSDAoEcGF0aBgCIAEoCRITCgttYXhfcmVzdWx0cxgDIAEoBBIWCg5pbmNsdWRlX2hpZGRlbhgEIAEoCBIXCg9pbmNsdWRlX2lnbm9yZWQYBSABKAgSEwoLbWF4X3Zpc2l0ZWQYBiABKAQSFwoPbWF4X2R1cmF0aW9uX21zGAcgASgEEhIKCnBhdGhzX29ubHkYCCABKAgiMwoJR2xvYkJhdGNoEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyJwCgxHbG9iUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5hZ2VudHZmcy52MS5HbG9iQmF0Y2hIABItCgdzdW1tYXJ5GAIgASgLMhouYWdlbnR2ZnMudjEuU2VhcmNoU3VtbWFyeUgAQggKBnJlc3VsdCI8Cg1TZWFyY2hQcm9ibGVtEgwKBHBhdGgYASABKAkSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIroCCg1TZWFyY2hTdW1tYXJ5Eg8KB3Zpc2l0ZWQYASABKAQSDwoHbWF0Y2hlZBgCIAEoBBIWCg5maWxlc19zZWFyY2hlZBgDIAEoBBIXCg9za2lwcGVkX2lnbm9yZWQYBCABKAQSFgoOc2tpcHBlZF9oaWRkZW4YBSABKAQSFgoOc2tpcHBlZF9iaW5hcnkYBiABKAQSGQoRc2tpcHBlZF90b29fbGFyZ2UYByABKAQSEgoKZWxhcHNlZF9tcxgIIAEoBBIyCg5hYm9ydGVkX3JlYXNvbhgJIAEoDjIaLmFnZW50dmZzLnYxLkFib3J0ZWRSZWFzb24SFQoNbWF0Y2hlZF9maWxlcxgKIAEoBBIsCghwcm9ibGVtcxgLIAMoCzIaLmFnZW50dmZzLnYxLlNlYXJjaFByb2JsZW0iVAoMV2F0Y2hSZXF1ZXN0EgwKBHBhdGgYASABKAkSDgoGY3Vyc29yGAIgASgJEhAKCGZyb21fbm93GAMgASgIEhQKDHN0b3BfYXRfaGVhZBgEIAEoCCL3AQoLQ2hhbmdlRXZlbnQSDAoEcGF0aBgBIAEoCRIlCgRraW5kGAIgASgOMhcuYWdlbnR2ZnMudjEuQ2hhbmdlS2luZBIPCgd2ZXJzaW9uGAMgASgEEgwKBHNpemUYBCABKAQSKAoEdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAYgASgJEg4KBmhhbmRsZRgHIAEoCRIRCglvcGVyYXRpb24YCCABKAkSEAoIZXh0ZXJuYWwYCSABKAgSEgoKbW92ZWRfcGF0aBgKIAEoCRIOCgZjdXJzb3IYCyABKAkiSQoNV2F0Y2hSZXNwb25zZRIoCgZldmVudHMYASADKAsyGC5hZ2VudHZmcy52MS5DaGFuZ2VFdmVudBIOCgZjdXJzb3IYAiABKAkiIwoTTGlzdFZlcnNpb25zUmVxdWVzdBIMCgRwYXRoGAEgASgJIq4BCgtGaWxlVmVyc2lvbhIPCgd2ZXJzaW9uGAEgASgEEgwKBHNpemUYAiABKAQSKAoEdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoJcHJpbmNpcGFsGAQgASgJEg4KBmhhbmRsZRgFIAEoCRIRCglvcGVyYXRpb24YBiABKAkSDwoHZGVsZXRlZBgHIAEoCBIPCgdjdXJyZW50GAggASgIIlAKFExpc3RWZXJzaW9uc1Jlc3BvbnNlEgwKBHBhdGgYASABKAkSKgoIdmVyc2lvbnMYAiADKAsyGC5hZ2VudHZmcy52MS5GaWxlVmVyc2lvbiJXCg5SZXN0b3JlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB3ZlcnNpb24YAiABKAQSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uInIKD1Jlc3RvcmVSZXNwb25zZRIMCgRwYXRoGAEgASgJEg8KB3ZlcnNpb24YAiABKAQSGAoQcmVzdG9yZWRfdmVyc2lvbhgDIAEoBBIVCg1ieXRlc193cml0dGVuGAQgASgEEg8KB2NyZWF0ZWQYBSABKAgiWQoLRGlmZlJlcXVlc3QSDAoEcGF0aBgBIAEoCRIUCgxmcm9tX3ZlcnNpb24YAiABKAQSFwoKdG9fdmVyc2lvbhgDIAEoBEgAiAEBQg0KC190b192ZXJzaW9uIocBCgxEaWZmUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIUCgxmcm9tX3ZlcnNpb24YAiABKAQSEgoKdG9fdmVyc2lvbhgDIAEoBBIMCgRkaWZmGAQgASgJEg0KBWFkZGVkGAUgASgEEg8KB3JlbW92ZWQYBiABKAQSEQoJdHJ1bmNhdGVkGAcgASgIKqYBCg1BYm9ydGVkUmVhc29uEh4KGkFCT1JURURfUkVBU09OX1VOU1BFQ0lGSUVEEAASGAoUQUJPUlRFRF9SRUFTT05fTElNSVQQARIeChpBQk9SVEVEX1JFQVNPTl9DT1VOVF9MSU1JVBACEh0KGUFCT1JURURfUkVBU09OX1RJTUVfTElNSVQQAxIcChhBQk9SVEVEX1JFQVNPTl9DQU5DRUxMRUQQBCp1CgpDaGFuZ2VLaW5kEhsKF0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASFwoTQ0hBTkdFX0tJTkRfQ1JFQVRFRBABEhgKFENIQU5HRV9LSU5EX01PRElGSUVEEAISFwoTQ0hBTkdFX0tJTkRfREVMRVRFRBADMtUJCgpGaWxlc3lzdGVtEkcKCExpc3RJbmZvEhwuYWdlbnR2ZnMudjEuTGlzdEluZm9SZXF1ZXN0Gh0uYWdlbnR2ZnMudjEuTGlzdEluZm9SZXNwb25zZRI7CgRTdGF0EhguYWdlbnR2ZnMudjEuU3RhdFJlcXVlc3QaGS5hZ2VudHZmcy52MS5TdGF0UmVzcG9uc2USOwoEUmVhZBIYLmFnZW50dmZzLnYxLlJlYWRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuUmVhZFJlc3BvbnNlEkwKCVJlYWRCeXRlcxIdLmFnZW50dmZzLnYxLlJlYWRCeXRlc1JlcXVlc3QaHi5hZ2VudHZmcy52MS5SZWFkQnl0ZXNSZXNwb25zZTABEj4KBVdyaXRlEhkuYWdlbnR2ZnMudjEuV3JpdGVSZXF1ZXN0GhouYWdlbnR2ZnMudjEuV3JpdGVSZXNwb25zZRJPCgpXcml0ZUJ5dGVzEh4uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc1JlcXVlc3QaHy5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzUmVzcG9uc2UoARI7CgRFZGl0EhguYWdlbnR2ZnMudjEuRWRpdFJlcXVlc3QaGS5hZ2VudHZmcy52MS5FZGl0UmVzcG9uc2USSgoJTXVsdGlFZGl0Eh0uYWdlbnR2ZnMudjEuTXVsdGlFZGl0UmVxdWVzdBoeLmFnZW50dmZzLnYxLk11bHRpRWRpdFJlc3BvbnNlEkEKBkRlbGV0ZRIaLmFnZW50dmZzLnYxLkRlbGV0ZVJlcXVlc3QaGy5hZ2VudHZmcy52MS5EZWxldGVSZXNwb25zZRI7CgRNb3ZlEhguYWdlbnR2ZnMudjEuTW92ZVJlcXVlc3QaGS5hZ2VudHZmcy52MS5Nb3ZlUmVzcG9uc2USQQoGQ29tbWl0EhouYWdlbnR2ZnMudjEuQ29tbWl0UmVxdWVzdBobLmFnZW50dmZzLnYxLkNvbW1pdFJlc3BvbnNlEkEKBlJlYWRSZRIaLmFnZW50dmZzLnYxLlJlYWRSZVJlcXVlc3QaGy5hZ2VudHZmcy52MS5SZWFkUmVSZXNwb25zZRI9CgRHcmVwEhguYWdlbnR2ZnMudjEuR3JlcFJlcXVlc3QaGS5hZ2VudHZmcy52MS5HcmVwUmVzcG9uc2UwARI9CgRHbG9iEhguYWdlbnR2ZnMudjEuR2xvYlJlcXVlc3QaGS5hZ2VudHZmcy52MS5HbG9iUmVzcG9uc2UwARJACgVXYXRjaBIZLmFnZW50dmZzLnYxLldhdGNoUmVxdWVzdBoaLmFnZW50dmZzLnYxLldhdGNoUmVzcG9uc2UwARJTCgxMaXN0VmVyc2lvbnMSIC5hZ2VudHZmcy52MS5MaXN0VmVyc2lvbnNSZXF1ZXN0GiEuYWdlbnR2ZnMudjEuTGlzdFZlcnNpb25zUmVzcG9uc2USRAoHUmVzdG9yZRIbLmFnZW50dmZzLnYxLlJlc3RvcmVSZXF1ZXN0GhwuYWdlbnR2ZnMudjEuUmVzdG9yZVJlc3BvbnNlEjsKBERpZmYSGC5hZ2VudHZmcy52MS5EaWZmUmVxdWVzdBoZLmFnZW50dmZzLnYxLkRpZmZSZXNwb25zZUKzAQoPY29tLmFnZW50dmZzLnYxQg9GaWxlc3lzdGVtUHJvdG9QAVpCZ2l0aHViLmNvbS9hZ2VudHZmcy9hZ2VudHZmcy9jbGllbnRzL2dvL2dlbi9hZ2VudHZmcy92MTthZ2VudHZmc3YxogIDQVhYqgILQWdlbnR2ZnMuVjHKAgtBZ2VudHZmc1xWMeICF0FnZW50dmZzXFYxXEdQQk1ldGFkYXRh6gIMQWdlbnR2ZnM6OlYxYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8ibgoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgSFAoHdmVyc2lvbhgFIAEoBEgAiAEBQgoKCF92ZXJzaW9uIrsBCgxSZWFkUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgt0b3RhbF9saW5lcxgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEgwKBHBhdGgYBCABKAkSFgoObGluZXNfcmV0dXJuZWQYBSABKAQSDQoFbG9zc3kYBiABKAgSDAoEc2l6ZRgHIAEoBBIxCg1tb2RpZmllZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChBSZWFkQnl0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoHdmVyc2lvbhgCIAEoBEgAiAEBQgoKCF92ZXJzaW9uIkYKEVJlYWRCeXRlc1Jlc3BvbnNlEgwKBGRhdGEYASABKAwSIwoEaW5mbxgCIAEoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvImoKDFdyaXRlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLY3JlYXRlX29ubHkYAyABKAgSFwoKaWZfdmVyc2lvbhgEIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIlYKDVdyaXRlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCJcChFXcml0ZUJ5dGVzUmVxdWVzdBIvCgZoZWFkZXIYASABKAsyHS5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBGtpbmQiXQoQV3JpdGVCeXRlc0hlYWRlchIMCgRwYXRoGAEgASgJEhMKC2NyZWF0ZV9vbmx5GAIgASgIEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJbChJXcml0ZUJ5dGVzUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCKAAQoLRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgpvbGRfc3RyaW5nGAIgASgJEhIKCm5ld19zdHJpbmcYAyABKAkSEwoLcmVwbGFjZV9hbGwYBCABKAgSFwoKaWZfdmVyc2lvbhgFIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIkgKDEVkaXRSZXNwb25zZRIMCgRwYXRoGAEgASgJEhkKEXJlcGxhY2VtZW50c19tYWRlGAIgASgEEg8KB3ZlcnNpb24YAyABKAQiTAoNRWRpdE9wZXJhdGlvbhISCgpvbGRfc3RyaW5nGAEgASgJEhIKCm5ld19zdHJpbmcYAiABKAkSEwoLcmVwbGFjZV9hbGwYAyABKAgicwoQTXVsdGlFZGl0UmVxdWVzdBIMCgRwYXRoGAEgASgJEikKBWVkaXRzGAIgAygLMhouYWdlbnR2ZnMudjEuRWRpdE9wZXJhdGlvbhIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iTQoRTXVsdGlFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIlgKDURlbGV0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIXCgppZl92ZXJzaW9uGAIgASgESACIAQESEQoJcmVjdXJzaXZlGAMgASgIQg0KC19pZl92ZXJzaW9uIjUKDkRlbGV0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNZmlsZXNfZGVsZXRlZBgCIAEoBCJvCgtNb3ZlUmVxdWVzdBIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBEhMKC2NyZWF0ZV9vbmx5GAQgASgIQg0KC19pZl92ZXJzaW9uIlkKDE1vdmVSZXNwb25zZRIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEwoLZmlsZXNfbW92ZWQYAyABKAQSDwoHdmVyc2lvbhgEIAEoBCJECg1Db21taXRSZXF1ZXN0EjMKCm9wZXJhdGlvbnMYASADKAsyHy5hZ2VudHZmcy52MS5DaGFuZ2VzZXRPcGVyYXRpb24ihAIKEkNoYW5nZXNldE9wZXJhdGlvbhIqCgV3cml0ZRgBIAEoCzIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdEgAEigKBGVkaXQYAiABKAsyGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdEgAEjMKCm11bHRpX2VkaXQYAyABKAsyHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0SAASLAoGZGVsZXRlGAQgASgLMhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdEgAEigKBG1vdmUYBSABKAsyGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdEgAQgsKCW9wZXJhdGlvbiJOCg5Db21taXRSZXNwb25zZRIpCgVmaWxlcxgBIAMoCzIaLmFnZW50dmZzLnYxLkNvbW1pdHRlZEZpbGUSEQoJY2hhbmdlc2V0GAIgASgJIqwBCg1SZXdpbmRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoHc2Vzc2lvbhgCIAEoCUgAEhAKBmhhbmRsZRgDIAEoCUgAEg8KBWxhYmVsGAQgASgJSAASEwoJY2hhbmdlc2V0GAUgASgJSAASFgoMc2luY2VfY3Vyc29yGAYgASgJSAASDwoHZHJ5X3J1bhgHIAEoCBINCgVmb3JjZRgIIAEoCEIKCghzZWxlY3RvciJnCgtSZXdvdW5kRmlsZRIMCgRwYXRoGAEgASgJEhQKDGZyb21fdmVyc2lvbhgCIAEoBBISCgp0b192ZXJzaW9uGAMgASgEEg8KB3ZlcnNpb24YBCABKAQSDwoHZGVsZXRlZBgFIAEoCCJaCg5SZXdpbmRSZXNwb25zZRInCgVmaWxlcxgBIAMoCzIYLmFnZW50dmZzLnYxLlJld291bmRGaWxlEgwKBGRpZmYYAiABKAkSEQoJY2hhbmdlc2V0GAMgASgJIk0KDUNvbW1pdHRlZEZpbGUSDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHNpemUYAyABKAQSDwoHZGVsZXRlZBgEIAEoCCJQCg1SZWFkUmVSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHcGF0dGVybhgCIAEoCRIUCgdvdmVybGFwGAMgASgESACIAQFCCgoIX292ZXJsYXAiIQoOUmVhZFJlUmVzcG9uc2USDwoHbWF0Y2hlcxgBIAMoCSKkAgoLR3JlcFJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGdsb2IYAyABKAkSDwoHbGl0ZXJhbBgEIAEoCBIYChBjYXNlX2luc2Vuc2l0aXZlGAUgASgIEhMKC21heF9yZXN1bHRzGAYgASgEEhMKC21heF92aXNpdGVkGAcgASgEEhcKD21heF9kdXJhdGlvbl9tcxgIIAEoBBIWCg5pbmNsdWRlX2hpZGRlbhgJIAEoCBIXCg9pbmNsdWRlX2lnbm9yZWQYCiABKAgSFgoOYmVmb3JlX2NvbnRleHQYCyABKA0SFQoNYWZ0ZXJfY29udGV4dBgMIAEoDRIaChJtYXhfY291bnRfcGVyX2ZpbGUYDSABKAQiXwoJR3JlcE1hdGNoEgwKBHBhdGgYASABKAkSEwoLbGluZV9udW1iZXIYAiABKAQSDAoEbGluZRgDIAEoCRINCgVtYXRjaBgEIAEoCRISCgppc19jb250ZXh0GAUgASgIIjQKCUdyZXBCYXRjaBInCgdtYXRjaGVzGAEgAygLMhYuYWdlbnR2ZnMudjEuR3JlcE1hdGNoInAKDEdyZXBSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdyZXBCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IrQBCgtHbG9iUmVxdWVzdBIPCgdwYXR0ZXJuGAEgASgJEgwKBHBhdGgYAiABKAkSEwoLbWF4X3Jlc3VsdHMYAyABKAQSFgoOaW5jbHVkZV9oaWRkZW4YBCABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAUgASgIEhMKC21heF92aXNpdGVkGAYgASgEEhcKD21heF9kdXJhdGlvbl9tcxgHIAEoBBISCgpwYXRoc19vbmx5GAggASgIIjMKCUdsb2JCYXRjaBImCgdlbnRyaWVzGAEgAygLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8icAoMR2xvYlJlc3BvbnNlEicKBWJhdGNoGAEgASgLMhYuYWdlbnR2ZnMudjEuR2xvYkJhdGNoSAASLQoHc3VtbWFyeRgCIAEoCzIaLmFnZW50dmZzLnYxLlNlYXJjaFN1bW1hcnlIAEIICgZyZXN1bHQiPAoNU2VhcmNoUHJvYmxlbRIMCgRwYXRoGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSK6AgoNU2VhcmNoU3VtbWFyeRIPCgd2aXNpdGVkGAEgASgEEg8KB21hdGNoZWQYAiABKAQSFgoOZmlsZXNfc2VhcmNoZWQYAyABKAQSFwoPc2tpcHBlZF9pZ25vcmVkGAQgASgEEhYKDnNraXBwZWRfaGlkZGVuGAUgASgEEhYKDnNraXBwZWRfYmluYXJ5GAYgASgEEhkKEXNraXBwZWRfdG9vX2xhcmdlGAcgASgEEhIKCmVsYXBzZWRfbXMYCCABKAQSMgoOYWJvcnRlZF9yZWFzb24YCSABKA4yGi5hZ2VudHZmcy52MS5BYm9ydGVkUmVhc29uEhUKDW1hdGNoZWRfZmlsZXMYCiABKAQSLAoIcHJvYmxlbXMYCyADKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hQcm9ibGVtIlQKDFdhdGNoUmVxdWVzdBIMCgRwYXRoGAEgASgJEg4KBmN1cnNvchgCIAEoCRIQCghmcm9tX25vdxgDIAEoCBIUCgxzdG9wX2F0X2hlYWQYBCABKAgiqgIKC0NoYW5nZUV2ZW50EgwKBHBhdGgYASABKAkSJQoEa2luZBgCIAEoDjIXLmFnZW50dmZzLnYxLkNoYW5nZUtpbmQSDwoHdmVyc2lvbhgDIAEoBBIMCgRzaXplGAQgASgEEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgGIAEoCRIOCgZoYW5kbGUYByABKAkSEQoJb3BlcmF0aW9uGAggASgJEhAKCGV4dGVybmFsGAkgASgIEhIKCm1vdmVkX3BhdGgYCiABKAkSDgoGY3Vyc29yGAsgASgJEg8KB3Nlc3Npb24YDCABKAkSDQoFbGFiZWwYDSABKAkSEQoJY2hhbmdlc2V0GA4gASgJIkkKDVdhdGNoUmVzcG9uc2USKAoGZXZlbnRzGAEgAygLMhguYWdlbnR2ZnMudjEuQ2hhbmdlRXZlbnQSDgoGY3Vyc29yGAIgASgJIiMKE0xpc3RWZXJzaW9uc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSLhAQoLRmlsZVZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBIMCgRzaXplGAIgASgEEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgEIAEoCRIOCgZoYW5kbGUYBSABKAkSEQoJb3BlcmF0aW9uGAYgASgJEg8KB2RlbGV0ZWQYByABKAgSDwoHY3VycmVudBgIIAEoCBIPCgdzZXNzaW9uGAkgASgJEg0KBWxhYmVsGAogASgJEhEKCWNoYW5nZXNldBgLIAEoCSJQChRMaXN0VmVyc2lvbnNSZXNwb25zZRIMCgRwYXRoGAEgASgJEioKCHZlcnNpb25zGAIgAygLMhguYWdlbnR2ZnMudjEuRmlsZVZlcnNpb24iVwoOUmVzdG9yZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJyCg9SZXN0b3JlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhgKEHJlc3RvcmVkX3ZlcnNpb24YAyABKAQSFQoNYnl0ZXNfd3JpdHRlbhgEIAEoBBIPCgdjcmVhdGVkGAUgASgIIlkKC0RpZmZSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhcKCnRvX3ZlcnNpb24YAyABKARIAIgBAUINCgtfdG9fdmVyc2lvbiKHAQoMRGlmZlJlc3BvbnNlEgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhIKCnRvX3ZlcnNpb24YAyABKAQSDAoEZGlmZhgEIAEoCRINCgVhZGRlZBgFIAEoBBIPCgdyZW1vdmVkGAYgASgEEhEKCXRydW5jYXRlZBgHIAEoCCqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQqdQoKQ2hhbmdlS2luZBIbChdDSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEhcKE0NIQU5HRV9LSU5EX0NSRUFURUQQARIYChRDSEFOR0VfS0lORF9NT0RJRklFRBACEhcKE0NIQU5HRV9LSU5EX0RFTEVURUQQAzKYCgoKRmlsZXN5c3RlbRJHCghMaXN0SW5mbxIcLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVxdWVzdBodLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVzcG9uc2USOwoEU3RhdBIYLmFnZW50dmZzLnYxLlN0YXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuU3RhdFJlc3BvbnNlEjsKBFJlYWQSGC5hZ2VudHZmcy52MS5SZWFkUmVxdWVzdBoZLmFnZW50dmZzLnYxLlJlYWRSZXNwb25zZRJMCglSZWFkQnl0ZXMSHS5hZ2VudHZmcy52MS5SZWFkQnl0ZXNSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVzcG9uc2UwARI+CgVXcml0ZRIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdBoaLmFnZW50dmZzLnYxLldyaXRlUmVzcG9uc2USTwoKV3JpdGVCeXRlcxIeLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXF1ZXN0Gh8uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc1Jlc3BvbnNlKAESOwoERWRpdBIYLmFnZW50dmZzLnYxLkVkaXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRWRpdFJlc3BvbnNlEkoKCU11bHRpRWRpdBIdLmFnZW50dmZzLnYxLk11bHRpRWRpdFJlcXVlc3QaHi5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXNwb25zZRJBCgZEZWxldGUSGi5hZ2VudHZmcy52MS5EZWxldGVSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuRGVsZXRlUmVzcG9uc2USOwoETW92ZRIYLmFnZW50dmZzLnYxLk1vdmVSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuTW92ZVJlc3BvbnNlEkEKBkNvbW1pdBIaLmFnZW50dmZzLnYxLkNvbW1pdFJlcXVlc3QaGy5hZ2VudHZmcy52MS5Db21taXRSZXNwb25zZRJBCgZSZXdpbmQSGi5hZ2VudHZmcy52MS5SZXdpbmRSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuUmV3aW5kUmVzcG9uc2USQQoGUmVhZFJlEhouYWdlbnR2ZnMudjEuUmVhZFJlUmVxdWVzdBobLmFnZW50dmZzLnYxLlJlYWRSZVJlc3BvbnNlEj0KBEdyZXASGC5hZ2VudHZmcy52MS5HcmVwUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdyZXBSZXNwb25zZTABEj0KBEdsb2ISGC5hZ2VudHZmcy52MS5HbG9iUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdsb2JSZXNwb25zZTABEkAKBVdhdGNoEhkuYWdlbnR2ZnMudjEuV2F0Y2hSZXF1ZXN0GhouYWdlbnR2ZnMudjEuV2F0Y2hSZXNwb25zZTABElMKDExpc3RWZXJzaW9ucxIgLmFnZW50dmZzLnYxLkxpc3RWZXJzaW9uc1JlcXVlc3QaIS5hZ2VudHZmcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZRJECgdSZXN0b3JlEhsuYWdlbnR2ZnMudjEuUmVzdG9yZVJlcXVlc3QaHC5hZ2VudHZmcy52MS5SZXN0b3JlUmVzcG9uc2USOwoERGlmZhIYLmFnZW50dmZzLnYxLkRpZmZSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRGlmZlJlc3BvbnNlQrMBCg9jb20uYWdlbnR2ZnMudjFCD0ZpbGVzeXN0ZW1Qcm90b1ABWkJnaXRodWIuY29tL2FnZW50dmZzL2FnZW50dmZzL2NsaWVudHMvZ28vZ2VuL2FnZW50dmZzL3YxO2FnZW50dmZzdjGiAgNBWFiqAgtBZ2VudHZmcy5WMcoCC0FnZW50dmZzXFYx4gIXQWdlbnR2ZnNcVjFcR1BCTWV0YWRhdGHqAgxBZ2VudHZmczo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * FileInfo describes one file or directory.
@@ -835,6 +835,13 @@ export type CommitResponse = Message<"agentvfs.v1.CommitResponse"> & {
    * @generated from field: repeated agentvfs.v1.CommittedFile files = 1;
    */
   files: CommittedFile[];
+
+  /**
+   * The changeset's id, which its changes carry in Watch and history.
+   *
+   * @generated from field: string changeset = 2;
+   */
+  changeset: string;
 };
 
 /**
@@ -843,6 +850,174 @@ export type CommitResponse = Message<"agentvfs.v1.CommitResponse"> & {
  */
 export const CommitResponseSchema: GenMessage<CommitResponse> = /*@__PURE__*/
   messageDesc(file_agentvfs_v1_filesystem, 25);
+
+/**
+ * @generated from message agentvfs.v1.RewindRequest
+ */
+export type RewindRequest = Message<"agentvfs.v1.RewindRequest"> & {
+  /**
+   * The file or directory whose changes to undo; every change selected
+   * must lie on one mount (else INVALID_ARGUMENT). Default "/".
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Which changes to undo: exactly one.
+   *
+   * @generated from oneof agentvfs.v1.RewindRequest.selector
+   */
+  selector: {
+    /**
+     * Made in this State session (x-agentvfs-session).
+     *
+     * @generated from field: string session = 2;
+     */
+    value: string;
+    case: "session";
+  } | {
+    /**
+     * Made through this handle.
+     *
+     * @generated from field: string handle = 3;
+     */
+    value: string;
+    case: "handle";
+  } | {
+    /**
+     * Made under this label (x-agentvfs-label).
+     *
+     * @generated from field: string label = 4;
+     */
+    value: string;
+    case: "label";
+  } | {
+    /**
+     * Made by this changeset (CommitResponse.changeset).
+     *
+     * @generated from field: string changeset = 5;
+     */
+    value: string;
+    case: "changeset";
+  } | {
+    /**
+     * Every change committed after this cursor (a ChangeEvent's or a
+     * WatchResponse's).
+     *
+     * @generated from field: string since_cursor = 6;
+     */
+    value: string;
+    case: "sinceCursor";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Change nothing: answer the files and the unified diff of what the
+   * rewind would do.
+   *
+   * @generated from field: bool dry_run = 7;
+   */
+  dryRun: boolean;
+
+  /**
+   * Undo a file even when a change not selected came after the selected
+   * ones (that change is undone too). Without it such a file is ABORTED
+   * (reason CONFLICT), naming the file and the change, and nothing applies.
+   *
+   * @generated from field: bool force = 8;
+   */
+  force: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.RewindRequest.
+ * Use `create(RewindRequestSchema)` to create a new message.
+ */
+export const RewindRequestSchema: GenMessage<RewindRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 26);
+
+/**
+ * What a rewind does to one file.
+ *
+ * @generated from message agentvfs.v1.RewoundFile
+ */
+export type RewoundFile = Message<"agentvfs.v1.RewoundFile"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * Its version before the rewind (0: it does not exist now).
+   *
+   * @generated from field: uint64 from_version = 2;
+   */
+  fromVersion: bigint;
+
+  /**
+   * The version whose content it gets back (0: it did not exist then, so
+   * it is deleted).
+   *
+   * @generated from field: uint64 to_version = 3;
+   */
+  toVersion: bigint;
+
+  /**
+   * Its new version after the rewind (0 in a dry run).
+   *
+   * @generated from field: uint64 version = 4;
+   */
+  version: bigint;
+
+  /**
+   * The rewind deletes it.
+   *
+   * @generated from field: bool deleted = 5;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.RewoundFile.
+ * Use `create(RewoundFileSchema)` to create a new message.
+ */
+export const RewoundFileSchema: GenMessage<RewoundFile> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 27);
+
+/**
+ * @generated from message agentvfs.v1.RewindResponse
+ */
+export type RewindResponse = Message<"agentvfs.v1.RewindResponse"> & {
+  /**
+   * Every file the rewind changes (or would change), in path order; none
+   * when there was nothing to undo.
+   *
+   * @generated from field: repeated agentvfs.v1.RewoundFile files = 1;
+   */
+  files: RewoundFile[];
+
+  /**
+   * dry_run: the unified diff from the current files to the rewound ones.
+   *
+   * @generated from field: string diff = 2;
+   */
+  diff: string;
+
+  /**
+   * The changeset that applied the rewind ("" in a dry run or when
+   * nothing changed).
+   *
+   * @generated from field: string changeset = 3;
+   */
+  changeset: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.RewindResponse.
+ * Use `create(RewindResponseSchema)` to create a new message.
+ */
+export const RewindResponseSchema: GenMessage<RewindResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 28);
 
 /**
  * What a committed changeset did to one file.
@@ -883,7 +1058,7 @@ export type CommittedFile = Message<"agentvfs.v1.CommittedFile"> & {
  * Use `create(CommittedFileSchema)` to create a new message.
  */
 export const CommittedFileSchema: GenMessage<CommittedFile> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 26);
+  messageDesc(file_agentvfs_v1_filesystem, 29);
 
 /**
  * @generated from message agentvfs.v1.ReadReRequest
@@ -915,7 +1090,7 @@ export type ReadReRequest = Message<"agentvfs.v1.ReadReRequest"> & {
  * Use `create(ReadReRequestSchema)` to create a new message.
  */
 export const ReadReRequestSchema: GenMessage<ReadReRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 27);
+  messageDesc(file_agentvfs_v1_filesystem, 30);
 
 /**
  * @generated from message agentvfs.v1.ReadReResponse
@@ -932,7 +1107,7 @@ export type ReadReResponse = Message<"agentvfs.v1.ReadReResponse"> & {
  * Use `create(ReadReResponseSchema)` to create a new message.
  */
 export const ReadReResponseSchema: GenMessage<ReadReResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 28);
+  messageDesc(file_agentvfs_v1_filesystem, 31);
 
 /**
  * @generated from message agentvfs.v1.GrepRequest
@@ -1023,7 +1198,7 @@ export type GrepRequest = Message<"agentvfs.v1.GrepRequest"> & {
  * Use `create(GrepRequestSchema)` to create a new message.
  */
 export const GrepRequestSchema: GenMessage<GrepRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 29);
+  messageDesc(file_agentvfs_v1_filesystem, 32);
 
 /**
  * GrepMatch is one matching line (or, with is_context, a context line).
@@ -1068,7 +1243,7 @@ export type GrepMatch = Message<"agentvfs.v1.GrepMatch"> & {
  * Use `create(GrepMatchSchema)` to create a new message.
  */
 export const GrepMatchSchema: GenMessage<GrepMatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 30);
+  messageDesc(file_agentvfs_v1_filesystem, 33);
 
 /**
  * @generated from message agentvfs.v1.GrepBatch
@@ -1085,7 +1260,7 @@ export type GrepBatch = Message<"agentvfs.v1.GrepBatch"> & {
  * Use `create(GrepBatchSchema)` to create a new message.
  */
 export const GrepBatchSchema: GenMessage<GrepBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 31);
+  messageDesc(file_agentvfs_v1_filesystem, 34);
 
 /**
  * @generated from message agentvfs.v1.GrepResponse
@@ -1116,7 +1291,7 @@ export type GrepResponse = Message<"agentvfs.v1.GrepResponse"> & {
  * Use `create(GrepResponseSchema)` to create a new message.
  */
 export const GrepResponseSchema: GenMessage<GrepResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 32);
+  messageDesc(file_agentvfs_v1_filesystem, 35);
 
 /**
  * @generated from message agentvfs.v1.GlobRequest
@@ -1179,7 +1354,7 @@ export type GlobRequest = Message<"agentvfs.v1.GlobRequest"> & {
  * Use `create(GlobRequestSchema)` to create a new message.
  */
 export const GlobRequestSchema: GenMessage<GlobRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 33);
+  messageDesc(file_agentvfs_v1_filesystem, 36);
 
 /**
  * @generated from message agentvfs.v1.GlobBatch
@@ -1196,7 +1371,7 @@ export type GlobBatch = Message<"agentvfs.v1.GlobBatch"> & {
  * Use `create(GlobBatchSchema)` to create a new message.
  */
 export const GlobBatchSchema: GenMessage<GlobBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 34);
+  messageDesc(file_agentvfs_v1_filesystem, 37);
 
 /**
  * @generated from message agentvfs.v1.GlobResponse
@@ -1227,7 +1402,7 @@ export type GlobResponse = Message<"agentvfs.v1.GlobResponse"> & {
  * Use `create(GlobResponseSchema)` to create a new message.
  */
 export const GlobResponseSchema: GenMessage<GlobResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 35);
+  messageDesc(file_agentvfs_v1_filesystem, 38);
 
 /**
  * SearchProblem is a soft error met during a search: one unreadable file or a
@@ -1259,7 +1434,7 @@ export type SearchProblem = Message<"agentvfs.v1.SearchProblem"> & {
  * Use `create(SearchProblemSchema)` to create a new message.
  */
 export const SearchProblemSchema: GenMessage<SearchProblem> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 36);
+  messageDesc(file_agentvfs_v1_filesystem, 39);
 
 /**
  * SearchSummary ends every Grep and Glob stream.
@@ -1336,7 +1511,7 @@ export type SearchSummary = Message<"agentvfs.v1.SearchSummary"> & {
  * Use `create(SearchSummarySchema)` to create a new message.
  */
 export const SearchSummarySchema: GenMessage<SearchSummary> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 37);
+  messageDesc(file_agentvfs_v1_filesystem, 40);
 
 /**
  * @generated from message agentvfs.v1.WatchRequest
@@ -1381,7 +1556,7 @@ export type WatchRequest = Message<"agentvfs.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 38);
+  messageDesc(file_agentvfs_v1_filesystem, 41);
 
 /**
  * ChangeEvent is one committed change of one file.
@@ -1461,6 +1636,28 @@ export type ChangeEvent = Message<"agentvfs.v1.ChangeEvent"> & {
    * @generated from field: string cursor = 11;
    */
   cursor: string;
+
+  /**
+   * The State session of the request that made it.
+   *
+   * @generated from field: string session = 12;
+   */
+  session: string;
+
+  /**
+   * The label the request carried (x-agentvfs-label), if any.
+   *
+   * @generated from field: string label = 13;
+   */
+  label: string;
+
+  /**
+   * The changeset it belongs to, if any: a changeset's events share it and
+   * arrive in one WatchResponse.
+   *
+   * @generated from field: string changeset = 14;
+   */
+  changeset: string;
 };
 
 /**
@@ -1468,7 +1665,7 @@ export type ChangeEvent = Message<"agentvfs.v1.ChangeEvent"> & {
  * Use `create(ChangeEventSchema)` to create a new message.
  */
 export const ChangeEventSchema: GenMessage<ChangeEvent> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 39);
+  messageDesc(file_agentvfs_v1_filesystem, 42);
 
 /**
  * @generated from message agentvfs.v1.WatchResponse
@@ -1496,7 +1693,7 @@ export type WatchResponse = Message<"agentvfs.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 40);
+  messageDesc(file_agentvfs_v1_filesystem, 43);
 
 /**
  * @generated from message agentvfs.v1.ListVersionsRequest
@@ -1513,7 +1710,7 @@ export type ListVersionsRequest = Message<"agentvfs.v1.ListVersionsRequest"> & {
  * Use `create(ListVersionsRequestSchema)` to create a new message.
  */
 export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 41);
+  messageDesc(file_agentvfs_v1_filesystem, 44);
 
 /**
  * FileVersion is one retained version of a file.
@@ -1574,6 +1771,27 @@ export type FileVersion = Message<"agentvfs.v1.FileVersion"> & {
    * @generated from field: bool current = 8;
    */
   current: boolean;
+
+  /**
+   * The State session of the request that made it.
+   *
+   * @generated from field: string session = 9;
+   */
+  session: string;
+
+  /**
+   * The label the request carried (x-agentvfs-label), if any.
+   *
+   * @generated from field: string label = 10;
+   */
+  label: string;
+
+  /**
+   * The changeset it belongs to, if any.
+   *
+   * @generated from field: string changeset = 11;
+   */
+  changeset: string;
 };
 
 /**
@@ -1581,7 +1799,7 @@ export type FileVersion = Message<"agentvfs.v1.FileVersion"> & {
  * Use `create(FileVersionSchema)` to create a new message.
  */
 export const FileVersionSchema: GenMessage<FileVersion> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 42);
+  messageDesc(file_agentvfs_v1_filesystem, 45);
 
 /**
  * @generated from message agentvfs.v1.ListVersionsResponse
@@ -1605,7 +1823,7 @@ export type ListVersionsResponse = Message<"agentvfs.v1.ListVersionsResponse"> &
  * Use `create(ListVersionsResponseSchema)` to create a new message.
  */
 export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 43);
+  messageDesc(file_agentvfs_v1_filesystem, 46);
 
 /**
  * @generated from message agentvfs.v1.RestoreRequest
@@ -1637,7 +1855,7 @@ export type RestoreRequest = Message<"agentvfs.v1.RestoreRequest"> & {
  * Use `create(RestoreRequestSchema)` to create a new message.
  */
 export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 44);
+  messageDesc(file_agentvfs_v1_filesystem, 47);
 
 /**
  * @generated from message agentvfs.v1.RestoreResponse
@@ -1680,7 +1898,7 @@ export type RestoreResponse = Message<"agentvfs.v1.RestoreResponse"> & {
  * Use `create(RestoreResponseSchema)` to create a new message.
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 45);
+  messageDesc(file_agentvfs_v1_filesystem, 48);
 
 /**
  * @generated from message agentvfs.v1.DiffRequest
@@ -1711,7 +1929,7 @@ export type DiffRequest = Message<"agentvfs.v1.DiffRequest"> & {
  * Use `create(DiffRequestSchema)` to create a new message.
  */
 export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 46);
+  messageDesc(file_agentvfs_v1_filesystem, 49);
 
 /**
  * @generated from message agentvfs.v1.DiffResponse
@@ -1763,7 +1981,7 @@ export type DiffResponse = Message<"agentvfs.v1.DiffResponse"> & {
  * Use `create(DiffResponseSchema)` to create a new message.
  */
 export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 47);
+  messageDesc(file_agentvfs_v1_filesystem, 50);
 
 /**
  * AbortedReason says why a search stopped before covering everything.
@@ -1984,6 +2202,19 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof CommitRequestSchema;
     output: typeof CommitResponseSchema;
+  },
+  /**
+   * Rewind undoes, as one changeset, the changes under a path made by one
+   * State session, handle, label or changeset, or every change after a
+   * cursor: each file returns to its content before the first of them
+   * (docs/changesets.md § Rewind).
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.Rewind
+   */
+  rewind: {
+    methodKind: "unary";
+    input: typeof RewindRequestSchema;
+    output: typeof RewindResponseSchema;
   },
   /**
    * ReadRe returns every match of a regular expression in one file.
