@@ -88,10 +88,37 @@ pub struct Rewound {
     pub changeset: String,
 }
 
+/// One file a rewind changes.
+struct Planned {
+    /// The file.
+    path: VfsPath,
+    /// Its version now (`None`: absent).
+    current: Option<u64>,
+    /// Where its content comes back from (`None`: it is deleted): a
+    /// version of the file itself, or, for a file moved away, the version
+    /// its destination got from the move.
+    source: Option<(VfsPath, u64)>,
+    /// The `if_version` guarding it.
+    guard: Option<u64>,
+}
+
+/// What the logs say: each file with a selected change, and where each
+/// selected move's file arrived (source and destination → the log's index
+/// of the arrival and the version it made), as a moved-away file's
+/// history ends at its tombstone and its content lives on at the
+/// destination.
+#[derive(Default)]
+struct LogRead {
+    touched: BTreeMap<VfsPath, Touched>,
+    arrivals: BTreeMap<(VfsPath, VfsPath), Vec<(usize, u64)>>,
+}
+
 /// What the log says about one file with a selected change.
 struct Touched {
     /// The first selected change: the file goes back to before it.
     first: Change,
+    /// Its index among the changes read.
+    first_index: usize,
     /// The file's last change: the version it is at now.
     last: Change,
     /// The first change not selected after `first`, which a rewind would
@@ -103,6 +130,17 @@ impl Touched {
     /// The version the file is at, per the log (`None`: it does not exist).
     fn current(&self) -> Option<u64> {
         (self.last.kind != ChangeKind::Deleted).then_some(self.last.version)
+    }
+
+    /// The `if_version` that guards the file's rewind: its version per the
+    /// log (0: absent), or none when the log does not know it (a change
+    /// made on disk outside agentvfs is logged with version 0).
+    fn guard(&self) -> Option<u64> {
+        match (self.last.kind, self.last.version) {
+            (ChangeKind::Deleted, _) => Some(0),
+            (_, 0) => None,
+            (_, version) => Some(version),
+        }
     }
 }
 
@@ -121,25 +159,30 @@ impl Files<'_> {
     ) -> Result<Rewound> {
         self.check_lists_within(root)?;
         let deadline = Instant::now() + limits.timeout;
-        let touched = self.read_log(root, selector, limits, deadline)?;
-        self.check_one_mount(&touched)?;
-        let mut plan = Vec::with_capacity(touched.len());
-        for (path, file) in &touched {
+        let log = self.read_log(root, selector, limits, deadline)?;
+        self.check_one_mount(&log.touched)?;
+        let mut plan: Vec<Planned> = Vec::with_capacity(log.touched.len());
+        for (path, file) in &log.touched {
             if let Some(intruder) = file.intruder.as_ref().filter(|_| !force) {
                 return Err(conflict(path, file, intruder));
             }
-            let target = self.version_before(path, &file.first)?;
-            if target.is_some() || file.current().is_some() {
-                plan.push((path.clone(), file.current(), target));
+            let source = self.content_before(path, file, &log.arrivals)?;
+            if source.is_some() || file.current().is_some() {
+                plan.push(Planned {
+                    path: path.clone(),
+                    current: file.current(),
+                    source,
+                    guard: file.guard(),
+                });
             }
         }
         let mut bytes = 0u64;
         let mut contents = Vec::with_capacity(plan.len());
-        for (path, _, target) in &plan {
-            let data = match target {
+        for planned in &plan {
+            let data = match &planned.source {
                 None => None,
-                Some(version) => {
-                    let (data, _) = self.read_version(path, *version, Op::ReadBinary)?;
+                Some((from, version)) => {
+                    let (data, _) = self.read_version(from, *version, Op::ReadBinary)?;
                     self.charge(data.len() as u64, "the rewind's contents")?;
                     bytes += data.len() as u64;
                     if bytes > limits.max_bytes {
@@ -159,10 +202,10 @@ impl Files<'_> {
         }
         let files = plan
             .iter()
-            .map(|(path, current, target)| RewoundFile {
-                path: path.clone(),
-                from_version: current.unwrap_or(0),
-                to_version: target.unwrap_or(0),
+            .map(|planned| RewoundFile {
+                path: planned.path.clone(),
+                from_version: planned.current.unwrap_or(0),
+                to_version: planned.source.as_ref().map_or(0, |(_, version)| *version),
                 version: 0,
             })
             .collect::<Vec<_>>();
@@ -180,8 +223,8 @@ impl Files<'_> {
         let ops = plan
             .into_iter()
             .zip(contents)
-            .map(|((path, current, _), data)| {
-                let if_version = Some(current.unwrap_or(0));
+            .map(|(planned, data)| {
+                let (path, if_version) = (planned.path, planned.guard);
                 match data {
                     Some(data) => ChangeOp::Write {
                         path,
@@ -223,18 +266,26 @@ impl Files<'_> {
         selector: &Selector,
         limits: &ChangesetLimits,
         deadline: Instant,
-    ) -> Result<BTreeMap<VfsPath, Touched>> {
+    ) -> Result<LogRead> {
         let mut cursor = match selector {
             Selector::Since(cursor) => cursor.clone(),
             _ => ChangeCursor::default(),
         };
-        let mut touched: BTreeMap<VfsPath, Touched> = BTreeMap::new();
+        let mut read = LogRead::default();
+        let too_many = |what: &str| Error::OverLimit {
+            limit: "changeset_max_operations",
+            message: format!(
+                "the rewind would change more than {} {what}; rewind a smaller path",
+                limits.max_operations
+            ),
+        };
+        let (mut index, mut moves) = (0usize, 0usize);
         loop {
             let page = self
                 .backend()
                 .changes(self.scope(), root, &mut cursor, LOG_PAGE)?;
             if page.is_empty() {
-                return Ok(touched);
+                return Ok(read);
             }
             if Instant::now() > deadline {
                 return Err(Error::Timeout(format!(
@@ -244,11 +295,25 @@ impl Files<'_> {
                 )));
             }
             for change in page {
+                index += 1;
                 if !self.may(&change.path, Op::List) {
                     continue;
                 }
                 let selected = selector.selects(&change.origin);
-                match touched.get_mut(&change.path) {
+                if let Some(from) = change.moved_path.as_ref().filter(|_| selected)
+                    && change.kind != ChangeKind::Deleted
+                {
+                    moves += 1;
+                    if moves > 2 * limits.max_operations {
+                        return Err(too_many("moves"));
+                    }
+                    let key = (from.clone(), change.path.clone());
+                    read.arrivals
+                        .entry(key)
+                        .or_default()
+                        .push((index, change.version));
+                }
+                match read.touched.get_mut(&change.path) {
                     Some(file) => {
                         if !selected && file.intruder.is_none() {
                             file.intruder = Some(change.clone());
@@ -256,22 +321,16 @@ impl Files<'_> {
                         file.last = change;
                     }
                     None if selected => {
-                        if touched.len() == limits.max_operations {
-                            return Err(Error::OverLimit {
-                                limit: "changeset_max_operations",
-                                message: format!(
-                                    "the rewind would change more than {} files; rewind a \
-                                     smaller path",
-                                    limits.max_operations
-                                ),
-                            });
+                        if read.touched.len() == limits.max_operations {
+                            return Err(too_many("files"));
                         }
                         let file = Touched {
                             first: change.clone(),
+                            first_index: index,
                             last: change.clone(),
                             intruder: None,
                         };
-                        touched.insert(change.path, file);
+                        read.touched.insert(change.path, file);
                     }
                     None => {}
                 }
@@ -295,11 +354,37 @@ impl Files<'_> {
         }
     }
 
-    /// The version `path` had just before `first` (`None`: no file).
-    fn version_before(&self, path: &VfsPath, first: &Change) -> Result<Option<u64>> {
+    /// Where the content `path` had just before its first selected change
+    /// is kept (`None`: there was no file).
+    fn content_before(
+        &self,
+        path: &VfsPath,
+        file: &Touched,
+        arrivals: &BTreeMap<(VfsPath, VfsPath), Vec<(usize, u64)>>,
+    ) -> Result<Option<(VfsPath, u64)>> {
+        let first = &file.first;
         if first.kind == ChangeKind::Created {
             return Ok(None);
         }
+        // Moved away: the content is the version the move made at its
+        // destination (the two halves are logged side by side).
+        if let Some(to) = first
+            .moved_path
+            .as_ref()
+            .filter(|_| first.kind == ChangeKind::Deleted)
+            && let Some(arrived) = arrivals.get(&(path.clone(), to.clone()))
+            && let Some((_, version)) = arrived
+                .iter()
+                .min_by_key(|(index, _)| index.abs_diff(file.first_index))
+        {
+            return Ok(Some((to.clone(), *version)));
+        }
+        self.version_before(path, first)
+            .map(|v| v.map(|v| (path.clone(), v)))
+    }
+
+    /// The version `path` had just before `first` (`None`: no file).
+    fn version_before(&self, path: &VfsPath, first: &Change) -> Result<Option<u64>> {
         let versions = self.versions(path).map_err(|e| match e.kind() {
             Error::Unsupported(_) => Error::Unsupported(format!(
                 "cannot rewind {path}: its mount keeps no version history, so only files the \
@@ -319,19 +404,16 @@ impl Files<'_> {
 
     /// A dry run's diff: each file from now to its rewound content, within
     /// the whole-diff caps altogether.
-    fn rewind_diff(
-        &self,
-        plan: &[(VfsPath, Option<u64>, Option<u64>)],
-        contents: &[Option<Vec<u8>>],
-    ) -> Result<String> {
+    fn rewind_diff(&self, plan: &[Planned], contents: &[Option<Vec<u8>>]) -> Result<String> {
         let mut out = String::new();
-        for ((path, current, _), target) in plan.iter().zip(contents) {
+        for (planned, target) in plan.iter().zip(contents) {
+            let path = &planned.path;
             let room = DiffCaps::WHOLE.bytes.saturating_sub(out.len());
             if room == 0 {
                 out.push_str("\n… (diff cut: too large)");
                 break;
             }
-            let now = match current {
+            let now = match planned.current {
                 Some(_) => self.read(path, Op::ReadBinary)?.0,
                 None => Vec::new(),
             };

@@ -36,7 +36,10 @@
 //!   cut and reopened round after round, stalled uploads, unfinished MCP
 //!   bodies, concurrent large answers, connections per principal, each
 //!   measured on the server's resident memory;
-//! - `modules`: the module graph of `src/` has no cycle.
+//! - `modules`: the module graph of `src/` has no cycle;
+//! - `rewind`: labels, sessions and changeset ids in Watch and history, and
+//!   Rewind: a recorded turn undone byte for byte on the State, Store and
+//!   object tiers, conflicts, dry runs and selectors.
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -60,6 +63,7 @@ mod modules;
 mod mounts;
 mod moves;
 mod object;
+mod rewind;
 mod sandbox;
 mod search;
 mod server;
