@@ -15,7 +15,10 @@
 // Download move files of any size in chunks (DownloadVersion: a retained
 // version). Commit applies a changeset, several operations of one mount
 // (WriteOp, EditOp, MultiEditOp, DeleteOp, MoveOp) all or nothing; the
-// *Error of a failing one names it (OperationIndex).
+// *Error of a failing one names it (OperationIndex). Options.Label or
+// WithLabel labels the changes calls make; Rewind undoes the changes of one
+// session, handle, label or changeset (ByLabel, ...), or all since a cursor,
+// as one changeset.
 //
 //	c, err := agentvfs.NewClient("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
@@ -52,6 +55,7 @@ import (
 const (
 	SessionHeader   = "x-agentvfs-session"
 	NamespaceHeader = "x-agentvfs-namespace"
+	LabelHeader     = "x-agentvfs-label"
 )
 
 // maxMessageBytes lifts grpc-go's 4 MiB receive limit: the server caps its
@@ -68,6 +72,11 @@ type Options struct {
 	Session string
 	// Namespace narrows the Store tier for a principal configured without one.
 	Namespace string
+	// Label is kept with every change the client's calls make (a turn or
+	// task id that Watch, history and Rewind can name): 1-128 of letters,
+	// digits and -_.@+:~/#= (else INVALID_PARAM); empty sends none.
+	// WithLabel overrides it for one call.
+	Label string
 	// DialOptions are added after the defaults (plaintext, large messages),
 	// e.g. grpc.WithTransportCredentials for TLS.
 	DialOptions []grpc.DialOption
@@ -99,6 +108,9 @@ func NewClient(addr string, opts Options) (*Client, error) {
 	if opts.Namespace != "" {
 		md.Set(NamespaceHeader, opts.Namespace)
 	}
+	if opts.Label != "" {
+		md.Set(LabelHeader, opts.Label)
+	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
@@ -124,12 +136,31 @@ func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
+// WithLabel labels the changes of the calls made with the returned context
+// (x-agentvfs-label), in place of the client's Options.Label:
+//
+//	res, err := c.Commit(agentvfs.WithLabel(ctx, "turn-7"), ops...)
+//	...
+//	_, err = c.Rewind(ctx, "/src", agentvfs.ByLabel("turn-7"))
+func WithLabel(ctx context.Context, label string) context.Context {
+	out, _ := metadata.FromOutgoingContext(ctx)
+	out = out.Copy()
+	out.Set(LabelHeader, label)
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// withMetadata adds the client's metadata to the call's; a key the call's
+// context sets (WithLabel, metadata.AppendToOutgoingContext) wins.
 func withMetadata(ctx context.Context, md metadata.MD) context.Context {
 	if len(md) == 0 {
 		return ctx
 	}
 	out, _ := metadata.FromOutgoingContext(ctx)
-	return metadata.NewOutgoingContext(ctx, metadata.Join(md, out))
+	merged := md.Copy()
+	for k := range out {
+		delete(merged, k)
+	}
+	return metadata.NewOutgoingContext(ctx, metadata.Join(merged, out))
 }
 
 func unaryInterceptor(md metadata.MD) grpc.UnaryClientInterceptor {

@@ -179,3 +179,61 @@ func TestCommitErrorsAreNativeAndNameTheOperation(t *testing.T) {
 		t.Fatalf("want /c/a.txt of 2 bytes, got %v %v", res, err)
 	}
 }
+
+// TestLabelsAndRewind: Options.Label labels a client's changes, WithLabel
+// one call's instead; Rewind by that label undoes exactly them, DryRun
+// first changing nothing; a zero selector is the server's INVALID_PARAM.
+func TestLabelsAndRewind(t *testing.T) {
+	ctx := context.Background()
+	addr := startServer(t, "")
+	c, err := agentvfs.NewClient(addr, agentvfs.Options{Session: "labels", Label: "client-label"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/l/a.txt", Content: "one\n"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Commit(agentvfs.WithLabel(ctx, "turn-2"), agentvfs.EditOp("/l/a.txt", "one", "two"), agentvfs.WriteOp("/l/b.txt", "b\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Changeset == "" {
+		t.Fatal("a commit answers its changeset id")
+	}
+	versions, err := c.Filesystem.ListVersions(ctx, &pb.ListVersionsRequest{Path: "/l/a.txt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, v := range versions.GetVersions() {
+		labels = append(labels, v.GetLabel()+"/"+v.GetChangeset())
+	}
+	if want := []string{"turn-2/" + res.Changeset, "client-label/"}; strings.Join(labels, " ") != strings.Join(want, " ") {
+		t.Fatalf("labels/changesets newest first: got %v, want %v", labels, want)
+	}
+	dry, err := c.Rewind(ctx, "/l", agentvfs.ByLabel("turn-2"), agentvfs.DryRun())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Files) != 2 || dry.Changeset != "" || !strings.Contains(dry.Diff, "-two\n+one") {
+		t.Fatalf("dry run: %+v", dry)
+	}
+	undo, err := c.Rewind(ctx, "/l", agentvfs.ByLabel("turn-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if undo.Changeset == "" || undo.Diff != "" || len(undo.Files) != 2 || !undo.Files[1].GetDeleted() {
+		t.Fatalf("rewind: %+v", undo)
+	}
+	read, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/l/a.txt"})
+	if err != nil || read.GetContent() != "one\n" {
+		t.Fatalf("a.txt after the rewind: %v %v", read.GetContent(), err)
+	}
+	if _, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/l/b.txt"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("b.txt after the rewind: %v", err)
+	}
+	if _, err := c.Rewind(ctx, "/l", agentvfs.RewindSelector{}); agentvfs.CodeOf(err) != agentvfs.CodeInvalidParam {
+		t.Fatalf("a zero selector: want INVALID_PARAM, got %v", err)
+	}
+}

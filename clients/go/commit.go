@@ -101,6 +101,10 @@ type CommitResult struct {
 	// Files is every file the changeset touched, in path order: its new
 	// version and size, or Deleted.
 	Files []*pb.CommittedFile
+	// Changeset is the changeset's id, which its changes carry in Watch
+	// events and versions (ChangeEvent.Changeset), and which Rewind undoes
+	// with ByChangeset.
+	Changeset string
 }
 
 // Commit applies ops, all on one mount, as one changeset: in order, each
@@ -124,5 +128,5 @@ func (c *Client) Commit(ctx context.Context, ops ...ChangesetOp) (*CommitResult,
 	if err != nil {
 		return nil, err
 	}
-	return &CommitResult{Files: resp.GetFiles()}, nil
+	return &CommitResult{Files: resp.GetFiles(), Changeset: resp.GetChangeset()}, nil
 }

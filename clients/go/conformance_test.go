@@ -49,6 +49,7 @@ type step struct {
 	Session     *string           `json:"session"`
 	Token       *string           `json:"token"`
 	Namespace   *string           `json:"namespace"`
+	Label       *string           `json:"label"`
 	CancelAfter *int              `json:"cancel_after"`
 }
 
@@ -127,7 +128,11 @@ func (r *runner) step(caseName string, st step, vars map[string]any) error {
 	if err != nil {
 		return err
 	}
-	result, callErr := call(c, st.Call, substitute(st.Request, vars), st.CancelAfter)
+	ctx := context.Background()
+	if st.Label != nil {
+		ctx = agentvfs.WithLabel(ctx, *st.Label)
+	}
+	result, callErr := call(ctx, c, st.Call, substitute(st.Request, vars), st.CancelAfter)
 	var rpcErr *agentvfs.Error
 	switch {
 	case callErr != nil && !errors.As(callErr, &rpcErr):
@@ -154,8 +159,9 @@ func (r *runner) step(caseName string, st step, vars map[string]any) error {
 	return nil
 }
 
-// call makes one call by name; the result is proto JSON decoded into any.
-func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, error) {
+// call makes one call by name with ctx (a step's label); the result is proto
+// JSON decoded into any.
+func call(ctx context.Context, c *agentvfs.Client, name string, request any, cancelAfter *int) (any, error) {
 	service, method, _ := strings.Cut(name, ".")
 	desc, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName("agentvfs.v1." + service))
 	if err != nil {
@@ -165,7 +171,7 @@ func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, 
 	if md == nil {
 		return nil, fmt.Errorf("no method %s", name)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	raw, err := json.Marshal(request)
 	if err != nil {
@@ -177,8 +183,11 @@ func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, 
 	case md.IsStreamingServer():
 		return serverStream(ctx, cancel, c, name, raw, cancelAfter)
 	}
-	if name == "Filesystem.Commit" {
+	switch name {
+	case "Filesystem.Commit":
 		return commit(ctx, c, raw)
+	case "Filesystem.Rewind":
+		return rewind(ctx, c, raw)
 	}
 	req, err := newMessage(md.Input())
 	if err != nil {
@@ -249,7 +258,42 @@ func commit(ctx context.Context, c *agentvfs.Client, raw []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return toJSON(&pb.CommitResponse{Files: res.Files})
+	return toJSON(&pb.CommitResponse{Files: res.Files, Changeset: res.Changeset})
+}
+
+// rewind runs a Rewind step through Client.Rewind, its selector built by
+// BySession ... SinceCursor and its flags by DryRun and Force; the result is
+// the response's proto JSON.
+func rewind(ctx context.Context, c *agentvfs.Client, raw []byte) (any, error) {
+	req := &pb.RewindRequest{}
+	if err := protojson.Unmarshal(raw, req); err != nil {
+		return nil, fmt.Errorf("bad request: %w", err)
+	}
+	var sel agentvfs.RewindSelector
+	switch s := req.GetSelector().(type) {
+	case *pb.RewindRequest_Session:
+		sel = agentvfs.BySession(s.Session)
+	case *pb.RewindRequest_Handle:
+		sel = agentvfs.ByHandle(s.Handle)
+	case *pb.RewindRequest_Label:
+		sel = agentvfs.ByLabel(s.Label)
+	case *pb.RewindRequest_Changeset:
+		sel = agentvfs.ByChangeset(s.Changeset)
+	case *pb.RewindRequest_SinceCursor:
+		sel = agentvfs.SinceCursor(s.SinceCursor)
+	}
+	var opts []agentvfs.RewindOption
+	if req.GetDryRun() {
+		opts = append(opts, agentvfs.DryRun())
+	}
+	if req.GetForce() {
+		opts = append(opts, agentvfs.Force())
+	}
+	res, err := c.Rewind(ctx, req.GetPath(), sel, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return toJSON(&pb.RewindResponse{Files: res.Files, Diff: res.Diff, Changeset: res.Changeset})
 }
 
 func newMessage(d protoreflect.MessageDescriptor) (proto.Message, error) {

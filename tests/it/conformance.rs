@@ -143,6 +143,7 @@ impl Runner {
                 .as_str()
                 .map(|ns| format!("{case_name}.{ns}")),
             token: step["token"].as_str().unwrap_or(&self.token),
+            label: step["label"].as_str(),
         };
         let request = substitute(&step["request"], vars);
         let outcome = self
@@ -251,15 +252,17 @@ impl Runner {
 }
 
 /// Who a step calls as: its session, its namespace (`<case>.<namespace>`
-/// when the step names one) and its bearer token ("" for none).
+/// when the step names one), its bearer token ("" for none) and the label of
+/// its changes, if any.
 struct Scope<'a> {
     session: &'a str,
     namespace: Option<String>,
     token: &'a str,
+    label: Option<&'a str>,
 }
 
-/// A request carrying the session, the namespace if any and, unless the
-/// token is empty, the token.
+/// A request carrying the session, the namespace and the label if any and,
+/// unless the token is empty, the token.
 fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
     let mut req = Request::new(msg);
     let md = req.metadata_mut();
@@ -273,6 +276,12 @@ fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
         md.insert(
             "x-agentvfs-namespace",
             MetadataValue::try_from(namespace.as_str()).expect("ASCII namespace"),
+        );
+    }
+    if let Some(label) = scope.label {
+        md.insert(
+            "x-agentvfs-label",
+            MetadataValue::try_from(label).expect("ASCII label"),
         );
     }
     if !scope.token.is_empty() {

@@ -11,6 +11,7 @@ import pytest
 from agentvfs import (
     CONFLICT,
     INVALID_PARAM,
+    LABEL_HEADER,
     NOT_FOUND,
     AgentVfsError,
     AsyncClient,
@@ -163,3 +164,42 @@ async def test_async_commit(server: Server) -> None:
         with pytest.raises(AgentVfsError) as caught:
             await c.commit([DeleteOp("/c/a.txt"), MoveOp("/c/a.txt", "/c/b.txt")])
         assert caught.value.operation_index == 1
+
+
+def test_labels_and_rewind(server: Server) -> None:
+    """The client's label, `with_label` for some calls (sharing the channel)
+    and a call's own metadata label each mark the changes; rewind by a label
+    undoes exactly them, a dry run first changing nothing; a rewind takes
+    exactly one selector."""
+    with Client(server.address, session=session(), label="client-label") as c:
+        c.filesystem.Write(pb.WriteRequest(path="/l/a.txt", content="one\n"))
+        res = c.with_label("turn-2").commit([EditOp("/l/a.txt", "one", "two"), WriteOp("/l/b.txt", "b\n")])
+        assert res.changeset
+        c.filesystem.Write(pb.WriteRequest(path="/l/c.txt", content="c\n"), metadata=((LABEL_HEADER, "own"),))
+        versions = c.filesystem.ListVersions(pb.ListVersionsRequest(path="/l/a.txt")).versions
+        assert [(v.label, v.changeset) for v in versions] == [("turn-2", res.changeset), ("client-label", "")]
+        assert c.filesystem.ListVersions(pb.ListVersionsRequest(path="/l/c.txt")).versions[0].label == "own"
+        dry = c.rewind("/l", label="turn-2", dry_run=True)
+        assert (len(dry.files), dry.changeset) == (2, "") and "-two\n+one" in dry.diff
+        assert c.filesystem.Read(pb.ReadRequest(path="/l/a.txt")).content == "two\n"
+        undo = c.rewind("/l", label="turn-2")
+        assert undo.changeset and [(f.path, f.deleted) for f in undo.files] == [("/l/a.txt", False), ("/l/b.txt", True)]
+        assert c.filesystem.Read(pb.ReadRequest(path="/l/a.txt")).content == "one\n"
+        with pytest.raises(ValueError, match="exactly one"):
+            c.rewind("/l")
+        with pytest.raises(ValueError, match="exactly one"):
+            c.rewind("/l", label="turn-2", changeset=res.changeset)
+
+
+async def test_async_labels_and_rewind(server: Server) -> None:
+    """The same through the AsyncClient: `with_label`, `rewind` by changeset."""
+    async with AsyncClient(server.address, session=session()) as c:
+        await c.filesystem.Write(pb.WriteRequest(path="/l/a.txt", content="one\n"))
+        res = await c.with_label("turn-1").commit([EditOp("/l/a.txt", "one", "two")])
+        versions = (await c.filesystem.ListVersions(pb.ListVersionsRequest(path="/l/a.txt"))).versions
+        assert versions[0].label == "turn-1"
+        undo = await c.rewind("/l", changeset=res.changeset)
+        assert [f.path for f in undo.files] == ["/l/a.txt"]
+        assert (await c.filesystem.Read(pb.ReadRequest(path="/l/a.txt"))).content == "one\n"
+        with pytest.raises(ValueError, match="exactly one"):
+            await c.rewind("/l", session=None)

@@ -111,7 +111,10 @@ async def run_case(
         request = substitute(step.get("request", {}), variables)
         where = f"step {i} ({step['call']})"
         try:
-            result = await call(client(session, namespace, token), md, request, step.get("cancel_after"))
+            c = client(session, namespace, token)
+            if "label" in step:
+                c = c.with_label(step["label"])
+            result = await call(c, md, request, step.get("cancel_after"))
         except AgentVfsError as err:
             assert "error" in step, f"{where}: unexpected error {err}"
             check(where, substitute(step["error"], variables), error_json(err))
@@ -196,6 +199,15 @@ def commit_ops(req: filesystem_pb2.CommitRequest) -> list[ChangesetOp]:
     return ops
 
 
+def rewind_args(req: filesystem_pb2.RewindRequest) -> dict[str, Any]:
+    """The rewind() arguments of a Rewind step: its one selector by name."""
+    selector = req.WhichOneof("selector")
+    args: dict[str, Any] = {"path": req.path or "/", "dry_run": req.dry_run, "force": req.force}
+    if selector is not None:
+        args[selector] = getattr(req, selector)
+    return args
+
+
 def upload_args(request: dict[str, Any]) -> tuple[str, bytes, bool, int | None]:
     header = json_format.ParseDict(request["header"], filesystem_pb2.WriteBytesHeader())
     data = b"".join(
@@ -244,6 +256,8 @@ async def sync_call(client: Client, md: MethodDescriptor, request: dict[str, Any
         return download_result(info, out.getvalue())
     if md.name == "Commit":
         return to_dict(client.commit(commit_ops(req)))  # type: ignore[arg-type]
+    if md.name == "Rewind":
+        return to_dict(client.rewind(**rewind_args(req)))  # type: ignore[arg-type]
     if md.name == "Watch":
         watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
         events = [to_dict(e) for e in watch]
@@ -279,6 +293,8 @@ async def async_call(client: AsyncClient, md: MethodDescriptor, request: dict[st
         return download_result(info, out.getvalue())
     if md.name == "Commit":
         return to_dict(await client.commit(commit_ops(req)))  # type: ignore[arg-type]
+    if md.name == "Rewind":
+        return to_dict(await client.rewind(**rewind_args(req)))  # type: ignore[arg-type]
     if md.name == "Watch":
         watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
         events = [to_dict(e) async for e in watch]

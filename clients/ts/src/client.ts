@@ -18,6 +18,7 @@ import {
   type ChangeEvent,
   type ChangesetOperationSchema,
   type CommitResponse,
+  type RewindResponse,
   type FileInfo,
   type GlobBatch,
   type GrepBatch,
@@ -39,6 +40,8 @@ import { AgentVfsError } from "./errors.js";
 export const SESSION_HEADER = "x-agentvfs-session";
 /** Metadata key narrowing the Store namespace. */
 export const NAMESPACE_HEADER = "x-agentvfs-namespace";
+/** Metadata key of the label kept with every change a call makes. */
+export const LABEL_HEADER = "x-agentvfs-label";
 /** Bytes per upload message: few messages per file, far below gRPC's 4 MiB default limit. */
 export const CHUNK_BYTES = 1 << 20;
 /** Largest message accepted: a Read of a large text file is one message. */
@@ -52,6 +55,13 @@ export interface ConnectOptions {
   session?: string;
   /** Narrows the Store namespace of a principal configured without one. */
   namespace?: string;
+  /**
+   * Kept with every change the client's calls make (`x-agentvfs-label`; 1-128
+   * of letters, digits and `-_.@+:~/#=`), for Watch, history and
+   * {@link AgentVfs.rewind} to name. {@link AgentVfs.withLabel} changes it for
+   * some calls; a call's own `headers` with the key win too.
+   */
+  label?: string;
 }
 
 /** Options of a streaming helper. */
@@ -183,6 +193,36 @@ function operationOf(o: ChangesetOp): MessageInitShape<typeof ChangesetOperation
   }
 }
 
+type OneOf<K extends string> = { [P in K]: { [Q in P]: string } & { [Q in Exclude<K, P>]?: undefined } }[K];
+
+/**
+ * Which changes {@link AgentVfs.rewind} undoes: exactly one of those made in
+ * a State `session`, through a `handle`, under a `label`, by a `changeset`
+ * (`CommitResponse.changeset`), or every change after `sinceCursor` (an
+ * event's cursor, {@link Watch.cursor}).
+ */
+export type RewindSelector = OneOf<"session" | "handle" | "label" | "changeset" | "sinceCursor">;
+
+/** Options of {@link AgentVfs.rewind}. */
+export interface RewindOptions extends StreamOptions {
+  /** Change nothing: answer the files and the unified diff of what the rewind would do. */
+  dryRun?: boolean;
+  /** Undo a file even when a change not selected came after the selected ones (it is undone too). */
+  force?: boolean;
+}
+
+const REWIND_SELECTORS = ["session", "handle", "label", "changeset", "sinceCursor"] as const;
+
+/** The RewindRequest's selector, checking there is exactly one. */
+function rewindSelector(selector: RewindSelector): { case: (typeof REWIND_SELECTORS)[number]; value: string } {
+  const given = REWIND_SELECTORS.filter((k) => selector[k] !== undefined);
+  const [only] = given;
+  if (given.length !== 1 || only === undefined) {
+    throw new TypeError(`rewind takes exactly one of ${REWIND_SELECTORS.join(", ")}; got ${given.join(", ") || "none"}`);
+  }
+  return { case: only, value: selector[only] as string };
+}
+
 /** Default of {@link WatchOptions.retries}. */
 export const WATCH_RETRIES = 10;
 /** Delay before a Watch's first reconnect, doubling up to {@link WATCH_MAX_DELAY_MS}. */
@@ -198,17 +238,24 @@ export class AgentVfs {
   /** Every Access RPC (handles and grants). */
   readonly access: Client<typeof Access>;
   private readonly session: Http2SessionManager;
+  private readonly baseUrl: string;
+  private readonly options: ConnectOptions;
 
   /**
    * @param address `host:port` ("localhost:50051") or a URL
    *   ("http://localhost:50051"); plaintext unless the URL is https.
+   * @param shared internal: the connection of the client {@link withLabel} was called on.
    */
-  constructor(address: string, options: ConnectOptions = {}) {
+  constructor(address: string, options: ConnectOptions = {}, shared?: Http2SessionManager) {
     const baseUrl = /^https?:\/\//.test(address) ? address : `http://${address}`;
-    this.session = new TunedSessionManager(baseUrl, undefined, {
-      settings: { initialWindowSize: STREAM_WINDOW_BYTES },
-      createConnection: connectNoDelay,
-    });
+    this.baseUrl = baseUrl;
+    this.options = options;
+    this.session =
+      shared ??
+      new TunedSessionManager(baseUrl, undefined, {
+        settings: { initialWindowSize: STREAM_WINDOW_BYTES },
+        createConnection: connectNoDelay,
+      });
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.session,
@@ -218,6 +265,19 @@ export class AgentVfs {
     this.filesystem = withErrors(createClient(Filesystem, transport));
     this.tools = withErrors(createClient(Tools, transport));
     this.access = withErrors(createClient(Access, transport));
+  }
+
+  /**
+   * This client with the label `label` for the changes its calls make,
+   * sharing the connection (closing either closes both):
+   *
+   * ```ts
+   * await vfs.withLabel("turn-7").commit([...]);
+   * await vfs.rewind("/src", { label: "turn-7" });
+   * ```
+   */
+  withLabel(label: string): AgentVfs {
+    return new AgentVfs(this.baseUrl, { ...this.options, label }, this.session);
   }
 
   /** Searches file contents; the matches arrive in path order. */
@@ -249,6 +309,26 @@ export class AgentVfs {
    */
   commit(ops: readonly ChangesetOp[], options: StreamOptions = {}): Promise<CommitResponse> {
     return this.filesystem.commit({ operations: ops.map(operationOf) }, options);
+  }
+
+  /**
+   * Undoes, as one changeset, the changes under `path` ("" is "/") that
+   * `selector` picks (exactly one key, else a TypeError before any call):
+   * each file goes back to its content before the first of them
+   * (docs/changesets.md § Rewind). The answer's `files` (`fromVersion`,
+   * `toVersion`, `version`, `deleted`, in path order), `diff` (a `dryRun`'s
+   * unified diff; nothing changes) and `changeset` (the rewind's id). A file
+   * that a change not selected changed afterwards rejects with a
+   * {@link ConflictError} and nothing applies, unless `force`.
+   *
+   * ```ts
+   * console.log((await vfs.rewind("/src", { label: "turn-7" }, { dryRun: true })).diff);
+   * await vfs.rewind("/src", { label: "turn-7" });
+   * ```
+   */
+  async rewind(path: string, selector: RewindSelector, options: RewindOptions = {}): Promise<RewindResponse> {
+    const { dryRun = false, force = false, ...call } = options;
+    return this.filesystem.rewind({ path, selector: rewindSelector(selector), dryRun, force }, call);
   }
 
   /** Writes bytes, or chunks from an (async) iterable, to a file in {@link CHUNK_BYTES} messages. */
@@ -466,6 +546,8 @@ function callerMetadata(options: ConnectOptions): Interceptor {
     if (options.token) req.header.set("authorization", `Bearer ${options.token}`);
     if (options.session) req.header.set(SESSION_HEADER, options.session);
     if (options.namespace) req.header.set(NAMESPACE_HEADER, options.namespace);
+    // A label the call's own headers carry wins.
+    if (options.label && !req.header.has(LABEL_HEADER)) req.header.set(LABEL_HEADER, options.label);
     return next(req);
   };
 }

@@ -6,11 +6,12 @@
  * const vfs = new AgentVfs("localhost:50051", { session: "demo" });
  * await vfs.filesystem.write({ path: "/notes/a.md", content: "hello\n" });
  * for await (const m of vfs.grep({ pattern: "hello", path: "/notes" })) console.log(m.path, m.lineNumber);
- * await vfs.commit([{ op: "write", path: "/notes/b.md", content: "b\n" }, { op: "delete", path: "/notes/a.md" }]);
+ * const res = await vfs.withLabel("turn-1").commit([{ op: "write", path: "/notes/b.md", content: "b\n" }, { op: "delete", path: "/notes/a.md" }]);
+ * await vfs.rewind("/notes", { changeset: res.changeset }); // or { label: "turn-1" }
  * for await (const e of vfs.watch("/notes", { stopAtHead: true })) console.log(e.kind, e.path, e.cursor);
  * ```
  */
-export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
+export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
 export type {
   ChangesetOp,
   ConnectOptions,
@@ -19,6 +20,8 @@ export type {
   EditOp,
   MoveOp,
   MultiEditOp,
+  RewindOptions,
+  RewindSelector,
   StreamOptions,
   WatchOptions,
   WriteOp,

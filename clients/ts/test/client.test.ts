@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import { AgentVfs, AgentVfsError, CHUNK_BYTES, ErrorCode, NotFoundError } from "../src/index.js";
+import { AgentVfs, AgentVfsError, CHUNK_BYTES, ConflictError, ErrorCode, LABEL_HEADER, NotFoundError, type RewindSelector } from "../src/index.js";
 import { Server } from "./server.js";
 
 let server: Server;
@@ -136,5 +136,35 @@ test("commit applies a changeset; a failing operation is named on the native err
     { op: "multiEdit", path: "/c/a.txt", edits: [{ oldString: "one", newString: "1" }, { oldString: "two", newString: "2", replaceAll: true }] },
   ]);
   assert.deepEqual(done.files.map((f) => [f.path, f.size]), [["/c/a.txt", 4n]]);
+  vfs.close();
+});
+
+test("labels come from the client, withLabel or a call's headers; rewind by label undoes them", async () => {
+  const vfs = new AgentVfs(server.address, { session: `ts-client-${randomUUID()}`, label: "client-label" });
+  await vfs.filesystem.write({ path: "/l/a.txt", content: "one\n" });
+  const res = await vfs.withLabel("turn-2").commit([
+    { op: "edit", path: "/l/a.txt", oldString: "one", newString: "two" },
+    { op: "write", path: "/l/b.txt", content: "b\n" },
+  ]);
+  assert.ok(res.changeset);
+  await vfs.filesystem.write({ path: "/l/c.txt", content: "c\n" }, { headers: { [LABEL_HEADER]: "own" } });
+  const versions = (await vfs.filesystem.listVersions({ path: "/l/a.txt" })).versions;
+  assert.deepEqual(
+    versions.map((v) => [v.label, v.changeset]),
+    [["turn-2", res.changeset], ["client-label", ""]],
+  );
+  assert.equal((await vfs.filesystem.listVersions({ path: "/l/c.txt" })).versions[0]?.label, "own");
+  const dry = await vfs.rewind("/l", { label: "turn-2" }, { dryRun: true });
+  assert.equal(dry.files.length, 2);
+  assert.equal(dry.changeset, "");
+  assert.match(dry.diff, /-two\n\+one/);
+  await vfs.withLabel("other").filesystem.edit({ path: "/l/a.txt", oldString: "two", newString: "three" });
+  await assert.rejects(vfs.rewind("/l", { label: "turn-2" }), (e: unknown) => e instanceof ConflictError && e.path === "/l/a.txt");
+  const undo = await vfs.rewind("/l", { label: "turn-2" }, { force: true });
+  assert.ok(undo.changeset);
+  assert.deepEqual(undo.files.map((f) => [f.path, f.deleted]), [["/l/a.txt", false], ["/l/b.txt", true]]);
+  assert.equal((await vfs.filesystem.read({ path: "/l/a.txt" })).content, "one\n");
+  await assert.rejects(vfs.rewind("/l", {} as RewindSelector), TypeError);
+  await assert.rejects(vfs.rewind("/l", { label: "a", changeset: "b" } as unknown as RewindSelector), TypeError);
   vfs.close();
 });

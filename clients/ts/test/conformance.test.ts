@@ -19,6 +19,8 @@ import {
   ChangeEventSchema,
   CommitRequestSchema,
   CommitResponseSchema,
+  RewindRequestSchema,
+  RewindResponseSchema,
   ConflictError,
   FileInfoSchema,
   Filesystem,
@@ -30,6 +32,7 @@ import {
   Tools,
   WriteBytesHeaderSchema,
   type ChangesetOp,
+  type RewindSelector,
   type FileInfo,
   type GrepMatch,
   type Search,
@@ -49,6 +52,7 @@ interface Step {
   session?: string;
   token?: string;
   namespace?: string;
+  label?: string;
   cancel_after?: number;
 }
 
@@ -95,7 +99,8 @@ for (const file of files) {
           const where = `step ${i} (${step.call})`;
           const session = `ts.${c.name}${step.session === undefined ? "" : `.${step.session}`}`;
           const namespace = step.namespace === undefined ? undefined : `ts.${c.name}.${step.namespace}`;
-          const vfs = client(session, namespace, step.token ?? suite.token ?? "");
+          const base = client(session, namespace, step.token ?? suite.token ?? "");
+          const vfs = step.label === undefined ? base : base.withLabel(step.label);
           let result: Json;
           try {
             result = await call(vfs, step.call, substitute(step.request ?? {}, vars) as Obj, step.cancel_after);
@@ -160,6 +165,11 @@ async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: numb
   }
   if (name === "Filesystem.Commit") {
     return json(CommitResponseSchema, await vfs.commit(commitOps(request)));
+  }
+  if (name === "Filesystem.Rewind") {
+    const { path, selector, dryRun, force } = fromJson(RewindRequestSchema, request);
+    const sel = (selector.case === undefined ? {} : { [selector.case]: selector.value }) as unknown as RewindSelector;
+    return json(RewindResponseSchema, await vfs.rewind(path, sel, { dryRun, force }));
   }
   const req = fromJson(method.input, request);
   if (method.methodKind === "server_streaming") {

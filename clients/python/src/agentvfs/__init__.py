@@ -17,10 +17,15 @@
   nothing: `WriteOp`, `EditOp`, `MultiEditOp` (of `Edit`s), `DeleteOp`,
   `MoveOp` (`agentvfs.changeset`); a failing operation's index is the
   error's ``operation_index``.
+- Labels: ``label=`` (or `Client.with_label`) is sent as ``x-agentvfs-label``
+  and kept with every change a call makes; `rewind` undoes the changes of one
+  session, handle, label or changeset (``CommitResponse.changeset``), or all
+  since a cursor, as one changeset (``dry_run``, ``force``).
 - `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
 - `agentvfs.v1`: the generated messages and stubs (``scripts/generate-clients``).
 """
 
+from agentvfs._common import LABEL_HEADER
 from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
 from agentvfs.changeset import ChangesetOp, DeleteOp, Edit, EditOp, MoveOp, MultiEditOp, WriteOp
 from agentvfs.client import Client, Search, Watch
@@ -49,6 +54,7 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAM",
     "IS_DIRECTORY",
+    "LABEL_HEADER",
     "NOT_FOUND",
     "TIMEOUT",
     "AccessDeniedError",

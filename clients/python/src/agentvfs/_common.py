@@ -15,6 +15,8 @@ from agentvfs.v1 import filesystem_pb2
 SESSION_HEADER: Final = "x-agentvfs-session"
 #: Metadata key narrowing the Store namespace.
 NAMESPACE_HEADER: Final = "x-agentvfs-namespace"
+#: Metadata key of the label kept with every change a call makes.
+LABEL_HEADER: Final = "x-agentvfs-label"
 #: Bytes per upload message: few messages per file, far below gRPC's 4 MiB limit.
 CHUNK_BYTES: Final = 1 << 20
 #: Largest message the clients accept: a Read of a large text file is one message.
@@ -23,7 +25,9 @@ MAX_MESSAGE_BYTES: Final = 256 << 20
 CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]
 
 
-def call_metadata(token: str | None, session: str | None, namespace: str | None) -> tuple[tuple[str, str], ...]:
+def call_metadata(
+    token: str | None, session: str | None, namespace: str | None, label: str | None = None
+) -> tuple[tuple[str, str], ...]:
     """The metadata every call carries."""
     md = []
     if token:
@@ -32,7 +36,52 @@ def call_metadata(token: str | None, session: str | None, namespace: str | None)
         md.append((SESSION_HEADER, session))
     if namespace:
         md.append((NAMESPACE_HEADER, namespace))
+    if label:
+        md.append((LABEL_HEADER, label))
     return tuple(md)
+
+
+def with_label(metadata: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, str], ...]:
+    """`metadata` with its label replaced by `label`."""
+    return tuple(kv for kv in metadata if kv[0] != LABEL_HEADER) + ((LABEL_HEADER, label),)
+
+
+def merge_metadata(
+    client: tuple[tuple[str, str], ...], call: Iterable[tuple[str, str]]
+) -> tuple[tuple[str, str], ...]:
+    """A call's metadata: the client's, but a key the call passes itself
+    (``metadata=[(LABEL_HEADER, "turn-7")]``) replaces the client's."""
+    own = tuple(call)
+    keys = {k for k, _ in own}
+    return tuple(kv for kv in client if kv[0] not in keys) + own
+
+
+def rewind_request(
+    path: str,
+    session: str | None,
+    handle: str | None,
+    label: str | None,
+    changeset: str | None,
+    since_cursor: str | None,
+    dry_run: bool,
+    force: bool,
+) -> filesystem_pb2.RewindRequest:
+    """The RewindRequest of `Client.rewind`; exactly one selector, else
+    ValueError before any call."""
+    selectors = {
+        "session": session,
+        "handle": handle,
+        "label": label,
+        "changeset": changeset,
+        "since_cursor": since_cursor,
+    }
+    given = {k: v for k, v in selectors.items() if v is not None}
+    if len(given) != 1:
+        raise ValueError(
+            "rewind takes exactly one of session, handle, label, changeset or since_cursor; "
+            f"got {', '.join(given) or 'none'}"
+        )
+    return filesystem_pb2.RewindRequest(path=path, dry_run=dry_run, force=force, **given)
 
 
 #: Reconnects in a row a Watch makes (each failing with UNAVAILABLE) before

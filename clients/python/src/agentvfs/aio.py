@@ -22,8 +22,11 @@ from agentvfs._common import (
     WATCH_RETRIES,
     WatchBase,
     call_metadata,
+    merge_metadata,
+    rewind_request,
     upload_requests,
     watch_delay,
+    with_label,
 )
 from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
@@ -43,7 +46,7 @@ class _AsyncGuarded:
         method = getattr(self._stub, name)
 
         def call(request: Any, *, metadata: Iterable[tuple[str, str]] = (), **kwargs: Any) -> Any:
-            call = method(request, metadata=self._metadata + tuple(metadata), **kwargs)
+            call = method(request, metadata=merge_metadata(self._metadata, metadata), **kwargs)
             if isinstance(method, grpc.aio.UnaryStreamMultiCallable):
                 return _AsyncGuardedStream(call)
             return _guarded_result(call)
@@ -180,13 +183,18 @@ class AsyncClient:
         token: str | None = None,
         session: str | None = None,
         namespace: str | None = None,
+        label: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if credentials is None:
             self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
-        md = call_metadata(token, session, namespace)
+        self._bind(call_metadata(token, session, namespace, label))
+
+    def _bind(self, md: tuple[tuple[str, str], ...]) -> None:
+        """Makes the stubs, each call carrying `md`."""
+        self._metadata = md
         #: Every Filesystem RPC, typed.
         self.filesystem = cast(
             "filesystem_pb2_grpc.FilesystemAsyncStub",
@@ -198,6 +206,14 @@ class AsyncClient:
         self.access = cast(
             "access_pb2_grpc.AccessAsyncStub", _AsyncGuarded(access_pb2_grpc.AccessStub(self._channel), md)
         )
+
+    def with_label(self, label: str) -> AsyncClient:
+        """This client with the label `label` for the changes its calls
+        make, sharing the channel, as `Client.with_label`."""
+        view = AsyncClient.__new__(AsyncClient)
+        view._channel = self._channel
+        view._bind(with_label(self._metadata, label))
+        return view
 
     def grep(
         self, request: filesystem_pb2.GrepRequest | None = None, /, **fields: Any
@@ -230,6 +246,23 @@ class AsyncClient:
         """Applies `ops` as one changeset, as `Client.commit`:
         ``await client.commit([WriteOp("/a.md", "hi\n")])``."""
         return await self.filesystem.Commit(commit_request(ops))
+
+    async def rewind(
+        self,
+        path: str = "/",
+        *,
+        session: str | None = None,
+        handle: str | None = None,
+        label: str | None = None,
+        changeset: str | None = None,
+        since_cursor: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> filesystem_pb2.RewindResponse:
+        """Undoes the changes one selector picks as one changeset, as
+        `Client.rewind`: ``await client.rewind("/src", label="turn-7")``."""
+        req = rewind_request(path, session, handle, label, changeset, since_cursor, dry_run, force)
+        return await self.filesystem.Rewind(req)
 
     async def upload(
         self,

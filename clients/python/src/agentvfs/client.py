@@ -23,8 +23,11 @@ from agentvfs._common import (
     WATCH_RETRIES,
     WatchBase,
     call_metadata,
+    merge_metadata,
+    rewind_request,
     upload_requests,
     watch_delay,
+    with_label,
 )
 from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
@@ -46,7 +49,7 @@ class _Guarded:
 
         def call(request: Any, *, metadata: Iterable[tuple[str, str]] = (), **kwargs: Any) -> Any:
             try:
-                result = method(request, metadata=self._metadata + tuple(metadata), **kwargs)
+                result = method(request, metadata=merge_metadata(self._metadata, metadata), **kwargs)
             except grpc.RpcError as err:
                 raise error_from(err) from err
             return _GuardedStream(result) if isinstance(method, grpc.UnaryStreamMultiCallable) else result
@@ -173,6 +176,10 @@ class Client:
         token: bearer token of the principal (none with the default config).
         session: the State session (``x-agentvfs-session``).
         namespace: narrows the Store namespace of a principal without one.
+        label: kept with every change the client's calls make
+            (``x-agentvfs-label``; 1-128 of letters, digits and
+            ``-_.@+:~/#=``), for Watch, history and `rewind` to name;
+            `with_label` changes it for some calls.
         credentials: TLS channel credentials; plaintext when omitted.
     """
 
@@ -183,13 +190,18 @@ class Client:
         token: str | None = None,
         session: str | None = None,
         namespace: str | None = None,
+        label: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if credentials is None:
             self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
-        md = call_metadata(token, session, namespace)
+        self._bind(call_metadata(token, session, namespace, label))
+
+    def _bind(self, md: tuple[tuple[str, str], ...]) -> None:
+        """Makes the stubs, each call carrying `md`."""
+        self._metadata = md
         #: Every Filesystem RPC, typed.
         self.filesystem = cast(
             filesystem_pb2_grpc.FilesystemStub, _Guarded(filesystem_pb2_grpc.FilesystemStub(self._channel), md)
@@ -198,6 +210,18 @@ class Client:
         self.tools = cast(tools_pb2_grpc.ToolsStub, _Guarded(tools_pb2_grpc.ToolsStub(self._channel), md))
         #: Every Access RPC, typed.
         self.access = cast(access_pb2_grpc.AccessStub, _Guarded(access_pb2_grpc.AccessStub(self._channel), md))
+
+    def with_label(self, label: str) -> Client:
+        """This client with the label `label` for the changes its calls
+        make, sharing the channel (closing either closes both)::
+
+            client.with_label("turn-7").commit([...])
+            client.rewind("/src", label="turn-7")
+        """
+        view = Client.__new__(Client)
+        view._channel = self._channel
+        view._bind(with_label(self._metadata, label))
+        return view
 
     def grep(self, request: filesystem_pb2.GrepRequest | None = None, /, **fields: Any) -> Search[filesystem_pb2.GrepMatch]:
         """Searches file contents: ``client.grep(pattern="TODO", path="/src")``."""
@@ -238,6 +262,35 @@ class Client:
             client.commit([WriteOp("/a.md", "hi\n"), MoveOp("/b.md", "/c.md")])
         """
         return self.filesystem.Commit(commit_request(ops))
+
+    def rewind(
+        self,
+        path: str = "/",
+        *,
+        session: str | None = None,
+        handle: str | None = None,
+        label: str | None = None,
+        changeset: str | None = None,
+        since_cursor: str | None = None,
+        dry_run: bool = False,
+        force: bool = False,
+    ) -> filesystem_pb2.RewindResponse:
+        """Undoes, as one changeset, the changes under `path` that exactly
+        one selector picks (else ValueError): those of a State `session`, a
+        `handle`, a `label`, a `changeset` (``CommitResponse.changeset``), or
+        all after `since_cursor`. Each file goes back to its content before
+        the first of them (docs/changesets.md § Rewind). The answer's
+        ``files`` (``from_version``, ``to_version``, ``version``,
+        ``deleted``, in path order), ``diff`` (a `dry_run`'s unified diff;
+        nothing changes) and ``changeset`` (the rewind's id). A file changed
+        afterwards by a change not selected raises `ConflictError` and
+        nothing applies, unless `force`::
+
+            print(client.rewind("/src", label="turn-7", dry_run=True).diff)
+            client.rewind("/src", label="turn-7")
+        """
+        req = rewind_request(path, session, handle, label, changeset, since_cursor, dry_run, force)
+        return self.filesystem.Rewind(req)
 
     def upload(
         self,
