@@ -8,14 +8,13 @@
 //! Needs versitygw (`scripts/versitygw install`, then `AGENTVFS_VERSITYGW`).
 //! `AGENTVFS_BENCH_SCALE=0.1` shrinks the rounds for a quick run.
 
-#[path = "../tests/support/s3.rs"]
-#[allow(dead_code)] // the bench uses the server, not every helper
-mod s3;
+mod s3_served;
 mod support;
 
 use agentvfs::pb;
 use agentvfs::pb::changeset_operation::Operation;
 use agentvfs::pb::filesystem_client::FilesystemClient;
+use s3_served::s3;
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::{Served, scaled};
@@ -30,22 +29,9 @@ const LARGE_FILES: usize = 768;
 const LARGE_FILE_BYTES: usize = 64 << 10;
 
 /// A server with State at `/` and `mount` (one `[[mount]]` at `/data`), run
-/// in `dir`, reaching the test S3 server.
+/// in `dir`, reaching the test S3 server, taking changesets of 64 MiB.
 fn serve(dir: &Path, mount: &str) -> Served {
-    std::fs::create_dir_all(dir).expect("server dir");
-    let config = format!(
-        "[limits]\nchangeset_max_bytes = 67108864\n\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n{mount}"
-    );
-    std::fs::write(dir.join("agentvfs.toml"), config).expect("config");
-    let s3 = s3::s3();
-    // SAFETY: set before any thread of this benchmark reads the environment.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT_URL", &s3.endpoint);
-        std::env::set_var("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", s3::SECRET_KEY);
-        std::env::set_var("AWS_ALLOW_HTTP", "true");
-    }
-    Served::start(["--config", "agentvfs.toml"], dir)
+    s3_served::serve_with(dir, "[limits]\nchangeset_max_bytes = 67108864\n\n", mount)
 }
 
 async fn client(served: &Served) -> FilesystemClient<Channel> {

@@ -20,17 +20,16 @@
 //! and `rg` (`RG=/path/to/rg`, else on the `PATH`).
 //! `AGENTVFS_BENCH_SCALE=0.1` shrinks every count for a quick run.
 
-#[path = "../tests/support/s3.rs"]
-#[allow(dead_code)]
-mod s3;
+mod s3_served;
 mod support;
 
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
+use s3_served::{s3, serve};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::{Served, median, runs, scaled, spread_calls};
+use support::{median, runs, scaled, spread_calls};
 use tonic::transport::Channel;
 
 /// Concurrent clients of the throughput rows.
@@ -43,24 +42,6 @@ const GREP_FILE: usize = 10 << 10;
 const PATTERN: &str = "error [0-9]+";
 /// Budgets no benchmark reaches.
 const UNLIMITED: u64 = 1 << 40;
-
-/// A server with State at `/` and `mount` (TOML of one `[[mount]]` at
-/// `/data`), run in `dir`, reaching the test S3 server.
-fn serve(dir: &Path, mount: &str) -> Served {
-    std::fs::create_dir_all(dir).expect("server dir");
-    let config = format!("[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n{mount}");
-    std::fs::write(dir.join("agentvfs.toml"), config).expect("config");
-    let s3 = s3::s3();
-    // Served inherits the environment: point the object tier at versitygw.
-    // SAFETY: set before any thread of this benchmark reads the environment.
-    unsafe {
-        std::env::set_var("AWS_ENDPOINT_URL", &s3.endpoint);
-        std::env::set_var("AWS_ACCESS_KEY_ID", s3::ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", s3::SECRET_KEY);
-        std::env::set_var("AWS_ALLOW_HTTP", "true");
-    }
-    Served::start(["--config", "agentvfs.toml"], dir)
-}
 
 fn object_mount(prefix: &str) -> String {
     format!(

@@ -26,8 +26,8 @@ pub const MAX_CHANGESET_FILES: usize = 10_000;
 pub enum FileAction {
     /// The file's content becomes `data` (created when absent).
     Put {
-        /// The new content.
-        data: Vec<u8>,
+        /// The new content (shared with the changeset's staging, not a copy).
+        data: bytes::Bytes,
         /// How it came about (write, edit, move), for history and Watch.
         operation: Operation,
         /// For a moved file: where it came from.

@@ -36,7 +36,7 @@ fn operation(op: pb::ChangesetOperation) -> Result<ChangeOp> {
     Ok(match op {
         PbOperation::Write(w) => ChangeOp::Write {
             path: VfsPath::parse(&w.path)?,
-            data: w.content.into_bytes(),
+            data: w.content.into_bytes().into(),
             pre: Precondition {
                 create_only: w.create_only,
                 if_version: w.if_version,

@@ -30,6 +30,7 @@ use crate::error::{Error, Result, echo};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::text::{self, EditSpec, patch::Hunk};
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -45,8 +46,8 @@ pub enum ChangeOp {
     Write {
         /// The file.
         path: VfsPath,
-        /// Its new content.
-        data: Vec<u8>,
+        /// Its new content (shared by staging and the tier, not copied).
+        data: Bytes,
         /// `create_only` / `if_version`.
         pre: Precondition,
     },
@@ -186,7 +187,7 @@ struct Staged {
     read: Option<u64>,
     /// Its content now: `None` when absent; `Some(None)` when present but
     /// not read yet (a write or delete needs only the version).
-    content: Option<Option<Vec<u8>>>,
+    content: Option<Option<Bytes>>,
     /// The operations changed it.
     changed: bool,
     /// How its last change came about.
@@ -242,7 +243,7 @@ impl Stage<'_, '_> {
 
     /// The staged content of `path` (NOT_FOUND when absent), reading it on
     /// first use.
-    fn content(&mut self, path: &VfsPath) -> Result<Vec<u8>> {
+    fn content(&mut self, path: &VfsPath) -> Result<Bytes> {
         let files = self.files;
         let staged = self.look(path)?;
         match &staged.content {
@@ -259,6 +260,7 @@ impl Stage<'_, '_> {
                         Some(entry.version),
                     ));
                 }
+                let data = Bytes::from(data);
                 staged.content = Some(Some(data.clone()));
                 Ok(data)
             }
@@ -285,7 +287,7 @@ impl Stage<'_, '_> {
     }
 
     /// Makes `data` the staged content of `path` (`None`: deleted).
-    fn set(&mut self, path: &VfsPath, data: Option<Vec<u8>>, operation: Operation) {
+    fn set(&mut self, path: &VfsPath, data: Option<Bytes>, operation: Operation) {
         let staged = self.staged.get_mut(path).expect("looked at first");
         staged.content = data.map(Some);
         staged.changed = true;
@@ -297,7 +299,7 @@ impl Stage<'_, '_> {
     fn text(&mut self, path: &VfsPath) -> Result<String> {
         let data = self.content(path)?;
         text::decode_strict(path.as_str(), &data)?;
-        Ok(String::from_utf8(data).expect("checked as UTF-8"))
+        Ok(String::from_utf8(data.into()).expect("checked as UTF-8"))
     }
 
     fn apply(&mut self, op: &ChangeOp) -> Result<()> {
@@ -317,7 +319,7 @@ impl Stage<'_, '_> {
                 let old = self.text(path)?;
                 let specs: Vec<EditSpec<'_>> = edits.iter().map(TextEdit::spec).collect();
                 let (new, _) = text::apply_edits(&old, &specs, max)?;
-                self.set(path, Some(new.into_bytes()), Operation::Edit);
+                self.set(path, Some(new.into_bytes().into()), Operation::Edit);
             }
             ChangeOp::Patch { path, hunks } => {
                 let old = self.text(path)?;
@@ -326,7 +328,7 @@ impl Stage<'_, '_> {
                     Err(mismatch) => return Err(hunk_error(&mismatch)),
                 };
                 Error::check_file_size(path, new.len() as u64, max)?;
-                self.set(path, Some(new.into_bytes()), Operation::Edit);
+                self.set(path, Some(new.into_bytes().into()), Operation::Edit);
             }
             ChangeOp::Delete { path, if_version } => {
                 self.check(path, version_only(*if_version))?;

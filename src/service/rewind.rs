@@ -228,7 +228,7 @@ impl Files<'_> {
                 match data {
                     Some(data) => ChangeOp::Write {
                         path,
-                        data,
+                        data: data.into(),
                         pre: Precondition {
                             create_only: false,
                             if_version,

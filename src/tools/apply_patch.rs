@@ -137,7 +137,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             PatchOperation::Add { content, .. } => {
                 ops.push(ChangeOp::Write {
                     path: path.clone(),
-                    data: content.into_bytes(),
+                    data: content.into_bytes().into(),
                     pre: Precondition::default(),
                 });
                 resolved.push(Resolved {

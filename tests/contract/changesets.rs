@@ -15,7 +15,7 @@ fn put(t: &Tier, rel: &str, expected: Option<u64>, data: &str) -> FileChange {
         path: t.path(rel),
         expected,
         action: FileAction::Put {
-            data: data.into(),
+            data: data.as_bytes().to_vec().into(),
             operation: Operation::Write,
             moved_from: None,
         },

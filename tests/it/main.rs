@@ -34,8 +34,8 @@
 //!   (stalled and oversized bodies, foreign hosts, malformed requests);
 //! - `memory`: the memory budget against hostile agents (issue 21): streams
 //!   cut and reopened round after round, stalled uploads, unfinished MCP
-//!   bodies, concurrent large answers, connections per principal, each
-//!   measured on the server's resident memory;
+//!   bodies, concurrent large answers and changesets, connections per
+//!   principal, each measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle;
 //! - `rewind`: labels, sessions and changeset ids in Watch and history, and
 //!   Rewind: a recorded turn undone byte for byte on the State, Store and

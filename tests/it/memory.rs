@@ -8,6 +8,8 @@
 //! - uploads that stall mid-message (WriteBytes) and MCP bodies that never
 //!   finish: what a principal's bodies hold is bounded by its memory share;
 //! - concurrent unary calls building large answers (Diff): bounded likewise;
+//! - concurrent changesets (Commit) of nearly `changeset_max_bytes` each:
+//!   bounded likewise, as each is charged its staged contents;
 //! - a principal's connections are bounded.
 //!
 //! Every test prints its peak (`peak … MiB`). To measure a build without
@@ -479,17 +481,7 @@ async fn concurrent_large_diffs_are_bounded_by_the_share() {
                 .await
         }));
     }
-    let (mut done, mut refused) = (0, 0);
-    for diff in diffs {
-        match diff.await.unwrap() {
-            Ok(_) => done += 1,
-            Err(status) => {
-                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
-                assert!(status.message().contains("memory_bytes"), "{status:?}");
-                refused += 1;
-            }
-        }
-    }
+    let (done, refused) = served_or_refused(diffs).await;
     let (_, peak) = memory_mib(&server);
     let growth = peak.saturating_sub(start);
     eprintln!("Diff: {done} done, {refused} refused; peak {peak} MiB, {growth} MiB over {start}");
@@ -498,6 +490,25 @@ async fn concurrent_large_diffs_are_bounded_by_the_share() {
         growth < DIFF_BOUND_MIB,
         "8 Diffs grew the server by {growth} MiB"
     );
+}
+
+/// How many of `calls` were answered and how many refused; a refusal must
+/// be RESOURCE_EXHAUSTED naming the memory budget.
+async fn served_or_refused<T>(
+    calls: Vec<tokio::task::JoinHandle<Result<T, tonic::Status>>>,
+) -> (usize, usize) {
+    let (mut done, mut refused) = (0, 0);
+    for call in calls {
+        match call.await.unwrap() {
+            Ok(_) => done += 1,
+            Err(status) => {
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(status.message().contains("memory_bytes"), "{status:?}");
+                refused += 1;
+            }
+        }
+    }
+    (done, refused)
 }
 
 /// A principal may make calls on `max_connections_per_principal`
@@ -560,4 +571,103 @@ async fn connections_per_principal_are_bounded() {
     tokio::time::timeout(Duration::from_secs(10), admitted)
         .await
         .expect("a closed connection gives its place back");
+}
+
+/// The changeset attack's bound: the changesets the share admits at once
+/// (each is charged its body and twice its bytes: 2 of 16 MiB in a 96 MiB
+/// share), what they leave in RocksDB's memtable, and the allocator's
+/// slack (about 125 MiB measured; without the staging charge the share
+/// admits 6 and the server grows by about 270 MiB).
+const CHANGESET_BOUND_MIB: u64 = 160;
+
+/// Attack 2 on Commit: 12 concurrent changesets of one principal, each
+/// carrying nearly `changeset_max_bytes` (16 MiB in 4 files), on a Store
+/// mount. The decoded operations and the tier's batch of each are alive
+/// together beside the bodies still arriving; the share admits two at a
+/// time, the others are RESOURCE_EXHAUSTED naming it, and another
+/// principal's changeset is committed meanwhile.
+#[tokio::test]
+async fn concurrent_huge_changesets_are_bounded_by_the_share() {
+    const OTHER: &str = "other-token-0001";
+    const CALLS: usize = 12;
+    const FILE: usize = (4 << 20) - 64;
+    let limits = if std::env::var_os("AGENTVFS_ATTACK_BASELINE").is_some() {
+        ""
+    } else {
+        "memory_bytes = 536870912\nmemory_bytes_per_principal = 100663296\n"
+    };
+    let config = format!(
+        r#"
+max_file_bytes = 8388608
+[limits]
+changeset_max_bytes = 16777216
+{limits}
+[[mount]]
+prefix = "/"
+tier = "store"
+
+[[principal]]
+name = "agent"
+token = "{AGENT}"
+grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "write", "delete"] }}]
+
+[[principal]]
+name = "other"
+token = "{OTHER}"
+grants = [{{ prefix = "/other/", ops = ["list", "file", "read_file", "write", "delete"] }}]
+"#
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let changeset = |token: &str, dir: String, files: usize, bytes: usize| {
+        let operations = (0..files)
+            .map(|f| pb::ChangesetOperation {
+                operation: Some(pb::changeset_operation::Operation::Write(
+                    pb::WriteRequest {
+                        path: format!("{dir}/{f}.txt"),
+                        content: "c".repeat(bytes),
+                        ..Default::default()
+                    },
+                )),
+            })
+            .collect();
+        let mut req = tonic::Request::new(pb::CommitRequest { operations });
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+        req
+    };
+    // Connected and built first, so the calls arrive together.
+    let mut calls = Vec::new();
+    for i in 0..CALLS {
+        calls.push((
+            connect(&server).await,
+            changeset(AGENT, format!("/c{i}"), 4, FILE),
+        ));
+    }
+    let mut other = connect(&server).await;
+    let (start, _) = memory_mib(&server);
+    server.reset_peak_memory();
+    let mut commits = Vec::new();
+    for (mut client, req) in calls {
+        commits.push(tokio::spawn(async move { client.commit(req).await }));
+    }
+    let served = other
+        .commit(changeset(OTHER, "/other".into(), 2, 1024))
+        .await;
+    let (done, refused) = served_or_refused(commits).await;
+    let (_, peak) = memory_mib(&server);
+    let growth = peak.saturating_sub(start);
+    eprintln!(
+        "Commit: {done} done, {refused} refused; peak {peak} MiB, {growth} MiB over {start} MiB"
+    );
+    served.expect("another principal is served during the attack");
+    assert!(refused > 0, "{done} done, {refused} refused");
+    assert!(
+        growth < CHANGESET_BOUND_MIB,
+        "{CALLS} changesets of 16 MiB grew the server by {growth} MiB"
+    );
+    // Alone, a changeset at the limit is admitted.
+    let mut fs = connect(&server).await;
+    fs.commit(changeset(AGENT, "/alone".into(), 4, FILE))
+        .await
+        .expect("one huge changeset fits the share");
 }

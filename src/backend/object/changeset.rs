@@ -103,7 +103,7 @@ impl ObjectBackend {
         for change in changes {
             contents.push(match &change.action {
                 FileAction::Put { data, .. } => {
-                    Some(self.new_content(ns, &change.path, data.clone())?)
+                    Some(self.new_content(ns, &change.path, data.to_vec())?)
                 }
                 _ => None,
             });

@@ -331,22 +331,34 @@ impl<E: Engine> OrderedTier<E> {
         );
     }
 
-    /// Stages the deletion of the file `file` at `rel` by `origin`: its
-    /// history step, its tombstone, its key and its event.
+    /// Stages the deletion of the file `file` at `rel` (`path`) by
+    /// `origin`: its history step, its tombstone, its key and its event
+    /// (`moved_to`: where a move took it); returns the tombstone's version.
+    #[allow(clippy::too_many_arguments)]
     fn delete_file<S: History>(
         &self,
         space: &S,
         batch: &mut S::Batch,
+        path: &VfsPath,
         rel: &[u8],
         file: &S::File,
         origin: &Origin,
-    ) -> Result<()> {
-        let path = path_of(&self.keys, rel, file)?;
-        let version = self.bury(space, batch, &path, rel, Some(file), origin)?;
+        moved_to: Option<&[u8]>,
+    ) -> Result<u64> {
+        let version = self.bury(space, batch, path, rel, Some(file), origin)?;
         space.drop_key(batch, rel);
         let kind = ChangeKind::Deleted;
-        self.log(space, batch, rel, kind, version, 0, origin.clone(), None);
-        Ok(())
+        self.log(
+            space,
+            batch,
+            rel,
+            kind,
+            version,
+            0,
+            origin.clone(),
+            moved_to,
+        );
+        Ok(version)
     }
 
     /// Stages the move of `file` from `from` to `to_rel` (`to`), replacing
@@ -579,7 +591,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 && let Some(file) = space.get(&rel)?
             {
                 version_check(if_version).check(path, Some(file.meta().version))?;
-                self.delete_file(&*space, &mut batch, &rel, &file, &origin)?;
+                let path = path_of(&self.keys, &rel, &file)?;
+                self.delete_file(&*space, &mut batch, &path, &rel, &file, &origin, None)?;
                 space.apply(batch)?;
                 return Ok(1);
             }
@@ -591,7 +604,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
             let mut cursor = space.scan(&rel, true)?;
             while let Some(item) = cursor.current() {
                 let (key, file) = item?;
-                self.delete_file(&*space, &mut batch, key, &file, &origin)?;
+                let path = path_of(&self.keys, key, &file)?;
+                self.delete_file(&*space, &mut batch, &path, key, &file, &origin, None)?;
                 files += 1;
                 cursor.next();
             }

@@ -109,21 +109,16 @@ impl<E: Engine> OrderedTier<E> {
                             None => Operation::Delete,
                         };
                         let origin = Origin::of(scope, operation);
-                        let version =
-                            self.bury(&*space, &mut batch, path, rel, Some(file), &origin)?;
-                        space.drop_key(&mut batch, rel);
                         let moved = moved_to.as_ref().map(|p| self.keys.rel(p)).transpose()?;
-                        let kind = ChangeKind::Deleted;
-                        self.log(
+                        let version = self.delete_file(
                             &*space,
                             &mut batch,
+                            path,
                             rel,
-                            kind,
-                            version,
-                            0,
-                            origin,
+                            file,
+                            &origin,
                             moved.as_deref(),
-                        );
+                        )?;
                         let mut gone = committed(change, version, 0);
                         gone.deleted = true;
                         done.push(gone);
