@@ -100,7 +100,7 @@ fn history_error(e: Error, shown: &str) -> ToolError {
 }
 
 /// One version as the model reads it: `v12  2026-11-24T16:05:18Z  edit by
-/// agent via h-1  204 bytes  (current)`.
+/// agent via h-1 label turn-3 in cs-…  204 bytes  (current)`.
 fn version_line(v: &FileVersion) -> String {
     let time = prost_types::Timestamp::from(v.time);
     let mut line = format!("v{}  {time}  {}", v.version, v.origin.operation.as_str());
@@ -109,6 +109,12 @@ fn version_line(v: &FileVersion) -> String {
     }
     if !v.origin.handle.is_empty() {
         let _ = write!(line, " via {}", v.origin.handle);
+    }
+    if !v.origin.label.is_empty() {
+        let _ = write!(line, " label {}", v.origin.label);
+    }
+    if !v.origin.changeset.is_empty() {
+        let _ = write!(line, " in {}", v.origin.changeset);
     }
     if v.deleted {
         line.push_str("  (deleted)");
@@ -180,6 +186,9 @@ async fn list(call: &mut Call, path: VfsPath, shown: String) -> Result<Outcome, 
                 "operation": v.origin.operation.as_str(),
                 "principal": v.origin.principal,
                 "handle": v.origin.handle,
+                "session": v.origin.session,
+                "label": v.origin.label,
+                "changeset": v.origin.changeset,
                 "size": v.size,
                 "deleted": v.deleted,
                 "current": v.current,
