@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
@@ -71,8 +72,46 @@ func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) 
 			return failure(err)
 		}
 		return Output{Code: "OK", Version: r.GetVersion(), Replacements: r.GetReplacementsMade()}
+	case KindCommit:
+		ops := make([]*pb.ChangesetOperation, len(in.Ops))
+		for i, op := range in.Ops {
+			ops[i] = changesetOperation(paths, op)
+		}
+		r, err := fs.Commit(ctx, &pb.CommitRequest{Operations: ops})
+		if err != nil {
+			return failure(err)
+		}
+		files := make([]CommittedFile, len(r.GetFiles()))
+		for i, f := range r.GetFiles() {
+			files[i] = CommittedFile{Path: slices.Index(paths, f.GetPath()), Version: f.GetVersion(), Size: f.GetSize(), Deleted: f.GetDeleted()}
+		}
+		return Output{Code: "OK", Files: files}
 	}
 	panic("unknown operation kind " + string(in.Kind))
+}
+
+// changesetOperation is one operation of a Commit: its single call's
+// request.
+func changesetOperation(paths []string, in Input) *pb.ChangesetOperation {
+	path := paths[in.Path]
+	switch in.Kind {
+	case KindWrite:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Write{Write: &pb.WriteRequest{Path: path, Content: in.Content, CreateOnly: in.CreateOnly, IfVersion: in.IfVersion}}}
+	case KindDelete:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Delete{Delete: &pb.DeleteRequest{Path: path, IfVersion: in.IfVersion}}}
+	case KindMove:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Move{Move: &pb.MoveRequest{Source: path, Destination: paths[in.Dest], CreateOnly: in.CreateOnly, IfVersion: in.IfVersion}}}
+	case KindEdit:
+		e := in.Edits[0]
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Edit{Edit: &pb.EditRequest{Path: path, OldString: e.Old, NewString: e.New, ReplaceAll: e.All, IfVersion: in.IfVersion}}}
+	case KindMultiEdit:
+		edits := make([]*pb.EditOperation, len(in.Edits))
+		for i, e := range in.Edits {
+			edits[i] = &pb.EditOperation{OldString: e.Old, NewString: e.New, ReplaceAll: e.All}
+		}
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_MultiEdit{MultiEdit: &pb.MultiEditRequest{Path: path, Edits: edits, IfVersion: in.IfVersion}}}
+	}
+	panic("no changeset operation of kind " + string(in.Kind))
 }
 
 // failure turns a failed call into its answer: code, envelope reason,
@@ -93,6 +132,9 @@ func failure(err error) Output {
 	}
 	if i, err := strconv.Atoi(e.Metadata["edit_index"]); err == nil {
 		out.EditIndex = &i
+	}
+	if i, err := strconv.Atoi(e.Metadata["operation_index"]); err == nil {
+		out.OperationIndex = &i
 	}
 	return out
 }

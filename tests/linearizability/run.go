@@ -22,6 +22,7 @@ type options struct {
 	checkTimeout          time.Duration
 	keep                  bool
 	pairs                 bool
+	noCommits             bool
 }
 
 // paths are the files every run works on.
@@ -61,7 +62,7 @@ func execRun(spec runSpec, opt options) result {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs}
+	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs, noCommits: opt.noCommits}
 	c, err := startCluster(spec, opt, dir)
 	// The clock starts once the servers answer.
 	h := newHistory()
