@@ -90,6 +90,49 @@ func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) 
 	panic("unknown operation kind " + string(in.Kind))
 }
 
+// executeTorn answers a Commit as a server without atomicity would: its
+// operations sent one by one as single calls, the first refusal the
+// answer (the operations before it stay applied), else every touched
+// file's last version. It exists to check that the checker rejects such
+// histories (-torn-commits).
+func executeTorn(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
+	type last struct {
+		touched, deleted bool
+		version, size    uint64
+	}
+	var files [maxPaths]last
+	for i, op := range in.Ops {
+		out := execute(ctx, c, paths, op)
+		if !out.ok() {
+			out.OperationIndex = &i
+			return out
+		}
+		switch op.Kind {
+		case KindDelete:
+			files[op.Path] = last{touched: true, deleted: true}
+		case KindMove:
+			files[op.Path] = last{touched: true, deleted: true}
+			files[op.Dest] = last{touched: true, version: out.Version}
+		default:
+			files[op.Path] = last{touched: true, version: out.Version}
+		}
+	}
+	out := Output{Code: "OK", Files: []CommittedFile{}}
+	for p, f := range files {
+		if !f.touched {
+			continue
+		}
+		if !f.deleted {
+			// The size, from the file as it is now (a torn server would
+			// know it; this client has to look).
+			r := execute(ctx, c, paths, Input{Kind: KindRead, Path: p})
+			f.size = uint64(len(r.Content))
+		}
+		out.Files = append(out.Files, CommittedFile{Path: p, Version: f.version, Size: f.size, Deleted: f.deleted})
+	}
+	return out
+}
+
 // changesetOperation is one operation of a Commit: its single call's
 // request.
 func changesetOperation(paths []string, in Input) *pb.ChangesetOperation {

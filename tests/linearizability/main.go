@@ -86,6 +86,7 @@ func parseFlags() (options, string, string) {
 	saved := flag.String("recheck", "", "check this saved history.json again instead of running")
 	flag.BoolVar(&opt.pairs, "pairs", false, "keep every Move within a pair of paths (0↔1, 2↔3) and check each pair as its own partition, instead of one partition over all paths")
 	flag.BoolVar(&opt.noCommits, "no-commits", false, "leave Commits (changesets) out of the mix; their share goes to Reads")
+	flag.BoolVar(&opt.tornCommits, "torn-commits", false, "send each Commit as its single calls one by one, as a server that applies changesets non-atomically would (the checker must find the run not linearizable)")
 	flag.Parse()
 	opt.duration = time.Duration(seconds) * time.Second
 	return opt, *names, *saved

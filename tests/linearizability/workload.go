@@ -16,6 +16,10 @@ type workload struct {
 	pairs bool
 	// noCommits leaves Commits out of the mix (their share goes to Reads).
 	noCommits bool
+	// tornCommits sends each Commit as its single calls one after the
+	// other (executeTorn): a server that applies changesets without
+	// atomicity, which the checker must reject.
+	tornCommits bool
 }
 
 // letters are the tokens of a file's content that edits replace. A
