@@ -8,7 +8,7 @@ use prost::Message;
 use std::{env, fs, io, path::PathBuf};
 
 /// The Tools service's typed request messages (and MultiEdit's edit).
-const TYPED_TOOL_REQUESTS: [&str; 9] = [
+const TYPED_TOOL_REQUESTS: [&str; 10] = [
     "LsToolRequest",
     "GlobToolRequest",
     "GrepToolRequest",
@@ -18,6 +18,7 @@ const TYPED_TOOL_REQUESTS: [&str; 9] = [
     "ToolEdit",
     "MultiEditToolRequest",
     "HistoryToolRequest",
+    "ApplyPatchToolRequest",
 ];
 
 fn main() -> io::Result<()> {

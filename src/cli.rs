@@ -1,6 +1,7 @@
 //! Client verbs of the `agentvfs` command, for people at a terminal:
 //! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`, and
-//! the history verbs `watch`, `log`, `diff`, `restore`.
+//! the history verbs `watch`, `log`, `diff`, `restore`, and `apply-patch`
+//! (an OpenAI apply_patch patch on stdin, through the ApplyPatch tool).
 //!
 //! Each verb is one gRPC call through the generated client; output is plain
 //! text (grep prints `path:line:text` like ripgrep, glob one path per line)
@@ -9,6 +10,7 @@
 
 use crate::pb;
 use crate::pb::filesystem_client::FilesystemClient;
+use crate::pb::tools_client::ToolsClient;
 use std::io::{Read, Write};
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
@@ -157,6 +159,13 @@ pub enum Verb {
         #[arg(long, value_name = "N")]
         if_version: Option<u64>,
     },
+    /// Apply an OpenAI apply_patch patch read from stdin, all or nothing.
+    ApplyPatch {
+        /// Directory the patch's relative paths resolve against (default:
+        /// the server's project root, `/` unless configured).
+        #[arg(long, value_name = "DIR")]
+        root: Option<String>,
+    },
     /// Find files by glob.
     Glob {
         /// Glob relative to path.
@@ -235,8 +244,8 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             .transpose()?,
         session: conn.session.map(header).transpose()?,
     };
-    let mut fs =
-        FilesystemClient::with_interceptor(channel, headers).max_decoding_message_size(usize::MAX);
+    let mut fs = FilesystemClient::with_interceptor(channel.clone(), headers.clone())
+        .max_decoding_message_size(usize::MAX);
     let mut out = std::io::stdout().lock();
     let fail = |s: Status| describe_status(&s);
     let io = |e: std::io::Error| e.to_string();
@@ -428,6 +437,25 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 out.flush().map_err(io)?;
                 last = msg.cursor;
             }
+        }
+        Verb::ApplyPatch { root } => {
+            let mut patch = String::new();
+            std::io::stdin().read_to_string(&mut patch).map_err(io)?;
+            let envelope = ToolsClient::with_interceptor(channel, headers)
+                .apply_patch_tool(pb::ApplyPatchToolRequest {
+                    patch,
+                    root,
+                    tool_call_id: String::new(),
+                })
+                .await
+                .map_err(fail)?
+                .into_inner()
+                .envelope
+                .unwrap_or_default();
+            if let Some(e) = envelope.error {
+                return Err(format!("{} [{}]", e.message, e.code));
+            }
+            writeln!(out, "{}", envelope.text).map_err(io)?;
         }
         Verb::Log { path } => {
             let versions = fs

@@ -1,7 +1,7 @@
 //! Property-based fuzzing (proptest) of the pure parsers hostile input reaches
 //! first: logical path validation (`agentvfs::path`), the text operations
 //! (`agentvfs::text`, `agentvfs::format`: line windows, edits, numbering, regex
-//! windows), the configuration parser (`agentvfs::config::parse`), the
+//! windows, the apply_patch format), the configuration parser (`agentvfs::config::parse`), the
 //! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`), the
 //! AWS credentials file parser and the object tier's path-to-key encoding
 //! (`agentvfs::backend::object`).
@@ -565,6 +565,85 @@ proptest! {
 /// Undoes `cat -n` numbering: checks each row's label (`n`, then `n.1`,
 /// `n.2` for continuation rows) counting from `start`, and joins continuation
 /// rows back into their line.
+/// A file of lines from a small alphabet, so windows repeat.
+fn patch_lines() -> impl Strategy<Value = Vec<String>> {
+    prop::collection::vec(
+        prop::sample::select(vec!["a", "b", "c", " a", "a ", "", "x y", "é"])
+            .prop_map(str::to_owned),
+        1..20,
+    )
+}
+
+/// Splices `new` over the first exact occurrence of `old` in `lines` (the
+/// naive reference of one hunk whose lines match exactly), or `None`.
+fn reference_splice(lines: &[String], old: &[String], new: &[String]) -> Option<Vec<String>> {
+    let at =
+        (0..=lines.len().checked_sub(old.len())?).find(|&i| lines[i..i + old.len()] == *old)?;
+    let mut out = lines[..at].to_vec();
+    out.extend_from_slice(new);
+    out.extend_from_slice(&lines[at + old.len()..]);
+    Some(out)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// The apply_patch parser never panics; what it accepts is well formed:
+    /// at least one operation, every path named, every Update with a hunk.
+    #[test]
+    fn patch_parse_never_panics(body in prop::collection::vec(prop::sample::select(vec![
+        "*** Begin Patch", "*** End Patch", "*** Add File: a", "*** Delete File: b",
+        "*** Update File: c", "*** Move to: d", "@@", "@@ ctx", " ctx", "-old", "+new", "",
+        "*** End of File", "  @@", "junk", "+", "-", " ",
+    ]), 0..12), raw in any::<String>()) {
+        for text in [body.join("\n"), raw] {
+            if let Ok(parsed) = text::patch::parse(&text) {
+                prop_assert!(!parsed.operations.is_empty());
+                for op in &parsed.operations {
+                    prop_assert!(!op.path().is_empty());
+                    if let text::patch::PatchOperation::Update { hunks, .. } = op {
+                        prop_assert!(!hunks.is_empty());
+                    }
+                }
+            }
+        }
+    }
+
+    /// One hunk whose old lines are a window of the file applies as the
+    /// naive splice at the first exact occurrence does (matching is exact
+    /// wherever it can be before it is lenient), and the result ends with
+    /// a line break.
+    #[test]
+    fn patch_hunk_applies_like_a_splice(lines in patch_lines(), from in 0usize..20, len in 1usize..4,
+                                        new in patch_lines()) {
+        let from = from % lines.len();
+        let old: Vec<String> = lines[from..(from + len).min(lines.len())].to_vec();
+        let mut body = String::from("*** Begin Patch\n*** Update File: f\n@@\n");
+        for line in &old {
+            body.push_str(&format!("-{line}\n"));
+        }
+        for line in new.iter().take(5) {
+            body.push_str(&format!("+{line}\n"));
+        }
+        body.push_str("*** End Patch\n");
+        let parsed = text::patch::parse(&body).unwrap();
+        let text::patch::PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
+            panic!("an update");
+        };
+        let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let applied = text::patch::apply_hunks(&file, hunks).unwrap();
+        let new: Vec<String> = new.into_iter().take(5).collect();
+        let expected = reference_splice(&lines, &old, &new).expect("the window is in the file");
+        let applied = applied.expect("an exact window matches");
+        prop_assert!(applied.ends_with('\n') || applied.is_empty());
+        let got: Vec<String> = applied.lines().map(str::to_owned).collect();
+        prop_assert_eq!(got, expected);
+    }
+}
+
 fn unnumber(content: &str, start: u64) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
     if content.is_empty() {

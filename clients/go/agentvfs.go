@@ -13,7 +13,9 @@
 // by itself (from its last cursor) when the connection drops or the server
 // restarts; both take their context when the loop starts (All). Upload and
 // Download move files of any size in chunks (DownloadVersion: a retained
-// version).
+// version). Commit applies a changeset, several operations of one mount
+// (WriteOp, EditOp, MultiEditOp, DeleteOp, MoveOp) all or nothing; the
+// *Error of a failing one names it (OperationIndex).
 //
 //	c, err := agentvfs.NewClient("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -155,5 +156,26 @@ func TestMoveRenamesFilesAndTrees(t *testing.T) {
 	}
 	if r, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/moved/tree/sub/two.txt"}); err != nil || r.GetContent() != "2" {
 		t.Fatalf("read below the moved tree: %v %v", r, err)
+	}
+}
+
+// TestCommitErrorsAreNativeAndNameTheOperation: a changeset whose second
+// operation edits a missing file fails as fs.ErrNotExist with
+// OperationIndex 1 and applies nothing; an error of another call has no
+// operation index.
+func TestCommitErrorsAreNativeAndNameTheOperation(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, startServer(t, ""), "commit")
+	_, err := c.Commit(ctx, agentvfs.WriteOp("/c/a.txt", "a\n"), agentvfs.EditOp("/c/missing.txt", "x", "y"))
+	var e *agentvfs.Error
+	if !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &e) || e.OperationIndex() != 1 {
+		t.Fatalf("want NOT_FOUND of operation 1, got %v", err)
+	}
+	if _, err := c.Filesystem.Stat(ctx, &pb.StatRequest{Path: "/c/a.txt"}); !errors.Is(err, fs.ErrNotExist) || !errors.As(err, &e) || e.OperationIndex() != -1 {
+		t.Fatalf("want NOT_FOUND without an operation, got %v", err)
+	}
+	res, err := c.Commit(ctx, agentvfs.WriteOp("/c/a.txt", "a\n", agentvfs.CreateOnly()), agentvfs.EditOp("/c/a.txt", "a", "b", agentvfs.ReplaceAll()))
+	if err != nil || len(res.Files) != 1 || res.Files[0].GetPath() != "/c/a.txt" || res.Files[0].GetSize() != 2 {
+		t.Fatalf("want /c/a.txt of 2 bytes, got %v %v", res, err)
 	}
 }

@@ -177,6 +177,9 @@ func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, 
 	case md.IsStreamingServer():
 		return serverStream(ctx, cancel, c, name, raw, cancelAfter)
 	}
+	if name == "Filesystem.Commit" {
+		return commit(ctx, c, raw)
+	}
 	req, err := newMessage(md.Input())
 	if err != nil {
 		return nil, err
@@ -193,6 +196,60 @@ func call(c *agentvfs.Client, name string, request any, cancelAfter *int) (any, 
 		return nil, err
 	}
 	return toJSON(out)
+}
+
+// commit runs a Commit step through Client.Commit, each operation built by
+// its constructor (WriteOp, ...) from the request's message; the result is
+// {"files": [...]} as the response's proto JSON.
+func commit(ctx context.Context, c *agentvfs.Client, raw []byte) (any, error) {
+	req := &pb.CommitRequest{}
+	if err := protojson.Unmarshal(raw, req); err != nil {
+		return nil, fmt.Errorf("bad request: %w", err)
+	}
+	var ops []agentvfs.ChangesetOp
+	for _, op := range req.GetOperations() {
+		var opts []agentvfs.OpOption
+		ifVersion := func(v *uint64) {
+			if v != nil {
+				opts = append(opts, agentvfs.IfVersion(*v))
+			}
+		}
+		flag := func(set bool, opt agentvfs.OpOption) {
+			if set {
+				opts = append(opts, opt)
+			}
+		}
+		switch o := op.GetOperation().(type) {
+		case *pb.ChangesetOperation_Write:
+			ifVersion(o.Write.IfVersion)
+			flag(o.Write.GetCreateOnly(), agentvfs.CreateOnly())
+			ops = append(ops, agentvfs.WriteOp(o.Write.GetPath(), o.Write.GetContent(), opts...))
+		case *pb.ChangesetOperation_Edit:
+			ifVersion(o.Edit.IfVersion)
+			flag(o.Edit.GetReplaceAll(), agentvfs.ReplaceAll())
+			ops = append(ops, agentvfs.EditOp(o.Edit.GetPath(), o.Edit.GetOldString(), o.Edit.GetNewString(), opts...))
+		case *pb.ChangesetOperation_MultiEdit:
+			ifVersion(o.MultiEdit.IfVersion)
+			ops = append(ops, agentvfs.MultiEditOp(o.MultiEdit.GetPath(), o.MultiEdit.GetEdits(), opts...))
+		case *pb.ChangesetOperation_Delete:
+			if o.Delete.GetRecursive() {
+				return nil, errors.New("the Go client's DeleteOp has no recursive")
+			}
+			ifVersion(o.Delete.IfVersion)
+			ops = append(ops, agentvfs.DeleteOp(o.Delete.GetPath(), opts...))
+		case *pb.ChangesetOperation_Move:
+			ifVersion(o.Move.IfVersion)
+			flag(o.Move.GetCreateOnly(), agentvfs.CreateOnly())
+			ops = append(ops, agentvfs.MoveOp(o.Move.GetSource(), o.Move.GetDestination(), opts...))
+		default:
+			return nil, fmt.Errorf("an operation of no kind: %v", op)
+		}
+	}
+	res, err := c.Commit(ctx, ops...)
+	if err != nil {
+		return nil, err
+	}
+	return toJSON(&pb.CommitResponse{Files: res.Files})
 }
 
 func newMessage(d protoreflect.MessageDescriptor) (proto.Message, error) {
@@ -361,6 +418,9 @@ func errorJSON(e *agentvfs.Error) any {
 		metadata[k] = v
 	}
 	out := map[string]any{"grpc": grpcName(e.Status), "code": e.Code, "message": e.Message, "metadata": metadata}
+	if i := e.OperationIndex(); i >= 0 {
+		out["operation_index"] = i
+	}
 	var conflict *agentvfs.ConflictError
 	switch {
 	case errors.Is(e, fs.ErrNotExist):

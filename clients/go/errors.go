@@ -81,6 +81,21 @@ func (e *Error) GRPCStatus() *status.Status { return e.status }
 // Unwrap returns the Go error e stands for (see Error), or nil.
 func (e *Error) Unwrap() error { return e.native }
 
+// OperationIndex is the index (from 0) of the changeset operation that
+// failed when e is the error of a Commit naming one (ErrorInfo metadata
+// "operation_index"), else -1.
+func (e *Error) OperationIndex() int {
+	s, ok := e.Metadata["operation_index"]
+	if !ok {
+		return -1
+	}
+	i, err := strconv.Atoi(s)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return i
+}
+
 // ConflictError is a conditional write (if_version) that found another
 // version of the file: CONFLICT with gRPC ABORTED. errors.As finds it in the
 // *Error of such a call, to read the versions without parsing metadata.

@@ -71,6 +71,20 @@ pub struct FileCommitted {
     pub deleted: bool,
 }
 
+/// The error of a changeset whose files lie on two mounts: `first` on
+/// `first_mount`, `path` on `mount` (`None`: on no mount).
+pub fn spans_mounts(
+    first: &VfsPath,
+    first_mount: &VfsPath,
+    path: &VfsPath,
+    mount: Option<&VfsPath>,
+) -> Error {
+    Error::InvalidArgument(format!(
+        "a changeset changes files of one mount: {first} is on {first_mount}, {path} on {}",
+        mount.map_or("no mount".to_owned(), ToString::to_string)
+    ))
+}
+
 /// The error of a tier whose file no longer is at the version a changeset
 /// saw: `expected` as the changeset saw it (0: absent), `actual` as stored.
 pub fn stale(path: &VfsPath, expected: Option<u64>, actual: Option<u64>) -> Error {

@@ -371,6 +371,10 @@ impl Backend for CompositeBackend {
         from.backend.rename(scope, source, destination, pre)
     }
 
+    fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
+        self.owner(path).map(|m| m.prefix.clone())
+    }
+
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
         let Some(first) = changes.first() else {
             return Ok(Vec::new());
@@ -385,12 +389,12 @@ impl Backend for CompositeBackend {
             }
             let mount = self.owner(path).map(|m| &m.prefix);
             if mount != Some(&owner.prefix) {
-                return Err(Error::InvalidArgument(format!(
-                    "a changeset changes files of one mount: {} is on {}, {path} on {}",
-                    first.path,
-                    owner.prefix,
-                    mount.map_or("no mount".to_owned(), ToString::to_string)
-                )));
+                return Err(super::changeset::spans_mounts(
+                    &first.path,
+                    &owner.prefix,
+                    path,
+                    mount,
+                ));
             }
         }
         owner.backend.commit(scope, changes)

@@ -298,6 +298,14 @@ pub trait Backend: Send + Sync {
         pre: Precondition,
     ) -> Result<MoveOutcome>;
 
+    /// The mount owning `path`: the mount table's answer; `None` from a tier
+    /// on its own (it owns every path it is asked about). Changesets use it
+    /// to refuse spanning mounts before any work.
+    fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
+        let _ = path;
+        None
+    }
+
     /// Applies a changeset's file changes as one atomic step, all or none
     /// (docs/changesets.md § Tiers): every file must still be at the
     /// version the changeset saw, else `VersionMismatch` and nothing

@@ -7,10 +7,10 @@
 //! the answer. It adds no file semantics of its own.
 //!
 //! - Tools: the names, descriptions and JSON Schemas of `ListTools`, with
-//!   MCP annotations (LS, Glob, Grep and Read are read-only; Write, Edit and
-//!   MultiEdit are not). A call answers with the envelope's `text` as text
-//!   content, the whole envelope as `structuredContent`, and `isError` for
-//!   error envelopes; the output budget and large-result eviction are the
+//!   MCP annotations (LS, Glob, Grep and Read are read-only; Write, Edit,
+//!   MultiEdit, History and ApplyPatch are not). A call answers with the
+//!   envelope's `text` as text content, the whole envelope as
+//!   `structuredContent`, and `isError` for error envelopes; the output budget and large-result eviction are the
 //!   Tools' own.
 //! - Resources: files under the caller's grants ([`resources`]).
 //! - Transports: streamable HTTP at `/mcp` on the gRPC listener ([`http`]),
@@ -192,7 +192,8 @@ impl ServerHandler for McpServer {
             .with_server_info(Implementation::new("agentvfs", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "agentvfs: a shared file system. Use LS, Glob, Grep and Read to look, Write, \
-                 Edit and MultiEdit to change files; paths are relative to the project root. \
+                 Edit, MultiEdit and ApplyPatch (OpenAI's apply_patch format) to change files; \
+                 paths are relative to the project root. \
                  Every answer is a JSON envelope (status, data, text, stats, context, error).",
             )
     }

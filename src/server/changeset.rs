@@ -1,12 +1,11 @@
 //! The Commit RPC's messages to and from the application layer's changeset
 //! (docs/changesets.md).
 
-use crate::backend::{FileCommitted, Precondition};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::changeset_operation::Operation as PbOperation;
-use crate::service::{ChangeOp, TextEdit};
+use crate::service::{ChangeOp, FileCommitted, Precondition, TextEdit};
 
 /// Decodes a Commit request's operations; a malformed one is
 /// INVALID_ARGUMENT naming its index.

@@ -168,6 +168,14 @@ impl ToolsRpc for ToolsService {
             self.typed(req, ToolName::History).await?
         )
     }
+
+    async fn apply_patch_tool(
+        &self,
+        req: Request<pb::ApplyPatchToolRequest>,
+    ) -> Reply<pb::ApplyPatchToolResponse> {
+        let envelope = self.typed(req, ToolName::ApplyPatch).await?;
+        reply!(ApplyPatchToolResponse, envelope)
+    }
 }
 
 #[cfg(test)]
@@ -189,7 +197,7 @@ mod tests {
     #[test]
     fn typed_requests_name_their_fields_after_the_parameter_tables() {
         let names = |t: ToolName| t.params().names().iter().map(|n| n.to_string()).collect();
-        let cases: [(ToolName, Vec<String>); 8] = [
+        let cases: [(ToolName, Vec<String>); 9] = [
             (ToolName::Ls, fields(pb::LsToolRequest::default())),
             (ToolName::Glob, fields(pb::GlobToolRequest::default())),
             (ToolName::Grep, fields(pb::GrepToolRequest::default())),
@@ -201,6 +209,10 @@ mod tests {
                 fields(pb::MultiEditToolRequest::default()),
             ),
             (ToolName::History, fields(pb::HistoryToolRequest::default())),
+            (
+                ToolName::ApplyPatch,
+                fields(pb::ApplyPatchToolRequest::default()),
+            ),
         ];
         for (tool, fields) in cases {
             let mut fields = fields;

@@ -23,7 +23,8 @@
 
 use super::{Files, TextEdit};
 use crate::access::Op;
-use crate::backend::{FileAction, FileChange, FileCommitted, Precondition};
+use crate::backend::changeset::spans_mounts;
+use crate::backend::{Backend, FileAction, FileChange, FileCommitted, Precondition};
 use crate::change::Operation;
 use crate::error::{Error, Result, echo};
 use crate::path::VfsPath;
@@ -32,8 +33,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Times a changeset is staged again when a file changed under it before
-/// it could commit; past them it fails with the conflict.
-pub const MAX_ATTEMPTS: usize = 8;
+/// it could commit (within `changeset_timeout_ms`); past them it is
+/// UNAVAILABLE: nothing was applied, and trying again may succeed.
+pub const MAX_ATTEMPTS: usize = 32;
 
 /// One operation of a changeset, as a front end decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -304,14 +306,7 @@ impl Stage<'_, '_> {
             } => {
                 self.check(path, version_only(*if_version))?;
                 let old = self.text(path)?;
-                let specs: Vec<EditSpec<'_>> = edits
-                    .iter()
-                    .map(|e| EditSpec {
-                        old: &e.old,
-                        new: &e.new,
-                        replace_all: e.replace_all,
-                    })
-                    .collect();
+                let specs: Vec<EditSpec<'_>> = edits.iter().map(TextEdit::spec).collect();
                 let (new, _) = text::apply_edits(&old, &specs, max)?;
                 self.set(path, Some(new.into_bytes()), Operation::Edit);
             }
@@ -353,6 +348,21 @@ impl Stage<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Every file staging read, as a check of the version read: committed
+    /// (one atomic step of the tier, changing nothing), it proves the files
+    /// held those versions together at one instant, so a refusal judged on
+    /// them is the answer of that instant.
+    fn checks(&self) -> Vec<FileChange> {
+        self.staged
+            .iter()
+            .map(|(path, staged)| FileChange {
+                path: path.clone(),
+                expected: staged.read,
+                action: FileAction::Check,
+            })
+            .collect()
     }
 
     /// The tier's view of the staged files, in path order.
@@ -406,8 +416,8 @@ fn hunk_error(mismatch: &text::patch::HunkMismatch) -> Error {
 }
 
 /// Refuses a changeset over its bounds, or whose paths cannot be staged
-/// together, before any work.
-fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<()> {
+/// together, before any work; returns the bytes its operations carry.
+fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits, backend: &dyn Backend) -> Result<u64> {
     if ops.is_empty() {
         return Err(Error::InvalidArgument(
             "a changeset needs at least one operation".into(),
@@ -442,6 +452,17 @@ fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<()> {
         .collect();
     paths.sort();
     paths.dedup();
+    if let Some(first) = paths.first() {
+        let first_mount = backend.mount_of(first);
+        for path in &paths[1..] {
+            let mount = backend.mount_of(path);
+            if mount != first_mount
+                && let Some(first_mount) = &first_mount
+            {
+                return Err(spans_mounts(first, first_mount, path, mount.as_ref()));
+            }
+        }
+    }
     // Sorted, a path's descendants follow it directly.
     for pair in paths.windows(2) {
         if pair[1].is_within(pair[0]) {
@@ -451,7 +472,7 @@ fn check_shape(ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<()> {
             )));
         }
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// The error of operation `index`, naming it (`operation_index` metadata).
@@ -467,7 +488,12 @@ impl Files<'_> {
     /// checked first, then the operations are staged and committed in one
     /// atomic tier step, or nothing changes.
     pub fn commit(&self, ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<Committed> {
-        check_shape(ops, limits)?;
+        let bytes = check_shape(ops, limits, self.backend())?;
+        // The request body is charged by the transport; staging holds the
+        // contents again, and so does the tier's batch. Charged here, they
+        // count against the caller's share until the answer is sent, so
+        // concurrent changesets cannot pin several times it.
+        self.charge(bytes.saturating_mul(2), "staging the changeset")?;
         for (index, op) in ops.iter().enumerate() {
             for (path, grant) in op.grants() {
                 self.check(path, grant)
@@ -483,7 +509,7 @@ impl Files<'_> {
                 staged: BTreeMap::new(),
                 deadline,
             };
-            let mut stale = None;
+            let (mut stale, mut refused) = (None, None);
             for (index, op) in ops.iter().enumerate() {
                 match stage.apply(op) {
                     Ok(()) => {}
@@ -491,17 +517,34 @@ impl Files<'_> {
                         stale = Some(e);
                         break;
                     }
-                    Err(e) => return Err(at_operation(e, index, op)),
+                    Err(e) => {
+                        refused = Some(at_operation(e, index, op));
+                        break;
+                    }
                 }
             }
-            let result = match stale {
-                Some(e) => Err(e),
-                None => self.backend().commit(self.scope(), &stage.changes()),
+            let result = match (stale, refused) {
+                (Some(e), _) => Err(e),
+                // A refusal is judged on files read one after the other: it
+                // is the answer only if they all still are as read.
+                (None, Some(refusal)) => self
+                    .backend()
+                    .commit(self.scope(), &stage.checks())
+                    .and(Err(refusal)),
+                (None, None) => self.backend().commit(self.scope(), &stage.changes()),
             };
             match result {
                 Ok(files) => return Ok(Committed { files }),
-                Err(Error::VersionMismatch { .. }) if attempt < MAX_ATTEMPTS => {
+                Err(Error::VersionMismatch { .. })
+                    if attempt < MAX_ATTEMPTS && Instant::now() < deadline =>
+                {
                     stage_again_pause(attempt);
+                }
+                Err(Error::VersionMismatch { .. }) => {
+                    return Err(Error::Unavailable(format!(
+                        "the changeset lost {attempt} races with other changes of its files; \
+                         try again"
+                    )));
                 }
                 Err(e) => return Err(e),
             }

@@ -21,6 +21,17 @@ pub struct TextEdit {
     pub replace_all: bool,
 }
 
+impl TextEdit {
+    /// The replacement as the text functions take it.
+    pub fn spec(&self) -> EditSpec<'_> {
+        EditSpec {
+            old: &self.old,
+            new: &self.new,
+            replace_all: self.replace_all,
+        }
+    }
+}
+
 /// What an Edit or MultiEdit call made of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EditOutcome {
@@ -58,14 +69,7 @@ impl Service {
                         "old_string must not be empty".into(),
                     ));
                 }
-                let specs: Vec<EditSpec<'_>> = edits
-                    .iter()
-                    .map(|e| EditSpec {
-                        old: &e.old,
-                        new: &e.new,
-                        replace_all: e.replace_all,
-                    })
-                    .collect();
+                let specs: Vec<EditSpec<'_>> = edits.iter().map(TextEdit::spec).collect();
                 files.edit_checked(&path, if_version, false, |text, max| {
                     if multi {
                         text::apply_edits(text, &specs, max)

@@ -48,7 +48,9 @@ pub use watch::{WATCH_PAGE, WatchBatch, WatchStart, Watcher};
 
 /// What front ends hand to and get from the tiers, through this layer:
 /// a front end names no `backend` item (`tests/it/modules.rs`).
-pub use crate::backend::{Backend, ChunkReader, MoveOutcome, Precondition, WriteOutcome};
+pub use crate::backend::{
+    Backend, ChunkReader, FileCommitted, MoveOutcome, Precondition, WriteOutcome,
+};
 
 use crate::access::Op;
 use crate::entry::{Entry, EntryKind};

@@ -1,6 +1,6 @@
-//! Why an Edit's `old_string` was not found, told so the model can fix its
-//! next call: the closest region of the file, numbered, and what differs
-//! (line endings, trailing whitespace, indentation, other whitespace, letter
+//! Why an Edit's `old_string` (or an ApplyPatch hunk's lines) was not
+//! found, told so the model can fix its next call: the closest region of
+//! the file, numbered, and what differs (line endings, trailing whitespace, indentation, other whitespace, letter
 //! case, or the first differing characters).
 //!
 //! The closest region is the window of as many lines as `old_string` has with
@@ -85,15 +85,40 @@ fn ranked_windows(lines: &[&str], old: &str, width: usize) -> Vec<usize> {
     candidates
 }
 
+/// What was looked for, as the message names it.
+pub struct Sought {
+    /// The message's first sentence.
+    pub lead: &'static str,
+    /// What the text looked for is called (`old_string`, `the hunk`).
+    pub name: &'static str,
+    /// The closing advice.
+    pub retry: &'static str,
+}
+
+/// An Edit's `old_string`.
+pub const OLD_STRING: Sought = Sought {
+    lead: "old_string not found in file.",
+    name: "old_string",
+    retry: "Copy old_string exactly from the file (whitespace and indentation included, without \
+            the line-number prefix) and retry.",
+};
+
 /// The message for an `old_string` that `text` does not contain.
 pub fn not_found(text: &str, old: &str) -> String {
-    let mut out = String::from("old_string not found in file.");
+    missing(text, old, &OLD_STRING)
+}
+
+/// The message for text `old` (named by `sought`) that `text` does not
+/// contain.
+pub fn missing(text: &str, old: &str, sought: &Sought) -> String {
+    let name = sought.name;
+    let mut out = String::from(sought.lead);
     if text.len() > MAX_HINT_FILE_BYTES {
         // Writing into a String cannot fail.
         let _ = write!(
             out,
             " The file is too large to look for similar text ({} bytes); Grep for a distinctive \
-             line of old_string to find where the text is, then Read it there.",
+             line of {name} to find where the text is, then Read it there.",
             text.len()
         );
         return out;
@@ -135,7 +160,11 @@ pub fn not_found(text: &str, old: &str) -> String {
     }
     let region = lines[best..best + width].join("\n");
     // Writing into a String cannot fail.
-    let _ = write!(out, " {}", difference(&region, old, text.contains("\r\n")));
+    let _ = write!(
+        out,
+        " {}",
+        difference(&region, old, text.contains("\r\n"), name)
+    );
     let shown = width.min(MAX_REGION_LINES);
     let lines_label = if width == 1 {
         format!("line {}", best + 1)
@@ -154,10 +183,8 @@ pub fn not_found(text: &str, old: &str) -> String {
     if shown < width {
         let _ = write!(out, "\n... ({} more lines)", width - shown);
     }
-    out.push_str(
-        "\nCopy old_string exactly from the file (whitespace and indentation included, without \
-         the line-number prefix) and retry.",
-    );
+    out.push('\n');
+    out.push_str(sought.retry);
     out
 }
 
@@ -168,8 +195,9 @@ fn clip(line: &str) -> &str {
         .map_or(line, |(cut, _)| &line[..cut])
 }
 
-/// What separates `old` from the `region` of the file it resembles.
-fn difference(region: &str, old: &str, file_crlf: bool) -> String {
+/// What separates `old` (called `name`) from the `region` of the file it
+/// resembles.
+fn difference(region: &str, old: &str, file_crlf: bool, name: &str) -> String {
     let same_under = |f: &dyn Fn(&str) -> String| f(region) == f(old);
     let lf = |s: &str| s.replace("\r\n", "\n");
     if old.contains('\r') != file_crlf && same_under(&lf) {
@@ -197,12 +225,12 @@ fn difference(region: &str, old: &str, file_crlf: bool) -> String {
     if same_under(&|s: &str| collapse(s).to_lowercase()) {
         return "It differs only in letter case.".into();
     }
-    first_difference(region, old)
+    first_difference(region, old, name)
 }
 
-/// The first place where `old` and the file disagree, ignoring file text
-/// before and after what `old` covers.
-fn first_difference(region: &str, old: &str) -> String {
+/// The first place where `old` (called `name`) and the file disagree,
+/// ignoring file text before and after what `old` covers.
+fn first_difference(region: &str, old: &str, name: &str) -> String {
     let diff = TextDiff::configure()
         .deadline(Instant::now() + DIFF_DEADLINE)
         .diff_chars(old, region);
@@ -239,13 +267,13 @@ fn first_difference(region: &str, old: &str) -> String {
         DiffOp::Delete {
             old_index, old_len, ..
         } => format!(
-            "old_string has {:?} which the file does not have",
+            "{name} has {:?} which the file does not have",
             chars(old, *old_index..old_index + old_len)
         ),
         DiffOp::Insert {
             new_index, new_len, ..
         } => format!(
-            "the file has {:?} which old_string does not have",
+            "the file has {:?} which {name} does not have",
             chars(region, *new_index..new_index + new_len)
         ),
         DiffOp::Replace {
@@ -254,13 +282,13 @@ fn first_difference(region: &str, old: &str) -> String {
             new_index,
             new_len,
         } => format!(
-            "old_string has {:?} where the file has {:?}",
+            "{name} has {:?} where the file has {:?}",
             chars(old, *old_index..old_index + old_len),
             chars(region, *new_index..new_index + new_len)
         ),
         DiffOp::Equal { .. } => String::new(),
     };
-    format!("First difference at line {line}, column {column} of old_string: {what}.")
+    format!("First difference at line {line}, column {column} of {name}: {what}.")
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit and
-//! History over the one logical path space, each answering in the standard
-//! envelope.
+//! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit,
+//! History and ApplyPatch over the one logical path space, each answering in
+//! the standard envelope.
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
 //! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
@@ -22,7 +22,8 @@
 //! - each tool checks the caller's grants exactly like the Filesystem service
 //!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
 //!   Edit/MultiEdit `read_file` + `write`; History by action: `file`,
-//!   `read_file`, `read_file` + `write`);
+//!   `read_file`, `read_file` + `write`; ApplyPatch as a changeset's
+//!   operations);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
 //!   envelope, `context.path_resolved` once a path was resolved;
 //! - messages quote raw input (paths, names, strings) through
@@ -48,6 +49,7 @@ macro_rules! object {
     }};
 }
 
+mod apply_patch;
 mod args;
 pub mod budget;
 mod edit;
@@ -113,11 +115,13 @@ pub enum ToolName {
     MultiEdit,
     /// A file's versions, a diff between two, or a restore.
     History,
+    /// An OpenAI apply_patch patch, as one changeset (docs/changesets.md).
+    ApplyPatch,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 8] = [
+    pub const ALL: [ToolName; 9] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -126,6 +130,7 @@ impl ToolName {
         ToolName::Edit,
         ToolName::MultiEdit,
         ToolName::History,
+        ToolName::ApplyPatch,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -139,6 +144,7 @@ impl ToolName {
             ToolName::Edit => "Edit",
             ToolName::MultiEdit => "MultiEdit",
             ToolName::History => "History",
+            ToolName::ApplyPatch => "ApplyPatch",
         }
     }
 
@@ -158,6 +164,7 @@ impl ToolName {
             ToolName::Edit => edit::DESCRIPTION,
             ToolName::MultiEdit => multi_edit::DESCRIPTION,
             ToolName::History => history::DESCRIPTION,
+            ToolName::ApplyPatch => apply_patch::DESCRIPTION,
         }
     }
 
@@ -173,6 +180,7 @@ impl ToolName {
             ToolName::Edit => &edit::PARAMS,
             ToolName::MultiEdit => &multi_edit::PARAMS,
             ToolName::History => &history::PARAMS,
+            ToolName::ApplyPatch => &apply_patch::PARAMS,
         }
     }
 
@@ -381,5 +389,6 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::Edit => edit::run(call, args).await,
         ToolName::MultiEdit => multi_edit::run(call, args).await,
         ToolName::History => history::run(call, args).await,
+        ToolName::ApplyPatch => apply_patch::run(call, args).await,
     }
 }

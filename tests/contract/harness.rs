@@ -54,7 +54,7 @@ const BASE_NAME: &str = "case";
 /// Which kind of tier a case runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// In memory, per session (src/backend/state.rs).
+    /// In memory, per session (src/backend/state/).
     State,
     /// RocksDB, per namespace (src/backend/store/).
     Store,

@@ -401,7 +401,8 @@ fn without_native(mut pattern: Value) -> Value {
 }
 
 /// `{"grpc": "NOT_FOUND", "code": <ErrorInfo.reason or "">, "message": …,
-/// "metadata": <ErrorInfo.metadata>}`.
+/// "metadata": <ErrorInfo.metadata>}`, and `"operation_index": n` when the
+/// metadata names a failing changeset operation.
 fn error_json(status: Status) -> Value {
     let camel = format!("{:?}", status.code());
     let mut grpc = String::new();
@@ -415,7 +416,16 @@ fn error_json(status: Status) -> Value {
         .get_details_error_info()
         .map(|i| (i.reason, i.metadata))
         .unwrap_or_default();
-    json!({"grpc": grpc, "code": code, "message": status.message(), "metadata": metadata})
+    // The failing changeset operation, which the clients' errors carry parsed.
+    let operation_index = metadata
+        .get("operation_index")
+        .and_then(|i| i.parse::<u64>().ok());
+    let mut out =
+        json!({"grpc": grpc, "code": code, "message": status.message(), "metadata": metadata});
+    if let Some(index) = operation_index {
+        out["operation_index"] = json!(index);
+    }
+    out
 }
 
 /// Replaces `"${var}"` strings by saved values (keeping their JSON type),

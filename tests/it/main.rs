@@ -44,6 +44,7 @@ mod launch;
 mod s3;
 
 mod access;
+mod apply_patch;
 mod changesets;
 mod cli;
 mod conformance;

@@ -197,7 +197,8 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "Write",
             "Edit",
             "MultiEdit",
-            "History"
+            "History",
+            "ApplyPatch"
         ]
     );
     for t in &tools {
@@ -1022,7 +1023,7 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(
         env["text"],
         "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
-         History."
+         History, ApplyPatch."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");

@@ -88,10 +88,14 @@ async def test_every_tool_answers_in_the_envelope(server: Server, transport: str
         assert f"{base}/a.py" in env["text"]
         env = envelope(await client.call_tool("Grep", {"pattern": "y = 20", "path": base, "output_mode": "content"}))
         assert "y = 20" in env["text"]
+        patch = "*** Begin Patch\n*** Update File: a.py\n@@\n-y = 20\n+y = 200\n*** Add File: b.py\n+z = 3\n*** End Patch\n"
+        env = envelope(await client.call_tool("ApplyPatch", {"patch": patch, "root": base}))
+        assert env["status"] == "success", env
+        assert env["text"].splitlines()[1].startswith(f"M {base}/a.py (version "), env
     # What MCP wrote is what gRPC reads.
     out = io.BytesIO()
     grpc.download(f"/{base}/a.py", out)
-    assert out.getvalue() == b"x = 100\ny = 20\n"
+    assert out.getvalue() == b"x = 100\ny = 200\n"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

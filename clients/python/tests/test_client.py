@@ -8,7 +8,20 @@ import uuid
 import grpc
 import pytest
 
-from agentvfs import CONFLICT, INVALID_PARAM, NOT_FOUND, AgentVfsError, AsyncClient, Client
+from agentvfs import (
+    CONFLICT,
+    INVALID_PARAM,
+    NOT_FOUND,
+    AgentVfsError,
+    AsyncClient,
+    Client,
+    DeleteOp,
+    Edit,
+    EditOp,
+    MoveOp,
+    MultiEditOp,
+    WriteOp,
+)
 from agentvfs.v1 import filesystem_pb2 as pb
 
 from .conftest import Server
@@ -125,3 +138,28 @@ async def test_async_client_moves(server: Server) -> None:
         with pytest.raises(AgentVfsError) as missing:
             await c.filesystem.Move(pb.MoveRequest(source="/d", destination="/f"))
         assert missing.value.code == NOT_FOUND
+
+
+def test_commit_errors_are_native_and_name_the_operation(server: Server) -> None:
+    """A changeset whose second operation edits a missing file raises
+    FileNotFoundError with operation_index 1 and applies nothing; an error of
+    another call has no operation index."""
+    with Client(server.address, session=session()) as c:
+        with pytest.raises(FileNotFoundError) as caught:
+            c.commit([WriteOp("/c/a.txt", "a\n"), EditOp("/c/missing.txt", "x", "y")])
+        assert isinstance(caught.value, AgentVfsError) and caught.value.operation_index == 1
+        with pytest.raises(AgentVfsError) as missing:
+            c.filesystem.Stat(pb.StatRequest(path="/c/a.txt"))
+        assert missing.value.operation_index is None
+        done = c.commit([WriteOp("/c/a.txt", "a\n", create_only=True), EditOp("/c/a.txt", "a", "b", replace_all=True)])
+        assert [(f.path, f.size) for f in done.files] == [("/c/a.txt", 2)]
+
+
+async def test_async_commit(server: Server) -> None:
+    """The asyncio client's commit applies a changeset and names a failing operation."""
+    async with AsyncClient(server.address, session=session()) as c:
+        done = await c.commit([WriteOp("/c/a.txt", "one two\n"), MultiEditOp("/c/a.txt", [Edit("one", "1"), Edit("two", "2")])])
+        assert [(f.path, f.size) for f in done.files] == [("/c/a.txt", 4)]
+        with pytest.raises(AgentVfsError) as caught:
+            await c.commit([DeleteOp("/c/a.txt"), MoveOp("/c/a.txt", "/c/b.txt")])
+        assert caught.value.operation_index == 1

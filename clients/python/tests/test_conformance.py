@@ -19,7 +19,19 @@ from google.protobuf import descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from google.protobuf.message import Message
 
-from agentvfs import AgentVfsError, AsyncClient, Client, ConflictError
+from agentvfs import (
+    AgentVfsError,
+    AsyncClient,
+    ChangesetOp,
+    Client,
+    ConflictError,
+    DeleteOp,
+    Edit,
+    EditOp,
+    MoveOp,
+    MultiEditOp,
+    WriteOp,
+)
 from agentvfs.v1 import access_pb2, filesystem_pb2, tools_pb2  # noqa: F401  (registers every service)
 
 from .conftest import Server
@@ -134,6 +146,8 @@ def error_json(err: AgentVfsError) -> dict[str, Any]:
         "metadata": err.metadata,
         "native": next((name for cls, name in NATIVE.items() if isinstance(err, cls)), ""),
     }
+    if err.operation_index is not None:
+        out["operation_index"] = err.operation_index
     if isinstance(err, ConflictError):
         out["conflict"] = {
             "path": err.path,
@@ -149,6 +163,37 @@ def new_request(md: MethodDescriptor, request: dict[str, Any]) -> Message:
 
 def to_dict(msg: Message | None) -> dict[str, Any]:
     return {} if msg is None else json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+
+def optional_version(req: Any) -> int | None:
+    """A request's if_version, None when absent."""
+    return req.if_version if req.HasField("if_version") else None
+
+
+def commit_ops(req: filesystem_pb2.CommitRequest) -> list[ChangesetOp]:
+    """A Commit step's operations as the client's op builders."""
+    ops: list[ChangesetOp] = []
+    for op in req.operations:
+        kind = op.WhichOneof("operation")
+        if kind == "write":
+            w = op.write
+            ops.append(WriteOp(w.path, w.content, create_only=w.create_only, if_version=optional_version(w)))
+        elif kind == "edit":
+            e = op.edit
+            ops.append(EditOp(e.path, e.old_string, e.new_string, replace_all=e.replace_all, if_version=optional_version(e)))
+        elif kind == "multi_edit":
+            m = op.multi_edit
+            edits = [Edit(x.old_string, x.new_string, replace_all=x.replace_all) for x in m.edits]
+            ops.append(MultiEditOp(m.path, edits, if_version=optional_version(m)))
+        elif kind == "delete":
+            assert not op.delete.recursive, "the client's DeleteOp has no recursive"
+            ops.append(DeleteOp(op.delete.path, if_version=optional_version(op.delete)))
+        elif kind == "move":
+            mv = op.move
+            ops.append(MoveOp(mv.source, mv.destination, if_version=optional_version(mv), create_only=mv.create_only))
+        else:
+            raise AssertionError(f"an operation of no kind: {op}")
+    return ops
 
 
 def upload_args(request: dict[str, Any]) -> tuple[str, bytes, bool, int | None]:
@@ -197,6 +242,8 @@ async def sync_call(client: Client, md: MethodDescriptor, request: dict[str, Any
         out = io.BytesIO()
         info = client.download(req.path, out, version=version_of(req))  # type: ignore[attr-defined]
         return download_result(info, out.getvalue())
+    if md.name == "Commit":
+        return to_dict(client.commit(commit_ops(req)))  # type: ignore[arg-type]
     if md.name == "Watch":
         watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
         events = [to_dict(e) for e in watch]
@@ -230,6 +277,8 @@ async def async_call(client: AsyncClient, md: MethodDescriptor, request: dict[st
         out = io.BytesIO()
         info = await client.download(req.path, out, version=version_of(req))  # type: ignore[attr-defined]
         return download_result(info, out.getvalue())
+    if md.name == "Commit":
+        return to_dict(await client.commit(commit_ops(req)))  # type: ignore[arg-type]
     if md.name == "Watch":
         watch = client.watch(**watch_args(req))  # type: ignore[arg-type]
         events = [to_dict(e) async for e in watch]

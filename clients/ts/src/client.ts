@@ -16,6 +16,8 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import {
   Filesystem,
   type ChangeEvent,
+  type ChangesetOperationSchema,
+  type CommitResponse,
   type FileInfo,
   type GlobBatch,
   type GrepBatch,
@@ -79,6 +81,108 @@ export interface WatchOptions extends StreamOptions {
   retries?: number;
 }
 
+/** A write of a changeset: creates `path` (and missing parents) or replaces it. */
+export interface WriteOp {
+  /** The kind of operation. */
+  op: "write";
+  /** The file. */
+  path: string;
+  /** Its new text. */
+  content: string;
+  /** Refuse an existing file (an {@link AlreadyExistsError}). */
+  createOnly?: boolean;
+  /** The file's version as the operations before it left it (0n: it must not exist). */
+  ifVersion?: bigint;
+}
+
+/** An edit of a changeset: `oldString`, which must occur exactly once (every
+ * occurrence with `replaceAll`), becomes `newString`. */
+export interface EditOp {
+  /** The kind of operation. */
+  op: "edit";
+  /** The file. */
+  path: string;
+  /** The text to replace (not empty). */
+  oldString: string;
+  /** Its replacement. */
+  newString: string;
+  /** Replace every occurrence. */
+  replaceAll?: boolean;
+  /** The file's version as the operations before it left it. */
+  ifVersion?: bigint;
+}
+
+/** Several edits of one file in a changeset, each matched against its text before any of them. */
+export interface MultiEditOp {
+  /** The kind of operation. */
+  op: "multiEdit";
+  /** The file. */
+  path: string;
+  /** The edits, as {@link EditOp}'s fields. */
+  edits: { oldString: string; newString: string; replaceAll?: boolean }[];
+  /** The file's version as the operations before it left it. */
+  ifVersion?: bigint;
+}
+
+/** A delete of a changeset (of a file: a changeset deletes no directories). */
+export interface DeleteOp {
+  /** The kind of operation. */
+  op: "delete";
+  /** The file. */
+  path: string;
+  /** The file's version as the operations before it left it. */
+  ifVersion?: bigint;
+}
+
+/** A move of a file within the changeset's mount. */
+export interface MoveOp {
+  /** The kind of operation. */
+  op: "move";
+  /** The file to move. */
+  source: string;
+  /** Its new path. */
+  destination: string;
+  /** The source's version as the operations before it left it. */
+  ifVersion?: bigint;
+  /** Refuse an existing destination (an {@link AlreadyExistsError}). */
+  createOnly?: boolean;
+}
+
+/** One operation of {@link AgentVfs.commit}: the request of the single-file
+ * RPC of the same name, with its meaning (docs/changesets.md). */
+export type ChangesetOp = WriteOp | EditOp | MultiEditOp | DeleteOp | MoveOp;
+
+/** The ChangesetOperation message of an operation. */
+function operationOf(o: ChangesetOp): MessageInitShape<typeof ChangesetOperationSchema> {
+  switch (o.op) {
+    case "write":
+      return { operation: { case: "write", value: { path: o.path, content: o.content, createOnly: o.createOnly ?? false, ifVersion: o.ifVersion } } };
+    case "edit":
+      return {
+        operation: {
+          case: "edit",
+          value: { path: o.path, oldString: o.oldString, newString: o.newString, replaceAll: o.replaceAll ?? false, ifVersion: o.ifVersion },
+        },
+      };
+    case "multiEdit":
+      return {
+        operation: {
+          case: "multiEdit",
+          value: { path: o.path, edits: o.edits.map((e) => ({ ...e, replaceAll: e.replaceAll ?? false })), ifVersion: o.ifVersion },
+        },
+      };
+    case "delete":
+      return { operation: { case: "delete", value: { path: o.path, ifVersion: o.ifVersion } } };
+    case "move":
+      return {
+        operation: {
+          case: "move",
+          value: { source: o.source, destination: o.destination, ifVersion: o.ifVersion, createOnly: o.createOnly ?? false },
+        },
+      };
+  }
+}
+
 /** Default of {@link WatchOptions.retries}. */
 export const WATCH_RETRIES = 10;
 /** Delay before a Watch's first reconnect, doubling up to {@link WATCH_MAX_DELAY_MS}. */
@@ -126,6 +230,25 @@ export class AgentVfs {
   glob(request: MessageInitShape<typeof GlobRequestSchema>, options: StreamOptions = {}): Search<FileInfo> {
     const stream = () => batches<GlobBatch, FileInfo>(this.filesystem.glob(request, options), (batch) => batch.entries);
     return new Search(stream, options.signal);
+  }
+
+  /**
+   * Applies `ops`, all on one mount, as one changeset: in order, each seeing
+   * what the ones before it did, all or nothing. The answer's `files` are
+   * every file touched, in path order. When an operation fails nothing is
+   * applied and the error's {@link AgentVfsError.operationIndex} names it.
+   *
+   * ```ts
+   * await vfs.commit([
+   *   { op: "write", path: "/src/new.py", content: "print('hi')\n", createOnly: true },
+   *   { op: "edit", path: "/src/app.py", oldString: "old()", newString: "new()", ifVersion: seen },
+   *   { op: "move", source: "/src/a.py", destination: "/src/b.py" },
+   *   { op: "delete", path: "/src/old.py" },
+   * ]);
+   * ```
+   */
+  commit(ops: readonly ChangesetOp[], options: StreamOptions = {}): Promise<CommitResponse> {
+    return this.filesystem.commit({ operations: ops.map(operationOf) }, options);
   }
 
   /** Writes bytes, or chunks from an (async) iterable, to a file in {@link CHUNK_BYTES} messages. */

@@ -34,6 +34,9 @@ export class AgentVfsError extends Error {
   /** {@link code} as the contract's enum; `UNSPECIFIED` when the code is ""
    * (or new to this client). */
   readonly reason: ErrorReason;
+  /** The index (from 0) of the changeset operation that failed, when the
+   * error is a `commit`'s naming one (ErrorInfo metadata `operation_index`). */
+  readonly operationIndex: number | undefined;
 
   constructor(
     /** The envelope code (`NOT_FOUND`, `CONFLICT`, ...), or "" when the error
@@ -50,6 +53,8 @@ export class AgentVfsError extends Error {
     super(`${code || Code[grpcCode]}: ${rawMessage}`, options);
     const reason: unknown = Object.hasOwn(ErrorReason, code) ? ErrorReason[code as keyof typeof ErrorReason] : undefined;
     this.reason = typeof reason === "number" ? reason : ErrorReason.UNSPECIFIED;
+    const index = metadata.operation_index;
+    this.operationIndex = index !== undefined && /^\d+$/.test(index) ? Number(index) : undefined;
   }
 
   /** The canonical gRPC name of {@link grpcCode}: `NOT_FOUND`, `CANCELLED`. */

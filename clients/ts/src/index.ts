@@ -6,11 +6,23 @@
  * const vfs = new AgentVfs("localhost:50051", { session: "demo" });
  * await vfs.filesystem.write({ path: "/notes/a.md", content: "hello\n" });
  * for await (const m of vfs.grep({ pattern: "hello", path: "/notes" })) console.log(m.path, m.lineNumber);
+ * await vfs.commit([{ op: "write", path: "/notes/b.md", content: "b\n" }, { op: "delete", path: "/notes/a.md" }]);
  * for await (const e of vfs.watch("/notes", { stopAtHead: true })) console.log(e.kind, e.path, e.cursor);
  * ```
  */
 export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
-export type { ConnectOptions, DownloadOptions, StreamOptions, WatchOptions } from "./client.js";
+export type {
+  ChangesetOp,
+  ConnectOptions,
+  DeleteOp,
+  DownloadOptions,
+  EditOp,
+  MoveOp,
+  MultiEditOp,
+  StreamOptions,
+  WatchOptions,
+  WriteOp,
+} from "./client.js";
 export {
   AccessDeniedError,
   AgentVfsError,

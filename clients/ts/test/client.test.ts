@@ -3,7 +3,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { Code } from "@connectrpc/connect";
-import { AgentVfs, AgentVfsError, CHUNK_BYTES, ErrorCode } from "../src/index.js";
+import { AgentVfs, AgentVfsError, CHUNK_BYTES, ErrorCode, NotFoundError } from "../src/index.js";
 import { Server } from "./server.js";
 
 let server: Server;
@@ -115,5 +115,26 @@ test("move renames a file and a tree; conflicts and a move across mounts are Age
   assert.equal(tree.filesMoved, 2n);
   assert.equal(tree.version, 0n);
   assert.equal((await vfs.filesystem.read({ path: "/moved/tree/sub/two.txt" })).content, "2");
+  vfs.close();
+});
+
+test("commit applies a changeset; a failing operation is named on the native error", async () => {
+  const vfs = connect();
+  const err = await vfs
+    .commit([
+      { op: "write", path: "/c/a.txt", content: "a\n" },
+      { op: "edit", path: "/c/missing.txt", oldString: "x", newString: "y" },
+    ])
+    .catch((e: unknown) => e);
+  assert.ok(err instanceof NotFoundError);
+  assert.equal(err.operationIndex, 1);
+  const stat = await vfs.filesystem.stat({ path: "/c/a.txt" }).catch((e: unknown) => e);
+  assert.ok(stat instanceof NotFoundError);
+  assert.equal(stat.operationIndex, undefined);
+  const done = await vfs.commit([
+    { op: "write", path: "/c/a.txt", content: "one two\n", createOnly: true },
+    { op: "multiEdit", path: "/c/a.txt", edits: [{ oldString: "one", newString: "1" }, { oldString: "two", newString: "2", replaceAll: true }] },
+  ]);
+  assert.deepEqual(done.files.map((f) => [f.path, f.size]), [["/c/a.txt", 4n]]);
   vfs.close();
 });

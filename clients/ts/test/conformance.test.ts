@@ -17,6 +17,8 @@ import {
   AgentVfsError,
   AlreadyExistsError,
   ChangeEventSchema,
+  CommitRequestSchema,
+  CommitResponseSchema,
   ConflictError,
   FileInfoSchema,
   Filesystem,
@@ -27,6 +29,7 @@ import {
   SearchSummarySchema,
   Tools,
   WriteBytesHeaderSchema,
+  type ChangesetOp,
   type FileInfo,
   type GrepMatch,
   type Search,
@@ -135,6 +138,7 @@ function errorJson(err: AgentVfsError): Obj {
     metadata: err.metadata,
     native: NATIVE.find(([kind]) => err instanceof kind)?.[1] ?? "",
   };
+  if (err.operationIndex !== undefined) out.operation_index = err.operationIndex;
   if (err instanceof ConflictError) {
     out.conflict = { path: err.path, expected_version: String(err.expectedVersion), actual_version: String(err.actualVersion) };
   }
@@ -153,6 +157,9 @@ async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: numb
   if (method.methodKind === "client_streaming") {
     const header = fromJson(WriteBytesHeaderSchema, request.header ?? {});
     return json(method.output, await vfs.upload(header, pieces(request.data)));
+  }
+  if (name === "Filesystem.Commit") {
+    return json(CommitResponseSchema, await vfs.commit(commitOps(request)));
   }
   const req = fromJson(method.input, request);
   if (method.methodKind === "server_streaming") {
@@ -190,6 +197,26 @@ async function call(vfs: AgentVfs, name: string, request: Obj, cancelAfter: numb
   }
   const stub = (vfs as unknown as Record<string, Record<string, (r: Message) => Promise<Message>>>)[serviceName!.toLowerCase()]!;
   return json(method.output, await stub[method.localName]!(req));
+}
+
+/** A Commit step's operations as the client's op objects. */
+function commitOps(request: Obj): ChangesetOp[] {
+  return fromJson(CommitRequestSchema, request).operations.map(({ operation: o }): ChangesetOp => {
+    switch (o.case) {
+      case "write":
+        return { op: "write", ...o.value };
+      case "edit":
+        return { op: "edit", ...o.value };
+      case "multiEdit":
+        return { op: "multiEdit", path: o.value.path, edits: o.value.edits, ifVersion: o.value.ifVersion };
+      case "delete":
+        assert.ok(!o.value.recursive, "the client's delete op has no recursive");
+        return { op: "delete", path: o.value.path, ifVersion: o.value.ifVersion };
+      case "move":
+        return { op: "move", ...o.value };
+    }
+    assert.fail(`an operation of no kind: ${JSON.stringify(request)}`);
+  });
 }
 
 /** Concatenates [{"text"|"base64": ..., "repeat": n}]. */

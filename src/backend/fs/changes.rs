@@ -103,23 +103,8 @@ impl FsChanges {
         external: bool,
         moved_path: Option<VfsPath>,
     ) {
-        let mut log = lock(&self.log);
-        log.push(|seq| Change {
-            log: self.mount().clone(),
-            shard: 0,
-            seq,
-            path: path.clone(),
-            kind,
-            version,
-            size,
-            time: SystemTime::now(),
-            origin,
-            external,
-            moved_path,
-        });
-        log.trim(self.capacity);
-        drop(log);
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        let change = (path.clone(), kind, (version, size), origin, moved_path);
+        self.append(external, vec![change]);
     }
 
     /// Marks `path` (a file, or a directory and everything below it) as
@@ -150,10 +135,13 @@ impl FsChanges {
     /// Records the changes of one changeset agentvfs made, next to each
     /// other in the log (a watcher receives them together): path, kind,
     /// (version, size), origin and the other end of a move.
-    pub fn record_all(
-        &self,
-        changes: Vec<OwnChange>,
-    ) {
+    pub fn record_all(&self, changes: Vec<OwnChange>) {
+        self.append(false, changes);
+    }
+
+    /// Appends `changes` next to each other and wakes the watchers once;
+    /// `external`: made on disk by others.
+    fn append(&self, external: bool, changes: Vec<OwnChange>) {
         let mut log = lock(&self.log);
         for (path, kind, (version, size), origin, moved_path) in changes {
             log.push(|seq| Change {
@@ -166,7 +154,7 @@ impl FsChanges {
                 size,
                 time: SystemTime::now(),
                 origin,
-                external: false,
+                external,
                 moved_path,
             });
         }

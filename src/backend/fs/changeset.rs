@@ -31,8 +31,9 @@
 //! without locks and may see part of one; so may a process reading the
 //! directory directly.
 
+use super::FsBackend;
 use super::sandbox::{self, Links, errno, file_type};
-use super::{FsBackend, keep_owner_and_mode};
+use super::write::keep_owner_and_mode;
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};
@@ -323,6 +324,13 @@ impl FsBackend {
             }
             sizes.push(st.as_ref().map_or(0, |st| st.st_size as u64));
             olds.push((dir, st));
+        }
+        if changes
+            .iter()
+            .all(|c| matches!(c.action, FileAction::Check))
+        {
+            // Only checks: they held together under the locks.
+            return self.outcomes(scope, changes, &[], &sizes);
         }
         // 2. Prepare.
         let id = format!("{:016x}", rand::random::<u64>());

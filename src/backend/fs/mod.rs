@@ -56,6 +56,14 @@
 //! writing the host file directly the guarantee is weaker: a change that
 //! lands in the microseconds between the check and the rename is overwritten.
 //!
+//! Files by protocol: `write` (Write, WriteBytes and the commit of an
+//! Edit), `read` (opening a file as one version), `moves` (Move), `tree`
+//! (walks of a directory for recursive Delete and Move), `changes` (the
+//! change log and the disk's own events), `search` and `prefetch` (Glob and
+//! Grep), `sandbox` (confinement beneath the root), `ignore_rules` and
+//! `ignore_cache` (what a search leaves out); this file holds the locks,
+//! listings, stats, Edit and Delete.
+//!
 //! Errors: the kernel's `EACCES`/`EPERM` become `PERMISSION_DENIED` naming the
 //! logical path, links leading out `PERMISSION_DENIED`, missing paths
 //! `NOT_FOUND`, files over the size limit `RESOURCE_EXHAUSTED`, devices,
@@ -65,9 +73,13 @@ pub mod changes;
 mod changeset;
 pub mod ignore_cache;
 pub mod ignore_rules;
+mod moves;
 pub mod prefetch;
+mod read;
 pub mod sandbox;
 pub mod search;
+mod tree;
+mod write;
 
 use super::{
     Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition,
@@ -81,18 +93,18 @@ use crate::path::{VfsPath, check_name};
 use crate::scope::Scope;
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use changes::FsChanges;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat, Timestamps};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use rustix::io::Errno;
-use sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type, not_regular};
-use std::ffi::{CStr, CString};
+use sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
+use std::ffi::CString;
 use std::hash::{Hash, Hasher};
 use std::io::Read;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::SystemTime;
 use tokio::sync::watch;
+use tree::remove_tree;
 
 /// Number of per-path locks: paths share a lock only when their hashes
 /// collide, which merely serialises two unrelated writes; no map of locks has
@@ -107,9 +119,6 @@ const KEPT_MODE_BITS: u32 = 0o777;
 /// Bytes read from disk per ReadBytes piece at most (the piece size the
 /// caller asks for is capped by it too).
 const READ_PIECE_BYTES: usize = 1 << 20;
-/// Opens of a file a read tries while the file keeps being replaced under
-/// it (each attempt is a few system calls; a writer replaces a file in one).
-const OPEN_ATTEMPTS: usize = 64;
 
 // The operations a link's target must allow, per kind of access: a link is
 // followed only when the caller holds at its target every one of these that
@@ -153,29 +162,6 @@ fn link_rule<'a>(
             Err(Error::PermissionDenied(format!(
                 "{path}: a symbolic link on the way leads outside your grants"
             )))
-        }
-    }
-}
-
-/// A file being written: an unnamed (`O_TMPFILE`) or, where the file system
-/// lacks them, a named temporary file in the target's directory. An unnamed
-/// one vanishes with the process, so a `kill -9` mid-write leaves nothing
-/// behind; a named one is removed on drop unless committed.
-struct Temp<'d> {
-    fd: OwnedFd,
-    dir: &'d OwnedFd,
-    /// The name of a named temporary file, until committed.
-    name: Option<String>,
-    /// Bytes written.
-    size: u64,
-}
-
-impl Drop for Temp<'_> {
-    fn drop(&mut self) {
-        if let Some(name) = &self.name
-            && let Err(e) = rustix::fs::unlinkat(self.dir, name.as_str(), AtFlags::empty())
-        {
-            tracing::warn!(name = %name, cause = %e, "cannot remove temporary file");
         }
     }
 }
@@ -328,372 +314,6 @@ impl FsBackend {
             version: if is_dir { 0 } else { sandbox::version(st) },
         }
     }
-
-    /// The regular file a write would replace (`None`: none yet).
-    fn current(&self, path: &VfsPath, dir: &OwnedFd, name: &str) -> Result<Option<Stat>> {
-        match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(errno(path, e)),
-            Ok(st) => match file_type(&st) {
-                FileType::RegularFile => Ok(Some(st)),
-                FileType::Directory => Err(Error::IsDirectory(path.to_string())),
-                FileType::Symlink => Err(Error::PermissionDenied(format!(
-                    "{path} is a symbolic link; agentvfs never writes through links"
-                ))),
-                _ => Err(not_regular(path)),
-            },
-        }
-    }
-
-    /// A name for a temporary file, unique within this process.
-    fn temp_name(&self) -> String {
-        format!(
-            ".agentvfs-{}-{}.tmp",
-            std::process::id(),
-            self.temp_counter.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-
-    /// Creates the temporary file of a write into `dir`.
-    fn create_temp<'d>(&self, path: &VfsPath, dir: &'d OwnedFd) -> Result<Temp<'d>> {
-        let mode = Mode::from_raw_mode(NEW_FILE_MODE as _);
-        let unnamed = OFlags::WRONLY | OFlags::TMPFILE | OFlags::CLOEXEC;
-        match rustix::fs::openat(dir, ".", unnamed, mode) {
-            Ok(fd) => {
-                return Ok(Temp {
-                    fd,
-                    dir,
-                    name: None,
-                    size: 0,
-                });
-            }
-            // The file system has no unnamed files: fall back to a name.
-            Err(Errno::OPNOTSUPP | Errno::ISDIR | Errno::INVAL) => {}
-            Err(e) => return Err(errno(path, e)),
-        }
-        let name = self.temp_name();
-        let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(dir, name.as_str(), flags, mode).map_err(|e| errno(path, e))?;
-        Ok(Temp {
-            fd,
-            dir,
-            name: Some(name),
-            size: 0,
-        })
-    }
-
-    /// Appends `data` to the temporary file, refusing to grow it past the
-    /// file size limit.
-    fn append(&self, path: &VfsPath, temp: &mut Temp<'_>, data: &[u8]) -> Result<()> {
-        Error::check_file_size(path, temp.size + data.len() as u64, self.max_file_bytes)?;
-        sandbox::write_all(&temp.fd, data).map_err(|e| errno(path, e))?;
-        temp.size += data.len() as u64;
-        Ok(())
-    }
-
-    /// Puts the written `temp` in place of `name` in `dir` once `pre` holds
-    /// against the file there now; see the module doc. The caller holds the
-    /// path's lock, so no agentvfs write of the path runs between the check
-    /// and the rename.
-    fn commit(
-        &self,
-        path: &VfsPath,
-        name: &str,
-        mut temp: Temp<'_>,
-        pre: Precondition,
-    ) -> Result<WriteOutcome> {
-        let os = |e| errno(path, e);
-        let dir = temp.dir;
-        let old = self.current(path, dir, name)?;
-        let old_version = old.as_ref().map(sandbox::version);
-        pre.check(path, old_version)?;
-        if let Some(st) = &old {
-            keep_owner_and_mode(path, &temp.fd, st)?;
-        }
-        let stamp = sandbox::nanos(SystemTime::now()).max(old_version.unwrap_or(0) + 1);
-        let ts = sandbox::timespec(stamp);
-        let times = Timestamps {
-            last_access: ts,
-            last_modification: ts,
-        };
-        rustix::fs::futimens(&temp.fd, &times).map_err(os)?;
-        rustix::fs::fsync(&temp.fd).map_err(os)?;
-        let named = match temp.name.take() {
-            Some(named) => named,
-            None => {
-                // Give the unnamed file a name in `dir` through /proc (no
-                // capability needed, unlike AT_EMPTY_PATH), then rename it.
-                let named = self.temp_name();
-                let proc_path = format!("/proc/self/fd/{}", temp.fd.as_raw_fd());
-                rustix::fs::linkat(
-                    rustix::fs::CWD,
-                    proc_path.as_str(),
-                    dir,
-                    named.as_str(),
-                    AtFlags::SYMLINK_FOLLOW,
-                )
-                .map_err(os)?;
-                named
-            }
-        };
-        temp.name = Some(named.clone());
-        let rename = if old.is_none() {
-            RenameFlags::NOREPLACE
-        } else {
-            RenameFlags::empty()
-        };
-        match rustix::fs::renameat_with(dir, named.as_str(), dir, name, rename) {
-            Err(Errno::EXIST) => return Err(Error::AlreadyExists(path.to_string())),
-            other => other.map_err(os)?,
-        }
-        // Renamed: nothing left to remove.
-        temp.name = None;
-        rustix::fs::fsync(dir).map_err(os)?;
-        let st = rustix::fs::fstat(&temp.fd).map_err(os)?;
-        Ok(WriteOutcome {
-            path: path.clone(),
-            bytes_written: temp.size,
-            version: sandbox::version(&st),
-            created: old.is_none(),
-        })
-    }
-
-    /// Writes `path` from `pieces` (a whole file is one piece): the
-    /// precondition is checked first so a doomed upload fails at once, the
-    /// pieces go to a temporary file without holding the path's lock (a slow
-    /// upload delays no other writer), and the commit re-checks it under the
-    /// lock.
-    fn write_from(
-        &self,
-        scope: &Scope,
-        path: &VfsPath,
-        pre: Precondition,
-        pieces: &mut ChunkSource<'_>,
-    ) -> Result<WriteOutcome> {
-        let (dir, name) = self.sandbox.parent_creating(path)?;
-        {
-            // A Move landing here holds the path's lock until the file it
-            // put here has its new version: look in between, never halfway.
-            let _look = self.look(path);
-            let early = self.current(path, &dir, name)?;
-            pre.check(path, early.as_ref().map(sandbox::version))?;
-        }
-        let mut temp = self.create_temp(path, &dir)?;
-        for piece in pieces {
-            self.append(path, &mut temp, &piece?)?;
-        }
-        let _guard = self.lock(path);
-        self.expect(path);
-        let out = self.commit(path, name, temp, pre)?;
-        self.record_write(scope, &out, Operation::Write);
-        Ok(out)
-    }
-
-    /// The metadata of a Move's source `name` in `dir` (a link in its last
-    /// component is the source itself, never followed) once it passed the
-    /// source's checks: a directory takes no `if_version` (like a recursive
-    /// Delete), a file's version must equal it.
-    fn move_source(
-        &self,
-        source: &VfsPath,
-        dir: &OwnedFd,
-        name: &str,
-        if_version: Option<u64>,
-    ) -> Result<Stat> {
-        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-            .map_err(|e| errno(source, e))?;
-        if file_type(&st) == FileType::Directory {
-            check_directory_delete(source, if_version, true)?;
-        } else {
-            check_leaf_version(source, &st, if_version)?;
-        }
-        Ok(st)
-    }
-
-    /// The files a Move of the source `st` (`name` in `dir`) moves: 1 for a
-    /// file or link, and for a directory every non-directory below it, as a
-    /// recursive Delete would count them.
-    fn files_moved(&self, source: &VfsPath, dir: &OwnedFd, name: &str, st: &Stat) -> Result<u64> {
-        if file_type(st) != FileType::Directory {
-            return Ok(1);
-        }
-        count_tree(dir, &c_name(source, name)?, source)
-    }
-
-    /// The version of the file a Move just put at `name` in `dir`, made
-    /// greater than `floor` (its own old version and that of the file it
-    /// replaced), so no `if_version` taken before the Move matches it.
-    ///
-    /// The rename moved the file's change time forward. Where the kernel
-    /// keeps fine-grained change times once they have been read (Linux 6.13
-    /// and later on ext4, XFS, btrfs and tmpfs; the Move's own stat reads
-    /// it) that alone passes the floor. With coarse change times, a rename in
-    /// the same clock tick as the floor leaves the version where it was; then
-    /// the modification time is set one nanosecond past the floor, the one
-    /// case where a Move changes a file's time. A server that may not set
-    /// the times of a file it does not own leaves the version as it is.
-    fn moved_version(&self, path: &VfsPath, dir: &OwnedFd, name: &str, floor: u64) -> Result<u64> {
-        let os = |e| errno(path, e);
-        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
-        if sandbox::version(&st) > floor {
-            return Ok(sandbox::version(&st));
-        }
-        let times = Timestamps {
-            last_access: rustix::fs::Timespec {
-                tv_sec: 0,
-                tv_nsec: rustix::fs::UTIME_OMIT,
-            },
-            last_modification: sandbox::timespec(floor + 1),
-        };
-        match rustix::fs::utimensat(dir, name, &times, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(()) => {}
-            Err(Errno::PERM | Errno::ACCESS) => {
-                tracing::debug!(path = %path, "cannot move the version of a moved file forward");
-                return Ok(sandbox::version(&st));
-            }
-            Err(e) => return Err(os(e)),
-        }
-        let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
-        Ok(sandbox::version(&st))
-    }
-
-    /// Logs a Move that put `source` at `to_name` in `to_dir`
-    /// (`destination`): a deletion at the source and a creation (or, when
-    /// it `replaced` a file, a modification) at the destination, for the
-    /// file or for every file of the moved directory.
-    fn record_move(
-        &self,
-        scope: &Scope,
-        (source, destination): (&VfsPath, &VfsPath),
-        to_dir: &OwnedFd,
-        to_name: &str,
-        is_dir: bool,
-        replaced: bool,
-    ) -> Result<()> {
-        let moved = |from: &VfsPath, to: &VfsPath, stamp: (u64, u64), replaced: bool| {
-            let came = if replaced {
-                ChangeKind::Modified
-            } else {
-                ChangeKind::Created
-            };
-            let op = Operation::Move;
-            self.record(scope, from, ChangeKind::Deleted, (0, 0), op, Some(to));
-            self.record(scope, to, came, stamp, op, Some(from));
-        };
-        let stamp_of = |dir: &OwnedFd, name: &CStr| {
-            rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .map(|st| (sandbox::version(&st), st.st_size as u64))
-                .unwrap_or((0, 0))
-        };
-        if !is_dir {
-            let stamp = stamp_of(to_dir, &c_name(destination, to_name)?);
-            moved(source, destination, stamp, replaced);
-            return Ok(());
-        }
-        for_each_file(
-            to_dir,
-            &c_name(destination, to_name)?,
-            destination,
-            |dir, chain, leaf| {
-                if let (Some(from), Some(to)) =
-                    (below(source, chain, leaf), below(destination, chain, leaf))
-                {
-                    moved(&from, &to, stamp_of(dir, leaf), false);
-                }
-                Ok(())
-            },
-        )
-    }
-
-    /// Opens the regular file `path` reaches (links followed where `rule`
-    /// allows) for reading, with the metadata its version comes from, both
-    /// of one file that `path` named at one moment (docs/contract.md §
-    /// Versions). The file's own metadata can change after it is opened
-    /// although its content does not (every agentvfs write makes a new
-    /// file): renaming it away or replacing it, which unlinks it, moves its
-    /// change time, and so its version. So once opened, `path` is looked up
-    /// again: it must still name this file, linked, with the same times; else
-    /// the open is tried again. The look lock keeps agentvfs's own changes of
-    /// `path` from landing halfway (a Move sets the version of the file it
-    /// moved just after renaming it).
-    fn open_named(
-        &self,
-        path: &VfsPath,
-        rule: &dyn Fn(&VfsPath) -> Result<()>,
-    ) -> Result<(OwnedFd, Stat)> {
-        let _look = self.look(path);
-        for _ in 0..OPEN_ATTEMPTS {
-            let flags = READ_FLAGS | OFlags::NONBLOCK;
-            let fd = self.sandbox.open_at(path, flags, Links::Follow(rule))?;
-            let st = self.regular(path, &fd)?;
-            if st.st_nlink == 0 {
-                continue;
-            }
-            let again = match self.sandbox.open_at(
-                path,
-                OFlags::PATH | OFlags::CLOEXEC,
-                Links::Follow(rule),
-            ) {
-                Ok(again) => rustix::fs::fstat(again).map_err(|e| errno(path, e))?,
-                Err(Error::NotFound(_)) => continue,
-                Err(e) => return Err(e),
-            };
-            if same_state(&st, &again) {
-                return Ok((fd, st));
-            }
-        }
-        Err(Error::Unavailable(format!(
-            "{path} kept being replaced while it was opened ({OPEN_ATTEMPTS} times); read it again"
-        )))
-    }
-
-    /// Reads the whole file `fd` (opened and checked as `st`), refusing
-    /// one that grew past the size limit.
-    fn read_whole(&self, path: &VfsPath, fd: OwnedFd, st: &Stat) -> Result<Vec<u8>> {
-        let mut data = Vec::with_capacity(st.st_size as usize);
-        std::fs::File::from(fd)
-            .take(self.max_file_bytes + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| Error::io(path.as_str(), e))?;
-        Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
-        Ok(data)
-    }
-
-    /// The metadata of an opened file that must be a regular file within the
-    /// size limit.
-    fn regular(&self, path: &VfsPath, fd: &OwnedFd) -> Result<Stat> {
-        let st = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
-        match file_type(&st) {
-            FileType::RegularFile => {}
-            FileType::Directory => return Err(Error::IsDirectory(path.to_string())),
-            _ => return Err(not_regular(path)),
-        }
-        Error::check_file_size(path, st.st_size as u64, self.max_file_bytes)?;
-        Ok(st)
-    }
-}
-
-/// Gives the new content of a replaced file the old file's owner (where the
-/// server may: a server running as another user keeps its own) and its
-/// permission bits without setuid, setgid or sticky. The owner goes first:
-/// changing it clears those bits anyway.
-fn keep_owner_and_mode(path: &VfsPath, fd: &OwnedFd, old: &Stat) -> Result<()> {
-    let st = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
-    if (st.st_uid, st.st_gid) != (old.st_uid, old.st_gid) {
-        let owner = Some(rustix::fs::Uid::from_raw(old.st_uid));
-        let group = Some(rustix::fs::Gid::from_raw(old.st_gid));
-        match rustix::fs::fchown(fd, owner, group) {
-            Ok(()) => {}
-            // Not permitted for this server's user: the file becomes its own.
-            Err(Errno::PERM) => {
-                tracing::debug!(path = %path, "cannot keep the owner of a replaced file")
-            }
-            Err(e) => return Err(errno(path, e)),
-        }
-    }
-    let mode = Mode::from_raw_mode((old.st_mode & KEPT_MODE_BITS) as _);
-    rustix::fs::fchmod(fd, mode).map_err(|e| errno(path, e))
 }
 
 /// The valid UTF-8 names in a directory (`.` and `..` left out); others are
@@ -716,186 +336,10 @@ fn child_names(dir: &VfsPath, fd: &OwnedFd) -> Result<Vec<(String, FileType)>> {
     Ok(out)
 }
 
-/// One directory on the way down of [`walk_tree`].
-struct Descent {
-    /// Its name in its parent.
-    name: CString,
-    /// Device and inode: the parent reached back through `..` must be the
-    /// one the walk came from, or the tree was moved and the walk stops.
-    id: (u64, u64),
-    /// Subdirectories still to walk.
-    subdirs: Vec<CString>,
-}
-
-/// The device and inode of an open directory.
-#[allow(clippy::unnecessary_cast)]
-fn identity(path: &VfsPath, fd: &OwnedFd) -> Result<(u64, u64)> {
-    let st = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
-    Ok((st.st_dev as u64, st.st_ino as u64))
-}
-
-/// Walks the directory `name` in `parent` and everything below it without
-/// following any link: `leaf(dir, name)` is called for every non-directory
-/// (a link is a leaf: it is never followed), and `finished(parent, name)`
-/// for every directory once everything below it was walked, deepest first
-/// and `name` itself last. Names are passed as raw bytes: non-UTF-8 names
-/// are walked too.
-///
-/// Iterative with one open directory at a time, whatever the depth: the way
-/// down is a stack of names (a tree 15,000 levels deep neither overflows the
-/// stack nor runs out of descriptors), and the way up opens `..`, checked to
-/// be the directory the walk came down from.
-fn walk_tree(
-    parent: &OwnedFd,
-    name: &CStr,
-    path: &VfsPath,
-    mut leaf: impl FnMut(&OwnedFd, &[CString], &CStr) -> Result<()>,
-    mut finished: impl FnMut(&OwnedFd, &CStr) -> Result<()>,
-) -> Result<()> {
-    let os = |e| errno(path, e);
-    let open = |dir: &OwnedFd, name: &CStr| {
-        rustix::fs::openat(dir, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty()).map_err(os)
-    };
-    // Calls `leaf` for the non-directories of `fd` (at `chain` below
-    // `name`) and returns its subdirectories. The names are read first:
-    // `leaf` may remove them.
-    let mut visit = |fd: &OwnedFd, chain: &[CString]| -> Result<Vec<CString>> {
-        let mut children = Vec::new();
-        sandbox::for_each_entry(fd, |name, kind| children.push((name.to_owned(), kind)))
-            .map_err(os)?;
-        let mut subdirs = Vec::new();
-        for (child, kind) in children {
-            let kind = match kind {
-                FileType::Unknown => {
-                    rustix::fs::statat(fd, child.as_c_str(), AtFlags::SYMLINK_NOFOLLOW)
-                        .map(|st| file_type(&st))
-                        .map_err(os)?
-                }
-                known => known,
-            };
-            if kind == FileType::Directory {
-                subdirs.push(child);
-            } else {
-                leaf(fd, chain, &child)?;
-            }
-        }
-        Ok(subdirs)
-    };
-    let mut fd = open(parent, name)?;
-    // The names of the directories from `name` (excluded) down to `fd`.
-    let mut chain: Vec<CString> = Vec::new();
-    let mut stack = vec![Descent {
-        name: name.to_owned(),
-        id: identity(path, &fd)?,
-        subdirs: visit(&fd, &chain)?,
-    }];
-    while let Some(top) = stack.last_mut() {
-        if let Some(sub) = top.subdirs.pop() {
-            fd = open(&fd, &sub)?;
-            chain.push(sub.clone());
-            let subdirs = visit(&fd, &chain)?;
-            stack.push(Descent {
-                name: sub,
-                id: identity(path, &fd)?,
-                subdirs,
-            });
-            continue;
-        }
-        // Everything below `top` is walked: go up.
-        let done = stack.pop().expect("the loop holds a top");
-        chain.pop();
-        let (up, up_id) = match stack.last() {
-            Some(above) => (open(&fd, c"..")?, above.id),
-            None => break,
-        };
-        if identity(path, &up)? != up_id {
-            return Err(Error::Internal(format!(
-                "{path}: the tree was moved while it was being walked; the walk stopped"
-            )));
-        }
-        finished(&up, &done.name)?;
-        fd = up;
-    }
-    finished(parent, name)
-}
-
-/// The logical path of the file `leaf` at `chain` below the directory
-/// `top`; `None` for a name no logical path can hold (not UTF-8, ...).
-fn below(top: &VfsPath, chain: &[CString], leaf: &CStr) -> Option<VfsPath> {
-    let mut path = top.clone();
-    for name in chain.iter().map(CString::as_c_str).chain([leaf]) {
-        path = path.join(name.to_str().ok()?).ok()?;
-    }
-    Some(path)
-}
-
-/// Removes the directory `name` in `parent` (`path`) and everything below
-/// it without following any link, telling `removed` the logical path of
-/// each non-directory removed; returns how many were.
-fn remove_tree(
-    parent: &OwnedFd,
-    name: &CStr,
-    path: &VfsPath,
-    mut removed: impl FnMut(&VfsPath),
-) -> Result<u64> {
-    let os = |e| errno(path, e);
-    let mut count = 0;
-    walk_tree(
-        parent,
-        name,
-        path,
-        |dir, chain, leaf| {
-            rustix::fs::unlinkat(dir, leaf, AtFlags::empty()).map_err(os)?;
-            count += 1;
-            if let Some(file) = below(path, chain, leaf) {
-                removed(&file);
-            }
-            Ok(())
-        },
-        |up, dir| rustix::fs::unlinkat(up, dir, AtFlags::REMOVEDIR).map_err(os),
-    )?;
-    Ok(count)
-}
-
-/// Calls `f` with the directory, the chain of names below `name` and the
-/// name of every non-directory in the directory `name` in `parent` (`path`)
-/// and below it (links included, never followed).
-fn for_each_file(
-    parent: &OwnedFd,
-    name: &CStr,
-    path: &VfsPath,
-    f: impl FnMut(&OwnedFd, &[CString], &CStr) -> Result<()>,
-) -> Result<()> {
-    walk_tree(parent, name, path, f, |_, _| Ok(()))
-}
-
-/// The number of non-directories in the directory `name` in `parent` and
-/// below it (links counted, never followed): what [`remove_tree`] would
-/// remove, and what a Move of the directory reports as moved.
-fn count_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<u64> {
-    let mut count = 0;
-    for_each_file(parent, name, path, |_, _, _| {
-        count += 1;
-        Ok(())
-    })?;
-    Ok(count)
-}
-
 /// The last component `name` of `path` as a C string (logical names hold no
 /// NUL; the check keeps that an error rather than a panic).
 fn c_name(path: &VfsPath, name: &str) -> Result<CString> {
     CString::new(name).map_err(|_| Error::invalid_path(path.as_str(), "NUL in name"))
-}
-
-/// True when `a` and `b`, two looks at a file, saw the same file in the
-/// same state: same inode, same times (so the same version), same size.
-#[allow(clippy::unnecessary_cast)]
-fn same_state(a: &Stat, b: &Stat) -> bool {
-    (a.st_dev, a.st_ino, a.st_size) == (b.st_dev, b.st_ino, b.st_size)
-        && (a.st_mtime as i64, a.st_mtime_nsec as u64)
-            == (b.st_mtime as i64, b.st_mtime_nsec as u64)
-        && (a.st_ctime as i64, a.st_ctime_nsec as u64)
-            == (b.st_ctime as i64, b.st_ctime_nsec as u64)
 }
 
 /// Checks `if_version` against the non-directory `st` at `path` (Delete and
@@ -1087,98 +531,7 @@ impl Backend for FsBackend {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
-        for path in [source, destination] {
-            if path == self.sandbox.mount() {
-                return Err(super::unmovable_mount(path));
-            }
-        }
-        // Below a missing directory or a file, the source does not exist
-        // (`Sandbox::parent` says so).
-        let (from_dir, from_name) = self.sandbox.parent(source, Links::Refuse)?;
-        // Checked and counted before the destination's parents are created
-        // and without the locks (counting a large tree takes a while)...
-        let seen = {
-            let _look = self.look(source);
-            self.move_source(source, &from_dir, from_name, pre.if_version)?
-        };
-        let mut files_moved = self.files_moved(source, &from_dir, from_name, &seen)?;
-        let (to_dir, to_name) = self.sandbox.parent_creating(destination)?;
-        // ...and checked again under the locks of both paths, which every
-        // agentvfs write, edit and delete of them holds too. Against another
-        // process changing the source directly there is a window of one
-        // system call between this check and the rename: a disk cannot check
-        // a version and rename in one step.
-        let _locks = self.lock_two(source, destination);
-        let now = self.move_source(source, &from_dir, from_name, pre.if_version)?;
-        let is_dir = file_type(&now) == FileType::Directory;
-        if is_dir != (file_type(&seen) == FileType::Directory) {
-            files_moved = self.files_moved(source, &from_dir, from_name, &now)?;
-        }
-        let target = match rustix::fs::statat(&to_dir, to_name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Some(st),
-            Err(Errno::NOENT) => None,
-            Err(e) => return Err(errno(destination, e)),
-        };
-        let floor = match &target {
-            Some(st) if file_type(st) != FileType::Directory => {
-                sandbox::version(&now).max(sandbox::version(st))
-            }
-            _ => sandbox::version(&now),
-        };
-        let flags = if pre.create_only || is_dir {
-            RenameFlags::NOREPLACE
-        } else {
-            RenameFlags::empty()
-        };
-        let same_file = target
-            .as_ref()
-            .is_some_and(|st| (st.st_dev, st.st_ino) == (now.st_dev, now.st_ino));
-        self.expect(source);
-        self.expect(destination);
-        let moved = if same_file && !pre.create_only {
-            // Two names of one file: rename(2) would leave both in place.
-            rustix::fs::unlinkat(&from_dir, from_name, AtFlags::empty())
-        } else {
-            rustix::fs::renameat_with(&from_dir, from_name, &to_dir, to_name, flags)
-        };
-        moved.map_err(|e| match e {
-            Errno::NOENT => Error::NotFound(source.to_string()),
-            Errno::EXIST | Errno::NOTEMPTY => Error::AlreadyExists(destination.to_string()),
-            Errno::ISDIR => Error::IsDirectory(destination.to_string()),
-            // A directory onto a file (the parents are handles, so no
-            // ancestor is in question): NOREPLACE answers EEXIST first, so
-            // only a source that became a directory since it was checked.
-            Errno::NOTDIR => Error::NotDirectory(destination.to_string()),
-            Errno::XDEV => Error::InvalidArgument(format!(
-                "cannot move {source} to {destination}: they are on different file systems \
-                 below the root"
-            )),
-            e => errno(source, e),
-        })?;
-        rustix::fs::fsync(&to_dir).map_err(|e| errno(destination, e))?;
-        if identity(source, &from_dir)? != identity(destination, &to_dir)? {
-            rustix::fs::fsync(&from_dir).map_err(|e| errno(source, e))?;
-        }
-        let version = if is_dir {
-            0
-        } else {
-            self.moved_version(destination, &to_dir, to_name, floor)?
-        };
-        if self.changes.is_some() {
-            let replaced = target.is_some();
-            self.record_move(
-                scope,
-                (source, destination),
-                &to_dir,
-                to_name,
-                is_dir,
-                replaced,
-            )?;
-        }
-        Ok(MoveOutcome {
-            files_moved,
-            version,
-        })
+        self.move_path(scope, source, destination, pre)
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {

@@ -28,6 +28,7 @@
 //! were. Records are small and kept: a pending head never rolled forward
 //! still needs its record to be read.
 
+use super::bucket::Put;
 use super::commit::Change as Planned;
 use super::head::{self, Pending};
 use super::keys::Position;
@@ -41,7 +42,6 @@ use crate::change::{ChangeKind, Operation, Origin};
 use crate::error::{Error, Result};
 use crate::scope::Scope;
 use bytes::Bytes;
-use super::bucket::Put;
 use futures_util::future::try_join_all;
 
 /// One file of a changeset, its new head decided.
@@ -144,7 +144,8 @@ impl ObjectBackend {
             for ((change, key), (now, content)) in
                 changes.iter().zip(keys).zip(nows.iter().zip(contents))
             {
-                let (file, shown) = self.stage_file(ns, scope, change, key, now, content, &mut positions)?;
+                let (file, shown) =
+                    self.stage_file(ns, scope, change, key, now, content, &mut positions)?;
                 staged.push(file);
                 done.push(shown);
             }
@@ -252,7 +253,12 @@ impl ObjectBackend {
                 let origin = Origin::of(&scope.principal, operation);
                 shown.deleted = true;
                 let new = head::deleted(version, &origin, pos);
-                (new, Some((ChangeKind::Deleted, pos)), moved_to.as_ref(), operation)
+                (
+                    new,
+                    Some((ChangeKind::Deleted, pos)),
+                    moved_to.as_ref(),
+                    operation,
+                )
             }
             _ => {
                 // Only read: pended as it is, so it holds still until the
@@ -321,7 +327,9 @@ impl Attempt {
         // 1. What any change writes before its head: records, marks, pasts.
         let mut recorded = true;
         for files in self.files.chunks(FETCH_CONCURRENCY) {
-            let firsts = files.iter().map(|f| write_firsts(store, ns, f, self.logged));
+            let firsts = files
+                .iter()
+                .map(|f| write_firsts(store, ns, f, self.logged));
             recorded &= try_join_all(firsts).await?.into_iter().all(|r| r);
         }
         if !recorded {
@@ -329,10 +337,7 @@ impl Attempt {
         }
         // 2. The record, open.
         let open = head::absent(0);
-        let Some(open_etag) = store
-            .put_head(&self.record_key, open, Put::Create)
-            .await?
-        else {
+        let Some(open_etag) = store.put_head(&self.record_key, open, Put::Create).await? else {
             return Err(Error::Internal(format!(
                 "changeset record {} exists already",
                 self.record_key
@@ -362,7 +367,11 @@ impl Attempt {
         }
         // 4. The commit point.
         let committed = store
-            .put_head(&self.record_key, self.committed.clone(), Put::Replace(open_etag))
+            .put_head(
+                &self.record_key,
+                self.committed.clone(),
+                Put::Replace(open_etag),
+            )
             .await?
             .is_some();
         if !committed {
@@ -395,9 +404,9 @@ impl Attempt {
             .filter_map(|((file, body), etag)| Some((file.key.as_str(), body, etag.as_ref()?)))
             .collect();
         for batch in puts.chunks(FETCH_CONCURRENCY) {
-            let replaced = batch
-                .iter()
-                .map(|(key, body, etag)| store.put_head(key, (*body).clone(), Put::Replace((*etag).clone())));
+            let replaced = batch.iter().map(|(key, body, etag)| {
+                store.put_head(key, (*body).clone(), Put::Replace((*etag).clone()))
+            });
             try_join_all(replaced).await?;
         }
         Ok(())

@@ -245,8 +245,7 @@ impl Head {
                 let source = match f.u16()? {
                     0 => None,
                     n => {
-                        let text = std::str::from_utf8(f.bytes(usize::from(n))?)
-                            .map_err(|_| f.corrupt())?;
+                        let text = std::str::from_utf8(f.bytes(n)?).map_err(|_| f.corrupt())?;
                         Some(VfsPath::parse(text).map_err(|_| f.corrupt())?)
                     }
                 };

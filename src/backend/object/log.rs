@@ -31,7 +31,7 @@
 //! replaces a head, one empty successor mark, put at the same time before
 //! the head's put: two round trips instead of one.
 
-use super::bucket::Put;
+use super::bucket::{Page, Put};
 use super::head::State;
 use super::keys::{Position, Space};
 use super::state::{Store, decide, read_head};
@@ -233,7 +233,9 @@ impl LogWriter {
         let seq = next.entry(ns.to_owned()).or_insert(0);
         let first = *seq + 1;
         *seq += n as u64;
-        let at = (first..=*seq).map(|seq| Position { log: self.id, seq }).collect();
+        let at = (first..=*seq)
+            .map(|seq| Position { log: self.id, seq })
+            .collect();
         let keep = self.keep as u64;
         let crossed = (first..=*seq).any(|s| s.is_multiple_of(PRUNE_EVERY));
         let prune = (crossed && *seq > keep).then(|| *seq - keep);
@@ -473,16 +475,22 @@ pub async fn logs(store: &Store, ns: &str) -> Result<Vec<u64>> {
         .collect())
 }
 
-/// The first record of log `log` after `seq` (its position), if any.
-async fn first_after(store: &Store, ns: &str, log: u64, seq: u64) -> Result<Option<u64>> {
+/// One listing of at most `max` keys of log `log` after the record at
+/// `seq` (0: from its start), in order.
+async fn page_after(store: &Store, ns: &str, log: u64, seq: u64, max: usize) -> Result<Page> {
     let prefix = store.keys.log(ns, Some(log))?;
     let after = (seq > 0)
         .then(|| store.keys.record(ns, Position { log, seq }))
         .transpose()?;
-    let page = store
+    store
         .client
-        .page(&prefix, after.as_deref(), 1, false)
-        .await?;
+        .page(&prefix, after.as_deref(), max, false)
+        .await
+}
+
+/// The first record of log `log` after `seq` (its position), if any.
+async fn first_after(store: &Store, ns: &str, log: u64, seq: u64) -> Result<Option<u64>> {
+    let page = page_after(store, ns, log, seq, 1).await?;
     Ok(page
         .objects
         .first()
@@ -562,14 +570,7 @@ pub async fn read_page(
     seq: u64,
 ) -> Result<Vec<(Position, Intent)>> {
     use futures_util::StreamExt;
-    let prefix = store.keys.log(ns, Some(log))?;
-    let after = (seq > 0)
-        .then(|| store.keys.record(ns, Position { log, seq }))
-        .transpose()?;
-    let page = store
-        .client
-        .page(&prefix, after.as_deref(), RECORDS_PER_PAGE, false)
-        .await?;
+    let page = page_after(store, ns, log, seq, RECORDS_PER_PAGE).await?;
     let keys: Vec<(Position, String)> = page
         .objects
         .iter()

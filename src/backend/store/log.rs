@@ -1,18 +1,35 @@
-//! The value of a `log` key: one change of the Store's change log.
+//! The Store's change log: how changes are numbered and kept, and the
+//! format of a `log` value.
 //!
-//! Layout (big-endian): `format (1) | kind (1) | version (8) | size (8) |
-//! time ns (8) | operation (1) | principal length (1) | principal | handle
-//! length (1) | handle | key length (2) | relative key | moved (1) [| key
-//! length (2) | the move's other relative key]`. The change number is the
-//! key's, not the value's. Keys are relative to the mount, so a store keeps
-//! its log when it is mounted elsewhere.
+//! Invariants:
+//! - changes are numbered across namespaces, in commit order, under one
+//!   mutex held while their batch is written, and each record is in the
+//!   batch of its change: an acknowledged write always has its record, and
+//!   a record never exists without its write, across `kill -9`;
+//! - records older than the last `changes` of the store ([`Keep`]) are
+//!   dropped in the batch that passes the bound by an eighth (at least 64);
+//!   the head and the trim point are `max` merges, so they never go back;
+//! - a read of the log takes its records and its bounds from one snapshot.
+//!
+//! Layout of a value (big-endian): `format (1) | kind (1) | version (8) |
+//! size (8) | time ns (8) | operation (1) | principal length (1) |
+//! principal | handle length (1) | handle | key length (2) | relative key |
+//! moved (1) [| key length (2) | the move's other relative key]`. The change
+//! number is the key's, not the value's. Keys are relative to the mount, so
+//! a store keeps its log when it is mounted elsewhere.
 //!
 //! Errors: a value that does not decode is `Internal`, never guessed at.
+//!
+//! [`Keep`]: crate::backend::Keep
 
-use crate::backend::ordered::Logged;
+use super::keys::{self, NsId};
+use super::{CF_LOG, LOG_HEAD_KEY, LOG_TRIMMED_KEY, StoreEngine, bounded, db_error, decode_u64};
+use crate::backend::ordered::{LogRead, Logged};
 use crate::backend::record::nanos;
-use crate::change::{ChangeKind, Operation, Origin, bounded_name};
+use crate::change::{ChangeKind, LogBounds, Operation, Origin, bounded_name};
 use crate::error::{Error, Result};
+use crate::scope::Scope;
+use rocksdb::{DB, SnapshotWithThreadMode, WriteBatch};
 use std::time::{Duration, UNIX_EPOCH};
 
 /// Format byte of a log value.
@@ -124,6 +141,106 @@ pub fn decode(seq: u64, value: &[u8]) -> Result<Logged> {
         origin,
         moved,
     })
+}
+
+impl StoreEngine {
+    /// Reads the counter at `key` through `snapshot`.
+    fn counter_at(&self, snapshot: &SnapshotWithThreadMode<'_, DB>, key: &[u8]) -> Result<u64> {
+        Ok(snapshot
+            .get(key)
+            .map_err(db_error("read a counter"))?
+            .as_deref()
+            .and_then(decode_u64)
+            .unwrap_or(0))
+    }
+
+    /// Numbers `logged` (changes of namespace `ns`) and adds their records
+    /// (and, past the log's bound, the dropping of its oldest ones) to
+    /// `batch`, then writes it, all under the log's mutex: numbers follow
+    /// commit order.
+    pub(super) fn write_logged(
+        &self,
+        ns: NsId,
+        mut batch: WriteBatch,
+        logged: Vec<Logged>,
+    ) -> Result<()> {
+        let log_cf = self.cf(CF_LOG)?;
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut head = log.head;
+        for mut change in logged {
+            head += 1;
+            change.seq = head;
+            batch.put_cf(log_cf, keys::log(ns, head), encode(&change));
+        }
+        batch.merge(LOG_HEAD_KEY, head.to_be_bytes());
+        let keep = self.options.keep.changes as u64;
+        let slack = (keep / 8).max(64);
+        let cut = (head > log.trimmed + keep + slack).then(|| head - keep);
+        if let Some(cut) = cut {
+            let namespaces = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
+            for ns in namespaces.values() {
+                let end = keys::log(*ns, cut.saturating_add(1));
+                batch.delete_range_cf(log_cf, keys::log(*ns, 0), end);
+            }
+            batch.merge(LOG_TRIMMED_KEY, cut.to_be_bytes());
+        }
+        self.db
+            .write_opt(batch, &self.write_options)
+            .map_err(db_error("write"))?;
+        log.head = head;
+        if let Some(cut) = cut {
+            log.trimmed = cut;
+            tracing::debug!(cut, head, "trimmed the store's change log");
+        }
+        drop(log);
+        self.counters.changed();
+        Ok(())
+    }
+
+    /// The change log of `scope`'s namespace from just after `after`, at
+    /// most `max` changes, with its bounds, all from one snapshot (see
+    /// `Engine::read_log`).
+    pub(super) fn read_changes(
+        &self,
+        scope: &Scope,
+        after: Option<u64>,
+        max: usize,
+    ) -> Result<LogRead> {
+        let snapshot = self.db.snapshot();
+        let trimmed = self.counter_at(&snapshot, LOG_TRIMMED_KEY)?;
+        let head = self.counter_at(&snapshot, LOG_HEAD_KEY)?;
+        let mut read = LogRead {
+            bounds: LogBounds {
+                epoch: self.log_epoch,
+                trimmed,
+                head,
+            },
+            entries: Vec::new(),
+        };
+        let Some(ns) = self.namespace(scope)? else {
+            return Ok(read);
+        };
+        let after = after.unwrap_or(trimmed).max(trimmed);
+        if max == 0 || after >= head {
+            return Ok(read);
+        }
+        let lo = keys::log(ns, after + 1);
+        let hi = keys::log(ns, head).to_vec();
+        let mut opts = bounded(lo.to_vec(), [hi.as_slice(), &[0]].concat());
+        opts.set_snapshot(&snapshot);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_LOG)?, opts);
+        it.seek(lo);
+        while let Some((key, value)) = it.item() {
+            let seq = keys::trailing_u64(key);
+            read.entries.push(decode(seq, value)?);
+            if read.entries.len() == max {
+                break;
+            }
+            it.next();
+        }
+        it.status().map_err(db_error("read the change log"))?;
+        Ok(read)
+    }
 }
 
 #[cfg(test)]

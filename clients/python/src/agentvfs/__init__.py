@@ -13,11 +13,16 @@
   `IsDirectoryError` (`IsADirectoryError`), `NotDirectoryError`
   (`NotADirectoryError`), and `ConflictError` with the versions of a stale
   ``if_version`` (`agentvfs.errors`).
+- `commit` applies a changeset, several operations of one mount all or
+  nothing: `WriteOp`, `EditOp`, `MultiEditOp` (of `Edit`s), `DeleteOp`,
+  `MoveOp` (`agentvfs.changeset`); a failing operation's index is the
+  error's ``operation_index``.
 - `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
 - `agentvfs.v1`: the generated messages and stubs (``scripts/generate-clients``).
 """
 
 from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
+from agentvfs.changeset import ChangesetOp, DeleteOp, Edit, EditOp, MoveOp, MultiEditOp, WriteOp
 from agentvfs.client import Client, Search, Watch
 from agentvfs.errors import (
     ACCESS_DENIED,
@@ -52,11 +57,18 @@ __all__ = [
     "AsyncClient",
     "AsyncSearch",
     "AsyncWatch",
+    "ChangesetOp",
     "Client",
     "ConflictError",
+    "DeleteOp",
+    "Edit",
+    "EditOp",
     "IsDirectoryError",
+    "MoveOp",
+    "MultiEditOp",
     "NotDirectoryError",
     "NotFoundError",
     "Search",
     "Watch",
+    "WriteOp",
 ]

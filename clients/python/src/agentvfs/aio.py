@@ -25,6 +25,7 @@ from agentvfs._common import (
     upload_requests,
     watch_delay,
 )
+from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
@@ -224,6 +225,11 @@ class AsyncClient:
         """Streams the changes under `path`, as `Client.watch`:
         ``async for event in client.watch("/memories", cursor=saved)``."""
         return AsyncWatch(self.filesystem, path, cursor, from_now, stop_at_head, retries)
+
+    async def commit(self, ops: Iterable[ChangesetOp]) -> filesystem_pb2.CommitResponse:
+        """Applies `ops` as one changeset, as `Client.commit`:
+        ``await client.commit([WriteOp("/a.md", "hi\n")])``."""
+        return await self.filesystem.Commit(commit_request(ops))
 
     async def upload(
         self,

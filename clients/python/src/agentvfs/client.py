@@ -26,6 +26,7 @@ from agentvfs._common import (
     upload_requests,
     watch_delay,
 )
+from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
 
@@ -227,6 +228,16 @@ class Client:
                 saved = event.cursor
         """
         return Watch(self.filesystem, path, cursor, from_now, stop_at_head, retries)
+
+    def commit(self, ops: Iterable[ChangesetOp]) -> filesystem_pb2.CommitResponse:
+        """Applies `ops` (`agentvfs.WriteOp`, ...), all on one mount, as one
+        changeset: in order, all or nothing. The answer's ``files`` are every
+        file touched, in path order. When an operation fails nothing is
+        applied and the error's ``operation_index`` names it::
+
+            client.commit([WriteOp("/a.md", "hi\n"), MoveOp("/b.md", "/c.md")])
+        """
+        return self.filesystem.Commit(commit_request(ops))
 
     def upload(
         self,

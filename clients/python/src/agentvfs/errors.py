@@ -62,6 +62,8 @@ class AgentVfsError(Exception):
         grpc_code: the gRPC status code.
         message: the server's explanation.
         metadata: ``ErrorInfo.metadata`` (``path``, ``expected_version``, ...).
+        operation_index: the index (from 0) of the changeset operation that
+            failed, when the error is a `commit`'s naming one, else None.
     """
 
     def __init__(self, code: str, grpc_code: grpc.StatusCode, message: str, metadata: dict[str, str]) -> None:
@@ -71,6 +73,8 @@ class AgentVfsError(Exception):
         self.grpc_code = grpc_code
         self.message = message
         self.metadata = metadata
+        index = metadata.get("operation_index", "")
+        self.operation_index: int | None = int(index) if index.isdigit() else None
 
 
 class NotFoundError(AgentVfsError, FileNotFoundError):

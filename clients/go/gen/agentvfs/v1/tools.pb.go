@@ -61,7 +61,7 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 // ToolSpec is what a model needs to be given a tool.
 type ToolSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History.
+	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch.
 	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments object.
@@ -1588,6 +1588,121 @@ func (x *HistoryToolResponse) GetEnvelope() *Envelope {
 	return nil
 }
 
+type ApplyPatchToolRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The patch: "*** Begin Patch" ... "*** End Patch".
+	Patch string `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
+	// The directory the patch's relative paths resolve against (default: the
+	// project root).
+	Root          *string `protobuf:"bytes,2,opt,name=root,proto3,oneof" json:"root,omitempty"`
+	ToolCallId    string  `protobuf:"bytes,3,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyPatchToolRequest) Reset() {
+	*x = ApplyPatchToolRequest{}
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyPatchToolRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyPatchToolRequest) ProtoMessage() {}
+
+func (x *ApplyPatchToolRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyPatchToolRequest.ProtoReflect.Descriptor instead.
+func (*ApplyPatchToolRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_tools_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ApplyPatchToolRequest) GetPatch() string {
+	if x != nil {
+		return x.Patch
+	}
+	return ""
+}
+
+func (x *ApplyPatchToolRequest) GetRoot() string {
+	if x != nil && x.Root != nil {
+		return *x.Root
+	}
+	return ""
+}
+
+func (x *ApplyPatchToolRequest) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+type ApplyPatchToolResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	EnvelopeJson  string                 `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	Envelope      *Envelope              `protobuf:"bytes,2,opt,name=envelope,proto3" json:"envelope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyPatchToolResponse) Reset() {
+	*x = ApplyPatchToolResponse{}
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyPatchToolResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyPatchToolResponse) ProtoMessage() {}
+
+func (x *ApplyPatchToolResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_tools_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyPatchToolResponse.ProtoReflect.Descriptor instead.
+func (*ApplyPatchToolResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_tools_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ApplyPatchToolResponse) GetEnvelopeJson() string {
+	if x != nil {
+		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *ApplyPatchToolResponse) GetEnvelope() *Envelope {
+	if x != nil {
+		return x.Envelope
+	}
+	return nil
+}
+
 var File_agentvfs_v1_tools_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_tools_proto_rawDesc = "" +
@@ -1756,7 +1871,16 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x11_expected_version\"m\n" +
 	"\x13HistoryToolResponse\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
-	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope2\xf3\x05\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope\"q\n" +
+	"\x15ApplyPatchToolRequest\x12\x14\n" +
+	"\x05patch\x18\x01 \x01(\tR\x05patch\x12\x17\n" +
+	"\x04root\x18\x02 \x01(\tH\x00R\x04root\x88\x01\x01\x12 \n" +
+	"\ftool_call_id\x18\x03 \x01(\tR\n" +
+	"toolCallIdB\a\n" +
+	"\x05_root\"p\n" +
+	"\x16ApplyPatchToolResponse\x12#\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x121\n" +
+	"\benvelope\x18\x02 \x01(\v2\x15.agentvfs.v1.EnvelopeR\benvelope2\xce\x06\n" +
 	"\x05Tools\x12J\n" +
 	"\tListTools\x12\x1d.agentvfs.v1.ListToolsRequest\x1a\x1e.agentvfs.v1.ListToolsResponse\x12A\n" +
 	"\x06Invoke\x12\x1a.agentvfs.v1.InvokeRequest\x1a\x1b.agentvfs.v1.InvokeResponse\x12A\n" +
@@ -1767,7 +1891,8 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\tWriteTool\x12\x1d.agentvfs.v1.WriteToolRequest\x1a\x1e.agentvfs.v1.WriteToolResponse\x12G\n" +
 	"\bEditTool\x12\x1c.agentvfs.v1.EditToolRequest\x1a\x1d.agentvfs.v1.EditToolResponse\x12V\n" +
 	"\rMultiEditTool\x12!.agentvfs.v1.MultiEditToolRequest\x1a\".agentvfs.v1.MultiEditToolResponse\x12P\n" +
-	"\vHistoryTool\x12\x1f.agentvfs.v1.HistoryToolRequest\x1a .agentvfs.v1.HistoryToolResponseB\xae\x01\n" +
+	"\vHistoryTool\x12\x1f.agentvfs.v1.HistoryToolRequest\x1a .agentvfs.v1.HistoryToolResponse\x12Y\n" +
+	"\x0eApplyPatchTool\x12\".agentvfs.v1.ApplyPatchToolRequest\x1a#.agentvfs.v1.ApplyPatchToolResponseB\xae\x01\n" +
 	"\x0fcom.agentvfs.v1B\n" +
 	"ToolsProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
@@ -1783,39 +1908,41 @@ func file_agentvfs_v1_tools_proto_rawDescGZIP() []byte {
 	return file_agentvfs_v1_tools_proto_rawDescData
 }
 
-var file_agentvfs_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_agentvfs_v1_tools_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_agentvfs_v1_tools_proto_goTypes = []any{
-	(*ListToolsRequest)(nil),      // 0: agentvfs.v1.ListToolsRequest
-	(*ToolSpec)(nil),              // 1: agentvfs.v1.ToolSpec
-	(*ListToolsResponse)(nil),     // 2: agentvfs.v1.ListToolsResponse
-	(*InvokeRequest)(nil),         // 3: agentvfs.v1.InvokeRequest
-	(*EnvelopeError)(nil),         // 4: agentvfs.v1.EnvelopeError
-	(*Envelope)(nil),              // 5: agentvfs.v1.Envelope
-	(*InvokeResponse)(nil),        // 6: agentvfs.v1.InvokeResponse
-	(*LsToolRequest)(nil),         // 7: agentvfs.v1.LsToolRequest
-	(*LsToolResponse)(nil),        // 8: agentvfs.v1.LsToolResponse
-	(*GlobToolRequest)(nil),       // 9: agentvfs.v1.GlobToolRequest
-	(*GlobToolResponse)(nil),      // 10: agentvfs.v1.GlobToolResponse
-	(*GrepToolRequest)(nil),       // 11: agentvfs.v1.GrepToolRequest
-	(*GrepToolResponse)(nil),      // 12: agentvfs.v1.GrepToolResponse
-	(*ReadToolRequest)(nil),       // 13: agentvfs.v1.ReadToolRequest
-	(*ReadToolResponse)(nil),      // 14: agentvfs.v1.ReadToolResponse
-	(*WriteToolRequest)(nil),      // 15: agentvfs.v1.WriteToolRequest
-	(*WriteToolResponse)(nil),     // 16: agentvfs.v1.WriteToolResponse
-	(*EditToolRequest)(nil),       // 17: agentvfs.v1.EditToolRequest
-	(*EditToolResponse)(nil),      // 18: agentvfs.v1.EditToolResponse
-	(*ToolEdit)(nil),              // 19: agentvfs.v1.ToolEdit
-	(*MultiEditToolRequest)(nil),  // 20: agentvfs.v1.MultiEditToolRequest
-	(*MultiEditToolResponse)(nil), // 21: agentvfs.v1.MultiEditToolResponse
-	(*HistoryToolRequest)(nil),    // 22: agentvfs.v1.HistoryToolRequest
-	(*HistoryToolResponse)(nil),   // 23: agentvfs.v1.HistoryToolResponse
-	(*structpb.Struct)(nil),       // 24: google.protobuf.Struct
+	(*ListToolsRequest)(nil),       // 0: agentvfs.v1.ListToolsRequest
+	(*ToolSpec)(nil),               // 1: agentvfs.v1.ToolSpec
+	(*ListToolsResponse)(nil),      // 2: agentvfs.v1.ListToolsResponse
+	(*InvokeRequest)(nil),          // 3: agentvfs.v1.InvokeRequest
+	(*EnvelopeError)(nil),          // 4: agentvfs.v1.EnvelopeError
+	(*Envelope)(nil),               // 5: agentvfs.v1.Envelope
+	(*InvokeResponse)(nil),         // 6: agentvfs.v1.InvokeResponse
+	(*LsToolRequest)(nil),          // 7: agentvfs.v1.LsToolRequest
+	(*LsToolResponse)(nil),         // 8: agentvfs.v1.LsToolResponse
+	(*GlobToolRequest)(nil),        // 9: agentvfs.v1.GlobToolRequest
+	(*GlobToolResponse)(nil),       // 10: agentvfs.v1.GlobToolResponse
+	(*GrepToolRequest)(nil),        // 11: agentvfs.v1.GrepToolRequest
+	(*GrepToolResponse)(nil),       // 12: agentvfs.v1.GrepToolResponse
+	(*ReadToolRequest)(nil),        // 13: agentvfs.v1.ReadToolRequest
+	(*ReadToolResponse)(nil),       // 14: agentvfs.v1.ReadToolResponse
+	(*WriteToolRequest)(nil),       // 15: agentvfs.v1.WriteToolRequest
+	(*WriteToolResponse)(nil),      // 16: agentvfs.v1.WriteToolResponse
+	(*EditToolRequest)(nil),        // 17: agentvfs.v1.EditToolRequest
+	(*EditToolResponse)(nil),       // 18: agentvfs.v1.EditToolResponse
+	(*ToolEdit)(nil),               // 19: agentvfs.v1.ToolEdit
+	(*MultiEditToolRequest)(nil),   // 20: agentvfs.v1.MultiEditToolRequest
+	(*MultiEditToolResponse)(nil),  // 21: agentvfs.v1.MultiEditToolResponse
+	(*HistoryToolRequest)(nil),     // 22: agentvfs.v1.HistoryToolRequest
+	(*HistoryToolResponse)(nil),    // 23: agentvfs.v1.HistoryToolResponse
+	(*ApplyPatchToolRequest)(nil),  // 24: agentvfs.v1.ApplyPatchToolRequest
+	(*ApplyPatchToolResponse)(nil), // 25: agentvfs.v1.ApplyPatchToolResponse
+	(*structpb.Struct)(nil),        // 26: google.protobuf.Struct
 }
 var file_agentvfs_v1_tools_proto_depIdxs = []int32{
 	1,  // 0: agentvfs.v1.ListToolsResponse.tools:type_name -> agentvfs.v1.ToolSpec
-	24, // 1: agentvfs.v1.Envelope.data:type_name -> google.protobuf.Struct
-	24, // 2: agentvfs.v1.Envelope.stats:type_name -> google.protobuf.Struct
-	24, // 3: agentvfs.v1.Envelope.context:type_name -> google.protobuf.Struct
+	26, // 1: agentvfs.v1.Envelope.data:type_name -> google.protobuf.Struct
+	26, // 2: agentvfs.v1.Envelope.stats:type_name -> google.protobuf.Struct
+	26, // 3: agentvfs.v1.Envelope.context:type_name -> google.protobuf.Struct
 	4,  // 4: agentvfs.v1.Envelope.error:type_name -> agentvfs.v1.EnvelopeError
 	5,  // 5: agentvfs.v1.InvokeResponse.envelope:type_name -> agentvfs.v1.Envelope
 	5,  // 6: agentvfs.v1.LsToolResponse.envelope:type_name -> agentvfs.v1.Envelope
@@ -1827,31 +1954,34 @@ var file_agentvfs_v1_tools_proto_depIdxs = []int32{
 	19, // 12: agentvfs.v1.MultiEditToolRequest.edits:type_name -> agentvfs.v1.ToolEdit
 	5,  // 13: agentvfs.v1.MultiEditToolResponse.envelope:type_name -> agentvfs.v1.Envelope
 	5,  // 14: agentvfs.v1.HistoryToolResponse.envelope:type_name -> agentvfs.v1.Envelope
-	0,  // 15: agentvfs.v1.Tools.ListTools:input_type -> agentvfs.v1.ListToolsRequest
-	3,  // 16: agentvfs.v1.Tools.Invoke:input_type -> agentvfs.v1.InvokeRequest
-	7,  // 17: agentvfs.v1.Tools.LsTool:input_type -> agentvfs.v1.LsToolRequest
-	9,  // 18: agentvfs.v1.Tools.GlobTool:input_type -> agentvfs.v1.GlobToolRequest
-	11, // 19: agentvfs.v1.Tools.GrepTool:input_type -> agentvfs.v1.GrepToolRequest
-	13, // 20: agentvfs.v1.Tools.ReadTool:input_type -> agentvfs.v1.ReadToolRequest
-	15, // 21: agentvfs.v1.Tools.WriteTool:input_type -> agentvfs.v1.WriteToolRequest
-	17, // 22: agentvfs.v1.Tools.EditTool:input_type -> agentvfs.v1.EditToolRequest
-	20, // 23: agentvfs.v1.Tools.MultiEditTool:input_type -> agentvfs.v1.MultiEditToolRequest
-	22, // 24: agentvfs.v1.Tools.HistoryTool:input_type -> agentvfs.v1.HistoryToolRequest
-	2,  // 25: agentvfs.v1.Tools.ListTools:output_type -> agentvfs.v1.ListToolsResponse
-	6,  // 26: agentvfs.v1.Tools.Invoke:output_type -> agentvfs.v1.InvokeResponse
-	8,  // 27: agentvfs.v1.Tools.LsTool:output_type -> agentvfs.v1.LsToolResponse
-	10, // 28: agentvfs.v1.Tools.GlobTool:output_type -> agentvfs.v1.GlobToolResponse
-	12, // 29: agentvfs.v1.Tools.GrepTool:output_type -> agentvfs.v1.GrepToolResponse
-	14, // 30: agentvfs.v1.Tools.ReadTool:output_type -> agentvfs.v1.ReadToolResponse
-	16, // 31: agentvfs.v1.Tools.WriteTool:output_type -> agentvfs.v1.WriteToolResponse
-	18, // 32: agentvfs.v1.Tools.EditTool:output_type -> agentvfs.v1.EditToolResponse
-	21, // 33: agentvfs.v1.Tools.MultiEditTool:output_type -> agentvfs.v1.MultiEditToolResponse
-	23, // 34: agentvfs.v1.Tools.HistoryTool:output_type -> agentvfs.v1.HistoryToolResponse
-	25, // [25:35] is the sub-list for method output_type
-	15, // [15:25] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 15: agentvfs.v1.ApplyPatchToolResponse.envelope:type_name -> agentvfs.v1.Envelope
+	0,  // 16: agentvfs.v1.Tools.ListTools:input_type -> agentvfs.v1.ListToolsRequest
+	3,  // 17: agentvfs.v1.Tools.Invoke:input_type -> agentvfs.v1.InvokeRequest
+	7,  // 18: agentvfs.v1.Tools.LsTool:input_type -> agentvfs.v1.LsToolRequest
+	9,  // 19: agentvfs.v1.Tools.GlobTool:input_type -> agentvfs.v1.GlobToolRequest
+	11, // 20: agentvfs.v1.Tools.GrepTool:input_type -> agentvfs.v1.GrepToolRequest
+	13, // 21: agentvfs.v1.Tools.ReadTool:input_type -> agentvfs.v1.ReadToolRequest
+	15, // 22: agentvfs.v1.Tools.WriteTool:input_type -> agentvfs.v1.WriteToolRequest
+	17, // 23: agentvfs.v1.Tools.EditTool:input_type -> agentvfs.v1.EditToolRequest
+	20, // 24: agentvfs.v1.Tools.MultiEditTool:input_type -> agentvfs.v1.MultiEditToolRequest
+	22, // 25: agentvfs.v1.Tools.HistoryTool:input_type -> agentvfs.v1.HistoryToolRequest
+	24, // 26: agentvfs.v1.Tools.ApplyPatchTool:input_type -> agentvfs.v1.ApplyPatchToolRequest
+	2,  // 27: agentvfs.v1.Tools.ListTools:output_type -> agentvfs.v1.ListToolsResponse
+	6,  // 28: agentvfs.v1.Tools.Invoke:output_type -> agentvfs.v1.InvokeResponse
+	8,  // 29: agentvfs.v1.Tools.LsTool:output_type -> agentvfs.v1.LsToolResponse
+	10, // 30: agentvfs.v1.Tools.GlobTool:output_type -> agentvfs.v1.GlobToolResponse
+	12, // 31: agentvfs.v1.Tools.GrepTool:output_type -> agentvfs.v1.GrepToolResponse
+	14, // 32: agentvfs.v1.Tools.ReadTool:output_type -> agentvfs.v1.ReadToolResponse
+	16, // 33: agentvfs.v1.Tools.WriteTool:output_type -> agentvfs.v1.WriteToolResponse
+	18, // 34: agentvfs.v1.Tools.EditTool:output_type -> agentvfs.v1.EditToolResponse
+	21, // 35: agentvfs.v1.Tools.MultiEditTool:output_type -> agentvfs.v1.MultiEditToolResponse
+	23, // 36: agentvfs.v1.Tools.HistoryTool:output_type -> agentvfs.v1.HistoryToolResponse
+	25, // 37: agentvfs.v1.Tools.ApplyPatchTool:output_type -> agentvfs.v1.ApplyPatchToolResponse
+	27, // [27:38] is the sub-list for method output_type
+	16, // [16:27] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_tools_proto_init() }
@@ -1868,13 +1998,14 @@ func file_agentvfs_v1_tools_proto_init() {
 	file_agentvfs_v1_tools_proto_msgTypes[19].OneofWrappers = []any{}
 	file_agentvfs_v1_tools_proto_msgTypes[20].OneofWrappers = []any{}
 	file_agentvfs_v1_tools_proto_msgTypes[22].OneofWrappers = []any{}
+	file_agentvfs_v1_tools_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_tools_proto_rawDesc), len(file_agentvfs_v1_tools_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

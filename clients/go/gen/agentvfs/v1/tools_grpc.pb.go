@@ -19,16 +19,17 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Tools_ListTools_FullMethodName     = "/agentvfs.v1.Tools/ListTools"
-	Tools_Invoke_FullMethodName        = "/agentvfs.v1.Tools/Invoke"
-	Tools_LsTool_FullMethodName        = "/agentvfs.v1.Tools/LsTool"
-	Tools_GlobTool_FullMethodName      = "/agentvfs.v1.Tools/GlobTool"
-	Tools_GrepTool_FullMethodName      = "/agentvfs.v1.Tools/GrepTool"
-	Tools_ReadTool_FullMethodName      = "/agentvfs.v1.Tools/ReadTool"
-	Tools_WriteTool_FullMethodName     = "/agentvfs.v1.Tools/WriteTool"
-	Tools_EditTool_FullMethodName      = "/agentvfs.v1.Tools/EditTool"
-	Tools_MultiEditTool_FullMethodName = "/agentvfs.v1.Tools/MultiEditTool"
-	Tools_HistoryTool_FullMethodName   = "/agentvfs.v1.Tools/HistoryTool"
+	Tools_ListTools_FullMethodName      = "/agentvfs.v1.Tools/ListTools"
+	Tools_Invoke_FullMethodName         = "/agentvfs.v1.Tools/Invoke"
+	Tools_LsTool_FullMethodName         = "/agentvfs.v1.Tools/LsTool"
+	Tools_GlobTool_FullMethodName       = "/agentvfs.v1.Tools/GlobTool"
+	Tools_GrepTool_FullMethodName       = "/agentvfs.v1.Tools/GrepTool"
+	Tools_ReadTool_FullMethodName       = "/agentvfs.v1.Tools/ReadTool"
+	Tools_WriteTool_FullMethodName      = "/agentvfs.v1.Tools/WriteTool"
+	Tools_EditTool_FullMethodName       = "/agentvfs.v1.Tools/EditTool"
+	Tools_MultiEditTool_FullMethodName  = "/agentvfs.v1.Tools/MultiEditTool"
+	Tools_HistoryTool_FullMethodName    = "/agentvfs.v1.Tools/HistoryTool"
+	Tools_ApplyPatchTool_FullMethodName = "/agentvfs.v1.Tools/ApplyPatchTool"
 )
 
 // ToolsClient is the client API for Tools service.
@@ -63,6 +64,9 @@ type ToolsClient interface {
 	MultiEditTool(ctx context.Context, in *MultiEditToolRequest, opts ...grpc.CallOption) (*MultiEditToolResponse, error)
 	// HistoryTool lists a file's versions, shows a diff or restores one (the History tool).
 	HistoryTool(ctx context.Context, in *HistoryToolRequest, opts ...grpc.CallOption) (*HistoryToolResponse, error)
+	// ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+	// all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+	ApplyPatchTool(ctx context.Context, in *ApplyPatchToolRequest, opts ...grpc.CallOption) (*ApplyPatchToolResponse, error)
 }
 
 type toolsClient struct {
@@ -173,6 +177,16 @@ func (c *toolsClient) HistoryTool(ctx context.Context, in *HistoryToolRequest, o
 	return out, nil
 }
 
+func (c *toolsClient) ApplyPatchTool(ctx context.Context, in *ApplyPatchToolRequest, opts ...grpc.CallOption) (*ApplyPatchToolResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApplyPatchToolResponse)
+	err := c.cc.Invoke(ctx, Tools_ApplyPatchTool_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolsServer is the server API for Tools service.
 // All implementations must embed UnimplementedToolsServer
 // for forward compatibility.
@@ -205,6 +219,9 @@ type ToolsServer interface {
 	MultiEditTool(context.Context, *MultiEditToolRequest) (*MultiEditToolResponse, error)
 	// HistoryTool lists a file's versions, shows a diff or restores one (the History tool).
 	HistoryTool(context.Context, *HistoryToolRequest) (*HistoryToolResponse, error)
+	// ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+	// all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+	ApplyPatchTool(context.Context, *ApplyPatchToolRequest) (*ApplyPatchToolResponse, error)
 	mustEmbedUnimplementedToolsServer()
 }
 
@@ -244,6 +261,9 @@ func (UnimplementedToolsServer) MultiEditTool(context.Context, *MultiEditToolReq
 }
 func (UnimplementedToolsServer) HistoryTool(context.Context, *HistoryToolRequest) (*HistoryToolResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method HistoryTool not implemented")
+}
+func (UnimplementedToolsServer) ApplyPatchTool(context.Context, *ApplyPatchToolRequest) (*ApplyPatchToolResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ApplyPatchTool not implemented")
 }
 func (UnimplementedToolsServer) mustEmbedUnimplementedToolsServer() {}
 func (UnimplementedToolsServer) testEmbeddedByValue()               {}
@@ -446,6 +466,24 @@ func _Tools_HistoryTool_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Tools_ApplyPatchTool_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApplyPatchToolRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolsServer).ApplyPatchTool(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Tools_ApplyPatchTool_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolsServer).ApplyPatchTool(ctx, req.(*ApplyPatchToolRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Tools_ServiceDesc is the grpc.ServiceDesc for Tools service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -492,6 +530,10 @@ var Tools_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "HistoryTool",
 			Handler:    _Tools_HistoryTool_Handler,
+		},
+		{
+			MethodName: "ApplyPatchTool",
+			Handler:    _Tools_ApplyPatchTool_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -44,7 +44,7 @@ class ToolSpec(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     PARAMETERS_JSON_SCHEMA_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History."""
+    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch."""
     description: _builtins.str
     parameters_json_schema: _builtins.str
     """JSON Schema of the arguments object."""
@@ -810,3 +810,57 @@ class HistoryToolResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___HistoryToolResponse: _TypeAlias = HistoryToolResponse  # noqa: Y015
+
+@_typing.final
+class ApplyPatchToolRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATCH_FIELD_NUMBER: _builtins.int
+    ROOT_FIELD_NUMBER: _builtins.int
+    TOOL_CALL_ID_FIELD_NUMBER: _builtins.int
+    patch: _builtins.str
+    """The patch: "*** Begin Patch" ... "*** End Patch"."""
+    root: _builtins.str
+    """The directory the patch's relative paths resolve against (default: the
+    project root).
+    """
+    tool_call_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        patch: _builtins.str = ...,
+        root: _builtins.str | None = ...,
+        tool_call_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "root", b"root"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_root", b"_root", "patch", b"patch", "root", b"root", "tool_call_id", b"tool_call_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__root: _TypeAlias = _typing.Literal["root"]  # noqa: Y015
+    _WhichOneofArgType__root: _TypeAlias = _typing.Literal["_root", b"_root"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__root) -> _WhichOneofReturnType__root | None: ...
+
+Global___ApplyPatchToolRequest: _TypeAlias = ApplyPatchToolRequest  # noqa: Y015
+
+@_typing.final
+class ApplyPatchToolResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ENVELOPE_JSON_FIELD_NUMBER: _builtins.int
+    ENVELOPE_FIELD_NUMBER: _builtins.int
+    envelope_json: _builtins.str
+    @_builtins.property
+    def envelope(self) -> Global___Envelope: ...
+    def __init__(
+        self,
+        *,
+        envelope_json: _builtins.str = ...,
+        envelope: Global___Envelope | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["envelope", b"envelope", "envelope_json", b"envelope_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ApplyPatchToolResponse: _TypeAlias = ApplyPatchToolResponse  # noqa: Y015

@@ -91,6 +91,11 @@ class ToolsStub:
                 request_serializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.FromString,
                 _registered_method=True)
+        self.ApplyPatchTool = channel.unary_unary(
+                '/agentvfs.v1.Tools/ApplyPatchTool',
+                request_serializer=agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolResponse.FromString,
+                _registered_method=True)
 
 
 class ToolsServicer:
@@ -173,6 +178,14 @@ class ToolsServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ApplyPatchTool(self, request, context):
+        """ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+        all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -225,6 +238,11 @@ def add_ToolsServicer_to_server(servicer, server):
                     servicer.HistoryTool,
                     request_deserializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.SerializeToString,
+            ),
+            'ApplyPatchTool': grpc.unary_unary_rpc_method_handler(
+                    servicer.ApplyPatchTool,
+                    request_deserializer=agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -504,6 +522,33 @@ class Tools:
             '/agentvfs.v1.Tools/HistoryTool',
             agentvfs_dot_v1_dot_tools__pb2.HistoryToolRequest.SerializeToString,
             agentvfs_dot_v1_dot_tools__pb2.HistoryToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ApplyPatchTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Tools/ApplyPatchTool',
+            agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolRequest.SerializeToString,
+            agentvfs_dot_v1_dot_tools__pb2.ApplyPatchToolResponse.FromString,
             options,
             channel_credentials,
             insecure,

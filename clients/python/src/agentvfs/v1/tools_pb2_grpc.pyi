@@ -60,6 +60,10 @@ class ToolsStub:
     """MultiEditTool applies several edits to one file atomically (the MultiEdit tool)."""
     HistoryTool: _grpc.UnaryUnaryMultiCallable[_tools_pb2.HistoryToolRequest, _tools_pb2.HistoryToolResponse]
     """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
+    ApplyPatchTool: _grpc.UnaryUnaryMultiCallable[_tools_pb2.ApplyPatchToolRequest, _tools_pb2.ApplyPatchToolResponse]
+    """ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+    all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+    """
 
 @_typing.type_check_only
 class ToolsAsyncStub(ToolsStub):
@@ -93,6 +97,10 @@ class ToolsAsyncStub(ToolsStub):
     """MultiEditTool applies several edits to one file atomically (the MultiEdit tool)."""
     HistoryTool: _aio.UnaryUnaryMultiCallable[_tools_pb2.HistoryToolRequest, _tools_pb2.HistoryToolResponse]  # type: ignore[assignment]
     """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
+    ApplyPatchTool: _aio.UnaryUnaryMultiCallable[_tools_pb2.ApplyPatchToolRequest, _tools_pb2.ApplyPatchToolResponse]  # type: ignore[assignment]
+    """ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+    all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+    """
 
 class ToolsServicer(metaclass=_abc_1.ABCMeta):
     """Tools wraps the file system as tools for language models. Every answer is the
@@ -183,5 +191,15 @@ class ToolsServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_tools_pb2.HistoryToolResponse, _abc.Awaitable[_tools_pb2.HistoryToolResponse]]:
         """HistoryTool lists a file's versions, shows a diff or restores one (the History tool)."""
+
+    @_abc_1.abstractmethod
+    def ApplyPatchTool(
+        self,
+        request: _tools_pb2.ApplyPatchToolRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_tools_pb2.ApplyPatchToolResponse, _abc.Awaitable[_tools_pb2.ApplyPatchToolResponse]]:
+        """ApplyPatchTool applies an OpenAI apply_patch (V4A) patch as one changeset,
+        all or nothing (the ApplyPatch tool; docs/changesets.md § apply_patch).
+        """
 
 def add_ToolsServicer_to_server(servicer: ToolsServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
