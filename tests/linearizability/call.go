@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
 	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
@@ -26,6 +27,11 @@ var definite = map[codes.Code]bool{
 	codes.Unauthenticated:    true,
 	codes.ResourceExhausted:  true,
 }
+
+// contendedMessage begins the UNAVAILABLE of a changeset that lost every
+// race with other changes of its files (src/service/changeset.rs): the
+// contract says nothing was applied, so the model holds the server to it.
+const contendedMessage = "the changeset lost "
 
 // execute sends one operation through c and returns the server's answer.
 func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
@@ -169,6 +175,9 @@ func failure(err error) Output {
 		Code:    e.Status.String(),
 		Reason:  e.Code,
 		Message: e.Message,
+	}
+	if e.Status == codes.Unavailable && strings.Contains(e.Message, contendedMessage) {
+		out.Unknown, out.Contended = false, true
 	}
 	if v, err := strconv.ParseUint(e.Metadata["actual_version"], 10, 64); err == nil {
 		out.ActualVersion = &v

@@ -41,6 +41,10 @@ type changeset struct {
 }
 
 func commit(s state, in Input, out Output) []state {
+	if out.Contended {
+		// It lost its races: nothing applied, whatever the state.
+		return []state{s}
+	}
 	c := &changeset{before: s, in: in, out: out}
 	st := stage{base: s}
 	for p, f := range s {

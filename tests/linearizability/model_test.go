@@ -353,3 +353,19 @@ func TestUnknownCommit(t *testing.T) {
 		op(2, 10, 11, rd(1), got("B", 9)).
 		op(2, 12, 13, rd(0), got("A a", 5)), false)
 }
+
+func TestContendedCommitChangesNothing(t *testing.T) {
+	base := h{}.op(0, 0, 1, wr(0, "A a"), created(5))
+	c := cs(edt(0, "a", "b"), wr(1, "B"))
+	lost := Output{Code: "Unavailable", Reason: "INTERNAL_ERROR", Contended: true}
+	checkHistory(t, "a contended changeset, nothing applied", base.
+		op(1, 2, 3, c, lost).
+		op(2, 10, 11, rd(0), got("A a", 5)).
+		op(2, 12, 13, rd(1), notFound), true)
+	checkHistory(t, "a contended changeset that applied", base.
+		op(1, 2, 3, c, lost).
+		op(2, 10, 11, rd(0), got("A b", 9)).
+		op(2, 12, 13, rd(1), got("B", 9)), false)
+	checkHistory(t, "a single call answering as a contended changeset", base.
+		op(1, 2, 3, wr(1, "B"), lost), false)
+}

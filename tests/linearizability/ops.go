@@ -80,6 +80,11 @@ type CommittedFile struct {
 // effect.
 type Output struct {
 	Unknown bool `json:"unknown,omitempty"`
+	// Contended marks a Commit answered UNAVAILABLE because it kept losing
+	// races with other changes of its files (docs/changesets.md: "nothing
+	// was applied"): a definite answer that changes nothing, not an
+	// unknown one.
+	Contended bool `json:"contended,omitempty"`
 	// Code is the gRPC status code's name ("OK", "NotFound", "Aborted", ...).
 	Code string `json:"code"`
 	// Reason is google.rpc.ErrorInfo.reason, the envelope code.
