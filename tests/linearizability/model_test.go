@@ -369,3 +369,24 @@ func TestContendedCommitChangesNothing(t *testing.T) {
 	checkHistory(t, "a single call answering as a contended changeset", base.
 		op(1, 2, 3, wr(1, "B"), lost), false)
 }
+
+func TestHistoryBefore(t *testing.T) {
+	h := &History{records: []Record{
+		{Client: 0, Input: wr(0, "A a"), Output: created(5), Call: 0, Return: 10},
+		{Client: 1, Input: rd(0), Output: got("A a", 5), Call: 5, Return: 30},
+		{Client: 0, Input: wr(0, "B"), Output: ok(7), Call: 25, Return: 40},
+	}}
+	cut := h.before(20)
+	if len(cut.records) != 2 {
+		t.Fatalf("prefix at 20 has %d calls, want 2", len(cut.records))
+	}
+	if r := cut.records[0]; r.Output.Unknown || r.Return != 10 {
+		t.Errorf("a call answered before the cut changed: %+v", r)
+	}
+	if r := cut.records[1]; !r.Output.Unknown || r.Return != 20 {
+		t.Errorf("a call unanswered at the cut is not unknown: %+v", r)
+	}
+	if !h.records[1].Output.ok() {
+		t.Errorf("the cut changed the history it was cut from")
+	}
+}

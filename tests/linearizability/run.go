@@ -21,6 +21,7 @@ type options struct {
 	callTimeout           time.Duration
 	checkTimeout          time.Duration
 	keep                  bool
+	before                time.Duration
 	pairs                 bool
 	noCommits             bool
 	tornCommits           bool
