@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 
 	agentvfs "github.com/agentvfs/agentvfs/clients/go"
 	pb "github.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1"
@@ -25,6 +27,11 @@ var definite = map[codes.Code]bool{
 	codes.Unauthenticated:    true,
 	codes.ResourceExhausted:  true,
 }
+
+// contendedMessage begins the UNAVAILABLE of a changeset that lost every
+// race with other changes of its files (src/service/changeset.rs): the
+// contract says nothing was applied, so the model holds the server to it.
+const contendedMessage = "the changeset lost "
 
 // execute sends one operation through c and returns the server's answer.
 func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
@@ -71,8 +78,89 @@ func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) 
 			return failure(err)
 		}
 		return Output{Code: "OK", Version: r.GetVersion(), Replacements: r.GetReplacementsMade()}
+	case KindCommit:
+		ops := make([]*pb.ChangesetOperation, len(in.Ops))
+		for i, op := range in.Ops {
+			ops[i] = changesetOperation(paths, op)
+		}
+		r, err := fs.Commit(ctx, &pb.CommitRequest{Operations: ops})
+		if err != nil {
+			return failure(err)
+		}
+		files := make([]CommittedFile, len(r.GetFiles()))
+		for i, f := range r.GetFiles() {
+			files[i] = CommittedFile{Path: slices.Index(paths, f.GetPath()), Version: f.GetVersion(), Size: f.GetSize(), Deleted: f.GetDeleted()}
+		}
+		return Output{Code: "OK", Files: files}
 	}
 	panic("unknown operation kind " + string(in.Kind))
+}
+
+// executeTorn answers a Commit as a server without atomicity would: its
+// operations sent one by one as single calls, the first refusal the
+// answer (the operations before it stay applied), else every touched
+// file's last version. It exists to check that the checker rejects such
+// histories (-torn-commits).
+func executeTorn(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
+	type last struct {
+		touched, deleted bool
+		version, size    uint64
+	}
+	var files [maxPaths]last
+	for i, op := range in.Ops {
+		out := execute(ctx, c, paths, op)
+		if !out.ok() {
+			out.OperationIndex = &i
+			return out
+		}
+		switch op.Kind {
+		case KindDelete:
+			files[op.Path] = last{touched: true, deleted: true}
+		case KindMove:
+			files[op.Path] = last{touched: true, deleted: true}
+			files[op.Dest] = last{touched: true, version: out.Version}
+		default:
+			files[op.Path] = last{touched: true, version: out.Version}
+		}
+	}
+	out := Output{Code: "OK", Files: []CommittedFile{}}
+	for p, f := range files {
+		if !f.touched {
+			continue
+		}
+		if !f.deleted {
+			// The size, from the file as it is now (a torn server would
+			// know it; this client has to look).
+			r := execute(ctx, c, paths, Input{Kind: KindRead, Path: p})
+			f.size = uint64(len(r.Content))
+		}
+		out.Files = append(out.Files, CommittedFile{Path: p, Version: f.version, Size: f.size, Deleted: f.deleted})
+	}
+	return out
+}
+
+// changesetOperation is one operation of a Commit: its single call's
+// request.
+func changesetOperation(paths []string, in Input) *pb.ChangesetOperation {
+	path := paths[in.Path]
+	switch in.Kind {
+	case KindWrite:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Write{Write: &pb.WriteRequest{Path: path, Content: in.Content, CreateOnly: in.CreateOnly, IfVersion: in.IfVersion}}}
+	case KindDelete:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Delete{Delete: &pb.DeleteRequest{Path: path, IfVersion: in.IfVersion}}}
+	case KindMove:
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Move{Move: &pb.MoveRequest{Source: path, Destination: paths[in.Dest], CreateOnly: in.CreateOnly, IfVersion: in.IfVersion}}}
+	case KindEdit:
+		e := in.Edits[0]
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_Edit{Edit: &pb.EditRequest{Path: path, OldString: e.Old, NewString: e.New, ReplaceAll: e.All, IfVersion: in.IfVersion}}}
+	case KindMultiEdit:
+		edits := make([]*pb.EditOperation, len(in.Edits))
+		for i, e := range in.Edits {
+			edits[i] = &pb.EditOperation{OldString: e.Old, NewString: e.New, ReplaceAll: e.All}
+		}
+		return &pb.ChangesetOperation{Operation: &pb.ChangesetOperation_MultiEdit{MultiEdit: &pb.MultiEditRequest{Path: path, Edits: edits, IfVersion: in.IfVersion}}}
+	}
+	panic("no changeset operation of kind " + string(in.Kind))
 }
 
 // failure turns a failed call into its answer: code, envelope reason,
@@ -88,11 +176,17 @@ func failure(err error) Output {
 		Reason:  e.Code,
 		Message: e.Message,
 	}
+	if e.Status == codes.Unavailable && strings.Contains(e.Message, contendedMessage) {
+		out.Unknown, out.Contended = false, true
+	}
 	if v, err := strconv.ParseUint(e.Metadata["actual_version"], 10, 64); err == nil {
 		out.ActualVersion = &v
 	}
 	if i, err := strconv.Atoi(e.Metadata["edit_index"]); err == nil {
 		out.EditIndex = &i
+	}
+	if i, err := strconv.Atoi(e.Metadata["operation_index"]); err == nil {
+		out.OperationIndex = &i
 	}
 	return out
 }

@@ -147,10 +147,8 @@ func nextCandidates(ops []porcupine.Operation, done []int) []porcupine.Operation
 func partitionPaths(w *workload, ops []porcupine.Operation) string {
 	seen := map[int]bool{}
 	for _, op := range ops {
-		in := op.Input.(Input)
-		seen[in.Path] = true
-		if in.Kind == KindMove {
-			seen[in.Dest] = true
+		for _, p := range op.Input.(Input).paths() {
+			seen[p] = true
 		}
 	}
 	var names []string

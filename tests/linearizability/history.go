@@ -200,3 +200,27 @@ func loadHistory(path string) (*History, *workload, historyFile, error) {
 	h := &History{records: doc.Operations, events: doc.Events, outages: doc.Outages}
 	return h, &workload{paths: doc.Paths, pairs: doc.Pairs}, doc, nil
 }
+
+// before is the history's prefix at instant at (ns on the run's clock):
+// the calls made before it, those still waiting for their answer then of
+// unknown outcome, as a history cut there would have them. A prefix of a
+// linearizable history is linearizable, so bisecting on at finds the call
+// where a history the checker cannot finish stops being linearizable.
+func (h *History) before(at int64) *History {
+	cut := &History{outages: h.outages}
+	for _, r := range h.records {
+		if r.Call >= at {
+			continue
+		}
+		if r.Return > at {
+			r.Output, r.Return = Output{Unknown: true, Code: "Unavailable", Message: "cut"}, at
+		}
+		cut.records = append(cut.records, r)
+	}
+	for _, e := range h.events {
+		if e.At < at {
+			cut.events = append(cut.events, e)
+		}
+	}
+	return cut
+}

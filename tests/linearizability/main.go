@@ -29,7 +29,7 @@ import (
 func main() {
 	opt, names, saved := parseFlags()
 	if saved != "" {
-		ok, err := recheck(saved, opt.checkTimeout)
+		ok, err := recheck(saved, opt.checkTimeout, opt.before)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "linearizability:", err)
 			os.Exit(2)
@@ -84,7 +84,10 @@ func parseFlags() (options, string, string) {
 	flag.DurationVar(&opt.checkTimeout, "check-timeout", time.Minute, "most time Porcupine may take on one history (past it the run fails as unknown)")
 	flag.BoolVar(&opt.keep, "keep", false, "write the artifacts of passing runs too")
 	saved := flag.String("recheck", "", "check this saved history.json again instead of running")
+	flag.DurationVar(&opt.before, "before", 0, "with -recheck: check only the calls made before this instant of the run (those then unanswered as unknown), to bisect a history the checker gives up on")
 	flag.BoolVar(&opt.pairs, "pairs", false, "keep every Move within a pair of paths (0↔1, 2↔3) and check each pair as its own partition, instead of one partition over all paths")
+	flag.BoolVar(&opt.noCommits, "no-commits", false, "leave Commits (changesets) out of the mix; their share goes to Reads")
+	flag.BoolVar(&opt.tornCommits, "torn-commits", false, "send each Commit as its single calls one by one, as a server that applies changesets non-atomically would (the checker must find the run not linearizable)")
 	flag.Parse()
 	opt.duration = time.Duration(seconds) * time.Second
 	return opt, *names, *saved

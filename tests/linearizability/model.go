@@ -133,6 +133,8 @@ func step(s state, in Input, out Output) []state {
 		return move(s, in, out)
 	case KindEdit, KindMultiEdit:
 		return edit(s, in, out)
+	case KindCommit:
+		return commit(s, in, out)
 	}
 	return nil
 }

@@ -205,3 +205,188 @@ func TestPartitionPairsKeepsMovesInTheirPair(t *testing.T) {
 		t.Fatalf("partitions: %d (%v)", len(parts), parts)
 	}
 }
+
+// Commit helpers: a changeset's operations, its success (one entry per
+// file touched, in path order) and the refusal of its operation i.
+func cs(ops ...Input) Input { return Input{Kind: KindCommit, Path: ops[0].Path, Ops: ops} }
+
+func committed(files ...CommittedFile) Output { return Output{Code: "OK", Files: files} }
+
+func put(p int, version uint64, content string) CommittedFile {
+	return CommittedFile{Path: p, Version: version, Size: uint64(len(content))}
+}
+
+func gone(p int, version uint64) CommittedFile {
+	return CommittedFile{Path: p, Version: version, Deleted: true}
+}
+
+func atOp(i int, out Output) Output {
+	out.OperationIndex = &i
+	return out
+}
+
+func edt(p int, old, repl string) Input {
+	return Input{Kind: KindEdit, Path: p, Edits: []Replacement{{Old: old, New: repl}}}
+}
+
+var noMatch = func(s string) Output { return refused(`old_string not found in file: "`+s+`"`, nil) }
+
+func TestCommitAppliesInOrder(t *testing.T) {
+	base := h{}.
+		op(0, 0, 1, wr(0, "A a"), created(5)).
+		op(0, 2, 3, wr(1, "B b"), created(6))
+	// A write then an edit of the same file edits the written text; a
+	// move carries the content; every touched file gets a new version.
+	ops := base.
+		op(1, 4, 5, cs(wr(2, "C a"), edt(2, "a", "c"), mv(0, 3)),
+			committed(gone(0, 0), put(2, 7, "C c"), put(3, 8, "A a"))).
+		op(2, 6, 7, rd(2), got("C c", 7)).
+		op(2, 8, 9, rd(3), got("A a", 8)).
+		op(2, 10, 11, rd(0), notFound).
+		op(2, 12, 13, rd(1), got("B b", 6))
+	checkHistory(t, "a committed changeset", ops, true)
+	// Deleted then re-created; if_version checked against the state
+	// before; a created-then-deleted file answered deleted with version 0.
+	checkHistory(t, "delete, re-create, create and delete", base.
+		op(1, 4, 5, cs(del(0, v(5)), Input{Kind: KindWrite, Path: 0, Content: "D", CreateOnly: true}, wr(2, "E"), del(2, nil)),
+			committed(put(0, 9, "D"), gone(2, 0))).
+		op(2, 6, 7, rd(0), got("D", 9)).
+		op(2, 8, 9, rd(2), notFound), true)
+	checkHistory(t, "a new version at or below the floor", base.
+		op(1, 4, 5, cs(edt(0, "a", "b"), edt(1, "b", "a")), committed(put(0, 9, "A b"), put(1, 6, "B a"))), false)
+	checkHistory(t, "an answer missing a touched file", base.
+		op(1, 4, 5, cs(edt(0, "a", "b"), edt(1, "b", "a")), committed(put(0, 9, "A b"))), false)
+	checkHistory(t, "a committed changeset whose edit is not seen", base.
+		op(1, 4, 5, cs(wr(2, "C"), edt(0, "a", "c")), committed(put(0, 9, "A c"), put(2, 10, "C"))).
+		op(2, 6, 7, rd(0), got("A a", 5)), false)
+}
+
+func TestCommitRefusalChangesNothing(t *testing.T) {
+	base := h{}.
+		op(0, 0, 1, wr(0, "A a"), created(5)).
+		op(0, 2, 3, wr(1, "B b"), created(6))
+	// The last operation fails: the whole changeset is refused with its
+	// error, and the operations before it left nothing.
+	failing := cs(wr(0, "X"), mv(1, 2), edt(0, "z", "y"))
+	refusal := atOp(2, noMatch("z"))
+	whole := base.
+		op(1, 4, 5, failing, refusal).
+		op(2, 6, 7, rd(0), got("A a", 5)).
+		op(2, 8, 9, rd(1), got("B b", 6)).
+		op(2, 10, 11, rd(2), notFound)
+	checkHistory(t, "a refused changeset, nothing applied", whole, true)
+	checkHistory(t, "a refused changeset whose first write stayed", base.
+		op(1, 4, 5, failing, refusal).
+		op(2, 6, 7, rd(0), got("X", 7)), false)
+	checkHistory(t, "a refused changeset whose move stayed", base.
+		op(1, 4, 5, failing, refusal).
+		op(2, 6, 7, rd(1), notFound), false)
+	checkHistory(t, "the refusal naming another operation", base.
+		op(1, 4, 5, failing, atOp(0, noMatch("z"))), false)
+	checkHistory(t, "a refusal when every operation applies", base.
+		op(1, 4, 5, cs(wr(0, "X"), edt(1, "b", "c")), atOp(1, noMatch("b"))), false)
+	// The first failing operation is the answer: a stale if_version
+	// (naming the version found), create_only, a missing file, and an
+	// if_version on a file an earlier operation changed.
+	for _, c := range []struct {
+		name string
+		in   Input
+		out  Output
+	}{
+		{"stale if_version", cs(wr(2, "C"), del(0, v(4)), del(1, v(1))), atOp(1, conflict(5))},
+		{"create_only", cs(wr(2, "C"), Input{Kind: KindMove, Path: 0, Dest: 1, CreateOnly: true}), atOp(1, alreadyExists)},
+		{"missing source", cs(mv(0, 2), mv(0, 3)), atOp(1, notFound)},
+		{"if_version after a change", cs(wr(0, "C"), del(0, v(5))), atOp(1, refused("if_version 5 on /lin/p0, which an earlier operation of the changeset changed", nil))},
+	} {
+		checkHistory(t, "refused: "+c.name, base.op(1, 4, 5, c.in, c.out).op(2, 6, 7, rd(2), notFound), true)
+	}
+}
+
+func TestConcurrentCommitsSerialize(t *testing.T) {
+	base := h{}.
+		op(0, 0, 1, wr(0, "A a"), created(5)).
+		op(0, 2, 3, wr(1, "B a"), created(6))
+	// Two concurrent changesets each edit both files: either order, but
+	// not one's edit of p0 with the other's of p1.
+	c1 := cs(edt(0, "a", "b"), edt(1, "a", "b"))
+	c2 := cs(edt(0, "a", "c"), edt(1, "a", "c"))
+	both := base.
+		op(1, 4, 10, c1, committed(put(0, 7, "A b"), put(1, 8, "B b"))).
+		op(2, 5, 11, c2, atOp(0, noMatch("a")))
+	checkHistory(t, "one wins, the other finds its edit gone", both.
+		op(3, 12, 13, rd(0), got("A b", 7)).
+		op(3, 14, 15, rd(1), got("B b", 8)), true)
+	// A torn history: the first changeset's p0 and the second's p1.
+	torn := base.
+		op(1, 4, 10, c1, committed(put(0, 7, "A b"), put(1, 8, "B b"))).
+		op(2, 5, 11, c2, committed(put(0, 9, "A c"), put(1, 10, "B c")))
+	checkHistory(t, "both answered OK, each edit after the other's", torn, false)
+	// A half-applied changeset: a reader sees its move's destination but
+	// still the source, or one file new and the other old.
+	half := base.op(1, 4, 10, cs(mv(0, 2), wr(1, "C")), committed(gone(0, 0), put(1, 9, "C"), put(2, 8, "A a")))
+	checkHistory(t, "a reader sees the whole changeset", half.
+		op(2, 12, 13, rd(2), got("A a", 8)).
+		op(2, 14, 15, rd(1), got("C", 9)).
+		op(2, 16, 17, rd(0), notFound), true)
+	checkHistory(t, "a reader sees a half-applied changeset", half.
+		op(2, 5, 6, rd(2), got("A a", 8)).
+		op(2, 7, 8, rd(1), got("B a", 6)), false)
+	checkHistory(t, "a reader sees a moved file at both ends", half.
+		op(2, 5, 6, rd(2), got("A a", 8)).
+		op(2, 7, 8, rd(0), got("A a", 5)), false)
+}
+
+func TestUnknownCommit(t *testing.T) {
+	base := h{}.op(0, 0, 1, wr(0, "A a"), created(5))
+	c := cs(edt(0, "a", "b"), wr(1, "B"))
+	// An unknown changeset applies whole or not at all.
+	checkHistory(t, "an unknown changeset applied", base.
+		op(1, 2, -1, c, Output{}).
+		op(2, 10, 11, rd(0), got("A b", 9)).
+		op(2, 12, 13, rd(1), got("B", 9)), true)
+	checkHistory(t, "an unknown changeset not applied", base.
+		op(1, 2, -1, c, Output{}).
+		op(2, 10, 11, rd(0), got("A a", 5)).
+		op(2, 12, 13, rd(1), notFound), true)
+	checkHistory(t, "an unknown changeset applied in half", base.
+		op(1, 2, -1, c, Output{}).
+		op(2, 10, 11, rd(1), got("B", 9)).
+		op(2, 12, 13, rd(0), got("A a", 5)), false)
+}
+
+func TestContendedCommitChangesNothing(t *testing.T) {
+	base := h{}.op(0, 0, 1, wr(0, "A a"), created(5))
+	c := cs(edt(0, "a", "b"), wr(1, "B"))
+	lost := Output{Code: "Unavailable", Reason: "INTERNAL_ERROR", Contended: true}
+	checkHistory(t, "a contended changeset, nothing applied", base.
+		op(1, 2, 3, c, lost).
+		op(2, 10, 11, rd(0), got("A a", 5)).
+		op(2, 12, 13, rd(1), notFound), true)
+	checkHistory(t, "a contended changeset that applied", base.
+		op(1, 2, 3, c, lost).
+		op(2, 10, 11, rd(0), got("A b", 9)).
+		op(2, 12, 13, rd(1), got("B", 9)), false)
+	checkHistory(t, "a single call answering as a contended changeset", base.
+		op(1, 2, 3, wr(1, "B"), lost), false)
+}
+
+func TestHistoryBefore(t *testing.T) {
+	h := &History{records: []Record{
+		{Client: 0, Input: wr(0, "A a"), Output: created(5), Call: 0, Return: 10},
+		{Client: 1, Input: rd(0), Output: got("A a", 5), Call: 5, Return: 30},
+		{Client: 0, Input: wr(0, "B"), Output: ok(7), Call: 25, Return: 40},
+	}}
+	cut := h.before(20)
+	if len(cut.records) != 2 {
+		t.Fatalf("prefix at 20 has %d calls, want 2", len(cut.records))
+	}
+	if r := cut.records[0]; r.Output.Unknown || r.Return != 10 {
+		t.Errorf("a call answered before the cut changed: %+v", r)
+	}
+	if r := cut.records[1]; !r.Output.Unknown || r.Return != 20 {
+		t.Errorf("a call unanswered at the cut is not unknown: %+v", r)
+	}
+	if !h.records[1].Output.ok() {
+		t.Errorf("the cut changed the history it was cut from")
+	}
+}

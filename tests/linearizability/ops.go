@@ -16,6 +16,9 @@ const (
 	KindMove      Kind = "move"
 	KindEdit      Kind = "edit"
 	KindMultiEdit Kind = "multiedit"
+	// KindCommit is a changeset (Filesystem/Commit): Ops applied in order,
+	// all or nothing (docs/changesets.md).
+	KindCommit Kind = "commit"
 )
 
 // Replacement is one string replacement of an Edit (exactly one) or a
@@ -39,6 +42,36 @@ type Input struct {
 	// IfVersion applies to the path (a Move's source); nil: not sent.
 	IfVersion *uint64       `json:"if_version,omitempty"`
 	Edits     []Replacement `json:"edits,omitempty"`
+	// Ops are a Commit's operations (writes, edits, multi-edits, deletes
+	// and moves), each as its single call's Input; a Commit's Path is its
+	// first operation's.
+	Ops []Input `json:"ops,omitempty"`
+}
+
+// paths lists the paths an operation names (a Commit: every operation's).
+func (in Input) paths() []int {
+	switch in.Kind {
+	case KindMove:
+		return []int{in.Path, in.Dest}
+	case KindCommit:
+		var out []int
+		for _, op := range in.Ops {
+			out = append(out, op.paths()...)
+		}
+		return out
+	}
+	return []int{in.Path}
+}
+
+// CommittedFile is what a committed changeset answered of one file: its
+// path (an index into the workload's paths, -1 for a path not among them),
+// its new version (a deleted file: its deletion's, or 0), its size, and
+// whether it is gone.
+type CommittedFile struct {
+	Path    int    `json:"path"`
+	Version uint64 `json:"version,omitempty"`
+	Size    uint64 `json:"size,omitempty"`
+	Deleted bool   `json:"deleted,omitempty"`
 }
 
 // Output is what the server answered. Unknown marks an operation whose
@@ -47,6 +80,11 @@ type Input struct {
 // effect.
 type Output struct {
 	Unknown bool `json:"unknown,omitempty"`
+	// Contended marks a Commit answered UNAVAILABLE because it kept losing
+	// races with other changes of its files (docs/changesets.md: "nothing
+	// was applied"): a definite answer that changes nothing, not an
+	// unknown one.
+	Contended bool `json:"contended,omitempty"`
 	// Code is the gRPC status code's name ("OK", "NotFound", "Aborted", ...).
 	Code string `json:"code"`
 	// Reason is google.rpc.ErrorInfo.reason, the envelope code.
@@ -57,11 +95,16 @@ type Output struct {
 	ActualVersion *uint64 `json:"actual_version,omitempty"`
 	// EditIndex is ErrorInfo.metadata["edit_index"] of a refused MultiEdit.
 	EditIndex *int `json:"edit_index,omitempty"`
+	// OperationIndex is ErrorInfo.metadata["operation_index"] of a refused
+	// Commit: which of its operations failed.
+	OperationIndex *int `json:"operation_index,omitempty"`
 	// Content and Version of a Read; Version alone of a Write, Edit or Move.
 	Content      string `json:"content,omitempty"`
 	Version      uint64 `json:"version,omitempty"`
 	Created      bool   `json:"created,omitempty"`
 	Replacements uint64 `json:"replacements,omitempty"`
+	// Files are a Commit's answer: every file it touched, in path order.
+	Files []CommittedFile `json:"files,omitempty"`
 }
 
 // ok reports a successful answer.
@@ -75,6 +118,27 @@ func (o Output) is(code, reason string) bool {
 // describe renders an operation for the visualization and for reports,
 // naming paths as the workload does.
 func describe(paths []string, in Input, out Output) string {
+	var b strings.Builder
+	if in.Kind == KindCommit {
+		b.WriteString("commit [")
+		for i, op := range in.Ops {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			b.WriteString(describeInput(paths, op))
+		}
+		b.WriteString("] ⇒ ")
+		b.WriteString(out.summary(paths))
+		return b.String()
+	}
+	b.WriteString(describeInput(paths, in))
+	b.WriteString(" ⇒ ")
+	b.WriteString(out.summary(paths))
+	return b.String()
+}
+
+// describeInput renders what an operation asked.
+func describeInput(paths []string, in Input) string {
 	var b strings.Builder
 	b.WriteString(string(in.Kind))
 	b.WriteString(" ")
@@ -98,13 +162,11 @@ func describe(paths []string, in Input, out Output) string {
 	if in.IfVersion != nil {
 		fmt.Fprintf(&b, " if_version=%d", *in.IfVersion)
 	}
-	b.WriteString(" ⇒ ")
-	b.WriteString(out.summary())
 	return b.String()
 }
 
 // summary renders an answer in one line.
-func (o Output) summary() string {
+func (o Output) summary(paths []string) string {
 	switch {
 	case o.Unknown:
 		return "unknown (" + o.Code + ")"
@@ -113,6 +175,9 @@ func (o Output) summary() string {
 		if o.ActualVersion != nil {
 			s += fmt.Sprintf(" found v%d", *o.ActualVersion)
 		}
+		if o.OperationIndex != nil {
+			s += fmt.Sprintf(" operation %d", *o.OperationIndex)
+		}
 		if o.EditIndex != nil {
 			s += fmt.Sprintf(" edit %d", *o.EditIndex)
 		}
@@ -120,6 +185,20 @@ func (o Output) summary() string {
 			s += ": " + o.Message
 		}
 		return s
+	case o.Files != nil:
+		parts := make([]string, len(o.Files))
+		for i, f := range o.Files {
+			name := "?"
+			if f.Path >= 0 && f.Path < len(paths) {
+				name = paths[f.Path]
+			}
+			if f.Deleted {
+				parts[i] = fmt.Sprintf("%s deleted v%d", name, f.Version)
+			} else {
+				parts[i] = fmt.Sprintf("%s v%d (%d bytes)", name, f.Version, f.Size)
+			}
+		}
+		return "OK " + strings.Join(parts, ", ")
 	case o.Content != "":
 		return fmt.Sprintf("%q v%d", o.Content, o.Version)
 	case o.Replacements > 0:

@@ -11,14 +11,19 @@ import (
 // recheck checks a saved history (history.json) again, e.g. after a change
 // of the model, and writes its visualization beside it when it is not
 // linearizable; it reports whether it is.
-func recheck(path string, timeout time.Duration) (bool, error) {
+// With before > 0 it checks only the history's prefix at that instant
+// (History.before).
+func recheck(path string, timeout, before time.Duration) (bool, error) {
 	h, w, doc, err := loadHistory(path)
 	if err != nil {
 		return false, err
 	}
+	if before > 0 {
+		h = h.before(int64(before))
+	}
 	v := check(w, h, timeout)
 	fmt.Printf("%s (run %s, seed %d): %d operations, checker %s in %s\n",
-		path, doc.Run, doc.Seed, len(doc.Operations), v.result, v.took.Round(time.Millisecond))
+		path, doc.Run, doc.Seed, h.count(), v.result, v.took.Round(time.Millisecond))
 	for _, b := range v.breaches {
 		fmt.Println("  " + b)
 	}

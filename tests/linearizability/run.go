@@ -21,7 +21,10 @@ type options struct {
 	callTimeout           time.Duration
 	checkTimeout          time.Duration
 	keep                  bool
+	before                time.Duration
 	pairs                 bool
+	noCommits             bool
+	tornCommits           bool
 }
 
 // paths are the files every run works on.
@@ -61,7 +64,7 @@ func execRun(spec runSpec, opt options) result {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs}
+	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs, noCommits: opt.noCommits, tornCommits: opt.tornCommits}
 	c, err := startCluster(spec, opt, dir)
 	// The clock starts once the servers answer.
 	h := newHistory()
@@ -146,7 +149,12 @@ func runClient(ctx context.Context, cl *client, n *node, w *workload, h *History
 		in := cl.next()
 		call, cancel := context.WithTimeout(context.Background(), callTimeout)
 		start := h.now()
-		out := execute(call, conn, w.paths, in)
+		var out Output
+		if w.tornCommits && in.Kind == KindCommit {
+			out = executeTorn(call, conn, w.paths, in)
+		} else {
+			out = execute(call, conn, w.paths, in)
+		}
 		end := h.now()
 		cancel()
 		h.add(Record{Client: cl.id, Server: n.index, Generation: gen, Input: in, Output: out, Call: start, Return: end})

@@ -14,6 +14,12 @@ type workload struct {
 	// history splits into one partition per pair; else a Move may join
 	// any two paths and the history is one partition.
 	pairs bool
+	// noCommits leaves Commits out of the mix (their share goes to Reads).
+	noCommits bool
+	// tornCommits sends each Commit as its single calls one after the
+	// other (executeTorn): a server that applies changesets without
+	// atomicity, which the checker must reject.
+	tornCommits bool
 }
 
 // letters are the tokens of a file's content that edits replace. A
@@ -28,7 +34,8 @@ var weights = []struct {
 	weight int
 	gen    func(*client) Input
 }{
-	{28, (*client).read},
+	{20, (*client).read},
+	{8, (*client).commit},
 	{12, (*client).write},
 	{8, (*client).writeCreateOnly},
 	{10, (*client).writeIfVersion},
@@ -68,6 +75,19 @@ func (c *client) next() Input {
 // observe remembers the version an answer showed of the paths it names.
 func (c *client) observe(in Input, out Output) {
 	switch {
+	case in.Kind == KindCommit && out.ok():
+		for _, f := range out.Files {
+			if f.Path >= 0 && f.Path < maxPaths {
+				c.seen[f.Path] = f.Version
+				if f.Deleted {
+					c.seen[f.Path] = 0
+				}
+			}
+		}
+	case in.Kind == KindCommit:
+		if out.ActualVersion != nil && out.OperationIndex != nil && *out.OperationIndex < len(in.Ops) {
+			c.seen[in.Ops[*out.OperationIndex].Path] = *out.ActualVersion
+		}
 	case out.ok() && in.Kind == KindDelete:
 		c.seen[in.Path] = 0
 	case out.ok() && in.Kind == KindMove:
@@ -178,5 +198,88 @@ func (c *client) multiEdit() Input {
 	if c.rng.IntN(3) == 0 {
 		in.IfVersion = c.lastSeen(in.Path)
 	}
+	return in
+}
+
+// commit draws a changeset of two or three operations (writes, edits,
+// deletes, moves, some with if_version or create_only) on the paths of one
+// pair (with pairs) or on any. Some fail on their own (a stale version, a
+// missing file, an edit that matches nothing), and now and then one is
+// made to fail: an edit of a letter no content holds, or an if_version on
+// a file an earlier operation changed, so the all-or-nothing refusal is
+// exercised after operations that would have applied.
+func (c *client) commit() Input {
+	if c.w.noCommits {
+		return c.read()
+	}
+	paths := make([]int, 0, len(c.w.paths))
+	if c.w.pairs {
+		first := c.path() &^ 1
+		paths = append(paths, first, first+1)
+	} else {
+		for p := range c.w.paths {
+			paths = append(paths, p)
+		}
+	}
+	pick := func() int { return paths[c.rng.IntN(len(paths))] }
+	changed := map[int]bool{}
+	// ifVersion is the last seen version of p, when no earlier operation
+	// changed it (and rarely even then: INVALID_ARGUMENT).
+	ifVersion := func(p int) *uint64 {
+		if changed[p] && c.rng.IntN(6) != 0 {
+			return nil
+		}
+		return c.lastSeen(p)
+	}
+	n := 2 + c.rng.IntN(2)
+	in := Input{Kind: KindCommit}
+	for i := range n {
+		var op Input
+		p := pick()
+		switch k := c.rng.IntN(100); {
+		case k < 30:
+			op = Input{Kind: KindWrite, Path: p, Content: c.content()}
+			switch c.rng.IntN(4) {
+			case 0:
+				op.CreateOnly = true
+			case 1:
+				op.IfVersion = ifVersion(p)
+			}
+		case k < 55:
+			op = Input{Kind: KindEdit, Path: p, Edits: []Replacement{c.replacement()}}
+			if i == n-1 && c.rng.IntN(8) == 0 {
+				op.Edits[0].Old = "x"
+			}
+			if c.rng.IntN(4) == 0 {
+				op.IfVersion = ifVersion(p)
+			}
+		case k < 65:
+			op = Input{Kind: KindMultiEdit, Path: p, Edits: []Replacement{c.replacement(), c.replacement()}}
+			if c.rng.IntN(4) == 0 {
+				op.IfVersion = ifVersion(p)
+			}
+		case k < 80:
+			op = Input{Kind: KindDelete, Path: p}
+			if c.rng.IntN(3) == 0 {
+				op.IfVersion = ifVersion(p)
+			}
+		default:
+			dst := p
+			for dst == p {
+				dst = pick()
+			}
+			op = Input{Kind: KindMove, Path: p, Dest: dst}
+			switch c.rng.IntN(5) {
+			case 0, 1:
+				op.CreateOnly = true
+			case 2, 3:
+				op.IfVersion = ifVersion(p)
+			}
+			changed[dst] = true
+		}
+		changed[p] = true
+		in.Ops = append(in.Ops, op)
+	}
+	in.Path = in.Ops[0].Path
 	return in
 }
