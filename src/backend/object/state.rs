@@ -3,8 +3,11 @@
 //!
 //! Readers only look: a pending head at a Move's destination is the move's
 //! new file once its source holds the move's moved-away head, and what the
-//! destination held before otherwise (the move has not committed yet, or
-//! never will: its source changed). A change must first **settle** the
+//! destination held before while the source holds the ETag the move commits
+//! on (not committed yet). A source holding anything else is read as a move
+//! that never will commit only while the destination still holds the same
+//! pending head: the source keeps the evidence of a commit only until the
+//! destination is finished ([`Store::fate`]). A change must first **settle** the
 //! path: a move in flight onto it is waited for while young, and past
 //! [`MOVE_GRACE`] made sure never to commit (its source is fenced: written
 //! again as it is, so the move's conditional put on the old ETag fails).
@@ -136,7 +139,7 @@ pub async fn listed_file(
 
 impl Store {
     /// What the path of head key `key` holds now, a pending head resolved
-    /// by one read of its move's source (readers never write).
+    /// by a read of its decider (readers never write: [`Store::resolve`]).
     pub async fn now(&self, ns: &str, key: &str) -> Result<Now> {
         let head = read_head(&self.client, &self.cache, key).await?;
         self.resolve(ns, key, head).await
