@@ -1024,3 +1024,143 @@ async fn a_warm_search_sees_every_change_another_server_made() {
         }
     }
 }
+
+/// A TCP proxy in front of the test S3 server that holds back each request
+/// whose request line `delay` names by the time it gives, so a test can
+/// open a window between two requests of one server: the port it listens on.
+async fn delaying_proxy(delay: impl Fn(&str) -> Option<Duration> + Send + Sync + 'static) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = s3().endpoint.trim_start_matches("http://").to_owned();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let delay = Arc::new(delay);
+    tokio::spawn(async move {
+        loop {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
+            let (upstream, delay) = (upstream.clone(), delay.clone());
+            tokio::spawn(async move {
+                let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    return;
+                };
+                let (mut client_rd, mut client_wr) = client.into_split();
+                let (mut server_rd, mut server_wr) = server.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut server_rd, &mut client_wr).await;
+                });
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    let n = match client_rd.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    // The client sends one request at a time: a chunk that
+                    // opens with a request line starts one.
+                    let line = String::from_utf8_lossy(&buf[..n.min(1024)]);
+                    let line = line.lines().next().unwrap_or_default();
+                    if let Some(pause) = delay(line) {
+                        tokio::time::sleep(pause).await;
+                    }
+                    if server_wr.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = server_wr.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
+/// True when the request line `line` is `method` on the head of the file
+/// `name` (right below the mount).
+fn on_head(line: &str, method: &str, name: &str) -> bool {
+    line.starts_with(&format!("{method} "))
+        && (line.contains(&format!("/f/{name}!")) || line.contains(&format!("/f/{name}%21")))
+}
+
+/// A read that took a Move's pending destination head before the move was
+/// finished, and read its source only after the source changed again (a
+/// write there first finishes the move), sees the moved file: "the source
+/// is no longer the move's" is no proof that the move did not commit while
+/// the destination has moved on (the linearizability checker found the
+/// destination read as it was before the move, after a read of the source
+/// had shown the move committed). The window is opened by proxies: server A
+/// (the mover) is slow to put the destination's head, so its move commits
+/// and then stays pending; server B (the reader) is slow to read the source.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_of_a_moves_destination_never_predates_its_commit() {
+    let bucket = s3().bucket(BUCKET);
+    let prefix = format!("it-{:016x}", rand::random::<u64>());
+    let slow_dst_put =
+        delaying_proxy(|line| on_head(line, "PUT", "dst").then_some(Duration::from_millis(600)))
+            .await;
+    let slow_src_get =
+        delaying_proxy(|line| on_head(line, "GET", "src").then_some(Duration::from_millis(600)))
+            .await;
+    let via = |port: u16| {
+        config(
+            &bucket,
+            &prefix,
+            &format!("endpoint = \"http://127.0.0.1:{port}\"\n"),
+        )
+    };
+    let a = Server::start_with(Some(&via(slow_dst_put)), &[]);
+    let b = Server::start_with(Some(&via(slow_src_get)), &[]);
+    let c = Server::start_with(Some(&config(&bucket, &prefix, "")), &[]);
+    let (mut fa, mut fb, mut fc) = (a.fs().await, b.fs().await, c.fs().await);
+    write(&mut fc, "/shared/dst", "old\n").await;
+    write(&mut fc, "/shared/src", "moved\n").await;
+    let mover = tokio::spawn(async move {
+        fa.r#move(pb::MoveRequest {
+            source: "/shared/src".into(),
+            destination: "/shared/dst".into(),
+            ..Default::default()
+        })
+        .await
+    });
+    // The move has committed once its source reads as gone (its pending
+    // destination head still waits on A's proxy).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let read = fc
+            .read(pb::ReadRequest {
+                path: "/shared/src".into(),
+                ..Default::default()
+            })
+            .await;
+        match read {
+            Err(status) if status.code() == Code::NotFound => break,
+            Ok(_) => assert!(Instant::now() < deadline, "the move never committed"),
+            Err(status) => panic!("reading the source: {status:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // B takes the pending head, and waits for the source.
+    let reader = tokio::spawn(async move {
+        fb.read(pb::ReadRequest {
+            path: "/shared/dst".into(),
+            ..Default::default()
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The source written again (its write finishes the move first).
+    write(&mut fc, "/shared/src", "again\n").await;
+    let seen = reader.await.unwrap().expect("reading the destination");
+    assert_eq!(
+        seen.into_inner().content,
+        "moved\n",
+        "a read begun after the move was seen committed"
+    );
+    mover.await.unwrap().expect("the move");
+    let dst = fc
+        .read(pb::ReadRequest {
+            path: "/shared/dst".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(dst.into_inner().content, "moved\n");
+}

@@ -34,7 +34,7 @@
 use super::bucket::{Page, Put};
 use super::head::State;
 use super::keys::{Position, Space};
-use super::state::{Store, decide, read_head};
+use super::state::{Decided, Fate, Store, read_head};
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation, Origin};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -388,28 +388,45 @@ fn age_ns(time: u64) -> Duration {
 /// One look at what became of the change `intent` at `at`.
 async fn look(store: &Store, ns: &str, at: Position, intent: &Intent) -> Result<Verdict> {
     let key = store.keys.head(ns, &intent.path)?;
-    let head = read_head(&store.client, &store.cache, &key).await?;
-    if let Some(head) = &head {
-        if head.pos == at {
+    let mut head = read_head(&store.client, &store.cache, &key).await?;
+    // A pending head replaced while its decider was read is looked at
+    // again (a move's source may read as aborted once its destination was
+    // finished: `Store::fate`); each round, another change landed.
+    for round in 0.. {
+        let Some(current) = &head else { break };
+        if current.pos == at {
             return Ok(Verdict::Committed);
         }
-        if let State::Pending(pending) = &head.state {
-            let new = super::head::Head::decode(&key, pending.new.clone(), String::new())?;
-            if new.pos == at {
-                let source = store.decider(ns, pending)?;
-                let source = read_head(&store.client, &store.cache, &source).await?;
-                return Ok(match decide(pending, source.as_ref()) {
-                    super::state::Decided::Committed => Verdict::Committed,
-                    super::state::Decided::Aborted => Verdict::Void,
-                    super::state::Decided::Undecided => Verdict::Undecided,
-                });
-            }
-            if let Some(prior) = &pending.prior
-                && super::head::Head::decode(&key, prior.clone(), String::new())?.pos == at
-            {
-                return Ok(Verdict::Committed);
+        let State::Pending(pending) = &current.state else {
+            break;
+        };
+        let new = super::head::Head::decode(&key, pending.new.clone(), String::new())?;
+        if new.pos == at {
+            match store.fate(ns, &key, current, pending).await? {
+                Fate::Decided(decided) => {
+                    return Ok(match decided {
+                        Decided::Committed => Verdict::Committed,
+                        Decided::Aborted => Verdict::Void,
+                        Decided::Undecided => Verdict::Undecided,
+                    });
+                }
+                Fate::Replaced(_) if round >= 64 => {
+                    return Err(Error::Unavailable(format!(
+                        "{key}: its head kept changing while a change of it was verified"
+                    )));
+                }
+                Fate::Replaced(again) => {
+                    head = again;
+                    continue;
+                }
             }
         }
+        if let Some(prior) = &pending.prior
+            && super::head::Head::decode(&key, prior.clone(), String::new())?.pos == at
+        {
+            return Ok(Verdict::Committed);
+        }
+        break;
     }
     let mark = store.keys.successor(ns, at)?;
     if store.client.get(&mark).await?.is_some() {

@@ -3,8 +3,10 @@
 //!
 //! 1. The destination's head becomes **pending** (a conditional put on the
 //!    ETag read there): it holds the new head, what the destination held
-//!    before, and the source head's ETag. Readers resolve it by one read
-//!    of the source: until the move commits, the destination is what it was.
+//!    before, and the source head's ETag. Readers resolve it by a read of
+//!    the source (and, when the source is no longer the move's, of the
+//!    destination again: `state::Store::fate`): until the move commits, the
+//!    destination is what it was.
 //! 2. The source's head becomes **moved away** by a put conditional on that
 //!    ETag: the commit point. If it fails (the source changed), the move did
 //!    not happen, and the destination is put back as it was.

@@ -3,8 +3,11 @@
 //!
 //! Readers only look: a pending head at a Move's destination is the move's
 //! new file once its source holds the move's moved-away head, and what the
-//! destination held before otherwise (the move has not committed yet, or
-//! never will: its source changed). A change must first **settle** the
+//! destination held before while the source holds the ETag the move commits
+//! on (not committed yet). A source holding anything else is read as a move
+//! that never will commit only while the destination still holds the same
+//! pending head: the source keeps the evidence of a commit only until the
+//! destination is finished ([`Store::fate`]). A change must first **settle** the
 //! path: a move in flight onto it is waited for while young, and past
 //! [`MOVE_GRACE`] made sure never to commit (its source is fenced: written
 //! again as it is, so the move's conditional put on the old ETag fails).
@@ -136,7 +139,7 @@ pub async fn listed_file(
 
 impl Store {
     /// What the path of head key `key` holds now, a pending head resolved
-    /// by one read of its move's source (readers never write).
+    /// by a read of its decider (readers never write: [`Store::resolve`]).
     pub async fn now(&self, ns: &str, key: &str) -> Result<Now> {
         let head = read_head(&self.client, &self.cache, key).await?;
         self.resolve(ns, key, head).await
@@ -144,36 +147,73 @@ impl Store {
 
     /// [`Store::now`] of a head already read.
     pub async fn resolve(&self, ns: &str, key: &str, head: Option<Head>) -> Result<Now> {
-        let Some(head) = head else {
-            return Ok(Now::default());
-        };
-        let State::Pending(pending) = &head.state else {
-            let state = (head.state != State::Absent).then(|| head.clone());
+        let mut head = head;
+        for _ in 0..MAX_REREADS {
+            let Some(current) = head else {
+                return Ok(Now::default());
+            };
+            let State::Pending(pending) = &current.state else {
+                let state = (current.state != State::Absent).then(|| current.clone());
+                return Ok(Now {
+                    head: Some(current),
+                    state,
+                    in_flight: None,
+                });
+            };
+            let decided = match self.fate(ns, key, &current, pending).await? {
+                Fate::Decided(decided) => decided,
+                Fate::Replaced(again) => {
+                    head = again;
+                    continue;
+                }
+            };
+            let pending = pending.clone();
+            let (kept, in_flight) = match decided {
+                Decided::Committed => (Some(pending.new.clone()), None),
+                Decided::Aborted => (pending.prior.clone(), None),
+                Decided::Undecided => (pending.prior.clone(), Some(pending)),
+            };
+            let state = match kept {
+                Some(body) => Some(Head::decode(key, body, String::new())?),
+                None => None,
+            }
+            .filter(|h| h.state != State::Absent);
             return Ok(Now {
-                head: Some(head),
+                head: Some(current),
                 state,
-                in_flight: None,
+                in_flight,
             });
-        };
+        }
+        Err(Error::Unavailable(format!(
+            "{key}: its head kept changing while it was read; try again"
+        )))
+    }
+
+    /// The fate of the pending head `head` (holding `pending`) at `key`,
+    /// from one read of its decider; or, when that says aborted but `head`
+    /// is no longer there, what replaced it (resolve that instead).
+    ///
+    /// Committed and undecided are final as read: the source's moved-away
+    /// head and its ETag before are each written once. "Aborted" is not: a
+    /// move's source holds the evidence that it committed only until its
+    /// destination is finished (a change of a moved-away source first
+    /// finishes the move), so a source that changed after the commit reads
+    /// as aborted to a reader that took the pending head before the finish.
+    /// The destination tells them apart: while it still holds `head`, the
+    /// move was never finished, so the source cannot have left its
+    /// moved-away head, and the move did not commit.
+    pub async fn fate(&self, ns: &str, key: &str, head: &Head, pending: &Pending) -> Result<Fate> {
         let source = self.decider(ns, pending)?;
         let source = read_head(&self.client, &self.cache, &source).await?;
         let decided = decide(pending, source.as_ref());
-        let pending = pending.clone();
-        let (kept, in_flight) = match decided {
-            Decided::Committed => (Some(pending.new.clone()), None),
-            Decided::Aborted => (pending.prior.clone(), None),
-            Decided::Undecided => (pending.prior.clone(), Some(pending)),
-        };
-        let state = match kept {
-            Some(body) => Some(Head::decode(key, body, String::new())?),
-            None => None,
+        if decided != Decided::Aborted {
+            return Ok(Fate::Decided(decided));
         }
-        .filter(|h| h.state != State::Absent);
-        Ok(Now {
-            head: Some(head),
-            state,
-            in_flight,
-        })
+        let again = read_head(&self.client, &self.cache, key).await?;
+        if again.as_ref().is_some_and(|h| h.etag == head.etag) {
+            return Ok(Fate::Decided(Decided::Aborted));
+        }
+        Ok(Fate::Replaced(again))
     }
 
     /// What the path holds once any Move in flight onto it is decided, for
@@ -259,12 +299,29 @@ impl Store {
     }
 }
 
+/// How many times [`Store::resolve`] reads a path's head again after it
+/// changed under a pending head it was resolving (each time, another
+/// change of the path landed: the limit only bounds a storm of them).
+const MAX_REREADS: usize = 64;
+
+/// What [`Store::fate`] found.
+#[derive(Clone, Debug)]
+pub enum Fate {
+    /// The pending head's fate.
+    Decided(Decided),
+    /// The pending head was replaced while its decider was read: the head
+    /// there now (resolve it instead).
+    Replaced(Option<Head>),
+}
+
 /// The fate of a pending move, from its source's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decided {
     /// The source holds the move's moved-away head.
     Committed,
-    /// The source holds something else: the move never will commit.
+    /// The source holds something else: the move never will commit, or
+    /// it committed and its destination was finished since (only the
+    /// destination's head tells: [`Store::fate`]).
     Aborted,
     /// The source still holds the ETag the move commits on.
     Undecided,
