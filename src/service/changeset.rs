@@ -500,10 +500,12 @@ impl Files<'_> {
     /// atomic tier step, or nothing changes.
     pub fn commit(&self, ops: &[ChangeOp], limits: &ChangesetLimits) -> Result<Committed> {
         let bytes = check_shape(ops, limits, self.backend())?;
-        // The request body is charged by the transport; staging holds the
-        // contents again, and so does the tier's batch. Charged here, they
-        // count against the caller's share until the answer is sent, so
-        // concurrent changesets cannot pin several times it.
+        // The request body is charged by the transport. Staged writes share
+        // it, but an edit's or patch's result and every file staging reads
+        // are new copies (about the changeset's bytes again), and the tier's
+        // batch is one more. Charged here, they count against the caller's
+        // share until the answer is sent, so concurrent changesets cannot
+        // pin several times it (tests/it/memory.rs).
         self.charge(bytes.saturating_mul(2), "staging the changeset")?;
         for (index, op) in ops.iter().enumerate() {
             for (path, grant) in op.grants() {
