@@ -496,3 +496,88 @@ async fn a_mount_without_history_rewinds_only_what_the_turn_created() {
         b"changed\n"
     );
 }
+
+/// Calls tool `name` with `args` under `header_label` (when given); the
+/// envelope as JSON.
+async fn tool(
+    server: &Server,
+    name: &str,
+    args: serde_json::Value,
+    header_label: Option<&str>,
+) -> serde_json::Value {
+    let mut tools = agentvfs::pb::tools_client::ToolsClient::new(server.channel().await);
+    let req = pb::InvokeRequest {
+        name: name.into(),
+        arguments_json: args.to_string(),
+        tool_call_id: String::new(),
+    };
+    let req = match header_label {
+        Some(label) => labelled(req, label),
+        None => Request::new(req),
+    };
+    let reply = tools.invoke(req).await.unwrap().into_inner();
+    serde_json::from_str(&reply.envelope_json).unwrap()
+}
+
+#[tokio::test]
+async fn the_tools_that_change_files_take_a_label_and_history_shows_it() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let args =
+        serde_json::json!({"path": "/memories/t.md", "content": "one\n", "label": "toolu_01abc"});
+    let wrote = tool(&server, "Write", args, Some("turn-1")).await;
+    assert_eq!(wrote["status"], "success", "{wrote}");
+    // The argument wins over the header; the header applies without it.
+    let args = serde_json::json!({"path": "/memories/t.md", "old_string": "one", "new_string": "two", "expected_version": wrote["stats"]["version"]});
+    let edited = tool(&server, "Edit", args, Some("turn-1")).await;
+    assert_eq!(edited["status"], "success", "{edited}");
+    let listed = tool(
+        &server,
+        "History",
+        serde_json::json!({"path": "/memories/t.md"}),
+        None,
+    )
+    .await;
+    let versions = &listed["data"]["versions"];
+    assert_eq!(versions[0]["label"], "turn-1", "{listed}");
+    assert_eq!(versions[1]["label"], "toolu_01abc", "{listed}");
+    assert_eq!(versions[1]["session"], "default", "{listed}");
+    assert!(
+        listed["text"]
+            .as_str()
+            .unwrap()
+            .contains("label toolu_01abc"),
+        "{listed}"
+    );
+
+    let bad = serde_json::json!({"path": "/memories/t.md", "content": "x", "label": "two words"});
+    let refused = tool(&server, "Write", bad, None).await;
+    assert_eq!(refused["error"]["code"], "INVALID_PARAM", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("'label'"),
+        "{refused}"
+    );
+    // A tool that changes nothing takes no label.
+    let ls = tool(
+        &server,
+        "LS",
+        serde_json::json!({"path": "/memories", "label": "x"}),
+        None,
+    )
+    .await;
+    assert_eq!(ls["error"]["code"], "INVALID_PARAM", "{ls}");
+    // Rewinding the tool call's label undoes its write only.
+    rewind(
+        &mut fs,
+        "/memories",
+        Selector::Label("turn-1".into()),
+        false,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(tree(&mut fs, "/memories").await["/memories/t.md"], b"one\n");
+}
