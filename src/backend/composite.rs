@@ -173,9 +173,11 @@ impl CompositeBackend {
                 return Ok(());
             }
             if !self.mount_hidden(run, &child.prefix) {
+                // A search resumed inside the child (a later page of
+                // resources/list) starts where it left off, not over.
                 let inner = SearchPart {
                     top: child.prefix.clone(),
-                    lo: child_lo,
+                    lo: child_lo.max(part.lo.clone()),
                     hi: child_hi.clone(),
                 };
                 if let Err(err) = self.search_part(scope, run, &inner) {
