@@ -218,6 +218,18 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.caller(&context)?;
+        // The specification's rule: a tool that does not exist is a
+        // JSON-RPC error (-32602), not a result; docs/mcp.md § Tools.
+        if ToolName::parse(&request.name).is_none() {
+            let names = ToolName::ALL.map(ToolName::as_str).join(", ");
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool {:?}; the tools are {names}",
+                    crate::error::echo(&request.name)
+                ),
+                Some(serde_json::json!({ "code": "INVALID_PARAM" })),
+            ));
+        }
         let args = request.arguments.unwrap_or_default();
         let envelope = self
             .tools
