@@ -22,21 +22,28 @@ use tonic_types::StatusExt;
 /// Bytes per WriteBytes message when uploading.
 const UPLOAD_CHUNK_BYTES: usize = 1 << 20;
 
-/// Where and as whom to connect.
+/// Where and as whom to connect. Global, so each flag may come before or
+/// after the verb (`agentvfs --token T mcp` and `agentvfs mcp --token T`,
+/// as `mcp --help` shows it).
 #[derive(Clone, Debug, clap::Args)]
 pub struct Connection {
     /// Server address.
-    #[arg(long, env = "AGENTVFS_ADDR", default_value = "http://127.0.0.1:50051")]
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTVFS_ADDR",
+        default_value = "http://127.0.0.1:50051"
+    )]
     pub addr: String,
     /// Bearer token.
-    #[arg(long, env = "AGENTVFS_TOKEN", hide_env_values = true)]
+    #[arg(long, global = true, env = "AGENTVFS_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// State session.
-    #[arg(long, env = "AGENTVFS_SESSION")]
+    #[arg(long, global = true, env = "AGENTVFS_SESSION")]
     pub session: Option<String>,
     /// Label kept with every change this command makes (a tool-call or
     /// turn id; 1-128 of letters, digits and -_.@+:~/#=).
-    #[arg(long, env = "AGENTVFS_LABEL")]
+    #[arg(long, global = true, env = "AGENTVFS_LABEL")]
     pub label: Option<String>,
 }
 

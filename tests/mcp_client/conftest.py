@@ -125,11 +125,11 @@ async def http_client(
 
 @asynccontextmanager
 async def stdio_client(config: Path, *, token: str | None = None) -> AsyncIterator[Client]:
-    """An MCP client over stdio to `agentvfs mcp --config config`."""
+    """An MCP client over stdio to `agentvfs mcp --config config [--token token]`
+    (the token after the verb, as `mcp --help` shows it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTVFS_")}
-    if token:
-        env["AGENTVFS_TOKEN"] = token
-    params = StdioServerParameters(command=BIN, args=["mcp", "--config", str(config)], env=env)
+    args = ["mcp", "--config", str(config)] + (["--token", token] if token else [])
+    params = StdioServerParameters(command=BIN, args=args, env=env)
     async with Client(params) as client:
         yield client
 
