@@ -16,6 +16,7 @@ import pytest
 from agentvfs import Client as GrpcClient
 from agentvfs.v1 import tools_pb2
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents
 
 from conftest import PRINCIPALS, TRANSPORTS, Server, connect, http_client, stdio_client
@@ -253,6 +254,42 @@ async def test_files_are_resources(server: Server, transport: str) -> None:
         for bad in [prefix + "missing.md", "file:///etc/passwd", "agentvfs:///workspace/../etc"]:
             with pytest.raises(Exception):  # noqa: B017
                 await client.read_resource(bad)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_unknown_tool_is_a_json_rpc_error(server: Server, transport: str) -> None:
+    async with connect(transport, server) as client:
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("NoSuchTool", {})
+        assert refused.value.code == -32602
+        assert "NoSuchTool" in refused.value.message and "ApplyPatch" in refused.value.message
+        # A tool that exists still answers its failures in-band.
+        result = await client.call_tool("Read", {"path": "no/such/file.md"})
+        assert result.is_error
+
+
+async def test_resources_page_to_the_end_from_the_root_of_every_mount(server: Server) -> None:
+    # With every grant the listing starts at "/", above the Filesystem mount:
+    # each page must resume inside the mount, not start it over (the first
+    # page and its cursor used to come back forever).
+    many = server.root / "paged"
+    many.mkdir(parents=True, exist_ok=True)
+    for i in range(600):
+        (many / f"f{i:03}.txt").write_text(str(i))
+    async with http_client(server.url) as client:
+        uris: list[str] = []
+        cursor = None
+        for _ in range(50):
+            page = await client.list_resources(cursor=cursor)
+            uris += [r.uri for r in page.resources]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert cursor is None, "resources/list never ended"
+        assert len(uris) == len(set(uris))
+        assert [u for u in uris if "/workspace/paged/" in u] == [
+            f"agentvfs:///workspace/paged/f{i:03}.txt" for i in range(600)
+        ]
 
 
 async def test_resources_page_in_path_order_under_the_grants(secured: Server) -> None:
