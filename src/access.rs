@@ -185,6 +185,16 @@ impl Principal {
         }
     }
 
+    /// Checks `op` on `dir` or on some path below it: what a walk of `dir`
+    /// needs (Watch, Rewind), each path then shown only where `op` holds on
+    /// it. PERMISSION_DENIED naming `dir` when nothing below it is granted.
+    pub fn check_within(&self, dir: &VfsPath, op: Op) -> Result<()> {
+        if self.granted_within(dir, op).is_empty() {
+            self.check(dir, op)?;
+        }
+        Ok(())
+    }
+
     /// Where `op` may run at or below `dir`: `[dir]` when granted there, else
     /// the granted prefixes below it, in path order (empty: nothing visible).
     pub fn granted_within(&self, dir: &VfsPath, op: Op) -> Vec<VfsPath> {

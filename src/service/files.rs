@@ -56,19 +56,10 @@ impl<'a> Files<'a> {
         self.check(path, op).is_ok()
     }
 
-    /// Checks the `list` grant on `dir` or on some path below it: what a
-    /// walk of the logs under `dir` (Rewind) needs, each path then shown
-    /// only where the caller holds `list` on it.
-    pub fn check_lists_within(&self, dir: &VfsPath) -> Result<()> {
-        if self
-            .caller
-            .principal
-            .granted_within(dir, Op::List)
-            .is_empty()
-        {
-            self.check(dir, Op::List)?;
-        }
-        Ok(())
+    /// Checks `op` on `dir` or on some path below it
+    /// ([`crate::access::Principal::check_within`]).
+    pub fn check_within(&self, dir: &VfsPath, op: Op) -> Result<()> {
+        self.caller.principal.check_within(dir, op)
     }
 
     /// One directory level (`list` grant). A caller granted only prefixes
@@ -111,6 +102,12 @@ impl<'a> Files<'a> {
     /// charged until the call's response is sent (`super::memory`).
     pub fn charge(&self, bytes: u64, what: &str) -> Result<()> {
         self.caller.account.charge(bytes, what)
+    }
+
+    /// Gives back `bytes` charged for something the call no longer holds
+    /// (one file's diff of several).
+    pub fn release(&self, bytes: u64) {
+        self.caller.account.release(bytes);
     }
 
     /// A file's metadata and content in pieces (`read_binary` grant).

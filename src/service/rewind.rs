@@ -157,7 +157,7 @@ impl Files<'_> {
         force: bool,
         limits: &ChangesetLimits,
     ) -> Result<Rewound> {
-        self.check_lists_within(root)?;
+        self.check_within(root, Op::List)?;
         let deadline = Instant::now() + limits.timeout;
         let log = self.read_log(root, selector, limits, deadline)?;
         self.check_one_mount(&log.touched)?;
@@ -418,6 +418,11 @@ impl Files<'_> {
                 None => Vec::new(),
             };
             let then = target.as_deref().unwrap_or_default();
+            // The current content, the diff's line tables and its text:
+            // about three times the texts, as the Diff RPC charges, held
+            // while this file is diffed.
+            let working = 3 * (now.len() + then.len()) as u64;
+            self.charge(working, "the rewind's diff")?;
             // As the Diff RPC shows a path: `--- a/memories/x.md`.
             let shown = path.as_str().trim_start_matches('/');
             let text = match (std::str::from_utf8(&now), std::str::from_utf8(then)) {
@@ -434,6 +439,7 @@ impl Files<'_> {
                 out.push('\n');
             }
             out.push_str(&text);
+            self.release(working);
         }
         Ok(out)
     }

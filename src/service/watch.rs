@@ -14,7 +14,6 @@
 use super::{Caller, StreamPermit, blocking};
 use crate::access::Op;
 use crate::backend::Backend;
-use crate::backend::changeset::MAX_CHANGESET_FILES;
 use crate::change::{Change, ChangeCursor, LogPosition};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -211,7 +210,9 @@ fn move_past(cursor: &mut ChangeCursor, change: &Change, read: &ChangeCursor) {
 /// changeset, and `cursor` past it, so that one message carries a whole
 /// changeset and a watcher never sees half of one. A changeset's changes
 /// are consecutive in its log (each tier appends them in one step), so the
-/// rest is the run of changes after the page's last one that carry its id.
+/// rest is the run of changes after the page's last one that carry its id,
+/// read a page at a time: a message holds at most a page plus one
+/// changeset (`changeset_max_operations` files, a move's two ends each).
 fn complete_changeset(
     backend: &dyn Backend,
     caller: &Caller,
@@ -222,7 +223,7 @@ fn complete_changeset(
     while let Some(last) = changes.last().filter(|c| !c.origin.changeset.is_empty()) {
         let (id, log, shard) = (last.origin.changeset.clone(), last.log.clone(), last.shard);
         let mut ahead = cursor.clone();
-        let more = backend.changes(&caller.scope, root, &mut ahead, MAX_CHANGESET_FILES)?;
+        let more = backend.changes(&caller.scope, root, &mut ahead, WATCH_PAGE)?;
         let rest: Vec<Change> = more
             .into_iter()
             .filter(|c| c.log == log && c.shard == shard)
@@ -250,9 +251,7 @@ impl super::Service {
         start: WatchStart,
         stop_at_head: bool,
     ) -> Result<Watcher> {
-        if caller.principal.granted_within(&root, Op::List).is_empty() {
-            caller.principal.check(&root, Op::List)?;
-        }
+        caller.principal.check_within(&root, Op::List)?;
         let permit = self.admit_stream(caller)?;
         let (backend, who, at) = (self.backend.clone(), caller.clone(), root.clone());
         let cursor = blocking(move || {
