@@ -186,9 +186,9 @@ async fn a_failing_operation_is_named_and_nothing_changes() {
     }
 }
 
-#[tokio::test]
-async fn shape_mounts_and_limits_are_checked_before_any_work() {
-    let config = r#"
+/// State at `/`, a Store at `/memories`, and changesets of at most 3
+/// operations and 1 KiB (Rewind's bounds too, tests/it/rewind.rs).
+pub const SMALL_CHANGESETS: &str = r#"
 [limits]
 changeset_max_operations = 3
 changeset_max_bytes = 1024
@@ -201,7 +201,10 @@ tier = "state"
 prefix = "/memories"
 tier = "store"
 "#;
-    let server = Server::start_with(Some(config), &[]);
+
+#[tokio::test]
+async fn shape_mounts_and_limits_are_checked_before_any_work() {
+    let server = Server::start_with(Some(SMALL_CHANGESETS), &[]);
     let mut fs = server.fs().await;
     let cases = [
         (vec![], Code::InvalidArgument, "at least one operation"),

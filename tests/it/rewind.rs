@@ -581,3 +581,46 @@ async fn the_tools_that_change_files_take_a_label_and_history_shows_it() {
     .unwrap();
     assert_eq!(tree(&mut fs, "/memories").await["/memories/t.md"], b"one\n");
 }
+
+#[tokio::test]
+async fn a_rewind_is_bounded_like_a_changeset() {
+    let server = Server::start_with(Some(crate::changesets::SMALL_CHANGESETS), &[]);
+    let mut fs = server.fs().await;
+    // More files than a changeset may change: refused before anything.
+    for i in 0..4 {
+        write(&mut fs, "many", &format!("/memories/m{i}.md"), "x\n").await;
+    }
+    let refused = rewind(
+        &mut fs,
+        "/memories",
+        Selector::Label("many".into()),
+        false,
+        false,
+    )
+    .await
+    .unwrap_err();
+    assert_error(&refused, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(
+        refused.message().contains("more than 3 files"),
+        "{refused:?}"
+    );
+    assert_eq!(
+        tree(&mut fs, "/memories").await.len(),
+        4,
+        "a refused rewind applied"
+    );
+    // More bytes to bring back than a changeset may carry.
+    write(&mut fs, "seed", "/memories/big.md", &"b".repeat(2000)).await;
+    write(&mut fs, "big", "/memories/big.md", "small\n").await;
+    let refused = rewind(
+        &mut fs,
+        "/memories",
+        Selector::Label("big".into()),
+        true,
+        false,
+    )
+    .await
+    .unwrap_err();
+    assert_error(&refused, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(refused.message().contains("1024 bytes"), "{refused:?}");
+}
