@@ -13,8 +13,10 @@ use crate::pb;
 use crate::pb::filesystem_client::FilesystemClient;
 use crate::pb::tools_client::ToolsClient;
 use std::io::{Read, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic::{Request, Status};
 use tonic_types::StatusExt;
@@ -45,6 +47,10 @@ pub struct Connection {
     /// turn id; 1-128 of letters, digits and -_.@+:~/#=).
     #[arg(long, global = true, env = "AGENTVFS_LABEL")]
     pub label: Option<String>,
+    /// Branch to work in (docs/branches.md): every read and write of this
+    /// command sees and changes the branch, not its base.
+    #[arg(long, global = true, env = "AGENTVFS_BRANCH")]
+    pub branch: Option<String>,
 }
 
 /// A client verb.
@@ -187,6 +193,12 @@ pub enum Verb {
         #[arg(long)]
         force: bool,
     },
+    /// Fork, list, diff, merge or discard branches (docs/branches.md).
+    Branch {
+        /// What to do.
+        #[command(subcommand)]
+        action: BranchVerb,
+    },
     /// Apply an OpenAI apply_patch patch read from stdin, all or nothing.
     ApplyPatch {
         /// Directory the patch's relative paths resolve against (default:
@@ -257,12 +269,46 @@ pub struct SearchFlags {
     max_duration_ms: u64,
 }
 
-/// Adds the token, session and label metadata to every call.
+/// A branch verb (docs/branches.md).
+#[derive(Debug, clap::Subcommand)]
+pub enum BranchVerb {
+    /// Fork a directory into a new branch (copy-on-write).
+    Create {
+        /// The branch's name.
+        name: String,
+        /// The directory to fork.
+        path: String,
+    },
+    /// List your branches with their root, age and size.
+    List,
+    /// Print the unified diff of a branch against its base now.
+    Diff {
+        /// The branch.
+        name: String,
+    },
+    /// Merge a branch into its base as one changeset; conflicts are
+    /// printed and nothing is applied (exit status 1).
+    Merge {
+        /// The branch.
+        name: String,
+        /// Delete the branch once merged.
+        #[arg(long)]
+        discard: bool,
+    },
+    /// Delete a branch and its changes.
+    Discard {
+        /// The branch.
+        name: String,
+    },
+}
+
+/// Adds the token, session, label and branch metadata to every call.
 #[derive(Clone)]
 struct Headers {
     token: Option<MetadataValue<tonic::metadata::Ascii>>,
     session: Option<MetadataValue<tonic::metadata::Ascii>>,
     label: Option<MetadataValue<tonic::metadata::Ascii>>,
+    branch: Option<MetadataValue<tonic::metadata::Ascii>>,
 }
 
 impl Interceptor for Headers {
@@ -277,8 +323,100 @@ impl Interceptor for Headers {
         if let Some(label) = &self.label {
             req.metadata_mut().insert("x-agentvfs-label", label.clone());
         }
+        if let Some(branch) = &self.branch {
+            req.metadata_mut()
+                .insert("x-agentvfs-branch", branch.clone());
+        }
         Ok(req)
     }
+}
+
+/// Runs a branch verb.
+async fn branch(
+    fs: &mut FilesystemClient<InterceptedService<Channel, Headers>>,
+    action: BranchVerb,
+    out: &mut impl Write,
+) -> Result<(), String> {
+    let fail = |s: Status| describe_status(&s);
+    let io = |e: std::io::Error| e.to_string();
+    match action {
+        BranchVerb::Create { name, path } => {
+            let req = pb::CreateBranchRequest { name, path };
+            let b = fs.create_branch(req).await.map_err(fail)?.into_inner();
+            if let Some(b) = b.branch {
+                eprintln!("forked {} into branch {}", b.root, b.name);
+            }
+        }
+        BranchVerb::List => {
+            let req = pb::ListBranchesRequest {};
+            for b in fs
+                .list_branches(req)
+                .await
+                .map_err(fail)?
+                .into_inner()
+                .branches
+            {
+                let created = b.created_time.map(|t| t.seconds).unwrap_or_default();
+                let age = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs() as i64 - created);
+                writeln!(
+                    out,
+                    "{}\t{}\t{} files\t{} bytes\t{age}s old\tby {}",
+                    b.name, b.root, b.files_changed, b.bytes, b.creator
+                )
+                .map_err(io)?;
+            }
+        }
+        BranchVerb::Diff { name } => {
+            let mut after = String::new();
+            loop {
+                let req = pb::DiffBranchRequest {
+                    name: name.clone(),
+                    after,
+                    limit: 0,
+                };
+                let page = fs.diff_branch(req).await.map_err(fail)?.into_inner();
+                for f in page.files {
+                    match f.kind.as_str() {
+                        "moved" => writeln!(out, "moved {} -> {}", f.from, f.path),
+                        _ => write!(out, "{}", f.diff),
+                    }
+                    .map_err(io)?;
+                }
+                if page.next_after.is_empty() {
+                    break;
+                }
+                after = page.next_after;
+            }
+        }
+        BranchVerb::Merge { name, discard } => {
+            let req = pb::MergeBranchRequest {
+                name,
+                resolutions: Vec::new(),
+                discard,
+            };
+            let r = fs.merge_branch(req).await.map_err(fail)?.into_inner();
+            if !r.conflicts.is_empty() {
+                let paths: Vec<&str> = r.conflicts.iter().map(|c| c.path.as_str()).collect();
+                return Err(format!(
+                    "{} files conflict, nothing merged: {}",
+                    paths.len(),
+                    paths.join(", ")
+                ));
+            }
+            eprintln!(
+                "{} files merged as changeset {}",
+                r.files.len(),
+                r.changeset
+            );
+        }
+        BranchVerb::Discard { name } => {
+            let req = pb::DiscardBranchRequest { name };
+            fs.discard_branch(req).await.map_err(fail)?;
+        }
+    }
+    Ok(())
 }
 
 /// Describes a failed call: message and envelope code.
@@ -292,7 +430,7 @@ pub fn describe_status(status: &Status) -> String {
 fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
     value
         .parse()
-        .map_err(|_| "token, session and label must be printable ASCII".to_owned())
+        .map_err(|_| "token, session, label and branch must be printable ASCII".to_owned())
 }
 
 /// Runs one verb; the error is what to print before exiting non-zero.
@@ -309,6 +447,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             .transpose()?,
         session: conn.session.map(header).transpose()?,
         label: conn.label.map(header).transpose()?,
+        branch: conn.branch.clone().map(header).transpose()?,
     };
     let mut fs = FilesystemClient::with_interceptor(channel.clone(), headers.clone())
         .max_decoding_message_size(usize::MAX);
@@ -532,6 +671,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 (n, false) => eprintln!("{n} files rewound as changeset {}", r.changeset),
             }
         }
+        Verb::Branch { action } => branch(&mut fs, action, &mut out).await?,
         Verb::ApplyPatch { root } => {
             let mut patch = String::new();
             std::io::stdin().read_to_string(&mut patch).map_err(io)?;

@@ -130,6 +130,7 @@ async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(),
         session: connection.session.as_deref(),
         namespace: None,
         label: connection.label.as_deref(),
+        branch: connection.branch.as_deref(),
     };
     let caller = agentvfs::service::Caller::identify(&app.auth, credentials)
         .map_err(|e| format!("{e} (pass the principal's token with --token or AGENTVFS_TOKEN)"))?;

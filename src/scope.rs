@@ -9,6 +9,9 @@ use std::sync::Arc;
 /// Longest session or namespace name.
 pub const MAX_SCOPE_NAME: usize = 128;
 
+/// What the names of the scopes agentvfs keeps for itself start with.
+pub const INTERNAL_SCOPE: char = '!';
+
 /// Longest label (`x-agentvfs-label`).
 pub const MAX_LABEL: usize = 128;
 
@@ -31,6 +34,9 @@ pub struct Scope {
     /// The changeset the call's changes belong to (empty outside one), kept
     /// with each of them like the label.
     pub changeset: String,
+    /// The branch the call works in (`x-agentvfs-branch`; empty: the base),
+    /// docs/branches.md.
+    pub branch: String,
 }
 
 impl Default for Scope {
@@ -42,6 +48,7 @@ impl Default for Scope {
             principal: Arc::new(Principal::local()),
             label: String::new(),
             changeset: String::new(),
+            branch: String::new(),
         }
     }
 }
@@ -52,6 +59,22 @@ impl Scope {
     /// control character into storage keys.
     pub fn check_name(kind: &str, name: &str) -> Result<()> {
         check_chars(&format!("{kind} name"), name, MAX_SCOPE_NAME, "-_.@+:~")
+    }
+
+    /// Validates a name a tier keys its storage by: a caller's name
+    /// ([`Scope::check_name`]), or one of the scopes agentvfs keeps for
+    /// itself (a branch's changes, the registry of branches), which start
+    /// with [`INTERNAL_SCOPE`], a character no caller can send.
+    pub fn check_stored_name(kind: &str, name: &str) -> Result<()> {
+        match name.strip_prefix(INTERNAL_SCOPE) {
+            Some(internal) => check_chars(
+                &format!("internal {kind} name"),
+                internal,
+                3 * MAX_SCOPE_NAME,
+                "-_.@+:~",
+            ),
+            None => Scope::check_name(kind, name),
+        }
     }
 
     /// Validates a change label: 1-128 of letters, digits and `-_.@+:~/#=`,

@@ -373,6 +373,13 @@ impl Backend for CompositeBackend {
         from.backend.rename(scope, source, destination, pre)
     }
 
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        self.mounts
+            .iter()
+            .flat_map(|m| m.backend.branch_mounts())
+            .collect()
+    }
+
     fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
         self.owner(path).map(|m| m.prefix.clone())
     }

@@ -16,6 +16,7 @@
 //!   history); one that keeps history keeps past versions and tombstones by
 //!   its [`Retention`].
 
+pub mod branch;
 pub mod changeset;
 pub mod composite;
 pub mod fs;
@@ -297,6 +298,12 @@ pub trait Backend: Send + Sync {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome>;
+
+    /// The mounts that can hold branches (docs/branches.md): tiers that
+    /// keep files by scope and take changesets. None by default.
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        Vec::new()
+    }
 
     /// The mount owning `path`: the mount table's answer; `None` from a tier
     /// on its own (it owns every path it is asked about). Changesets use it

@@ -31,8 +31,8 @@ use super::{Identity, McpServer};
 use crate::auth::Auth;
 use crate::error::Error;
 use crate::service::{
-    Account, BodyRefused, Caller, Credentials, LABEL_HEADER, Limits, NAMESPACE_HEADER,
-    SESSION_HEADER, Service,
+    Account, BRANCH_HEADER, BodyRefused, Caller, Credentials, LABEL_HEADER, Limits,
+    NAMESPACE_HEADER, SESSION_HEADER, Service,
 };
 use crate::tools::Tools;
 use axum::body::Body;
@@ -163,6 +163,7 @@ impl McpHttp {
                 session: text(SESSION_HEADER)?.or(mcp_session),
                 namespace: text(NAMESPACE_HEADER)?,
                 label: text(LABEL_HEADER)?,
+                branch: text(BRANCH_HEADER)?,
             };
             Caller::identify(&self.auth, credentials)
         })()

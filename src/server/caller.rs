@@ -2,14 +2,14 @@
 //! [`Caller`] every handler reads.
 //!
 //! `authorization`, `x-agentvfs-session`, `x-agentvfs-namespace` and
-//! `x-agentvfs-label` are the
+//! `x-agentvfs-label` and `x-agentvfs-branch` are the
 //! [`Credentials`]; [`Caller::identify`] applies the rules
 //! (`service/caller.rs`).
 
 use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::service::{
-    Account, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER,
+    Account, BRANCH_HEADER, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER,
 };
 use std::sync::Arc;
 use tonic::{Request, Status};
@@ -32,6 +32,7 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
         session: header(req, SESSION_HEADER)?,
         namespace: header(req, NAMESPACE_HEADER)?,
         label: header(req, LABEL_HEADER)?,
+        branch: header(req, BRANCH_HEADER)?,
     };
     Caller::identify(auth, credentials)
 }

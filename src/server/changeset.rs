@@ -7,7 +7,9 @@ use crate::path::VfsPath;
 use crate::pb;
 use crate::pb::changeset_operation::Operation as PbOperation;
 use crate::scope::Scope;
-use crate::service::{ChangeOp, Committed, Precondition, Rewound, Selector, TextEdit};
+use crate::service::{
+    ChangeOp, Committed, FileCommitted, Precondition, Rewound, Selector, TextEdit,
+};
 
 /// Decodes a Commit request's operations; a malformed one is
 /// INVALID_ARGUMENT naming its index.
@@ -90,17 +92,21 @@ fn operation(op: pb::ChangesetOperation) -> Result<ChangeOp> {
 pub fn response(committed: Committed) -> pb::CommitResponse {
     pb::CommitResponse {
         changeset: committed.changeset,
-        files: committed
-            .files
-            .into_iter()
-            .map(|f| pb::CommittedFile {
-                path: f.path.to_string(),
-                version: f.version,
-                size: f.size,
-                deleted: f.deleted,
-            })
-            .collect(),
+        files: committed_files(committed.files),
     }
+}
+
+/// What a changeset did to each file, as answers show it.
+pub fn committed_files(files: Vec<FileCommitted>) -> Vec<pb::CommittedFile> {
+    files
+        .into_iter()
+        .map(|f| pb::CommittedFile {
+            path: f.path.to_string(),
+            version: f.version,
+            size: f.size,
+            deleted: f.deleted,
+        })
+        .collect()
 }
 
 /// The selector of a Rewind request: exactly one must be given, and a

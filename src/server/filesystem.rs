@@ -183,6 +183,66 @@ impl Filesystem for FilesystemService {
         Ok(Response::new(super::changeset::rewind_response(rewound)))
     }
 
+    async fn create_branch(
+        &self,
+        req: Request<pb::CreateBranchRequest>,
+    ) -> Reply<pb::CreateBranchResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let root = VfsPath::parse(&req.path)?;
+        let info = self.service.create_branch(&caller, req.name, root).await?;
+        Ok(Response::new(pb::CreateBranchResponse {
+            branch: Some(super::branch::branch(info)),
+        }))
+    }
+
+    async fn list_branches(
+        &self,
+        req: Request<pb::ListBranchesRequest>,
+    ) -> Reply<pb::ListBranchesResponse> {
+        let caller = caller(&req)?;
+        let branches = self.service.list_branches(&caller).await?;
+        Ok(Response::new(pb::ListBranchesResponse {
+            branches: branches.into_iter().map(super::branch::branch).collect(),
+        }))
+    }
+
+    async fn diff_branch(
+        &self,
+        req: Request<pb::DiffBranchRequest>,
+    ) -> Reply<pb::DiffBranchResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let (after, limit) = super::branch::diff_page(&req)?;
+        let diff = (self.service)
+            .diff_branch(&caller, req.name, after, limit)
+            .await?;
+        Ok(Response::new(super::branch::diff_response(diff)))
+    }
+
+    async fn merge_branch(
+        &self,
+        req: Request<pb::MergeBranchRequest>,
+    ) -> Reply<pb::MergeBranchResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let resolutions = super::branch::resolutions(&req)?;
+        let merged = (self.service)
+            .merge_branch(&caller, req.name, resolutions, req.discard)
+            .await?;
+        Ok(Response::new(super::branch::merge_response(merged)))
+    }
+
+    async fn discard_branch(
+        &self,
+        req: Request<pb::DiscardBranchRequest>,
+    ) -> Reply<pb::DiscardBranchResponse> {
+        let caller = caller(&req)?;
+        let name = req.into_inner().name;
+        self.service.discard_branch(&caller, name).await?;
+        Ok(Response::new(pb::DiscardBranchResponse {}))
+    }
+
     async fn read_re(&self, req: Request<pb::ReadReRequest>) -> Reply<pb::ReadReResponse> {
         let caller = caller(&req)?;
         let req = req.into_inner();

@@ -11,6 +11,7 @@
 //! ([`TooLargeStatus`]).
 
 mod access;
+mod branch;
 mod caller;
 mod changeset;
 mod convert;

@@ -11,7 +11,9 @@
 //! - the namespace picks the Store namespace in anonymous mode
 //!   (`[access] anonymous`); otherwise every caller, handles included, is
 //!   bound to its principal's namespace;
-//! - the label (optional) is kept with every change the request makes.
+//! - the label (optional) is kept with every change the request makes;
+//! - the branch (optional) is where the request reads and writes
+//!   (docs/branches.md).
 //!
 //! Session and namespace are validated like names ([`Scope::check_name`]) so
 //! they can never smuggle a path or a control character into storage keys.
@@ -31,6 +33,9 @@ pub const NAMESPACE_HEADER: &str = "x-agentvfs-namespace";
 /// Header (gRPC metadata key) labelling the request's changes (a tool-call
 /// or turn id), kept in history and Watch and selectable by Rewind.
 pub const LABEL_HEADER: &str = "x-agentvfs-label";
+/// Header (gRPC metadata key) naming the branch the request works in
+/// (docs/branches.md).
+pub const BRANCH_HEADER: &str = "x-agentvfs-branch";
 
 /// The authenticated caller of one request.
 #[derive(Clone, Debug)]
@@ -57,6 +62,8 @@ pub struct Credentials<'a> {
     pub namespace: Option<&'a str>,
     /// The label for the request's changes.
     pub label: Option<&'a str>,
+    /// The branch the request works in.
+    pub branch: Option<&'a str>,
 }
 
 impl Caller {
@@ -89,12 +96,16 @@ impl Caller {
         if let Some(label) = credentials.label {
             Scope::check_label(label)?;
         }
+        if let Some(branch) = credentials.branch {
+            Scope::check_name("branch", branch)?;
+        }
         let scope = Scope {
             session: session.to_owned(),
             namespace: namespace.to_owned(),
             principal: principal.clone(),
             label: credentials.label.unwrap_or_default().to_owned(),
             changeset: String::new(),
+            branch: credentials.branch.unwrap_or_default().to_owned(),
         };
         Ok(Caller {
             principal,

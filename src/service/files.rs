@@ -40,6 +40,11 @@ impl<'a> Files<'a> {
         self.backend
     }
 
+    /// The caller.
+    pub(super) fn caller(&self) -> &Caller {
+        self.caller
+    }
+
     /// The caller's scope.
     pub(super) fn scope(&self) -> &crate::scope::Scope {
         &self.caller.scope

@@ -22,6 +22,7 @@
 //! Dependencies point one way: front ends → `service` → tiers (`backend`) →
 //! `search` → `path`/`error` (docs/architecture.md).
 
+mod branch;
 mod caller;
 mod changeset;
 mod edit;
@@ -35,7 +36,12 @@ mod search;
 mod upload;
 mod watch;
 
-pub use caller::{Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, Secret};
+pub use branch::{
+    BranchDiff, BranchFileDiff, BranchInfo, Conflict, DiffKind, MAX_DIFF_PAGE, Merged, Resolution,
+};
+pub use caller::{
+    BRANCH_HEADER, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, Secret,
+};
 pub use changeset::{ChangeOp, ChangesetLimits, Committed};
 pub use edit::{EditOutcome, TextEdit};
 pub use files::Files;
@@ -102,7 +108,98 @@ impl Service {
         work: impl FnOnce(&Files<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
-        blocking(move || work(&Files::new(&*backend, &caller, max))).await
+        blocking(move || {
+            let backend = view(&backend, &caller)?;
+            work(&Files::new(&*backend, &caller, max))
+        })
+        .await
+    }
+
+    /// The backend the caller's calls go through: the base, or the branch
+    /// it names (`x-agentvfs-branch`, docs/branches.md).
+    async fn backend_for(&self, caller: &Caller) -> Result<Arc<dyn Backend>> {
+        if caller.scope.branch.is_empty() {
+            return Ok(self.backend.clone());
+        }
+        let (backend, caller) = (self.backend.clone(), caller.clone());
+        blocking(move || view(&backend, &caller)).await
+    }
+
+    /// Runs `work` on a blocking thread over the base (for the branch
+    /// operations, which name their branch themselves).
+    async fn run_on_base<T: Send + 'static>(
+        &self,
+        caller: &Caller,
+        work: impl FnOnce(&Files<'_>, &Arc<dyn Backend>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
+        blocking(move || work(&Files::new(&*backend, &caller, max), &backend)).await
+    }
+
+    /// Forks the directory `root` into a new branch `name`
+    /// (docs/branches.md § Fork).
+    pub async fn create_branch(
+        &self,
+        caller: &Caller,
+        name: String,
+        root: VfsPath,
+    ) -> Result<BranchInfo> {
+        self.run_on_base(caller, move |files, _| {
+            let record = files.create_branch(&name, &root)?;
+            Ok(BranchInfo {
+                name: record.name,
+                root: record.root,
+                created: record.created,
+                creator: record.creator,
+                files: 0,
+                bytes: 0,
+            })
+        })
+        .await
+    }
+
+    /// The caller's branches, with their sizes.
+    pub async fn list_branches(&self, caller: &Caller) -> Result<Vec<BranchInfo>> {
+        self.run_on_base(caller, move |files, backend| files.list_branches(backend))
+            .await
+    }
+
+    /// One page of what branch `name` changed against its base now.
+    pub async fn diff_branch(
+        &self,
+        caller: &Caller,
+        name: String,
+        after: Option<VfsPath>,
+        limit: usize,
+    ) -> Result<BranchDiff> {
+        self.run_on_base(caller, move |files, backend| {
+            files.diff_branch(backend, &name, after.as_ref(), limit)
+        })
+        .await
+    }
+
+    /// Merges branch `name` into its base as one changeset
+    /// (docs/branches.md § Merge).
+    pub async fn merge_branch(
+        &self,
+        caller: &Caller,
+        name: String,
+        resolutions: std::collections::BTreeMap<VfsPath, Resolution>,
+        discard: bool,
+    ) -> Result<Merged> {
+        let limits = self.limits.changeset();
+        self.run_on_base(caller, move |files, backend| {
+            files.merge_branch(backend, &name, &resolutions, discard, &limits)
+        })
+        .await
+    }
+
+    /// Deletes branch `name` and its changes.
+    pub async fn discard_branch(&self, caller: &Caller, name: String) -> Result<()> {
+        self.run_on_base(caller, move |files, backend| {
+            files.discard_branch(backend, &name)
+        })
+        .await
     }
 
     /// One directory level, as much of it as the caller may see.
@@ -231,7 +328,7 @@ impl Service {
         search::start(
             &self.limits,
             permit,
-            self.backend.clone(),
+            self.backend_for(caller).await?,
             &caller.principal,
             op,
             caller.scope.clone(),
@@ -261,7 +358,7 @@ impl Service {
         let mut events = search::start(
             &self.limits,
             None,
-            self.backend.clone(),
+            self.backend_for(caller).await?,
             &caller.principal,
             Op::List,
             caller.scope.clone(),
@@ -290,6 +387,15 @@ impl Service {
         }
         Err(Error::Internal("search ended without a summary".into()))
     }
+}
+
+/// The backend `caller`'s calls go through: `backend`, or the branch the
+/// caller names over it.
+fn view(backend: &Arc<dyn Backend>, caller: &Caller) -> Result<Arc<dyn Backend>> {
+    if caller.scope.branch.is_empty() {
+        return Ok(backend.clone());
+    }
+    Ok(Arc::new(branch::overlay(backend, caller)?))
 }
 
 /// Runs blocking work off the async runtime's worker threads.

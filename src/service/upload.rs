@@ -97,7 +97,7 @@ impl Service {
         mut pieces: mpsc::Receiver<Result<Vec<u8>>>,
     ) -> Result<WriteOutcome> {
         let (backend, scope, max, account) = (
-            self.backend.clone(),
+            self.backend_for(caller).await?,
             caller.scope.clone(),
             self.max_file_bytes,
             caller.account.clone(),

@@ -253,7 +253,8 @@ impl super::Service {
     ) -> Result<Watcher> {
         caller.principal.check_within(&root, Op::List)?;
         let permit = self.admit_stream(caller)?;
-        let (backend, who, at) = (self.backend.clone(), caller.clone(), root.clone());
+        let view = self.backend_for(caller).await?;
+        let (backend, who, at) = (view.clone(), caller.clone(), root.clone());
         let cursor = blocking(move || {
             let mut cursor = ChangeCursor::default();
             match start {
@@ -273,7 +274,7 @@ impl super::Service {
         });
         let cursor = cursor.await?;
         Ok(Watcher::new(
-            self.backend.clone(),
+            view,
             caller.clone(),
             root,
             cursor,

@@ -10,7 +10,8 @@
 //! - [`grep`]: the Grep tool's three output modes;
 //! - [`patch`]: OpenAI's apply_patch (V4A) format, parsed and applied;
 //! - [`diff`]: unified diffs of a change, bounded in time and size (the
-//!   tools' previews, the Diff RPC and the History tool).
+//!   tools' previews, the Diff RPC and the History tool);
+//! - [`merge`]: three-way line merges (a branch's merge).
 //!
 //! Decisions: lengths are counted in `char`s (Unicode scalar values), like
 //! Python's `len(str)`, and text is only ever cut on a `char` boundary. Lines
@@ -22,6 +23,7 @@ pub mod diff;
 pub mod edit;
 pub mod grep;
 pub mod lines;
+pub mod merge;
 pub mod patch;
 pub mod read_re;
 

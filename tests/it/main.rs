@@ -48,6 +48,7 @@ mod s3;
 
 mod access;
 mod apply_patch;
+mod branch;
 mod changesets;
 mod cli;
 mod conformance;

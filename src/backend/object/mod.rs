@@ -291,7 +291,7 @@ impl ObjectBackend {
     }
 
     fn namespace<'s>(&self, scope: &'s Scope) -> Result<&'s str> {
-        Scope::check_name("namespace", &scope.namespace)?;
+        Scope::check_stored_name("namespace", &scope.namespace)?;
         Ok(&scope.namespace)
     }
 
@@ -422,6 +422,10 @@ impl Backend for ObjectBackend {
         changes: &[super::FileChange],
     ) -> Result<Vec<super::FileCommitted>> {
         self.commit_changes(scope, changes)
+    }
+
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        vec![self.keys.mount.clone()]
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {

@@ -718,6 +718,10 @@ impl<E: Engine> Backend for OrderedTier<E> {
         self.commit_changes(scope, changes)
     }
 
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        vec![self.keys.mount.clone()]
+    }
+
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
         let root = &part.top;
         let rel = self.keys.rel(root)?;

@@ -156,7 +156,7 @@ impl StoreEngine {
     /// written to.
     pub(super) fn namespace(&self, scope: &Scope) -> Result<Option<NsId>> {
         let name = scope.namespace.as_str();
-        Scope::check_name("namespace", name)?;
+        Scope::check_stored_name("namespace", name)?;
         Ok(self
             .namespaces
             .read()

@@ -2194,6 +2194,848 @@ func (x *RewindResponse) GetChangeset() string {
 	return ""
 }
 
+type CreateBranchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The branch's name: 1-128 of letters, digits and -_.@+:~.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The directory to fork, on a State, Store or object mount.
+	Path          string `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBranchRequest) Reset() {
+	*x = CreateBranchRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBranchRequest) ProtoMessage() {}
+
+func (x *CreateBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBranchRequest.ProtoReflect.Descriptor instead.
+func (*CreateBranchRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CreateBranchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateBranchRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// A branch.
+type Branch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The directory it forks.
+	Root        string                 `protobuf:"bytes,2,opt,name=root,proto3" json:"root,omitempty"`
+	CreatedTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=created_time,json=createdTime,proto3" json:"created_time,omitempty"`
+	// The principal that forked it.
+	Creator string `protobuf:"bytes,4,opt,name=creator,proto3" json:"creator,omitempty"`
+	// Files the branch changed, and the bytes of those it holds.
+	FilesChanged  uint64 `protobuf:"varint,5,opt,name=files_changed,json=filesChanged,proto3" json:"files_changed,omitempty"`
+	Bytes         uint64 `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Branch) Reset() {
+	*x = Branch{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Branch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Branch) ProtoMessage() {}
+
+func (x *Branch) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Branch.ProtoReflect.Descriptor instead.
+func (*Branch) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Branch) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Branch) GetRoot() string {
+	if x != nil {
+		return x.Root
+	}
+	return ""
+}
+
+func (x *Branch) GetCreatedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedTime
+	}
+	return nil
+}
+
+func (x *Branch) GetCreator() string {
+	if x != nil {
+		return x.Creator
+	}
+	return ""
+}
+
+func (x *Branch) GetFilesChanged() uint64 {
+	if x != nil {
+		return x.FilesChanged
+	}
+	return 0
+}
+
+func (x *Branch) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type CreateBranchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Branch        *Branch                `protobuf:"bytes,1,opt,name=branch,proto3" json:"branch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateBranchResponse) Reset() {
+	*x = CreateBranchResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateBranchResponse) ProtoMessage() {}
+
+func (x *CreateBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateBranchResponse.ProtoReflect.Descriptor instead.
+func (*CreateBranchResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CreateBranchResponse) GetBranch() *Branch {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
+}
+
+type ListBranchesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBranchesRequest) Reset() {
+	*x = ListBranchesRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBranchesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBranchesRequest) ProtoMessage() {}
+
+func (x *ListBranchesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBranchesRequest.ProtoReflect.Descriptor instead.
+func (*ListBranchesRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
+}
+
+type ListBranchesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Branches      []*Branch              `protobuf:"bytes,1,rep,name=branches,proto3" json:"branches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBranchesResponse) Reset() {
+	*x = ListBranchesResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBranchesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBranchesResponse) ProtoMessage() {}
+
+func (x *ListBranchesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBranchesResponse.ProtoReflect.Descriptor instead.
+func (*ListBranchesResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListBranchesResponse) GetBranches() []*Branch {
+	if x != nil {
+		return x.Branches
+	}
+	return nil
+}
+
+type DiffBranchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Start after this path (a previous page's next_after); "" from the start.
+	After string `protobuf:"bytes,2,opt,name=after,proto3" json:"after,omitempty"`
+	// Most files in the page: 1-1000, 0 for 1000.
+	Limit         uint32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffBranchRequest) Reset() {
+	*x = DiffBranchRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffBranchRequest) ProtoMessage() {}
+
+func (x *DiffBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffBranchRequest.ProtoReflect.Descriptor instead.
+func (*DiffBranchRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DiffBranchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DiffBranchRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *DiffBranchRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// How one file differs between a branch and its base now.
+type BranchFileDiff struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// "added", "changed", "deleted" or "moved".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// For "moved": where the file was.
+	From string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	// The unified diff from the base to the branch ("" for a move).
+	Diff          string `protobuf:"bytes,4,opt,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BranchFileDiff) Reset() {
+	*x = BranchFileDiff{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BranchFileDiff) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BranchFileDiff) ProtoMessage() {}
+
+func (x *BranchFileDiff) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BranchFileDiff.ProtoReflect.Descriptor instead.
+func (*BranchFileDiff) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *BranchFileDiff) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BranchFileDiff) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *BranchFileDiff) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *BranchFileDiff) GetDiff() string {
+	if x != nil {
+		return x.Diff
+	}
+	return ""
+}
+
+type DiffBranchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Files []*BranchFileDiff      `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	// Where the next page starts; "" when this is the last.
+	NextAfter     string `protobuf:"bytes,2,opt,name=next_after,json=nextAfter,proto3" json:"next_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiffBranchResponse) Reset() {
+	*x = DiffBranchResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiffBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiffBranchResponse) ProtoMessage() {}
+
+func (x *DiffBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiffBranchResponse.ProtoReflect.Descriptor instead.
+func (*DiffBranchResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *DiffBranchResponse) GetFiles() []*BranchFileDiff {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *DiffBranchResponse) GetNextAfter() string {
+	if x != nil {
+		return x.NextAfter
+	}
+	return ""
+}
+
+// How to settle one conflicting file of a merge.
+type MergeResolution struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// Types that are valid to be assigned to Resolution:
+	//
+	//	*MergeResolution_Content
+	//	*MergeResolution_Delete
+	Resolution    isMergeResolution_Resolution `protobuf_oneof:"resolution"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeResolution) Reset() {
+	*x = MergeResolution{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeResolution) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeResolution) ProtoMessage() {}
+
+func (x *MergeResolution) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeResolution.ProtoReflect.Descriptor instead.
+func (*MergeResolution) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *MergeResolution) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MergeResolution) GetResolution() isMergeResolution_Resolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return nil
+}
+
+func (x *MergeResolution) GetContent() []byte {
+	if x != nil {
+		if x, ok := x.Resolution.(*MergeResolution_Content); ok {
+			return x.Content
+		}
+	}
+	return nil
+}
+
+func (x *MergeResolution) GetDelete() bool {
+	if x != nil {
+		if x, ok := x.Resolution.(*MergeResolution_Delete); ok {
+			return x.Delete
+		}
+	}
+	return false
+}
+
+type isMergeResolution_Resolution interface {
+	isMergeResolution_Resolution()
+}
+
+type MergeResolution_Content struct {
+	// The file becomes this content.
+	Content []byte `protobuf:"bytes,2,opt,name=content,proto3,oneof"`
+}
+
+type MergeResolution_Delete struct {
+	// The file is deleted.
+	Delete bool `protobuf:"varint,3,opt,name=delete,proto3,oneof"`
+}
+
+func (*MergeResolution_Content) isMergeResolution_Resolution() {}
+
+func (*MergeResolution_Delete) isMergeResolution_Resolution() {}
+
+type MergeBranchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Settles conflicts: one per file at most.
+	Resolutions []*MergeResolution `protobuf:"bytes,2,rep,name=resolutions,proto3" json:"resolutions,omitempty"`
+	// Delete the branch once the merge applied.
+	Discard       bool `protobuf:"varint,3,opt,name=discard,proto3" json:"discard,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeBranchRequest) Reset() {
+	*x = MergeBranchRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeBranchRequest) ProtoMessage() {}
+
+func (x *MergeBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeBranchRequest.ProtoReflect.Descriptor instead.
+func (*MergeBranchRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MergeBranchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *MergeBranchRequest) GetResolutions() []*MergeResolution {
+	if x != nil {
+		return x.Resolutions
+	}
+	return nil
+}
+
+func (x *MergeBranchRequest) GetDiscard() bool {
+	if x != nil {
+		return x.Discard
+	}
+	return false
+}
+
+// A file changed on both sides in ways that do not merge: its three versions.
+type MergeConflict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The base's content when the branch first changed the file; unset when
+	// there was no file.
+	Ancestor []byte `protobuf:"bytes,2,opt,name=ancestor,proto3,oneof" json:"ancestor,omitempty"`
+	// The branch's content; unset when the branch deleted it.
+	Branch []byte `protobuf:"bytes,3,opt,name=branch,proto3,oneof" json:"branch,omitempty"`
+	// The base's content now; unset when the base deleted it.
+	Base []byte `protobuf:"bytes,4,opt,name=base,proto3,oneof" json:"base,omitempty"`
+	// The base's version now (0: none).
+	BaseVersion   uint64 `protobuf:"varint,5,opt,name=base_version,json=baseVersion,proto3" json:"base_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeConflict) Reset() {
+	*x = MergeConflict{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeConflict) ProtoMessage() {}
+
+func (x *MergeConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeConflict.ProtoReflect.Descriptor instead.
+func (*MergeConflict) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *MergeConflict) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *MergeConflict) GetAncestor() []byte {
+	if x != nil {
+		return x.Ancestor
+	}
+	return nil
+}
+
+func (x *MergeConflict) GetBranch() []byte {
+	if x != nil {
+		return x.Branch
+	}
+	return nil
+}
+
+func (x *MergeConflict) GetBase() []byte {
+	if x != nil {
+		return x.Base
+	}
+	return nil
+}
+
+func (x *MergeConflict) GetBaseVersion() uint64 {
+	if x != nil {
+		return x.BaseVersion
+	}
+	return 0
+}
+
+type MergeBranchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The changeset that applied the merge ("" when nothing was applied).
+	Changeset string `protobuf:"bytes,1,opt,name=changeset,proto3" json:"changeset,omitempty"`
+	// The files the merge changed in the base.
+	Files []*CommittedFile `protobuf:"bytes,2,rep,name=files,proto3" json:"files,omitempty"`
+	// Files that did not merge; when any is listed, nothing was applied.
+	Conflicts []*MergeConflict `protobuf:"bytes,3,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// The branch was deleted after the merge.
+	Discarded     bool `protobuf:"varint,4,opt,name=discarded,proto3" json:"discarded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeBranchResponse) Reset() {
+	*x = MergeBranchResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeBranchResponse) ProtoMessage() {}
+
+func (x *MergeBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeBranchResponse.ProtoReflect.Descriptor instead.
+func (*MergeBranchResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *MergeBranchResponse) GetChangeset() string {
+	if x != nil {
+		return x.Changeset
+	}
+	return ""
+}
+
+func (x *MergeBranchResponse) GetFiles() []*CommittedFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *MergeBranchResponse) GetConflicts() []*MergeConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+func (x *MergeBranchResponse) GetDiscarded() bool {
+	if x != nil {
+		return x.Discarded
+	}
+	return false
+}
+
+type DiscardBranchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardBranchRequest) Reset() {
+	*x = DiscardBranchRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardBranchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardBranchRequest) ProtoMessage() {}
+
+func (x *DiscardBranchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardBranchRequest.ProtoReflect.Descriptor instead.
+func (*DiscardBranchRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *DiscardBranchRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DiscardBranchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DiscardBranchResponse) Reset() {
+	*x = DiscardBranchResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DiscardBranchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DiscardBranchResponse) ProtoMessage() {}
+
+func (x *DiscardBranchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DiscardBranchResponse.ProtoReflect.Descriptor instead.
+func (*DiscardBranchResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
+}
+
 // What a committed changeset did to one file.
 type CommittedFile struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2211,7 +3053,7 @@ type CommittedFile struct {
 
 func (x *CommittedFile) Reset() {
 	*x = CommittedFile{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2223,7 +3065,7 @@ func (x *CommittedFile) String() string {
 func (*CommittedFile) ProtoMessage() {}
 
 func (x *CommittedFile) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[29]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2236,7 +3078,7 @@ func (x *CommittedFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommittedFile.ProtoReflect.Descriptor instead.
 func (*CommittedFile) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{29}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CommittedFile) GetPath() string {
@@ -2281,7 +3123,7 @@ type ReadReRequest struct {
 
 func (x *ReadReRequest) Reset() {
 	*x = ReadReRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +3135,7 @@ func (x *ReadReRequest) String() string {
 func (*ReadReRequest) ProtoMessage() {}
 
 func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[30]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +3148,7 @@ func (x *ReadReRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReRequest.ProtoReflect.Descriptor instead.
 func (*ReadReRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{30}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ReadReRequest) GetPath() string {
@@ -2339,7 +3181,7 @@ type ReadReResponse struct {
 
 func (x *ReadReResponse) Reset() {
 	*x = ReadReResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +3193,7 @@ func (x *ReadReResponse) String() string {
 func (*ReadReResponse) ProtoMessage() {}
 
 func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[31]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +3206,7 @@ func (x *ReadReResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadReResponse.ProtoReflect.Descriptor instead.
 func (*ReadReResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{31}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ReadReResponse) GetMatches() []string {
@@ -2402,7 +3244,7 @@ type GrepRequest struct {
 
 func (x *GrepRequest) Reset() {
 	*x = GrepRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +3256,7 @@ func (x *GrepRequest) String() string {
 func (*GrepRequest) ProtoMessage() {}
 
 func (x *GrepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[32]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +3269,7 @@ func (x *GrepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
 func (*GrepRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{32}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GrepRequest) GetPattern() string {
@@ -2538,7 +3380,7 @@ type GrepMatch struct {
 
 func (x *GrepMatch) Reset() {
 	*x = GrepMatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +3392,7 @@ func (x *GrepMatch) String() string {
 func (*GrepMatch) ProtoMessage() {}
 
 func (x *GrepMatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[33]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +3405,7 @@ func (x *GrepMatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
 func (*GrepMatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{33}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *GrepMatch) GetPath() string {
@@ -2610,7 +3452,7 @@ type GrepBatch struct {
 
 func (x *GrepBatch) Reset() {
 	*x = GrepBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +3464,7 @@ func (x *GrepBatch) String() string {
 func (*GrepBatch) ProtoMessage() {}
 
 func (x *GrepBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[34]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +3477,7 @@ func (x *GrepBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepBatch.ProtoReflect.Descriptor instead.
 func (*GrepBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{34}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GrepBatch) GetMatches() []*GrepMatch {
@@ -2658,7 +3500,7 @@ type GrepResponse struct {
 
 func (x *GrepResponse) Reset() {
 	*x = GrepResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2670,7 +3512,7 @@ func (x *GrepResponse) String() string {
 func (*GrepResponse) ProtoMessage() {}
 
 func (x *GrepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[35]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2683,7 +3525,7 @@ func (x *GrepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
 func (*GrepResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{35}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GrepResponse) GetResult() isGrepResponse_Result {
@@ -2751,7 +3593,7 @@ type GlobRequest struct {
 
 func (x *GlobRequest) Reset() {
 	*x = GlobRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3605,7 @@ func (x *GlobRequest) String() string {
 func (*GlobRequest) ProtoMessage() {}
 
 func (x *GlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[36]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3618,7 @@ func (x *GlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
 func (*GlobRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{36}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GlobRequest) GetPattern() string {
@@ -2844,7 +3686,7 @@ type GlobBatch struct {
 
 func (x *GlobBatch) Reset() {
 	*x = GlobBatch{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3698,7 @@ func (x *GlobBatch) String() string {
 func (*GlobBatch) ProtoMessage() {}
 
 func (x *GlobBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[37]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3711,7 @@ func (x *GlobBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobBatch.ProtoReflect.Descriptor instead.
 func (*GlobBatch) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{37}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GlobBatch) GetEntries() []*FileInfo {
@@ -2892,7 +3734,7 @@ type GlobResponse struct {
 
 func (x *GlobResponse) Reset() {
 	*x = GlobResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +3746,7 @@ func (x *GlobResponse) String() string {
 func (*GlobResponse) ProtoMessage() {}
 
 func (x *GlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[38]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +3759,7 @@ func (x *GlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
 func (*GlobResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{38}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GlobResponse) GetResult() isGlobResponse_Result {
@@ -2976,7 +3818,7 @@ type SearchProblem struct {
 
 func (x *SearchProblem) Reset() {
 	*x = SearchProblem{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2988,7 +3830,7 @@ func (x *SearchProblem) String() string {
 func (*SearchProblem) ProtoMessage() {}
 
 func (x *SearchProblem) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[39]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3001,7 +3843,7 @@ func (x *SearchProblem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchProblem.ProtoReflect.Descriptor instead.
 func (*SearchProblem) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{39}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SearchProblem) GetPath() string {
@@ -3049,7 +3891,7 @@ type SearchSummary struct {
 
 func (x *SearchSummary) Reset() {
 	*x = SearchSummary{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3903,7 @@ func (x *SearchSummary) String() string {
 func (*SearchSummary) ProtoMessage() {}
 
 func (x *SearchSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[40]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3916,7 @@ func (x *SearchSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchSummary.ProtoReflect.Descriptor instead.
 func (*SearchSummary) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{40}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SearchSummary) GetVisited() uint64 {
@@ -3175,7 +4017,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +4029,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[41]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +4042,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{41}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *WatchRequest) GetPath() string {
@@ -3268,7 +4110,7 @@ type ChangeEvent struct {
 
 func (x *ChangeEvent) Reset() {
 	*x = ChangeEvent{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +4122,7 @@ func (x *ChangeEvent) String() string {
 func (*ChangeEvent) ProtoMessage() {}
 
 func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[42]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +4135,7 @@ func (x *ChangeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeEvent.ProtoReflect.Descriptor instead.
 func (*ChangeEvent) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{42}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ChangeEvent) GetPath() string {
@@ -3408,7 +4250,7 @@ type WatchResponse struct {
 
 func (x *WatchResponse) Reset() {
 	*x = WatchResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3420,7 +4262,7 @@ func (x *WatchResponse) String() string {
 func (*WatchResponse) ProtoMessage() {}
 
 func (x *WatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[43]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3433,7 +4275,7 @@ func (x *WatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchResponse.ProtoReflect.Descriptor instead.
 func (*WatchResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{43}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WatchResponse) GetEvents() []*ChangeEvent {
@@ -3459,7 +4301,7 @@ type ListVersionsRequest struct {
 
 func (x *ListVersionsRequest) Reset() {
 	*x = ListVersionsRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +4313,7 @@ func (x *ListVersionsRequest) String() string {
 func (*ListVersionsRequest) ProtoMessage() {}
 
 func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[44]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +4326,7 @@ func (x *ListVersionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsRequest.ProtoReflect.Descriptor instead.
 func (*ListVersionsRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{44}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListVersionsRequest) GetPath() string {
@@ -3524,7 +4366,7 @@ type FileVersion struct {
 
 func (x *FileVersion) Reset() {
 	*x = FileVersion{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +4378,7 @@ func (x *FileVersion) String() string {
 func (*FileVersion) ProtoMessage() {}
 
 func (x *FileVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[45]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +4391,7 @@ func (x *FileVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileVersion.ProtoReflect.Descriptor instead.
 func (*FileVersion) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{45}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FileVersion) GetVersion() uint64 {
@@ -3640,7 +4482,7 @@ type ListVersionsResponse struct {
 
 func (x *ListVersionsResponse) Reset() {
 	*x = ListVersionsResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3652,7 +4494,7 @@ func (x *ListVersionsResponse) String() string {
 func (*ListVersionsResponse) ProtoMessage() {}
 
 func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[46]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3665,7 +4507,7 @@ func (x *ListVersionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVersionsResponse.ProtoReflect.Descriptor instead.
 func (*ListVersionsResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{46}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListVersionsResponse) GetPath() string {
@@ -3696,7 +4538,7 @@ type RestoreRequest struct {
 
 func (x *RestoreRequest) Reset() {
 	*x = RestoreRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3708,7 +4550,7 @@ func (x *RestoreRequest) String() string {
 func (*RestoreRequest) ProtoMessage() {}
 
 func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[47]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3721,7 +4563,7 @@ func (x *RestoreRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreRequest.ProtoReflect.Descriptor instead.
 func (*RestoreRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{47}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RestoreRequest) GetPath() string {
@@ -3761,7 +4603,7 @@ type RestoreResponse struct {
 
 func (x *RestoreResponse) Reset() {
 	*x = RestoreResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3773,7 +4615,7 @@ func (x *RestoreResponse) String() string {
 func (*RestoreResponse) ProtoMessage() {}
 
 func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[48]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3786,7 +4628,7 @@ func (x *RestoreResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreResponse.ProtoReflect.Descriptor instead.
 func (*RestoreResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{48}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *RestoreResponse) GetPath() string {
@@ -3837,7 +4679,7 @@ type DiffRequest struct {
 
 func (x *DiffRequest) Reset() {
 	*x = DiffRequest{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3849,7 +4691,7 @@ func (x *DiffRequest) String() string {
 func (*DiffRequest) ProtoMessage() {}
 
 func (x *DiffRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[49]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3862,7 +4704,7 @@ func (x *DiffRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffRequest.ProtoReflect.Descriptor instead.
 func (*DiffRequest) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{49}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DiffRequest) GetPath() string {
@@ -3904,7 +4746,7 @@ type DiffResponse struct {
 
 func (x *DiffResponse) Reset() {
 	*x = DiffResponse{}
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4758,7 @@ func (x *DiffResponse) String() string {
 func (*DiffResponse) ProtoMessage() {}
 
 func (x *DiffResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[50]
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4771,7 @@ func (x *DiffResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffResponse.ProtoReflect.Descriptor instead.
 func (*DiffResponse) Descriptor() ([]byte, []int) {
-	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{50}
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *DiffResponse) GetPath() string {
@@ -4149,7 +4991,62 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x0eRewindResponse\x12.\n" +
 	"\x05files\x18\x01 \x03(\v2\x18.agentvfs.v1.RewoundFileR\x05files\x12\x12\n" +
 	"\x04diff\x18\x02 \x01(\tR\x04diff\x12\x1c\n" +
-	"\tchangeset\x18\x03 \x01(\tR\tchangeset\"k\n" +
+	"\tchangeset\x18\x03 \x01(\tR\tchangeset\"=\n" +
+	"\x13CreateBranchRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"\xc4\x01\n" +
+	"\x06Branch\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04root\x18\x02 \x01(\tR\x04root\x12=\n" +
+	"\fcreated_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\vcreatedTime\x12\x18\n" +
+	"\acreator\x18\x04 \x01(\tR\acreator\x12#\n" +
+	"\rfiles_changed\x18\x05 \x01(\x04R\ffilesChanged\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x04R\x05bytes\"C\n" +
+	"\x14CreateBranchResponse\x12+\n" +
+	"\x06branch\x18\x01 \x01(\v2\x13.agentvfs.v1.BranchR\x06branch\"\x15\n" +
+	"\x13ListBranchesRequest\"G\n" +
+	"\x14ListBranchesResponse\x12/\n" +
+	"\bbranches\x18\x01 \x03(\v2\x13.agentvfs.v1.BranchR\bbranches\"S\n" +
+	"\x11DiffBranchRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\tR\x05after\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"`\n" +
+	"\x0eBranchFileDiff\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x12\n" +
+	"\x04diff\x18\x04 \x01(\tR\x04diff\"f\n" +
+	"\x12DiffBranchResponse\x121\n" +
+	"\x05files\x18\x01 \x03(\v2\x1b.agentvfs.v1.BranchFileDiffR\x05files\x12\x1d\n" +
+	"\n" +
+	"next_after\x18\x02 \x01(\tR\tnextAfter\"i\n" +
+	"\x0fMergeResolution\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1a\n" +
+	"\acontent\x18\x02 \x01(\fH\x00R\acontent\x12\x18\n" +
+	"\x06delete\x18\x03 \x01(\bH\x00R\x06deleteB\f\n" +
+	"\n" +
+	"resolution\"\x82\x01\n" +
+	"\x12MergeBranchRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12>\n" +
+	"\vresolutions\x18\x02 \x03(\v2\x1c.agentvfs.v1.MergeResolutionR\vresolutions\x12\x18\n" +
+	"\adiscard\x18\x03 \x01(\bR\adiscard\"\xbe\x01\n" +
+	"\rMergeConflict\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1f\n" +
+	"\bancestor\x18\x02 \x01(\fH\x00R\bancestor\x88\x01\x01\x12\x1b\n" +
+	"\x06branch\x18\x03 \x01(\fH\x01R\x06branch\x88\x01\x01\x12\x17\n" +
+	"\x04base\x18\x04 \x01(\fH\x02R\x04base\x88\x01\x01\x12!\n" +
+	"\fbase_version\x18\x05 \x01(\x04R\vbaseVersionB\v\n" +
+	"\t_ancestorB\t\n" +
+	"\a_branchB\a\n" +
+	"\x05_base\"\xbd\x01\n" +
+	"\x13MergeBranchResponse\x12\x1c\n" +
+	"\tchangeset\x18\x01 \x01(\tR\tchangeset\x120\n" +
+	"\x05files\x18\x02 \x03(\v2\x1a.agentvfs.v1.CommittedFileR\x05files\x128\n" +
+	"\tconflicts\x18\x03 \x03(\v2\x1a.agentvfs.v1.MergeConflictR\tconflicts\x12\x1c\n" +
+	"\tdiscarded\x18\x04 \x01(\bR\tdiscarded\"*\n" +
+	"\x14DiscardBranchRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x17\n" +
+	"\x15DiscardBranchResponse\"k\n" +
 	"\rCommittedFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
@@ -4312,8 +5209,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\x98\n" +
-	"\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xbb\r\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -4328,7 +5224,13 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x06Delete\x12\x1a.agentvfs.v1.DeleteRequest\x1a\x1b.agentvfs.v1.DeleteResponse\x12;\n" +
 	"\x04Move\x12\x18.agentvfs.v1.MoveRequest\x1a\x19.agentvfs.v1.MoveResponse\x12A\n" +
 	"\x06Commit\x12\x1a.agentvfs.v1.CommitRequest\x1a\x1b.agentvfs.v1.CommitResponse\x12A\n" +
-	"\x06Rewind\x12\x1a.agentvfs.v1.RewindRequest\x1a\x1b.agentvfs.v1.RewindResponse\x12A\n" +
+	"\x06Rewind\x12\x1a.agentvfs.v1.RewindRequest\x1a\x1b.agentvfs.v1.RewindResponse\x12S\n" +
+	"\fCreateBranch\x12 .agentvfs.v1.CreateBranchRequest\x1a!.agentvfs.v1.CreateBranchResponse\x12S\n" +
+	"\fListBranches\x12 .agentvfs.v1.ListBranchesRequest\x1a!.agentvfs.v1.ListBranchesResponse\x12M\n" +
+	"\n" +
+	"DiffBranch\x12\x1e.agentvfs.v1.DiffBranchRequest\x1a\x1f.agentvfs.v1.DiffBranchResponse\x12P\n" +
+	"\vMergeBranch\x12\x1f.agentvfs.v1.MergeBranchRequest\x1a .agentvfs.v1.MergeBranchResponse\x12V\n" +
+	"\rDiscardBranch\x12!.agentvfs.v1.DiscardBranchRequest\x1a\".agentvfs.v1.DiscardBranchResponse\x12A\n" +
 	"\x06ReadRe\x12\x1a.agentvfs.v1.ReadReRequest\x1a\x1b.agentvfs.v1.ReadReResponse\x12=\n" +
 	"\x04Grep\x12\x18.agentvfs.v1.GrepRequest\x1a\x19.agentvfs.v1.GrepResponse0\x01\x12=\n" +
 	"\x04Glob\x12\x18.agentvfs.v1.GlobRequest\x1a\x19.agentvfs.v1.GlobResponse0\x01\x12@\n" +
@@ -4351,7 +5253,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -4384,36 +5286,50 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*RewindRequest)(nil),         // 28: agentvfs.v1.RewindRequest
 	(*RewoundFile)(nil),           // 29: agentvfs.v1.RewoundFile
 	(*RewindResponse)(nil),        // 30: agentvfs.v1.RewindResponse
-	(*CommittedFile)(nil),         // 31: agentvfs.v1.CommittedFile
-	(*ReadReRequest)(nil),         // 32: agentvfs.v1.ReadReRequest
-	(*ReadReResponse)(nil),        // 33: agentvfs.v1.ReadReResponse
-	(*GrepRequest)(nil),           // 34: agentvfs.v1.GrepRequest
-	(*GrepMatch)(nil),             // 35: agentvfs.v1.GrepMatch
-	(*GrepBatch)(nil),             // 36: agentvfs.v1.GrepBatch
-	(*GrepResponse)(nil),          // 37: agentvfs.v1.GrepResponse
-	(*GlobRequest)(nil),           // 38: agentvfs.v1.GlobRequest
-	(*GlobBatch)(nil),             // 39: agentvfs.v1.GlobBatch
-	(*GlobResponse)(nil),          // 40: agentvfs.v1.GlobResponse
-	(*SearchProblem)(nil),         // 41: agentvfs.v1.SearchProblem
-	(*SearchSummary)(nil),         // 42: agentvfs.v1.SearchSummary
-	(*WatchRequest)(nil),          // 43: agentvfs.v1.WatchRequest
-	(*ChangeEvent)(nil),           // 44: agentvfs.v1.ChangeEvent
-	(*WatchResponse)(nil),         // 45: agentvfs.v1.WatchResponse
-	(*ListVersionsRequest)(nil),   // 46: agentvfs.v1.ListVersionsRequest
-	(*FileVersion)(nil),           // 47: agentvfs.v1.FileVersion
-	(*ListVersionsResponse)(nil),  // 48: agentvfs.v1.ListVersionsResponse
-	(*RestoreRequest)(nil),        // 49: agentvfs.v1.RestoreRequest
-	(*RestoreResponse)(nil),       // 50: agentvfs.v1.RestoreResponse
-	(*DiffRequest)(nil),           // 51: agentvfs.v1.DiffRequest
-	(*DiffResponse)(nil),          // 52: agentvfs.v1.DiffResponse
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*CreateBranchRequest)(nil),   // 31: agentvfs.v1.CreateBranchRequest
+	(*Branch)(nil),                // 32: agentvfs.v1.Branch
+	(*CreateBranchResponse)(nil),  // 33: agentvfs.v1.CreateBranchResponse
+	(*ListBranchesRequest)(nil),   // 34: agentvfs.v1.ListBranchesRequest
+	(*ListBranchesResponse)(nil),  // 35: agentvfs.v1.ListBranchesResponse
+	(*DiffBranchRequest)(nil),     // 36: agentvfs.v1.DiffBranchRequest
+	(*BranchFileDiff)(nil),        // 37: agentvfs.v1.BranchFileDiff
+	(*DiffBranchResponse)(nil),    // 38: agentvfs.v1.DiffBranchResponse
+	(*MergeResolution)(nil),       // 39: agentvfs.v1.MergeResolution
+	(*MergeBranchRequest)(nil),    // 40: agentvfs.v1.MergeBranchRequest
+	(*MergeConflict)(nil),         // 41: agentvfs.v1.MergeConflict
+	(*MergeBranchResponse)(nil),   // 42: agentvfs.v1.MergeBranchResponse
+	(*DiscardBranchRequest)(nil),  // 43: agentvfs.v1.DiscardBranchRequest
+	(*DiscardBranchResponse)(nil), // 44: agentvfs.v1.DiscardBranchResponse
+	(*CommittedFile)(nil),         // 45: agentvfs.v1.CommittedFile
+	(*ReadReRequest)(nil),         // 46: agentvfs.v1.ReadReRequest
+	(*ReadReResponse)(nil),        // 47: agentvfs.v1.ReadReResponse
+	(*GrepRequest)(nil),           // 48: agentvfs.v1.GrepRequest
+	(*GrepMatch)(nil),             // 49: agentvfs.v1.GrepMatch
+	(*GrepBatch)(nil),             // 50: agentvfs.v1.GrepBatch
+	(*GrepResponse)(nil),          // 51: agentvfs.v1.GrepResponse
+	(*GlobRequest)(nil),           // 52: agentvfs.v1.GlobRequest
+	(*GlobBatch)(nil),             // 53: agentvfs.v1.GlobBatch
+	(*GlobResponse)(nil),          // 54: agentvfs.v1.GlobResponse
+	(*SearchProblem)(nil),         // 55: agentvfs.v1.SearchProblem
+	(*SearchSummary)(nil),         // 56: agentvfs.v1.SearchSummary
+	(*WatchRequest)(nil),          // 57: agentvfs.v1.WatchRequest
+	(*ChangeEvent)(nil),           // 58: agentvfs.v1.ChangeEvent
+	(*WatchResponse)(nil),         // 59: agentvfs.v1.WatchResponse
+	(*ListVersionsRequest)(nil),   // 60: agentvfs.v1.ListVersionsRequest
+	(*FileVersion)(nil),           // 61: agentvfs.v1.FileVersion
+	(*ListVersionsResponse)(nil),  // 62: agentvfs.v1.ListVersionsResponse
+	(*RestoreRequest)(nil),        // 63: agentvfs.v1.RestoreRequest
+	(*RestoreResponse)(nil),       // 64: agentvfs.v1.RestoreResponse
+	(*DiffRequest)(nil),           // 65: agentvfs.v1.DiffRequest
+	(*DiffResponse)(nil),          // 66: agentvfs.v1.DiffResponse
+	(*timestamppb.Timestamp)(nil), // 67: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	53, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	53, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	67, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	67, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	53, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	67, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
@@ -4423,64 +5339,81 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	19, // 11: agentvfs.v1.ChangesetOperation.multi_edit:type_name -> agentvfs.v1.MultiEditRequest
 	21, // 12: agentvfs.v1.ChangesetOperation.delete:type_name -> agentvfs.v1.DeleteRequest
 	23, // 13: agentvfs.v1.ChangesetOperation.move:type_name -> agentvfs.v1.MoveRequest
-	31, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
+	45, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
 	29, // 15: agentvfs.v1.RewindResponse.files:type_name -> agentvfs.v1.RewoundFile
-	35, // 16: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
-	36, // 17: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
-	42, // 18: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	2,  // 19: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
-	39, // 20: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
-	42, // 21: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
-	0,  // 22: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
-	41, // 23: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
-	1,  // 24: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	53, // 25: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
-	44, // 26: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	53, // 27: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
-	47, // 28: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
-	3,  // 29: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
-	5,  // 30: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
-	7,  // 31: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
-	9,  // 32: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
-	11, // 33: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
-	13, // 34: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
-	16, // 35: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
-	19, // 36: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
-	21, // 37: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
-	23, // 38: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
-	25, // 39: agentvfs.v1.Filesystem.Commit:input_type -> agentvfs.v1.CommitRequest
-	28, // 40: agentvfs.v1.Filesystem.Rewind:input_type -> agentvfs.v1.RewindRequest
-	32, // 41: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
-	34, // 42: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
-	38, // 43: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
-	43, // 44: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
-	46, // 45: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
-	49, // 46: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
-	51, // 47: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
-	4,  // 48: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 49: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 50: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 51: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 52: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 53: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 54: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 55: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 56: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 57: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	27, // 58: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
-	30, // 59: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
-	33, // 60: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	37, // 61: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	40, // 62: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	45, // 63: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	48, // 64: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	50, // 65: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	52, // 66: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	48, // [48:67] is the sub-list for method output_type
-	29, // [29:48] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	67, // 16: agentvfs.v1.Branch.created_time:type_name -> google.protobuf.Timestamp
+	32, // 17: agentvfs.v1.CreateBranchResponse.branch:type_name -> agentvfs.v1.Branch
+	32, // 18: agentvfs.v1.ListBranchesResponse.branches:type_name -> agentvfs.v1.Branch
+	37, // 19: agentvfs.v1.DiffBranchResponse.files:type_name -> agentvfs.v1.BranchFileDiff
+	39, // 20: agentvfs.v1.MergeBranchRequest.resolutions:type_name -> agentvfs.v1.MergeResolution
+	45, // 21: agentvfs.v1.MergeBranchResponse.files:type_name -> agentvfs.v1.CommittedFile
+	41, // 22: agentvfs.v1.MergeBranchResponse.conflicts:type_name -> agentvfs.v1.MergeConflict
+	49, // 23: agentvfs.v1.GrepBatch.matches:type_name -> agentvfs.v1.GrepMatch
+	50, // 24: agentvfs.v1.GrepResponse.batch:type_name -> agentvfs.v1.GrepBatch
+	56, // 25: agentvfs.v1.GrepResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	2,  // 26: agentvfs.v1.GlobBatch.entries:type_name -> agentvfs.v1.FileInfo
+	53, // 27: agentvfs.v1.GlobResponse.batch:type_name -> agentvfs.v1.GlobBatch
+	56, // 28: agentvfs.v1.GlobResponse.summary:type_name -> agentvfs.v1.SearchSummary
+	0,  // 29: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
+	55, // 30: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
+	1,  // 31: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
+	67, // 32: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	58, // 33: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
+	67, // 34: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	61, // 35: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
+	3,  // 36: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
+	5,  // 37: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
+	7,  // 38: agentvfs.v1.Filesystem.Read:input_type -> agentvfs.v1.ReadRequest
+	9,  // 39: agentvfs.v1.Filesystem.ReadBytes:input_type -> agentvfs.v1.ReadBytesRequest
+	11, // 40: agentvfs.v1.Filesystem.Write:input_type -> agentvfs.v1.WriteRequest
+	13, // 41: agentvfs.v1.Filesystem.WriteBytes:input_type -> agentvfs.v1.WriteBytesRequest
+	16, // 42: agentvfs.v1.Filesystem.Edit:input_type -> agentvfs.v1.EditRequest
+	19, // 43: agentvfs.v1.Filesystem.MultiEdit:input_type -> agentvfs.v1.MultiEditRequest
+	21, // 44: agentvfs.v1.Filesystem.Delete:input_type -> agentvfs.v1.DeleteRequest
+	23, // 45: agentvfs.v1.Filesystem.Move:input_type -> agentvfs.v1.MoveRequest
+	25, // 46: agentvfs.v1.Filesystem.Commit:input_type -> agentvfs.v1.CommitRequest
+	28, // 47: agentvfs.v1.Filesystem.Rewind:input_type -> agentvfs.v1.RewindRequest
+	31, // 48: agentvfs.v1.Filesystem.CreateBranch:input_type -> agentvfs.v1.CreateBranchRequest
+	34, // 49: agentvfs.v1.Filesystem.ListBranches:input_type -> agentvfs.v1.ListBranchesRequest
+	36, // 50: agentvfs.v1.Filesystem.DiffBranch:input_type -> agentvfs.v1.DiffBranchRequest
+	40, // 51: agentvfs.v1.Filesystem.MergeBranch:input_type -> agentvfs.v1.MergeBranchRequest
+	43, // 52: agentvfs.v1.Filesystem.DiscardBranch:input_type -> agentvfs.v1.DiscardBranchRequest
+	46, // 53: agentvfs.v1.Filesystem.ReadRe:input_type -> agentvfs.v1.ReadReRequest
+	48, // 54: agentvfs.v1.Filesystem.Grep:input_type -> agentvfs.v1.GrepRequest
+	52, // 55: agentvfs.v1.Filesystem.Glob:input_type -> agentvfs.v1.GlobRequest
+	57, // 56: agentvfs.v1.Filesystem.Watch:input_type -> agentvfs.v1.WatchRequest
+	60, // 57: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
+	63, // 58: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
+	65, // 59: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
+	4,  // 60: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 61: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 62: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 63: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 64: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 65: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 66: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 67: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 68: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 69: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 70: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 71: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
+	33, // 72: agentvfs.v1.Filesystem.CreateBranch:output_type -> agentvfs.v1.CreateBranchResponse
+	35, // 73: agentvfs.v1.Filesystem.ListBranches:output_type -> agentvfs.v1.ListBranchesResponse
+	38, // 74: agentvfs.v1.Filesystem.DiffBranch:output_type -> agentvfs.v1.DiffBranchResponse
+	42, // 75: agentvfs.v1.Filesystem.MergeBranch:output_type -> agentvfs.v1.MergeBranchResponse
+	44, // 76: agentvfs.v1.Filesystem.DiscardBranch:output_type -> agentvfs.v1.DiscardBranchResponse
+	47, // 77: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	51, // 78: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	54, // 79: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	59, // 80: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	62, // 81: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	64, // 82: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	66, // 83: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	60, // [60:84] is the sub-list for method output_type
+	36, // [36:60] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_agentvfs_v1_filesystem_proto_init() }
@@ -4514,24 +5447,29 @@ func file_agentvfs_v1_filesystem_proto_init() {
 		(*RewindRequest_Changeset)(nil),
 		(*RewindRequest_SinceCursor)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[30].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[35].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[37].OneofWrappers = []any{
+		(*MergeResolution_Content)(nil),
+		(*MergeResolution_Delete)(nil),
+	}
+	file_agentvfs_v1_filesystem_proto_msgTypes[39].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[44].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[49].OneofWrappers = []any{
 		(*GrepResponse_Batch)(nil),
 		(*GrepResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[38].OneofWrappers = []any{
+	file_agentvfs_v1_filesystem_proto_msgTypes[52].OneofWrappers = []any{
 		(*GlobResponse_Batch)(nil),
 		(*GlobResponse_Summary)(nil),
 	}
-	file_agentvfs_v1_filesystem_proto_msgTypes[47].OneofWrappers = []any{}
-	file_agentvfs_v1_filesystem_proto_msgTypes[49].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[61].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[63].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

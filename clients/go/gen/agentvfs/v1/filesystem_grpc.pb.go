@@ -19,25 +19,30 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Filesystem_ListInfo_FullMethodName     = "/agentvfs.v1.Filesystem/ListInfo"
-	Filesystem_Stat_FullMethodName         = "/agentvfs.v1.Filesystem/Stat"
-	Filesystem_Read_FullMethodName         = "/agentvfs.v1.Filesystem/Read"
-	Filesystem_ReadBytes_FullMethodName    = "/agentvfs.v1.Filesystem/ReadBytes"
-	Filesystem_Write_FullMethodName        = "/agentvfs.v1.Filesystem/Write"
-	Filesystem_WriteBytes_FullMethodName   = "/agentvfs.v1.Filesystem/WriteBytes"
-	Filesystem_Edit_FullMethodName         = "/agentvfs.v1.Filesystem/Edit"
-	Filesystem_MultiEdit_FullMethodName    = "/agentvfs.v1.Filesystem/MultiEdit"
-	Filesystem_Delete_FullMethodName       = "/agentvfs.v1.Filesystem/Delete"
-	Filesystem_Move_FullMethodName         = "/agentvfs.v1.Filesystem/Move"
-	Filesystem_Commit_FullMethodName       = "/agentvfs.v1.Filesystem/Commit"
-	Filesystem_Rewind_FullMethodName       = "/agentvfs.v1.Filesystem/Rewind"
-	Filesystem_ReadRe_FullMethodName       = "/agentvfs.v1.Filesystem/ReadRe"
-	Filesystem_Grep_FullMethodName         = "/agentvfs.v1.Filesystem/Grep"
-	Filesystem_Glob_FullMethodName         = "/agentvfs.v1.Filesystem/Glob"
-	Filesystem_Watch_FullMethodName        = "/agentvfs.v1.Filesystem/Watch"
-	Filesystem_ListVersions_FullMethodName = "/agentvfs.v1.Filesystem/ListVersions"
-	Filesystem_Restore_FullMethodName      = "/agentvfs.v1.Filesystem/Restore"
-	Filesystem_Diff_FullMethodName         = "/agentvfs.v1.Filesystem/Diff"
+	Filesystem_ListInfo_FullMethodName      = "/agentvfs.v1.Filesystem/ListInfo"
+	Filesystem_Stat_FullMethodName          = "/agentvfs.v1.Filesystem/Stat"
+	Filesystem_Read_FullMethodName          = "/agentvfs.v1.Filesystem/Read"
+	Filesystem_ReadBytes_FullMethodName     = "/agentvfs.v1.Filesystem/ReadBytes"
+	Filesystem_Write_FullMethodName         = "/agentvfs.v1.Filesystem/Write"
+	Filesystem_WriteBytes_FullMethodName    = "/agentvfs.v1.Filesystem/WriteBytes"
+	Filesystem_Edit_FullMethodName          = "/agentvfs.v1.Filesystem/Edit"
+	Filesystem_MultiEdit_FullMethodName     = "/agentvfs.v1.Filesystem/MultiEdit"
+	Filesystem_Delete_FullMethodName        = "/agentvfs.v1.Filesystem/Delete"
+	Filesystem_Move_FullMethodName          = "/agentvfs.v1.Filesystem/Move"
+	Filesystem_Commit_FullMethodName        = "/agentvfs.v1.Filesystem/Commit"
+	Filesystem_Rewind_FullMethodName        = "/agentvfs.v1.Filesystem/Rewind"
+	Filesystem_CreateBranch_FullMethodName  = "/agentvfs.v1.Filesystem/CreateBranch"
+	Filesystem_ListBranches_FullMethodName  = "/agentvfs.v1.Filesystem/ListBranches"
+	Filesystem_DiffBranch_FullMethodName    = "/agentvfs.v1.Filesystem/DiffBranch"
+	Filesystem_MergeBranch_FullMethodName   = "/agentvfs.v1.Filesystem/MergeBranch"
+	Filesystem_DiscardBranch_FullMethodName = "/agentvfs.v1.Filesystem/DiscardBranch"
+	Filesystem_ReadRe_FullMethodName        = "/agentvfs.v1.Filesystem/ReadRe"
+	Filesystem_Grep_FullMethodName          = "/agentvfs.v1.Filesystem/Grep"
+	Filesystem_Glob_FullMethodName          = "/agentvfs.v1.Filesystem/Glob"
+	Filesystem_Watch_FullMethodName         = "/agentvfs.v1.Filesystem/Watch"
+	Filesystem_ListVersions_FullMethodName  = "/agentvfs.v1.Filesystem/ListVersions"
+	Filesystem_Restore_FullMethodName       = "/agentvfs.v1.Filesystem/Restore"
+	Filesystem_Diff_FullMethodName          = "/agentvfs.v1.Filesystem/Diff"
 )
 
 // FilesystemClient is the client API for Filesystem service.
@@ -90,6 +95,21 @@ type FilesystemClient interface {
 	// cursor: each file returns to its content before the first of them
 	// (docs/changesets.md § Rewind).
 	Rewind(ctx context.Context, in *RewindRequest, opts ...grpc.CallOption) (*RewindResponse, error)
+	// CreateBranch forks a directory into a named branch, copy-on-write: it
+	// costs one record whatever the directory holds. Calls sending
+	// x-agentvfs-branch then read and change the branch (docs/branches.md).
+	CreateBranch(ctx context.Context, in *CreateBranchRequest, opts ...grpc.CallOption) (*CreateBranchResponse, error)
+	// ListBranches lists the caller's branches with their base, age and size.
+	ListBranches(ctx context.Context, in *ListBranchesRequest, opts ...grpc.CallOption) (*ListBranchesResponse, error)
+	// DiffBranch pages through the files a branch changed against its base
+	// now: added, changed, deleted and moved, with unified diffs.
+	DiffBranch(ctx context.Context, in *DiffBranchRequest, opts ...grpc.CallOption) (*DiffBranchResponse, error)
+	// MergeBranch merges a branch into its base as one changeset, three-way
+	// per file; conflicts not resolved in the request are answered and
+	// nothing is applied.
+	MergeBranch(ctx context.Context, in *MergeBranchRequest, opts ...grpc.CallOption) (*MergeBranchResponse, error)
+	// DiscardBranch deletes a branch and its changes.
+	DiscardBranch(ctx context.Context, in *DiscardBranchRequest, opts ...grpc.CallOption) (*DiscardBranchResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -248,6 +268,56 @@ func (c *filesystemClient) Rewind(ctx context.Context, in *RewindRequest, opts .
 	return out, nil
 }
 
+func (c *filesystemClient) CreateBranch(ctx context.Context, in *CreateBranchRequest, opts ...grpc.CallOption) (*CreateBranchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateBranchResponse)
+	err := c.cc.Invoke(ctx, Filesystem_CreateBranch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) ListBranches(ctx context.Context, in *ListBranchesRequest, opts ...grpc.CallOption) (*ListBranchesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBranchesResponse)
+	err := c.cc.Invoke(ctx, Filesystem_ListBranches_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) DiffBranch(ctx context.Context, in *DiffBranchRequest, opts ...grpc.CallOption) (*DiffBranchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiffBranchResponse)
+	err := c.cc.Invoke(ctx, Filesystem_DiffBranch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) MergeBranch(ctx context.Context, in *MergeBranchRequest, opts ...grpc.CallOption) (*MergeBranchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeBranchResponse)
+	err := c.cc.Invoke(ctx, Filesystem_MergeBranch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *filesystemClient) DiscardBranch(ctx context.Context, in *DiscardBranchRequest, opts ...grpc.CallOption) (*DiscardBranchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DiscardBranchResponse)
+	err := c.cc.Invoke(ctx, Filesystem_DiscardBranch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *filesystemClient) ReadRe(ctx context.Context, in *ReadReRequest, opts ...grpc.CallOption) (*ReadReResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadReResponse)
@@ -395,6 +465,21 @@ type FilesystemServer interface {
 	// cursor: each file returns to its content before the first of them
 	// (docs/changesets.md § Rewind).
 	Rewind(context.Context, *RewindRequest) (*RewindResponse, error)
+	// CreateBranch forks a directory into a named branch, copy-on-write: it
+	// costs one record whatever the directory holds. Calls sending
+	// x-agentvfs-branch then read and change the branch (docs/branches.md).
+	CreateBranch(context.Context, *CreateBranchRequest) (*CreateBranchResponse, error)
+	// ListBranches lists the caller's branches with their base, age and size.
+	ListBranches(context.Context, *ListBranchesRequest) (*ListBranchesResponse, error)
+	// DiffBranch pages through the files a branch changed against its base
+	// now: added, changed, deleted and moved, with unified diffs.
+	DiffBranch(context.Context, *DiffBranchRequest) (*DiffBranchResponse, error)
+	// MergeBranch merges a branch into its base as one changeset, three-way
+	// per file; conflicts not resolved in the request are answered and
+	// nothing is applied.
+	MergeBranch(context.Context, *MergeBranchRequest) (*MergeBranchResponse, error)
+	// DiscardBranch deletes a branch and its changes.
+	DiscardBranch(context.Context, *DiscardBranchRequest) (*DiscardBranchResponse, error)
 	// ReadRe returns every match of a regular expression in one file.
 	ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error)
 	// Grep searches file contents under a path and streams matches in path order.
@@ -456,6 +541,21 @@ func (UnimplementedFilesystemServer) Commit(context.Context, *CommitRequest) (*C
 }
 func (UnimplementedFilesystemServer) Rewind(context.Context, *RewindRequest) (*RewindResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Rewind not implemented")
+}
+func (UnimplementedFilesystemServer) CreateBranch(context.Context, *CreateBranchRequest) (*CreateBranchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateBranch not implemented")
+}
+func (UnimplementedFilesystemServer) ListBranches(context.Context, *ListBranchesRequest) (*ListBranchesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBranches not implemented")
+}
+func (UnimplementedFilesystemServer) DiffBranch(context.Context, *DiffBranchRequest) (*DiffBranchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiffBranch not implemented")
+}
+func (UnimplementedFilesystemServer) MergeBranch(context.Context, *MergeBranchRequest) (*MergeBranchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeBranch not implemented")
+}
+func (UnimplementedFilesystemServer) DiscardBranch(context.Context, *DiscardBranchRequest) (*DiscardBranchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DiscardBranch not implemented")
 }
 func (UnimplementedFilesystemServer) ReadRe(context.Context, *ReadReRequest) (*ReadReResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadRe not implemented")
@@ -697,6 +797,96 @@ func _Filesystem_Rewind_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_CreateBranch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateBranchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).CreateBranch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_CreateBranch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).CreateBranch(ctx, req.(*CreateBranchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_ListBranches_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBranchesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).ListBranches(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_ListBranches_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).ListBranches(ctx, req.(*ListBranchesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_DiffBranch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiffBranchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).DiffBranch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_DiffBranch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).DiffBranch(ctx, req.(*DiffBranchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_MergeBranch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeBranchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).MergeBranch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_MergeBranch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).MergeBranch(ctx, req.(*MergeBranchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Filesystem_DiscardBranch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DiscardBranchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).DiscardBranch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_DiscardBranch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).DiscardBranch(ctx, req.(*DiscardBranchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Filesystem_ReadRe_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadReRequest)
 	if err := dec(in); err != nil {
@@ -848,6 +1038,26 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Rewind",
 			Handler:    _Filesystem_Rewind_Handler,
+		},
+		{
+			MethodName: "CreateBranch",
+			Handler:    _Filesystem_CreateBranch_Handler,
+		},
+		{
+			MethodName: "ListBranches",
+			Handler:    _Filesystem_ListBranches_Handler,
+		},
+		{
+			MethodName: "DiffBranch",
+			Handler:    _Filesystem_DiffBranch_Handler,
+		},
+		{
+			MethodName: "MergeBranch",
+			Handler:    _Filesystem_MergeBranch_Handler,
+		},
+		{
+			MethodName: "DiscardBranch",
+			Handler:    _Filesystem_DiscardBranch_Handler,
 		},
 		{
 			MethodName: "ReadRe",

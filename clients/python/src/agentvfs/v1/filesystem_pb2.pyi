@@ -985,6 +985,386 @@ class RewindResponse(_message.Message):
 Global___RewindResponse: _TypeAlias = RewindResponse  # noqa: Y015
 
 @_typing.final
+class CreateBranchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PATH_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    """The branch's name: 1-128 of letters, digits and -_.@+:~."""
+    path: _builtins.str
+    """The directory to fork, on a State, Store or object mount."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        path: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateBranchRequest: _TypeAlias = CreateBranchRequest  # noqa: Y015
+
+@_typing.final
+class Branch(_message.Message):
+    """A branch."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    ROOT_FIELD_NUMBER: _builtins.int
+    CREATED_TIME_FIELD_NUMBER: _builtins.int
+    CREATOR_FIELD_NUMBER: _builtins.int
+    FILES_CHANGED_FIELD_NUMBER: _builtins.int
+    BYTES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    root: _builtins.str
+    """The directory it forks."""
+    creator: _builtins.str
+    """The principal that forked it."""
+    files_changed: _builtins.int
+    """Files the branch changed, and the bytes of those it holds."""
+    bytes: _builtins.int
+    @_builtins.property
+    def created_time(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        root: _builtins.str = ...,
+        created_time: _timestamp_pb2.Timestamp | None = ...,
+        creator: _builtins.str = ...,
+        files_changed: _builtins.int = ...,
+        bytes: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_time", b"created_time"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes", b"bytes", "created_time", b"created_time", "creator", b"creator", "files_changed", b"files_changed", "name", b"name", "root", b"root"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Branch: _TypeAlias = Branch  # noqa: Y015
+
+@_typing.final
+class CreateBranchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BRANCH_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def branch(self) -> Global___Branch: ...
+    def __init__(
+        self,
+        *,
+        branch: Global___Branch | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CreateBranchResponse: _TypeAlias = CreateBranchResponse  # noqa: Y015
+
+@_typing.final
+class ListBranchesRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBranchesRequest: _TypeAlias = ListBranchesRequest  # noqa: Y015
+
+@_typing.final
+class ListBranchesResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    BRANCHES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def branches(self) -> _containers.RepeatedCompositeFieldContainer[Global___Branch]: ...
+    def __init__(
+        self,
+        *,
+        branches: _abc.Iterable[Global___Branch] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branches", b"branches"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListBranchesResponse: _TypeAlias = ListBranchesResponse  # noqa: Y015
+
+@_typing.final
+class DiffBranchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    AFTER_FIELD_NUMBER: _builtins.int
+    LIMIT_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    after: _builtins.str
+    """Start after this path (a previous page's next_after); "" from the start."""
+    limit: _builtins.int
+    """Most files in the page: 1-1000, 0 for 1000."""
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        after: _builtins.str = ...,
+        limit: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["after", b"after", "limit", b"limit", "name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffBranchRequest: _TypeAlias = DiffBranchRequest  # noqa: Y015
+
+@_typing.final
+class BranchFileDiff(_message.Message):
+    """How one file differs between a branch and its base now."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    KIND_FIELD_NUMBER: _builtins.int
+    FROM_FIELD_NUMBER: _builtins.int
+    DIFF_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    kind: _builtins.str
+    """"added", "changed", "deleted" or "moved"."""
+    diff: _builtins.str
+    """The unified diff from the base to the branch ("" for a move)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        kind: _builtins.str = ...,
+        diff: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["diff", b"diff", "from", b"from", "kind", b"kind", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BranchFileDiff: _TypeAlias = BranchFileDiff  # noqa: Y015
+
+@_typing.final
+class DiffBranchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FILES_FIELD_NUMBER: _builtins.int
+    NEXT_AFTER_FIELD_NUMBER: _builtins.int
+    next_after: _builtins.str
+    """Where the next page starts; "" when this is the last."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___BranchFileDiff]: ...
+    def __init__(
+        self,
+        *,
+        files: _abc.Iterable[Global___BranchFileDiff] | None = ...,
+        next_after: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["files", b"files", "next_after", b"next_after"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiffBranchResponse: _TypeAlias = DiffBranchResponse  # noqa: Y015
+
+@_typing.final
+class MergeResolution(_message.Message):
+    """How to settle one conflicting file of a merge."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    CONTENT_FIELD_NUMBER: _builtins.int
+    DELETE_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    content: _builtins.bytes
+    """The file becomes this content."""
+    delete: _builtins.bool
+    """The file is deleted."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        content: _builtins.bytes = ...,
+        delete: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "delete", b"delete", "resolution", b"resolution"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["content", b"content", "delete", b"delete", "path", b"path", "resolution", b"resolution"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_resolution: _TypeAlias = _typing.Literal["content", "delete"]  # noqa: Y015
+    _WhichOneofArgType_resolution: _TypeAlias = _typing.Literal["resolution", b"resolution"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_resolution) -> _WhichOneofReturnType_resolution | None: ...
+
+Global___MergeResolution: _TypeAlias = MergeResolution  # noqa: Y015
+
+@_typing.final
+class MergeBranchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOLUTIONS_FIELD_NUMBER: _builtins.int
+    DISCARD_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    discard: _builtins.bool
+    """Delete the branch once the merge applied."""
+    @_builtins.property
+    def resolutions(self) -> _containers.RepeatedCompositeFieldContainer[Global___MergeResolution]:
+        """Settles conflicts: one per file at most."""
+
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resolutions: _abc.Iterable[Global___MergeResolution] | None = ...,
+        discard: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["discard", b"discard", "name", b"name", "resolutions", b"resolutions"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeBranchRequest: _TypeAlias = MergeBranchRequest  # noqa: Y015
+
+@_typing.final
+class MergeConflict(_message.Message):
+    """A file changed on both sides in ways that do not merge: its three versions."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    ANCESTOR_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
+    BASE_FIELD_NUMBER: _builtins.int
+    BASE_VERSION_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    ancestor: _builtins.bytes
+    """The base's content when the branch first changed the file; unset when
+    there was no file.
+    """
+    branch: _builtins.bytes
+    """The branch's content; unset when the branch deleted it."""
+    base: _builtins.bytes
+    """The base's content now; unset when the base deleted it."""
+    base_version: _builtins.int
+    """The base's version now (0: none)."""
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        ancestor: _builtins.bytes | None = ...,
+        branch: _builtins.bytes | None = ...,
+        base: _builtins.bytes | None = ...,
+        base_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_ancestor", b"_ancestor", "_base", b"_base", "_branch", b"_branch", "ancestor", b"ancestor", "base", b"base", "branch", b"branch"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ancestor", b"_ancestor", "_base", b"_base", "_branch", b"_branch", "ancestor", b"ancestor", "base", b"base", "base_version", b"base_version", "branch", b"branch", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__ancestor: _TypeAlias = _typing.Literal["ancestor"]  # noqa: Y015
+    _WhichOneofArgType__ancestor: _TypeAlias = _typing.Literal["_ancestor", b"_ancestor"]  # noqa: Y015
+    _WhichOneofReturnType__base: _TypeAlias = _typing.Literal["base"]  # noqa: Y015
+    _WhichOneofArgType__base: _TypeAlias = _typing.Literal["_base", b"_base"]  # noqa: Y015
+    _WhichOneofReturnType__branch: _TypeAlias = _typing.Literal["branch"]  # noqa: Y015
+    _WhichOneofArgType__branch: _TypeAlias = _typing.Literal["_branch", b"_branch"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__ancestor) -> _WhichOneofReturnType__ancestor | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__base) -> _WhichOneofReturnType__base | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__branch) -> _WhichOneofReturnType__branch | None: ...
+
+Global___MergeConflict: _TypeAlias = MergeConflict  # noqa: Y015
+
+@_typing.final
+class MergeBranchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHANGESET_FIELD_NUMBER: _builtins.int
+    FILES_FIELD_NUMBER: _builtins.int
+    CONFLICTS_FIELD_NUMBER: _builtins.int
+    DISCARDED_FIELD_NUMBER: _builtins.int
+    changeset: _builtins.str
+    """The changeset that applied the merge ("" when nothing was applied)."""
+    discarded: _builtins.bool
+    """The branch was deleted after the merge."""
+    @_builtins.property
+    def files(self) -> _containers.RepeatedCompositeFieldContainer[Global___CommittedFile]:
+        """The files the merge changed in the base."""
+
+    @_builtins.property
+    def conflicts(self) -> _containers.RepeatedCompositeFieldContainer[Global___MergeConflict]:
+        """Files that did not merge; when any is listed, nothing was applied."""
+
+    def __init__(
+        self,
+        *,
+        changeset: _builtins.str = ...,
+        files: _abc.Iterable[Global___CommittedFile] | None = ...,
+        conflicts: _abc.Iterable[Global___MergeConflict] | None = ...,
+        discarded: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changeset", b"changeset", "conflicts", b"conflicts", "discarded", b"discarded", "files", b"files"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MergeBranchResponse: _TypeAlias = MergeBranchResponse  # noqa: Y015
+
+@_typing.final
+class DiscardBranchRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiscardBranchRequest: _TypeAlias = DiscardBranchRequest  # noqa: Y015
+
+@_typing.final
+class DiscardBranchResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DiscardBranchResponse: _TypeAlias = DiscardBranchResponse  # noqa: Y015
+
+@_typing.final
 class CommittedFile(_message.Message):
     """What a committed changeset did to one file."""
 

@@ -109,6 +109,31 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.FromString,
                 _registered_method=True)
+        self.CreateBranch = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/CreateBranch',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchResponse.FromString,
+                _registered_method=True)
+        self.ListBranches = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/ListBranches',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesResponse.FromString,
+                _registered_method=True)
+        self.DiffBranch = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/DiffBranch',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchResponse.FromString,
+                _registered_method=True)
+        self.MergeBranch = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/MergeBranch',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchResponse.FromString,
+                _registered_method=True)
+        self.DiscardBranch = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/DiscardBranch',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchResponse.FromString,
+                _registered_method=True)
         self.ReadRe = channel.unary_unary(
                 '/agentvfs.v1.Filesystem/ReadRe',
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ReadReRequest.SerializeToString,
@@ -254,6 +279,46 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateBranch(self, request, context):
+        """CreateBranch forks a directory into a named branch, copy-on-write: it
+        costs one record whatever the directory holds. Calls sending
+        x-agentvfs-branch then read and change the branch (docs/branches.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListBranches(self, request, context):
+        """ListBranches lists the caller's branches with their base, age and size.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiffBranch(self, request, context):
+        """DiffBranch pages through the files a branch changed against its base
+        now: added, changed, deleted and moved, with unified diffs.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MergeBranch(self, request, context):
+        """MergeBranch merges a branch into its base as one changeset, three-way
+        per file; conflicts not resolved in the request are answered and
+        nothing is applied.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DiscardBranch(self, request, context):
+        """DiscardBranch deletes a branch and its changes.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ReadRe(self, request, context):
         """ReadRe returns every match of a regular expression in one file.
         """
@@ -367,6 +432,31 @@ def add_FilesystemServicer_to_server(servicer, server):
                     servicer.Rewind,
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.SerializeToString,
+            ),
+            'CreateBranch': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateBranch,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchResponse.SerializeToString,
+            ),
+            'ListBranches': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBranches,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesResponse.SerializeToString,
+            ),
+            'DiffBranch': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiffBranch,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchResponse.SerializeToString,
+            ),
+            'MergeBranch': grpc.unary_unary_rpc_method_handler(
+                    servicer.MergeBranch,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchResponse.SerializeToString,
+            ),
+            'DiscardBranch': grpc.unary_unary_rpc_method_handler(
+                    servicer.DiscardBranch,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchResponse.SerializeToString,
             ),
             'ReadRe': grpc.unary_unary_rpc_method_handler(
                     servicer.ReadRe,
@@ -743,6 +833,141 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Rewind',
             agentvfs_dot_v1_dot_filesystem__pb2.RewindRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.RewindResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateBranch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/CreateBranch',
+            agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.CreateBranchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBranches(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/ListBranches',
+            agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.ListBranchesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiffBranch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/DiffBranch',
+            agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.DiffBranchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MergeBranch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/MergeBranch',
+            agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.MergeBranchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DiscardBranch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/DiscardBranch',
+            agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.DiscardBranchResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -80,6 +80,24 @@ class FilesystemStub:
     cursor: each file returns to its content before the first of them
     (docs/changesets.md § Rewind).
     """
+    CreateBranch: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.CreateBranchRequest, _filesystem_pb2.CreateBranchResponse]
+    """CreateBranch forks a directory into a named branch, copy-on-write: it
+    costs one record whatever the directory holds. Calls sending
+    x-agentvfs-branch then read and change the branch (docs/branches.md).
+    """
+    ListBranches: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ListBranchesRequest, _filesystem_pb2.ListBranchesResponse]
+    """ListBranches lists the caller's branches with their base, age and size."""
+    DiffBranch: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.DiffBranchRequest, _filesystem_pb2.DiffBranchResponse]
+    """DiffBranch pages through the files a branch changed against its base
+    now: added, changed, deleted and moved, with unified diffs.
+    """
+    MergeBranch: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.MergeBranchRequest, _filesystem_pb2.MergeBranchResponse]
+    """MergeBranch merges a branch into its base as one changeset, three-way
+    per file; conflicts not resolved in the request are answered and
+    nothing is applied.
+    """
+    DiscardBranch: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.DiscardBranchRequest, _filesystem_pb2.DiscardBranchResponse]
+    """DiscardBranch deletes a branch and its changes."""
     ReadRe: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _grpc.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]
@@ -150,6 +168,24 @@ class FilesystemAsyncStub(FilesystemStub):
     cursor: each file returns to its content before the first of them
     (docs/changesets.md § Rewind).
     """
+    CreateBranch: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.CreateBranchRequest, _filesystem_pb2.CreateBranchResponse]  # type: ignore[assignment]
+    """CreateBranch forks a directory into a named branch, copy-on-write: it
+    costs one record whatever the directory holds. Calls sending
+    x-agentvfs-branch then read and change the branch (docs/branches.md).
+    """
+    ListBranches: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ListBranchesRequest, _filesystem_pb2.ListBranchesResponse]  # type: ignore[assignment]
+    """ListBranches lists the caller's branches with their base, age and size."""
+    DiffBranch: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.DiffBranchRequest, _filesystem_pb2.DiffBranchResponse]  # type: ignore[assignment]
+    """DiffBranch pages through the files a branch changed against its base
+    now: added, changed, deleted and moved, with unified diffs.
+    """
+    MergeBranch: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.MergeBranchRequest, _filesystem_pb2.MergeBranchResponse]  # type: ignore[assignment]
+    """MergeBranch merges a branch into its base as one changeset, three-way
+    per file; conflicts not resolved in the request are answered and
+    nothing is applied.
+    """
+    DiscardBranch: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.DiscardBranchRequest, _filesystem_pb2.DiscardBranchResponse]  # type: ignore[assignment]
+    """DiscardBranch deletes a branch and its changes."""
     ReadRe: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.ReadReRequest, _filesystem_pb2.ReadReResponse]  # type: ignore[assignment]
     """ReadRe returns every match of a regular expression in one file."""
     Grep: _aio.UnaryStreamMultiCallable[_filesystem_pb2.GrepRequest, _filesystem_pb2.GrepResponse]  # type: ignore[assignment]
@@ -289,6 +325,54 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         cursor: each file returns to its content before the first of them
         (docs/changesets.md § Rewind).
         """
+
+    @_abc_1.abstractmethod
+    def CreateBranch(
+        self,
+        request: _filesystem_pb2.CreateBranchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.CreateBranchResponse, _abc.Awaitable[_filesystem_pb2.CreateBranchResponse]]:
+        """CreateBranch forks a directory into a named branch, copy-on-write: it
+        costs one record whatever the directory holds. Calls sending
+        x-agentvfs-branch then read and change the branch (docs/branches.md).
+        """
+
+    @_abc_1.abstractmethod
+    def ListBranches(
+        self,
+        request: _filesystem_pb2.ListBranchesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.ListBranchesResponse, _abc.Awaitable[_filesystem_pb2.ListBranchesResponse]]:
+        """ListBranches lists the caller's branches with their base, age and size."""
+
+    @_abc_1.abstractmethod
+    def DiffBranch(
+        self,
+        request: _filesystem_pb2.DiffBranchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.DiffBranchResponse, _abc.Awaitable[_filesystem_pb2.DiffBranchResponse]]:
+        """DiffBranch pages through the files a branch changed against its base
+        now: added, changed, deleted and moved, with unified diffs.
+        """
+
+    @_abc_1.abstractmethod
+    def MergeBranch(
+        self,
+        request: _filesystem_pb2.MergeBranchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.MergeBranchResponse, _abc.Awaitable[_filesystem_pb2.MergeBranchResponse]]:
+        """MergeBranch merges a branch into its base as one changeset, three-way
+        per file; conflicts not resolved in the request are answered and
+        nothing is applied.
+        """
+
+    @_abc_1.abstractmethod
+    def DiscardBranch(
+        self,
+        request: _filesystem_pb2.DiscardBranchRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.DiscardBranchResponse, _abc.Awaitable[_filesystem_pb2.DiscardBranchResponse]]:
+        """DiscardBranch deletes a branch and its changes."""
 
     @_abc_1.abstractmethod
     def ReadRe(

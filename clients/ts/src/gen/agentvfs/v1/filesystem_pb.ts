@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentvfs/v1/filesystem.proto.
  */
 export const file_agentvfs_v1_filesystem: GenFile = /*@__PURE__*/
-  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8ibgoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgSFAoHdmVyc2lvbhgFIAEoBEgAiAEBQgoKCF92ZXJzaW9uIrsBCgxSZWFkUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgt0b3RhbF9saW5lcxgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEgwKBHBhdGgYBCABKAkSFgoObGluZXNfcmV0dXJuZWQYBSABKAQSDQoFbG9zc3kYBiABKAgSDAoEc2l6ZRgHIAEoBBIxCg1tb2RpZmllZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChBSZWFkQnl0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoHdmVyc2lvbhgCIAEoBEgAiAEBQgoKCF92ZXJzaW9uIkYKEVJlYWRCeXRlc1Jlc3BvbnNlEgwKBGRhdGEYASABKAwSIwoEaW5mbxgCIAEoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvImoKDFdyaXRlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLY3JlYXRlX29ubHkYAyABKAgSFwoKaWZfdmVyc2lvbhgEIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIlYKDVdyaXRlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCJcChFXcml0ZUJ5dGVzUmVxdWVzdBIvCgZoZWFkZXIYASABKAsyHS5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBGtpbmQiXQoQV3JpdGVCeXRlc0hlYWRlchIMCgRwYXRoGAEgASgJEhMKC2NyZWF0ZV9vbmx5GAIgASgIEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJbChJXcml0ZUJ5dGVzUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCKAAQoLRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgpvbGRfc3RyaW5nGAIgASgJEhIKCm5ld19zdHJpbmcYAyABKAkSEwoLcmVwbGFjZV9hbGwYBCABKAgSFwoKaWZfdmVyc2lvbhgFIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIkgKDEVkaXRSZXNwb25zZRIMCgRwYXRoGAEgASgJEhkKEXJlcGxhY2VtZW50c19tYWRlGAIgASgEEg8KB3ZlcnNpb24YAyABKAQiTAoNRWRpdE9wZXJhdGlvbhISCgpvbGRfc3RyaW5nGAEgASgJEhIKCm5ld19zdHJpbmcYAiABKAkSEwoLcmVwbGFjZV9hbGwYAyABKAgicwoQTXVsdGlFZGl0UmVxdWVzdBIMCgRwYXRoGAEgASgJEikKBWVkaXRzGAIgAygLMhouYWdlbnR2ZnMudjEuRWRpdE9wZXJhdGlvbhIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iTQoRTXVsdGlFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIlgKDURlbGV0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIXCgppZl92ZXJzaW9uGAIgASgESACIAQESEQoJcmVjdXJzaXZlGAMgASgIQg0KC19pZl92ZXJzaW9uIjUKDkRlbGV0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNZmlsZXNfZGVsZXRlZBgCIAEoBCJvCgtNb3ZlUmVxdWVzdBIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBEhMKC2NyZWF0ZV9vbmx5GAQgASgIQg0KC19pZl92ZXJzaW9uIlkKDE1vdmVSZXNwb25zZRIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEwoLZmlsZXNfbW92ZWQYAyABKAQSDwoHdmVyc2lvbhgEIAEoBCJECg1Db21taXRSZXF1ZXN0EjMKCm9wZXJhdGlvbnMYASADKAsyHy5hZ2VudHZmcy52MS5DaGFuZ2VzZXRPcGVyYXRpb24ihAIKEkNoYW5nZXNldE9wZXJhdGlvbhIqCgV3cml0ZRgBIAEoCzIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdEgAEigKBGVkaXQYAiABKAsyGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdEgAEjMKCm11bHRpX2VkaXQYAyABKAsyHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0SAASLAoGZGVsZXRlGAQgASgLMhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdEgAEigKBG1vdmUYBSABKAsyGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdEgAQgsKCW9wZXJhdGlvbiJOCg5Db21taXRSZXNwb25zZRIpCgVmaWxlcxgBIAMoCzIaLmFnZW50dmZzLnYxLkNvbW1pdHRlZEZpbGUSEQoJY2hhbmdlc2V0GAIgASgJIqwBCg1SZXdpbmRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoHc2Vzc2lvbhgCIAEoCUgAEhAKBmhhbmRsZRgDIAEoCUgAEg8KBWxhYmVsGAQgASgJSAASEwoJY2hhbmdlc2V0GAUgASgJSAASFgoMc2luY2VfY3Vyc29yGAYgASgJSAASDwoHZHJ5X3J1bhgHIAEoCBINCgVmb3JjZRgIIAEoCEIKCghzZWxlY3RvciJnCgtSZXdvdW5kRmlsZRIMCgRwYXRoGAEgASgJEhQKDGZyb21fdmVyc2lvbhgCIAEoBBISCgp0b192ZXJzaW9uGAMgASgEEg8KB3ZlcnNpb24YBCABKAQSDwoHZGVsZXRlZBgFIAEoCCJaCg5SZXdpbmRSZXNwb25zZRInCgVmaWxlcxgBIAMoCzIYLmFnZW50dmZzLnYxLlJld291bmRGaWxlEgwKBGRpZmYYAiABKAkSEQoJY2hhbmdlc2V0GAMgASgJIk0KDUNvbW1pdHRlZEZpbGUSDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEgwKBHNpemUYAyABKAQSDwoHZGVsZXRlZBgEIAEoCCJQCg1SZWFkUmVSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHcGF0dGVybhgCIAEoCRIUCgdvdmVybGFwGAMgASgESACIAQFCCgoIX292ZXJsYXAiIQoOUmVhZFJlUmVzcG9uc2USDwoHbWF0Y2hlcxgBIAMoCSKkAgoLR3JlcFJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGdsb2IYAyABKAkSDwoHbGl0ZXJhbBgEIAEoCBIYChBjYXNlX2luc2Vuc2l0aXZlGAUgASgIEhMKC21heF9yZXN1bHRzGAYgASgEEhMKC21heF92aXNpdGVkGAcgASgEEhcKD21heF9kdXJhdGlvbl9tcxgIIAEoBBIWCg5pbmNsdWRlX2hpZGRlbhgJIAEoCBIXCg9pbmNsdWRlX2lnbm9yZWQYCiABKAgSFgoOYmVmb3JlX2NvbnRleHQYCyABKA0SFQoNYWZ0ZXJfY29udGV4dBgMIAEoDRIaChJtYXhfY291bnRfcGVyX2ZpbGUYDSABKAQiXwoJR3JlcE1hdGNoEgwKBHBhdGgYASABKAkSEwoLbGluZV9udW1iZXIYAiABKAQSDAoEbGluZRgDIAEoCRINCgVtYXRjaBgEIAEoCRISCgppc19jb250ZXh0GAUgASgIIjQKCUdyZXBCYXRjaBInCgdtYXRjaGVzGAEgAygLMhYuYWdlbnR2ZnMudjEuR3JlcE1hdGNoInAKDEdyZXBSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdyZXBCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IrQBCgtHbG9iUmVxdWVzdBIPCgdwYXR0ZXJuGAEgASgJEgwKBHBhdGgYAiABKAkSEwoLbWF4X3Jlc3VsdHMYAyABKAQSFgoOaW5jbHVkZV9oaWRkZW4YBCABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAUgASgIEhMKC21heF92aXNpdGVkGAYgASgEEhcKD21heF9kdXJhdGlvbl9tcxgHIAEoBBISCgpwYXRoc19vbmx5GAggASgIIjMKCUdsb2JCYXRjaBImCgdlbnRyaWVzGAEgAygLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8icAoMR2xvYlJlc3BvbnNlEicKBWJhdGNoGAEgASgLMhYuYWdlbnR2ZnMudjEuR2xvYkJhdGNoSAASLQoHc3VtbWFyeRgCIAEoCzIaLmFnZW50dmZzLnYxLlNlYXJjaFN1bW1hcnlIAEIICgZyZXN1bHQiPAoNU2VhcmNoUHJvYmxlbRIMCgRwYXRoGAEgASgJEgwKBGNvZGUYAiABKAkSDwoHbWVzc2FnZRgDIAEoCSK6AgoNU2VhcmNoU3VtbWFyeRIPCgd2aXNpdGVkGAEgASgEEg8KB21hdGNoZWQYAiABKAQSFgoOZmlsZXNfc2VhcmNoZWQYAyABKAQSFwoPc2tpcHBlZF9pZ25vcmVkGAQgASgEEhYKDnNraXBwZWRfaGlkZGVuGAUgASgEEhYKDnNraXBwZWRfYmluYXJ5GAYgASgEEhkKEXNraXBwZWRfdG9vX2xhcmdlGAcgASgEEhIKCmVsYXBzZWRfbXMYCCABKAQSMgoOYWJvcnRlZF9yZWFzb24YCSABKA4yGi5hZ2VudHZmcy52MS5BYm9ydGVkUmVhc29uEhUKDW1hdGNoZWRfZmlsZXMYCiABKAQSLAoIcHJvYmxlbXMYCyADKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hQcm9ibGVtIlQKDFdhdGNoUmVxdWVzdBIMCgRwYXRoGAEgASgJEg4KBmN1cnNvchgCIAEoCRIQCghmcm9tX25vdxgDIAEoCBIUCgxzdG9wX2F0X2hlYWQYBCABKAgiqgIKC0NoYW5nZUV2ZW50EgwKBHBhdGgYASABKAkSJQoEa2luZBgCIAEoDjIXLmFnZW50dmZzLnYxLkNoYW5nZUtpbmQSDwoHdmVyc2lvbhgDIAEoBBIMCgRzaXplGAQgASgEEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgGIAEoCRIOCgZoYW5kbGUYByABKAkSEQoJb3BlcmF0aW9uGAggASgJEhAKCGV4dGVybmFsGAkgASgIEhIKCm1vdmVkX3BhdGgYCiABKAkSDgoGY3Vyc29yGAsgASgJEg8KB3Nlc3Npb24YDCABKAkSDQoFbGFiZWwYDSABKAkSEQoJY2hhbmdlc2V0GA4gASgJIkkKDVdhdGNoUmVzcG9uc2USKAoGZXZlbnRzGAEgAygLMhguYWdlbnR2ZnMudjEuQ2hhbmdlRXZlbnQSDgoGY3Vyc29yGAIgASgJIiMKE0xpc3RWZXJzaW9uc1JlcXVlc3QSDAoEcGF0aBgBIAEoCSLhAQoLRmlsZVZlcnNpb24SDwoHdmVyc2lvbhgBIAEoBBIMCgRzaXplGAIgASgEEigKBHRpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKCXByaW5jaXBhbBgEIAEoCRIOCgZoYW5kbGUYBSABKAkSEQoJb3BlcmF0aW9uGAYgASgJEg8KB2RlbGV0ZWQYByABKAgSDwoHY3VycmVudBgIIAEoCBIPCgdzZXNzaW9uGAkgASgJEg0KBWxhYmVsGAogASgJEhEKCWNoYW5nZXNldBgLIAEoCSJQChRMaXN0VmVyc2lvbnNSZXNwb25zZRIMCgRwYXRoGAEgASgJEioKCHZlcnNpb25zGAIgAygLMhguYWdlbnR2ZnMudjEuRmlsZVZlcnNpb24iVwoOUmVzdG9yZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJyCg9SZXN0b3JlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIPCgd2ZXJzaW9uGAIgASgEEhgKEHJlc3RvcmVkX3ZlcnNpb24YAyABKAQSFQoNYnl0ZXNfd3JpdHRlbhgEIAEoBBIPCgdjcmVhdGVkGAUgASgIIlkKC0RpZmZSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhcKCnRvX3ZlcnNpb24YAyABKARIAIgBAUINCgtfdG9fdmVyc2lvbiKHAQoMRGlmZlJlc3BvbnNlEgwKBHBhdGgYASABKAkSFAoMZnJvbV92ZXJzaW9uGAIgASgEEhIKCnRvX3ZlcnNpb24YAyABKAQSDAoEZGlmZhgEIAEoCRINCgVhZGRlZBgFIAEoBBIPCgdyZW1vdmVkGAYgASgEEhEKCXRydW5jYXRlZBgHIAEoCCqmAQoNQWJvcnRlZFJlYXNvbhIeChpBQk9SVEVEX1JFQVNPTl9VTlNQRUNJRklFRBAAEhgKFEFCT1JURURfUkVBU09OX0xJTUlUEAESHgoaQUJPUlRFRF9SRUFTT05fQ09VTlRfTElNSVQQAhIdChlBQk9SVEVEX1JFQVNPTl9USU1FX0xJTUlUEAMSHAoYQUJPUlRFRF9SRUFTT05fQ0FOQ0VMTEVEEAQqdQoKQ2hhbmdlS2luZBIbChdDSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEhcKE0NIQU5HRV9LSU5EX0NSRUFURUQQARIYChRDSEFOR0VfS0lORF9NT0RJRklFRBACEhcKE0NIQU5HRV9LSU5EX0RFTEVURUQQAzKYCgoKRmlsZXN5c3RlbRJHCghMaXN0SW5mbxIcLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVxdWVzdBodLmFnZW50dmZzLnYxLkxpc3RJbmZvUmVzcG9uc2USOwoEU3RhdBIYLmFnZW50dmZzLnYxLlN0YXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuU3RhdFJlc3BvbnNlEjsKBFJlYWQSGC5hZ2VudHZmcy52MS5SZWFkUmVxdWVzdBoZLmFnZW50dmZzLnYxLlJlYWRSZXNwb25zZRJMCglSZWFkQnl0ZXMSHS5hZ2VudHZmcy52MS5SZWFkQnl0ZXNSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVzcG9uc2UwARI+CgVXcml0ZRIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdBoaLmFnZW50dmZzLnYxLldyaXRlUmVzcG9uc2USTwoKV3JpdGVCeXRlcxIeLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXF1ZXN0Gh8uYWdlbnR2ZnMudjEuV3JpdGVCeXRlc1Jlc3BvbnNlKAESOwoERWRpdBIYLmFnZW50dmZzLnYxLkVkaXRSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRWRpdFJlc3BvbnNlEkoKCU11bHRpRWRpdBIdLmFnZW50dmZzLnYxLk11bHRpRWRpdFJlcXVlc3QaHi5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXNwb25zZRJBCgZEZWxldGUSGi5hZ2VudHZmcy52MS5EZWxldGVSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuRGVsZXRlUmVzcG9uc2USOwoETW92ZRIYLmFnZW50dmZzLnYxLk1vdmVSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuTW92ZVJlc3BvbnNlEkEKBkNvbW1pdBIaLmFnZW50dmZzLnYxLkNvbW1pdFJlcXVlc3QaGy5hZ2VudHZmcy52MS5Db21taXRSZXNwb25zZRJBCgZSZXdpbmQSGi5hZ2VudHZmcy52MS5SZXdpbmRSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuUmV3aW5kUmVzcG9uc2USQQoGUmVhZFJlEhouYWdlbnR2ZnMudjEuUmVhZFJlUmVxdWVzdBobLmFnZW50dmZzLnYxLlJlYWRSZVJlc3BvbnNlEj0KBEdyZXASGC5hZ2VudHZmcy52MS5HcmVwUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdyZXBSZXNwb25zZTABEj0KBEdsb2ISGC5hZ2VudHZmcy52MS5HbG9iUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdsb2JSZXNwb25zZTABEkAKBVdhdGNoEhkuYWdlbnR2ZnMudjEuV2F0Y2hSZXF1ZXN0GhouYWdlbnR2ZnMudjEuV2F0Y2hSZXNwb25zZTABElMKDExpc3RWZXJzaW9ucxIgLmFnZW50dmZzLnYxLkxpc3RWZXJzaW9uc1JlcXVlc3QaIS5hZ2VudHZmcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZRJECgdSZXN0b3JlEhsuYWdlbnR2ZnMudjEuUmVzdG9yZVJlcXVlc3QaHC5hZ2VudHZmcy52MS5SZXN0b3JlUmVzcG9uc2USOwoERGlmZhIYLmFnZW50dmZzLnYxLkRpZmZSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRGlmZlJlc3BvbnNlQrMBCg9jb20uYWdlbnR2ZnMudjFCD0ZpbGVzeXN0ZW1Qcm90b1ABWkJnaXRodWIuY29tL2FnZW50dmZzL2FnZW50dmZzL2NsaWVudHMvZ28vZ2VuL2FnZW50dmZzL3YxO2FnZW50dmZzdjGiAgNBWFiqAgtBZ2VudHZmcy5WMcoCC0FnZW50dmZzXFYx4gIXQWdlbnR2ZnNcVjFcR1BCTWV0YWRhdGHqAgxBZ2VudHZmczo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("ChxhZ2VudHZmcy92MS9maWxlc3lzdGVtLnByb3RvEgthZ2VudHZmcy52MSLGAQoIRmlsZUluZm8SDAoEcGF0aBgBIAEoCRIUCgxpc19kaXJlY3RvcnkYAiABKAgSDAoEc2l6ZRgDIAEoBBIxCg1tb2RpZmllZF90aW1lGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxjcmVhdGVkX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg8KB3ZlcnNpb24YBiABKAQSEgoKaXNfc3ltbGluaxgHIAEoCCIfCg9MaXN0SW5mb1JlcXVlc3QSDAoEcGF0aBgBIAEoCSI6ChBMaXN0SW5mb1Jlc3BvbnNlEiYKB2VudHJpZXMYASADKAsyFS5hZ2VudHZmcy52MS5GaWxlSW5mbyIbCgtTdGF0UmVxdWVzdBIMCgRwYXRoGAEgASgJIjMKDFN0YXRSZXNwb25zZRIjCgRpbmZvGAEgASgLMhUuYWdlbnR2ZnMudjEuRmlsZUluZm8ibgoLUmVhZFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZvZmZzZXQYAiABKAQSDQoFbGltaXQYAyABKAQSEAoIbnVtYmVyZWQYBCABKAgSFAoHdmVyc2lvbhgFIAEoBEgAiAEBQgoKCF92ZXJzaW9uIrsBCgxSZWFkUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgt0b3RhbF9saW5lcxgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEEgwKBHBhdGgYBCABKAkSFgoObGluZXNfcmV0dXJuZWQYBSABKAQSDQoFbG9zc3kYBiABKAgSDAoEc2l6ZRgHIAEoBBIxCg1tb2RpZmllZF90aW1lGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJCChBSZWFkQnl0ZXNSZXF1ZXN0EgwKBHBhdGgYASABKAkSFAoHdmVyc2lvbhgCIAEoBEgAiAEBQgoKCF92ZXJzaW9uIkYKEVJlYWRCeXRlc1Jlc3BvbnNlEgwKBGRhdGEYASABKAwSIwoEaW5mbxgCIAEoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvImoKDFdyaXRlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB2NvbnRlbnQYAiABKAkSEwoLY3JlYXRlX29ubHkYAyABKAgSFwoKaWZfdmVyc2lvbhgEIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIlYKDVdyaXRlUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCJcChFXcml0ZUJ5dGVzUmVxdWVzdBIvCgZoZWFkZXIYASABKAsyHS5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzSGVhZGVySAASDgoEZGF0YRgCIAEoDEgAQgYKBGtpbmQiXQoQV3JpdGVCeXRlc0hlYWRlchIMCgRwYXRoGAEgASgJEhMKC2NyZWF0ZV9vbmx5GAIgASgIEhcKCmlmX3ZlcnNpb24YAyABKARIAIgBAUINCgtfaWZfdmVyc2lvbiJbChJXcml0ZUJ5dGVzUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIVCg1ieXRlc193cml0dGVuGAIgASgEEg8KB3ZlcnNpb24YAyABKAQSDwoHY3JlYXRlZBgEIAEoCCKAAQoLRWRpdFJlcXVlc3QSDAoEcGF0aBgBIAEoCRISCgpvbGRfc3RyaW5nGAIgASgJEhIKCm5ld19zdHJpbmcYAyABKAkSEwoLcmVwbGFjZV9hbGwYBCABKAgSFwoKaWZfdmVyc2lvbhgFIAEoBEgAiAEBQg0KC19pZl92ZXJzaW9uIkgKDEVkaXRSZXNwb25zZRIMCgRwYXRoGAEgASgJEhkKEXJlcGxhY2VtZW50c19tYWRlGAIgASgEEg8KB3ZlcnNpb24YAyABKAQiTAoNRWRpdE9wZXJhdGlvbhISCgpvbGRfc3RyaW5nGAEgASgJEhIKCm5ld19zdHJpbmcYAiABKAkSEwoLcmVwbGFjZV9hbGwYAyABKAgicwoQTXVsdGlFZGl0UmVxdWVzdBIMCgRwYXRoGAEgASgJEikKBWVkaXRzGAIgAygLMhouYWdlbnR2ZnMudjEuRWRpdE9wZXJhdGlvbhIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24iTQoRTXVsdGlFZGl0UmVzcG9uc2USDAoEcGF0aBgBIAEoCRIZChFyZXBsYWNlbWVudHNfbWFkZRgCIAEoBBIPCgd2ZXJzaW9uGAMgASgEIlgKDURlbGV0ZVJlcXVlc3QSDAoEcGF0aBgBIAEoCRIXCgppZl92ZXJzaW9uGAIgASgESACIAQESEQoJcmVjdXJzaXZlGAMgASgIQg0KC19pZl92ZXJzaW9uIjUKDkRlbGV0ZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSFQoNZmlsZXNfZGVsZXRlZBgCIAEoBCJvCgtNb3ZlUmVxdWVzdBIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSFwoKaWZfdmVyc2lvbhgDIAEoBEgAiAEBEhMKC2NyZWF0ZV9vbmx5GAQgASgIQg0KC19pZl92ZXJzaW9uIlkKDE1vdmVSZXNwb25zZRIOCgZzb3VyY2UYASABKAkSEwoLZGVzdGluYXRpb24YAiABKAkSEwoLZmlsZXNfbW92ZWQYAyABKAQSDwoHdmVyc2lvbhgEIAEoBCJECg1Db21taXRSZXF1ZXN0EjMKCm9wZXJhdGlvbnMYASADKAsyHy5hZ2VudHZmcy52MS5DaGFuZ2VzZXRPcGVyYXRpb24ihAIKEkNoYW5nZXNldE9wZXJhdGlvbhIqCgV3cml0ZRgBIAEoCzIZLmFnZW50dmZzLnYxLldyaXRlUmVxdWVzdEgAEigKBGVkaXQYAiABKAsyGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdEgAEjMKCm11bHRpX2VkaXQYAyABKAsyHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0SAASLAoGZGVsZXRlGAQgASgLMhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdEgAEigKBG1vdmUYBSABKAsyGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdEgAQgsKCW9wZXJhdGlvbiJOCg5Db21taXRSZXNwb25zZRIpCgVmaWxlcxgBIAMoCzIaLmFnZW50dmZzLnYxLkNvbW1pdHRlZEZpbGUSEQoJY2hhbmdlc2V0GAIgASgJIqwBCg1SZXdpbmRSZXF1ZXN0EgwKBHBhdGgYASABKAkSEQoHc2Vzc2lvbhgCIAEoCUgAEhAKBmhhbmRsZRgDIAEoCUgAEg8KBWxhYmVsGAQgASgJSAASEwoJY2hhbmdlc2V0GAUgASgJSAASFgoMc2luY2VfY3Vyc29yGAYgASgJSAASDwoHZHJ5X3J1bhgHIAEoCBINCgVmb3JjZRgIIAEoCEIKCghzZWxlY3RvciJnCgtSZXdvdW5kRmlsZRIMCgRwYXRoGAEgASgJEhQKDGZyb21fdmVyc2lvbhgCIAEoBBISCgp0b192ZXJzaW9uGAMgASgEEg8KB3ZlcnNpb24YBCABKAQSDwoHZGVsZXRlZBgFIAEoCCJaCg5SZXdpbmRSZXNwb25zZRInCgVmaWxlcxgBIAMoCzIYLmFnZW50dmZzLnYxLlJld291bmRGaWxlEgwKBGRpZmYYAiABKAkSEQoJY2hhbmdlc2V0GAMgASgJIjEKE0NyZWF0ZUJyYW5jaFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRwYXRoGAIgASgJIo0BCgZCcmFuY2gSDAoEbmFtZRgBIAEoCRIMCgRyb290GAIgASgJEjAKDGNyZWF0ZWRfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHY3JlYXRvchgEIAEoCRIVCg1maWxlc19jaGFuZ2VkGAUgASgEEg0KBWJ5dGVzGAYgASgEIjsKFENyZWF0ZUJyYW5jaFJlc3BvbnNlEiMKBmJyYW5jaBgBIAEoCzITLmFnZW50dmZzLnYxLkJyYW5jaCIVChNMaXN0QnJhbmNoZXNSZXF1ZXN0Ij0KFExpc3RCcmFuY2hlc1Jlc3BvbnNlEiUKCGJyYW5jaGVzGAEgAygLMhMuYWdlbnR2ZnMudjEuQnJhbmNoIj8KEURpZmZCcmFuY2hSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFYWZ0ZXIYAiABKAkSDQoFbGltaXQYAyABKA0iSAoOQnJhbmNoRmlsZURpZmYSDAoEcGF0aBgBIAEoCRIMCgRraW5kGAIgASgJEgwKBGZyb20YAyABKAkSDAoEZGlmZhgEIAEoCSJUChJEaWZmQnJhbmNoUmVzcG9uc2USKgoFZmlsZXMYASADKAsyGy5hZ2VudHZmcy52MS5CcmFuY2hGaWxlRGlmZhISCgpuZXh0X2FmdGVyGAIgASgJIlIKD01lcmdlUmVzb2x1dGlvbhIMCgRwYXRoGAEgASgJEhEKB2NvbnRlbnQYAiABKAxIABIQCgZkZWxldGUYAyABKAhIAEIMCgpyZXNvbHV0aW9uImYKEk1lcmdlQnJhbmNoUmVxdWVzdBIMCgRuYW1lGAEgASgJEjEKC3Jlc29sdXRpb25zGAIgAygLMhwuYWdlbnR2ZnMudjEuTWVyZ2VSZXNvbHV0aW9uEg8KB2Rpc2NhcmQYAyABKAgikwEKDU1lcmdlQ29uZmxpY3QSDAoEcGF0aBgBIAEoCRIVCghhbmNlc3RvchgCIAEoDEgAiAEBEhMKBmJyYW5jaBgDIAEoDEgBiAEBEhEKBGJhc2UYBCABKAxIAogBARIUCgxiYXNlX3ZlcnNpb24YBSABKARCCwoJX2FuY2VzdG9yQgkKB19icmFuY2hCBwoFX2Jhc2UilQEKE01lcmdlQnJhbmNoUmVzcG9uc2USEQoJY2hhbmdlc2V0GAEgASgJEikKBWZpbGVzGAIgAygLMhouYWdlbnR2ZnMudjEuQ29tbWl0dGVkRmlsZRItCgljb25mbGljdHMYAyADKAsyGi5hZ2VudHZmcy52MS5NZXJnZUNvbmZsaWN0EhEKCWRpc2NhcmRlZBgEIAEoCCIkChREaXNjYXJkQnJhbmNoUmVxdWVzdBIMCgRuYW1lGAEgASgJIhcKFURpc2NhcmRCcmFuY2hSZXNwb25zZSJNCg1Db21taXR0ZWRGaWxlEgwKBHBhdGgYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIMCgRzaXplGAMgASgEEg8KB2RlbGV0ZWQYBCABKAgiUAoNUmVhZFJlUmVxdWVzdBIMCgRwYXRoGAEgASgJEg8KB3BhdHRlcm4YAiABKAkSFAoHb3ZlcmxhcBgDIAEoBEgAiAEBQgoKCF9vdmVybGFwIiEKDlJlYWRSZVJlc3BvbnNlEg8KB21hdGNoZXMYASADKAkipAIKC0dyZXBSZXF1ZXN0Eg8KB3BhdHRlcm4YASABKAkSDAoEcGF0aBgCIAEoCRIMCgRnbG9iGAMgASgJEg8KB2xpdGVyYWwYBCABKAgSGAoQY2FzZV9pbnNlbnNpdGl2ZRgFIAEoCBITCgttYXhfcmVzdWx0cxgGIAEoBBITCgttYXhfdmlzaXRlZBgHIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYCCABKAQSFgoOaW5jbHVkZV9oaWRkZW4YCSABKAgSFwoPaW5jbHVkZV9pZ25vcmVkGAogASgIEhYKDmJlZm9yZV9jb250ZXh0GAsgASgNEhUKDWFmdGVyX2NvbnRleHQYDCABKA0SGgoSbWF4X2NvdW50X3Blcl9maWxlGA0gASgEIl8KCUdyZXBNYXRjaBIMCgRwYXRoGAEgASgJEhMKC2xpbmVfbnVtYmVyGAIgASgEEgwKBGxpbmUYAyABKAkSDQoFbWF0Y2gYBCABKAkSEgoKaXNfY29udGV4dBgFIAEoCCI0CglHcmVwQmF0Y2gSJwoHbWF0Y2hlcxgBIAMoCzIWLmFnZW50dmZzLnYxLkdyZXBNYXRjaCJwCgxHcmVwUmVzcG9uc2USJwoFYmF0Y2gYASABKAsyFi5hZ2VudHZmcy52MS5HcmVwQmF0Y2hIABItCgdzdW1tYXJ5GAIgASgLMhouYWdlbnR2ZnMudjEuU2VhcmNoU3VtbWFyeUgAQggKBnJlc3VsdCK0AQoLR2xvYlJlcXVlc3QSDwoHcGF0dGVybhgBIAEoCRIMCgRwYXRoGAIgASgJEhMKC21heF9yZXN1bHRzGAMgASgEEhYKDmluY2x1ZGVfaGlkZGVuGAQgASgIEhcKD2luY2x1ZGVfaWdub3JlZBgFIAEoCBITCgttYXhfdmlzaXRlZBgGIAEoBBIXCg9tYXhfZHVyYXRpb25fbXMYByABKAQSEgoKcGF0aHNfb25seRgIIAEoCCIzCglHbG9iQmF0Y2gSJgoHZW50cmllcxgBIAMoCzIVLmFnZW50dmZzLnYxLkZpbGVJbmZvInAKDEdsb2JSZXNwb25zZRInCgViYXRjaBgBIAEoCzIWLmFnZW50dmZzLnYxLkdsb2JCYXRjaEgAEi0KB3N1bW1hcnkYAiABKAsyGi5hZ2VudHZmcy52MS5TZWFyY2hTdW1tYXJ5SABCCAoGcmVzdWx0IjwKDVNlYXJjaFByb2JsZW0SDAoEcGF0aBgBIAEoCRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkiugIKDVNlYXJjaFN1bW1hcnkSDwoHdmlzaXRlZBgBIAEoBBIPCgdtYXRjaGVkGAIgASgEEhYKDmZpbGVzX3NlYXJjaGVkGAMgASgEEhcKD3NraXBwZWRfaWdub3JlZBgEIAEoBBIWCg5za2lwcGVkX2hpZGRlbhgFIAEoBBIWCg5za2lwcGVkX2JpbmFyeRgGIAEoBBIZChFza2lwcGVkX3Rvb19sYXJnZRgHIAEoBBISCgplbGFwc2VkX21zGAggASgEEjIKDmFib3J0ZWRfcmVhc29uGAkgASgOMhouYWdlbnR2ZnMudjEuQWJvcnRlZFJlYXNvbhIVCg1tYXRjaGVkX2ZpbGVzGAogASgEEiwKCHByb2JsZW1zGAsgAygLMhouYWdlbnR2ZnMudjEuU2VhcmNoUHJvYmxlbSJUCgxXYXRjaFJlcXVlc3QSDAoEcGF0aBgBIAEoCRIOCgZjdXJzb3IYAiABKAkSEAoIZnJvbV9ub3cYAyABKAgSFAoMc3RvcF9hdF9oZWFkGAQgASgIIqoCCgtDaGFuZ2VFdmVudBIMCgRwYXRoGAEgASgJEiUKBGtpbmQYAiABKA4yFy5hZ2VudHZmcy52MS5DaGFuZ2VLaW5kEg8KB3ZlcnNpb24YAyABKAQSDAoEc2l6ZRgEIAEoBBIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwcmluY2lwYWwYBiABKAkSDgoGaGFuZGxlGAcgASgJEhEKCW9wZXJhdGlvbhgIIAEoCRIQCghleHRlcm5hbBgJIAEoCBISCgptb3ZlZF9wYXRoGAogASgJEg4KBmN1cnNvchgLIAEoCRIPCgdzZXNzaW9uGAwgASgJEg0KBWxhYmVsGA0gASgJEhEKCWNoYW5nZXNldBgOIAEoCSJJCg1XYXRjaFJlc3BvbnNlEigKBmV2ZW50cxgBIAMoCzIYLmFnZW50dmZzLnYxLkNoYW5nZUV2ZW50Eg4KBmN1cnNvchgCIAEoCSIjChNMaXN0VmVyc2lvbnNSZXF1ZXN0EgwKBHBhdGgYASABKAki4QEKC0ZpbGVWZXJzaW9uEg8KB3ZlcnNpb24YASABKAQSDAoEc2l6ZRgCIAEoBBIoCgR0aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglwcmluY2lwYWwYBCABKAkSDgoGaGFuZGxlGAUgASgJEhEKCW9wZXJhdGlvbhgGIAEoCRIPCgdkZWxldGVkGAcgASgIEg8KB2N1cnJlbnQYCCABKAgSDwoHc2Vzc2lvbhgJIAEoCRINCgVsYWJlbBgKIAEoCRIRCgljaGFuZ2VzZXQYCyABKAkiUAoUTGlzdFZlcnNpb25zUmVzcG9uc2USDAoEcGF0aBgBIAEoCRIqCgh2ZXJzaW9ucxgCIAMoCzIYLmFnZW50dmZzLnYxLkZpbGVWZXJzaW9uIlcKDlJlc3RvcmVSZXF1ZXN0EgwKBHBhdGgYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIXCgppZl92ZXJzaW9uGAMgASgESACIAQFCDQoLX2lmX3ZlcnNpb24icgoPUmVzdG9yZVJlc3BvbnNlEgwKBHBhdGgYASABKAkSDwoHdmVyc2lvbhgCIAEoBBIYChByZXN0b3JlZF92ZXJzaW9uGAMgASgEEhUKDWJ5dGVzX3dyaXR0ZW4YBCABKAQSDwoHY3JlYXRlZBgFIAEoCCJZCgtEaWZmUmVxdWVzdBIMCgRwYXRoGAEgASgJEhQKDGZyb21fdmVyc2lvbhgCIAEoBBIXCgp0b192ZXJzaW9uGAMgASgESACIAQFCDQoLX3RvX3ZlcnNpb24ihwEKDERpZmZSZXNwb25zZRIMCgRwYXRoGAEgASgJEhQKDGZyb21fdmVyc2lvbhgCIAEoBBISCgp0b192ZXJzaW9uGAMgASgEEgwKBGRpZmYYBCABKAkSDQoFYWRkZWQYBSABKAQSDwoHcmVtb3ZlZBgGIAEoBBIRCgl0cnVuY2F0ZWQYByABKAgqpgEKDUFib3J0ZWRSZWFzb24SHgoaQUJPUlRFRF9SRUFTT05fVU5TUEVDSUZJRUQQABIYChRBQk9SVEVEX1JFQVNPTl9MSU1JVBABEh4KGkFCT1JURURfUkVBU09OX0NPVU5UX0xJTUlUEAISHQoZQUJPUlRFRF9SRUFTT05fVElNRV9MSU1JVBADEhwKGEFCT1JURURfUkVBU09OX0NBTkNFTExFRBAEKnUKCkNoYW5nZUtpbmQSGwoXQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIXChNDSEFOR0VfS0lORF9DUkVBVEVEEAESGAoUQ0hBTkdFX0tJTkRfTU9ESUZJRUQQAhIXChNDSEFOR0VfS0lORF9ERUxFVEVEEAMyuw0KCkZpbGVzeXN0ZW0SRwoITGlzdEluZm8SHC5hZ2VudHZmcy52MS5MaXN0SW5mb1JlcXVlc3QaHS5hZ2VudHZmcy52MS5MaXN0SW5mb1Jlc3BvbnNlEjsKBFN0YXQSGC5hZ2VudHZmcy52MS5TdGF0UmVxdWVzdBoZLmFnZW50dmZzLnYxLlN0YXRSZXNwb25zZRI7CgRSZWFkEhguYWdlbnR2ZnMudjEuUmVhZFJlcXVlc3QaGS5hZ2VudHZmcy52MS5SZWFkUmVzcG9uc2USTAoJUmVhZEJ5dGVzEh0uYWdlbnR2ZnMudjEuUmVhZEJ5dGVzUmVxdWVzdBoeLmFnZW50dmZzLnYxLlJlYWRCeXRlc1Jlc3BvbnNlMAESPgoFV3JpdGUSGS5hZ2VudHZmcy52MS5Xcml0ZVJlcXVlc3QaGi5hZ2VudHZmcy52MS5Xcml0ZVJlc3BvbnNlEk8KCldyaXRlQnl0ZXMSHi5hZ2VudHZmcy52MS5Xcml0ZUJ5dGVzUmVxdWVzdBofLmFnZW50dmZzLnYxLldyaXRlQnl0ZXNSZXNwb25zZSgBEjsKBEVkaXQSGC5hZ2VudHZmcy52MS5FZGl0UmVxdWVzdBoZLmFnZW50dmZzLnYxLkVkaXRSZXNwb25zZRJKCglNdWx0aUVkaXQSHS5hZ2VudHZmcy52MS5NdWx0aUVkaXRSZXF1ZXN0Gh4uYWdlbnR2ZnMudjEuTXVsdGlFZGl0UmVzcG9uc2USQQoGRGVsZXRlEhouYWdlbnR2ZnMudjEuRGVsZXRlUmVxdWVzdBobLmFnZW50dmZzLnYxLkRlbGV0ZVJlc3BvbnNlEjsKBE1vdmUSGC5hZ2VudHZmcy52MS5Nb3ZlUmVxdWVzdBoZLmFnZW50dmZzLnYxLk1vdmVSZXNwb25zZRJBCgZDb21taXQSGi5hZ2VudHZmcy52MS5Db21taXRSZXF1ZXN0GhsuYWdlbnR2ZnMudjEuQ29tbWl0UmVzcG9uc2USQQoGUmV3aW5kEhouYWdlbnR2ZnMudjEuUmV3aW5kUmVxdWVzdBobLmFnZW50dmZzLnYxLlJld2luZFJlc3BvbnNlElMKDENyZWF0ZUJyYW5jaBIgLmFnZW50dmZzLnYxLkNyZWF0ZUJyYW5jaFJlcXVlc3QaIS5hZ2VudHZmcy52MS5DcmVhdGVCcmFuY2hSZXNwb25zZRJTCgxMaXN0QnJhbmNoZXMSIC5hZ2VudHZmcy52MS5MaXN0QnJhbmNoZXNSZXF1ZXN0GiEuYWdlbnR2ZnMudjEuTGlzdEJyYW5jaGVzUmVzcG9uc2USTQoKRGlmZkJyYW5jaBIeLmFnZW50dmZzLnYxLkRpZmZCcmFuY2hSZXF1ZXN0Gh8uYWdlbnR2ZnMudjEuRGlmZkJyYW5jaFJlc3BvbnNlElAKC01lcmdlQnJhbmNoEh8uYWdlbnR2ZnMudjEuTWVyZ2VCcmFuY2hSZXF1ZXN0GiAuYWdlbnR2ZnMudjEuTWVyZ2VCcmFuY2hSZXNwb25zZRJWCg1EaXNjYXJkQnJhbmNoEiEuYWdlbnR2ZnMudjEuRGlzY2FyZEJyYW5jaFJlcXVlc3QaIi5hZ2VudHZmcy52MS5EaXNjYXJkQnJhbmNoUmVzcG9uc2USQQoGUmVhZFJlEhouYWdlbnR2ZnMudjEuUmVhZFJlUmVxdWVzdBobLmFnZW50dmZzLnYxLlJlYWRSZVJlc3BvbnNlEj0KBEdyZXASGC5hZ2VudHZmcy52MS5HcmVwUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdyZXBSZXNwb25zZTABEj0KBEdsb2ISGC5hZ2VudHZmcy52MS5HbG9iUmVxdWVzdBoZLmFnZW50dmZzLnYxLkdsb2JSZXNwb25zZTABEkAKBVdhdGNoEhkuYWdlbnR2ZnMudjEuV2F0Y2hSZXF1ZXN0GhouYWdlbnR2ZnMudjEuV2F0Y2hSZXNwb25zZTABElMKDExpc3RWZXJzaW9ucxIgLmFnZW50dmZzLnYxLkxpc3RWZXJzaW9uc1JlcXVlc3QaIS5hZ2VudHZmcy52MS5MaXN0VmVyc2lvbnNSZXNwb25zZRJECgdSZXN0b3JlEhsuYWdlbnR2ZnMudjEuUmVzdG9yZVJlcXVlc3QaHC5hZ2VudHZmcy52MS5SZXN0b3JlUmVzcG9uc2USOwoERGlmZhIYLmFnZW50dmZzLnYxLkRpZmZSZXF1ZXN0GhkuYWdlbnR2ZnMudjEuRGlmZlJlc3BvbnNlQrMBCg9jb20uYWdlbnR2ZnMudjFCD0ZpbGVzeXN0ZW1Qcm90b1ABWkJnaXRodWIuY29tL2FnZW50dmZzL2FnZW50dmZzL2NsaWVudHMvZ28vZ2VuL2FnZW50dmZzL3YxO2FnZW50dmZzdjGiAgNBWFiqAgtBZ2VudHZmcy5WMcoCC0FnZW50dmZzXFYx4gIXQWdlbnR2ZnNcVjFcR1BCTWV0YWRhdGHqAgxBZ2VudHZmczo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * FileInfo describes one file or directory.
@@ -1020,6 +1020,413 @@ export const RewindResponseSchema: GenMessage<RewindResponse> = /*@__PURE__*/
   messageDesc(file_agentvfs_v1_filesystem, 28);
 
 /**
+ * @generated from message agentvfs.v1.CreateBranchRequest
+ */
+export type CreateBranchRequest = Message<"agentvfs.v1.CreateBranchRequest"> & {
+  /**
+   * The branch's name: 1-128 of letters, digits and -_.@+:~.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The directory to fork, on a State, Store or object mount.
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.CreateBranchRequest.
+ * Use `create(CreateBranchRequestSchema)` to create a new message.
+ */
+export const CreateBranchRequestSchema: GenMessage<CreateBranchRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 29);
+
+/**
+ * A branch.
+ *
+ * @generated from message agentvfs.v1.Branch
+ */
+export type Branch = Message<"agentvfs.v1.Branch"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The directory it forks.
+   *
+   * @generated from field: string root = 2;
+   */
+  root: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_time = 3;
+   */
+  createdTime?: Timestamp | undefined;
+
+  /**
+   * The principal that forked it.
+   *
+   * @generated from field: string creator = 4;
+   */
+  creator: string;
+
+  /**
+   * Files the branch changed, and the bytes of those it holds.
+   *
+   * @generated from field: uint64 files_changed = 5;
+   */
+  filesChanged: bigint;
+
+  /**
+   * @generated from field: uint64 bytes = 6;
+   */
+  bytes: bigint;
+};
+
+/**
+ * Describes the message agentvfs.v1.Branch.
+ * Use `create(BranchSchema)` to create a new message.
+ */
+export const BranchSchema: GenMessage<Branch> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 30);
+
+/**
+ * @generated from message agentvfs.v1.CreateBranchResponse
+ */
+export type CreateBranchResponse = Message<"agentvfs.v1.CreateBranchResponse"> & {
+  /**
+   * @generated from field: agentvfs.v1.Branch branch = 1;
+   */
+  branch?: Branch | undefined;
+};
+
+/**
+ * Describes the message agentvfs.v1.CreateBranchResponse.
+ * Use `create(CreateBranchResponseSchema)` to create a new message.
+ */
+export const CreateBranchResponseSchema: GenMessage<CreateBranchResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 31);
+
+/**
+ * @generated from message agentvfs.v1.ListBranchesRequest
+ */
+export type ListBranchesRequest = Message<"agentvfs.v1.ListBranchesRequest"> & {
+};
+
+/**
+ * Describes the message agentvfs.v1.ListBranchesRequest.
+ * Use `create(ListBranchesRequestSchema)` to create a new message.
+ */
+export const ListBranchesRequestSchema: GenMessage<ListBranchesRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 32);
+
+/**
+ * @generated from message agentvfs.v1.ListBranchesResponse
+ */
+export type ListBranchesResponse = Message<"agentvfs.v1.ListBranchesResponse"> & {
+  /**
+   * @generated from field: repeated agentvfs.v1.Branch branches = 1;
+   */
+  branches: Branch[];
+};
+
+/**
+ * Describes the message agentvfs.v1.ListBranchesResponse.
+ * Use `create(ListBranchesResponseSchema)` to create a new message.
+ */
+export const ListBranchesResponseSchema: GenMessage<ListBranchesResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 33);
+
+/**
+ * @generated from message agentvfs.v1.DiffBranchRequest
+ */
+export type DiffBranchRequest = Message<"agentvfs.v1.DiffBranchRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Start after this path (a previous page's next_after); "" from the start.
+   *
+   * @generated from field: string after = 2;
+   */
+  after: string;
+
+  /**
+   * Most files in the page: 1-1000, 0 for 1000.
+   *
+   * @generated from field: uint32 limit = 3;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message agentvfs.v1.DiffBranchRequest.
+ * Use `create(DiffBranchRequestSchema)` to create a new message.
+ */
+export const DiffBranchRequestSchema: GenMessage<DiffBranchRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 34);
+
+/**
+ * How one file differs between a branch and its base now.
+ *
+ * @generated from message agentvfs.v1.BranchFileDiff
+ */
+export type BranchFileDiff = Message<"agentvfs.v1.BranchFileDiff"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * "added", "changed", "deleted" or "moved".
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * For "moved": where the file was.
+   *
+   * @generated from field: string from = 3;
+   */
+  from: string;
+
+  /**
+   * The unified diff from the base to the branch ("" for a move).
+   *
+   * @generated from field: string diff = 4;
+   */
+  diff: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.BranchFileDiff.
+ * Use `create(BranchFileDiffSchema)` to create a new message.
+ */
+export const BranchFileDiffSchema: GenMessage<BranchFileDiff> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 35);
+
+/**
+ * @generated from message agentvfs.v1.DiffBranchResponse
+ */
+export type DiffBranchResponse = Message<"agentvfs.v1.DiffBranchResponse"> & {
+  /**
+   * @generated from field: repeated agentvfs.v1.BranchFileDiff files = 1;
+   */
+  files: BranchFileDiff[];
+
+  /**
+   * Where the next page starts; "" when this is the last.
+   *
+   * @generated from field: string next_after = 2;
+   */
+  nextAfter: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.DiffBranchResponse.
+ * Use `create(DiffBranchResponseSchema)` to create a new message.
+ */
+export const DiffBranchResponseSchema: GenMessage<DiffBranchResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 36);
+
+/**
+ * How to settle one conflicting file of a merge.
+ *
+ * @generated from message agentvfs.v1.MergeResolution
+ */
+export type MergeResolution = Message<"agentvfs.v1.MergeResolution"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from oneof agentvfs.v1.MergeResolution.resolution
+   */
+  resolution: {
+    /**
+     * The file becomes this content.
+     *
+     * @generated from field: bytes content = 2;
+     */
+    value: Uint8Array;
+    case: "content";
+  } | {
+    /**
+     * The file is deleted.
+     *
+     * @generated from field: bool delete = 3;
+     */
+    value: boolean;
+    case: "delete";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message agentvfs.v1.MergeResolution.
+ * Use `create(MergeResolutionSchema)` to create a new message.
+ */
+export const MergeResolutionSchema: GenMessage<MergeResolution> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 37);
+
+/**
+ * @generated from message agentvfs.v1.MergeBranchRequest
+ */
+export type MergeBranchRequest = Message<"agentvfs.v1.MergeBranchRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Settles conflicts: one per file at most.
+   *
+   * @generated from field: repeated agentvfs.v1.MergeResolution resolutions = 2;
+   */
+  resolutions: MergeResolution[];
+
+  /**
+   * Delete the branch once the merge applied.
+   *
+   * @generated from field: bool discard = 3;
+   */
+  discard: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.MergeBranchRequest.
+ * Use `create(MergeBranchRequestSchema)` to create a new message.
+ */
+export const MergeBranchRequestSchema: GenMessage<MergeBranchRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 38);
+
+/**
+ * A file changed on both sides in ways that do not merge: its three versions.
+ *
+ * @generated from message agentvfs.v1.MergeConflict
+ */
+export type MergeConflict = Message<"agentvfs.v1.MergeConflict"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * The base's content when the branch first changed the file; unset when
+   * there was no file.
+   *
+   * @generated from field: optional bytes ancestor = 2;
+   */
+  ancestor?: Uint8Array | undefined;
+
+  /**
+   * The branch's content; unset when the branch deleted it.
+   *
+   * @generated from field: optional bytes branch = 3;
+   */
+  branch?: Uint8Array | undefined;
+
+  /**
+   * The base's content now; unset when the base deleted it.
+   *
+   * @generated from field: optional bytes base = 4;
+   */
+  base?: Uint8Array | undefined;
+
+  /**
+   * The base's version now (0: none).
+   *
+   * @generated from field: uint64 base_version = 5;
+   */
+  baseVersion: bigint;
+};
+
+/**
+ * Describes the message agentvfs.v1.MergeConflict.
+ * Use `create(MergeConflictSchema)` to create a new message.
+ */
+export const MergeConflictSchema: GenMessage<MergeConflict> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 39);
+
+/**
+ * @generated from message agentvfs.v1.MergeBranchResponse
+ */
+export type MergeBranchResponse = Message<"agentvfs.v1.MergeBranchResponse"> & {
+  /**
+   * The changeset that applied the merge ("" when nothing was applied).
+   *
+   * @generated from field: string changeset = 1;
+   */
+  changeset: string;
+
+  /**
+   * The files the merge changed in the base.
+   *
+   * @generated from field: repeated agentvfs.v1.CommittedFile files = 2;
+   */
+  files: CommittedFile[];
+
+  /**
+   * Files that did not merge; when any is listed, nothing was applied.
+   *
+   * @generated from field: repeated agentvfs.v1.MergeConflict conflicts = 3;
+   */
+  conflicts: MergeConflict[];
+
+  /**
+   * The branch was deleted after the merge.
+   *
+   * @generated from field: bool discarded = 4;
+   */
+  discarded: boolean;
+};
+
+/**
+ * Describes the message agentvfs.v1.MergeBranchResponse.
+ * Use `create(MergeBranchResponseSchema)` to create a new message.
+ */
+export const MergeBranchResponseSchema: GenMessage<MergeBranchResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 40);
+
+/**
+ * @generated from message agentvfs.v1.DiscardBranchRequest
+ */
+export type DiscardBranchRequest = Message<"agentvfs.v1.DiscardBranchRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message agentvfs.v1.DiscardBranchRequest.
+ * Use `create(DiscardBranchRequestSchema)` to create a new message.
+ */
+export const DiscardBranchRequestSchema: GenMessage<DiscardBranchRequest> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 41);
+
+/**
+ * @generated from message agentvfs.v1.DiscardBranchResponse
+ */
+export type DiscardBranchResponse = Message<"agentvfs.v1.DiscardBranchResponse"> & {
+};
+
+/**
+ * Describes the message agentvfs.v1.DiscardBranchResponse.
+ * Use `create(DiscardBranchResponseSchema)` to create a new message.
+ */
+export const DiscardBranchResponseSchema: GenMessage<DiscardBranchResponse> = /*@__PURE__*/
+  messageDesc(file_agentvfs_v1_filesystem, 42);
+
+/**
  * What a committed changeset did to one file.
  *
  * @generated from message agentvfs.v1.CommittedFile
@@ -1058,7 +1465,7 @@ export type CommittedFile = Message<"agentvfs.v1.CommittedFile"> & {
  * Use `create(CommittedFileSchema)` to create a new message.
  */
 export const CommittedFileSchema: GenMessage<CommittedFile> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 29);
+  messageDesc(file_agentvfs_v1_filesystem, 43);
 
 /**
  * @generated from message agentvfs.v1.ReadReRequest
@@ -1090,7 +1497,7 @@ export type ReadReRequest = Message<"agentvfs.v1.ReadReRequest"> & {
  * Use `create(ReadReRequestSchema)` to create a new message.
  */
 export const ReadReRequestSchema: GenMessage<ReadReRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 30);
+  messageDesc(file_agentvfs_v1_filesystem, 44);
 
 /**
  * @generated from message agentvfs.v1.ReadReResponse
@@ -1107,7 +1514,7 @@ export type ReadReResponse = Message<"agentvfs.v1.ReadReResponse"> & {
  * Use `create(ReadReResponseSchema)` to create a new message.
  */
 export const ReadReResponseSchema: GenMessage<ReadReResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 31);
+  messageDesc(file_agentvfs_v1_filesystem, 45);
 
 /**
  * @generated from message agentvfs.v1.GrepRequest
@@ -1198,7 +1605,7 @@ export type GrepRequest = Message<"agentvfs.v1.GrepRequest"> & {
  * Use `create(GrepRequestSchema)` to create a new message.
  */
 export const GrepRequestSchema: GenMessage<GrepRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 32);
+  messageDesc(file_agentvfs_v1_filesystem, 46);
 
 /**
  * GrepMatch is one matching line (or, with is_context, a context line).
@@ -1243,7 +1650,7 @@ export type GrepMatch = Message<"agentvfs.v1.GrepMatch"> & {
  * Use `create(GrepMatchSchema)` to create a new message.
  */
 export const GrepMatchSchema: GenMessage<GrepMatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 33);
+  messageDesc(file_agentvfs_v1_filesystem, 47);
 
 /**
  * @generated from message agentvfs.v1.GrepBatch
@@ -1260,7 +1667,7 @@ export type GrepBatch = Message<"agentvfs.v1.GrepBatch"> & {
  * Use `create(GrepBatchSchema)` to create a new message.
  */
 export const GrepBatchSchema: GenMessage<GrepBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 34);
+  messageDesc(file_agentvfs_v1_filesystem, 48);
 
 /**
  * @generated from message agentvfs.v1.GrepResponse
@@ -1291,7 +1698,7 @@ export type GrepResponse = Message<"agentvfs.v1.GrepResponse"> & {
  * Use `create(GrepResponseSchema)` to create a new message.
  */
 export const GrepResponseSchema: GenMessage<GrepResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 35);
+  messageDesc(file_agentvfs_v1_filesystem, 49);
 
 /**
  * @generated from message agentvfs.v1.GlobRequest
@@ -1354,7 +1761,7 @@ export type GlobRequest = Message<"agentvfs.v1.GlobRequest"> & {
  * Use `create(GlobRequestSchema)` to create a new message.
  */
 export const GlobRequestSchema: GenMessage<GlobRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 36);
+  messageDesc(file_agentvfs_v1_filesystem, 50);
 
 /**
  * @generated from message agentvfs.v1.GlobBatch
@@ -1371,7 +1778,7 @@ export type GlobBatch = Message<"agentvfs.v1.GlobBatch"> & {
  * Use `create(GlobBatchSchema)` to create a new message.
  */
 export const GlobBatchSchema: GenMessage<GlobBatch> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 37);
+  messageDesc(file_agentvfs_v1_filesystem, 51);
 
 /**
  * @generated from message agentvfs.v1.GlobResponse
@@ -1402,7 +1809,7 @@ export type GlobResponse = Message<"agentvfs.v1.GlobResponse"> & {
  * Use `create(GlobResponseSchema)` to create a new message.
  */
 export const GlobResponseSchema: GenMessage<GlobResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 38);
+  messageDesc(file_agentvfs_v1_filesystem, 52);
 
 /**
  * SearchProblem is a soft error met during a search: one unreadable file or a
@@ -1434,7 +1841,7 @@ export type SearchProblem = Message<"agentvfs.v1.SearchProblem"> & {
  * Use `create(SearchProblemSchema)` to create a new message.
  */
 export const SearchProblemSchema: GenMessage<SearchProblem> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 39);
+  messageDesc(file_agentvfs_v1_filesystem, 53);
 
 /**
  * SearchSummary ends every Grep and Glob stream.
@@ -1511,7 +1918,7 @@ export type SearchSummary = Message<"agentvfs.v1.SearchSummary"> & {
  * Use `create(SearchSummarySchema)` to create a new message.
  */
 export const SearchSummarySchema: GenMessage<SearchSummary> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 40);
+  messageDesc(file_agentvfs_v1_filesystem, 54);
 
 /**
  * @generated from message agentvfs.v1.WatchRequest
@@ -1556,7 +1963,7 @@ export type WatchRequest = Message<"agentvfs.v1.WatchRequest"> & {
  * Use `create(WatchRequestSchema)` to create a new message.
  */
 export const WatchRequestSchema: GenMessage<WatchRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 41);
+  messageDesc(file_agentvfs_v1_filesystem, 55);
 
 /**
  * ChangeEvent is one committed change of one file.
@@ -1665,7 +2072,7 @@ export type ChangeEvent = Message<"agentvfs.v1.ChangeEvent"> & {
  * Use `create(ChangeEventSchema)` to create a new message.
  */
 export const ChangeEventSchema: GenMessage<ChangeEvent> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 42);
+  messageDesc(file_agentvfs_v1_filesystem, 56);
 
 /**
  * @generated from message agentvfs.v1.WatchResponse
@@ -1693,7 +2100,7 @@ export type WatchResponse = Message<"agentvfs.v1.WatchResponse"> & {
  * Use `create(WatchResponseSchema)` to create a new message.
  */
 export const WatchResponseSchema: GenMessage<WatchResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 43);
+  messageDesc(file_agentvfs_v1_filesystem, 57);
 
 /**
  * @generated from message agentvfs.v1.ListVersionsRequest
@@ -1710,7 +2117,7 @@ export type ListVersionsRequest = Message<"agentvfs.v1.ListVersionsRequest"> & {
  * Use `create(ListVersionsRequestSchema)` to create a new message.
  */
 export const ListVersionsRequestSchema: GenMessage<ListVersionsRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 44);
+  messageDesc(file_agentvfs_v1_filesystem, 58);
 
 /**
  * FileVersion is one retained version of a file.
@@ -1799,7 +2206,7 @@ export type FileVersion = Message<"agentvfs.v1.FileVersion"> & {
  * Use `create(FileVersionSchema)` to create a new message.
  */
 export const FileVersionSchema: GenMessage<FileVersion> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 45);
+  messageDesc(file_agentvfs_v1_filesystem, 59);
 
 /**
  * @generated from message agentvfs.v1.ListVersionsResponse
@@ -1823,7 +2230,7 @@ export type ListVersionsResponse = Message<"agentvfs.v1.ListVersionsResponse"> &
  * Use `create(ListVersionsResponseSchema)` to create a new message.
  */
 export const ListVersionsResponseSchema: GenMessage<ListVersionsResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 46);
+  messageDesc(file_agentvfs_v1_filesystem, 60);
 
 /**
  * @generated from message agentvfs.v1.RestoreRequest
@@ -1855,7 +2262,7 @@ export type RestoreRequest = Message<"agentvfs.v1.RestoreRequest"> & {
  * Use `create(RestoreRequestSchema)` to create a new message.
  */
 export const RestoreRequestSchema: GenMessage<RestoreRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 47);
+  messageDesc(file_agentvfs_v1_filesystem, 61);
 
 /**
  * @generated from message agentvfs.v1.RestoreResponse
@@ -1898,7 +2305,7 @@ export type RestoreResponse = Message<"agentvfs.v1.RestoreResponse"> & {
  * Use `create(RestoreResponseSchema)` to create a new message.
  */
 export const RestoreResponseSchema: GenMessage<RestoreResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 48);
+  messageDesc(file_agentvfs_v1_filesystem, 62);
 
 /**
  * @generated from message agentvfs.v1.DiffRequest
@@ -1929,7 +2336,7 @@ export type DiffRequest = Message<"agentvfs.v1.DiffRequest"> & {
  * Use `create(DiffRequestSchema)` to create a new message.
  */
 export const DiffRequestSchema: GenMessage<DiffRequest> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 49);
+  messageDesc(file_agentvfs_v1_filesystem, 63);
 
 /**
  * @generated from message agentvfs.v1.DiffResponse
@@ -1981,7 +2388,7 @@ export type DiffResponse = Message<"agentvfs.v1.DiffResponse"> & {
  * Use `create(DiffResponseSchema)` to create a new message.
  */
 export const DiffResponseSchema: GenMessage<DiffResponse> = /*@__PURE__*/
-  messageDesc(file_agentvfs_v1_filesystem, 50);
+  messageDesc(file_agentvfs_v1_filesystem, 64);
 
 /**
  * AbortedReason says why a search stopped before covering everything.
@@ -2215,6 +2622,61 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof RewindRequestSchema;
     output: typeof RewindResponseSchema;
+  },
+  /**
+   * CreateBranch forks a directory into a named branch, copy-on-write: it
+   * costs one record whatever the directory holds. Calls sending
+   * x-agentvfs-branch then read and change the branch (docs/branches.md).
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.CreateBranch
+   */
+  createBranch: {
+    methodKind: "unary";
+    input: typeof CreateBranchRequestSchema;
+    output: typeof CreateBranchResponseSchema;
+  },
+  /**
+   * ListBranches lists the caller's branches with their base, age and size.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.ListBranches
+   */
+  listBranches: {
+    methodKind: "unary";
+    input: typeof ListBranchesRequestSchema;
+    output: typeof ListBranchesResponseSchema;
+  },
+  /**
+   * DiffBranch pages through the files a branch changed against its base
+   * now: added, changed, deleted and moved, with unified diffs.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.DiffBranch
+   */
+  diffBranch: {
+    methodKind: "unary";
+    input: typeof DiffBranchRequestSchema;
+    output: typeof DiffBranchResponseSchema;
+  },
+  /**
+   * MergeBranch merges a branch into its base as one changeset, three-way
+   * per file; conflicts not resolved in the request are answered and
+   * nothing is applied.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.MergeBranch
+   */
+  mergeBranch: {
+    methodKind: "unary";
+    input: typeof MergeBranchRequestSchema;
+    output: typeof MergeBranchResponseSchema;
+  },
+  /**
+   * DiscardBranch deletes a branch and its changes.
+   *
+   * @generated from rpc agentvfs.v1.Filesystem.DiscardBranch
+   */
+  discardBranch: {
+    methodKind: "unary";
+    input: typeof DiscardBranchRequestSchema;
+    output: typeof DiscardBranchResponseSchema;
   },
   /**
    * ReadRe returns every match of a regular expression in one file.

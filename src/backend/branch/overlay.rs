@@ -1,0 +1,929 @@
+//! The `Backend` a call made in a branch goes through: the branch's own
+//! changes (its upper scope) over the base, as `branch`'s module doc
+//! describes. Paths outside the branch's root read the base as it is and
+//! cannot be changed from the branch.
+
+use super::sidecar::{self, BaseRecord};
+use super::walk::ViewFiles;
+use super::{BranchRecord, UPPER_BIT};
+use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
+use crate::backend::{
+    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
+};
+use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
+use crate::entry::Entry;
+use crate::error::{Error, Result};
+use crate::history::FileVersion;
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use crate::search::{SearchPart, SearchRun, sorted};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use tokio::sync::watch;
+
+/// Times a change in a branch is tried against racing writers of the same
+/// files before it answers UNAVAILABLE.
+const MAX_ATTEMPTS: usize = 32;
+/// Most bytes one Move of a directory in a branch carries (it copies the
+/// files it moves into the branch).
+const MAX_MOVE_BYTES: usize = 256 << 20;
+
+/// A branch over the backend holding its mount.
+pub struct Overlay {
+    inner: Arc<dyn Backend>,
+    record: BranchRecord,
+}
+
+/// The version a file the branch changed shows.
+fn tag(version: u64) -> u64 {
+    version | UPPER_BIT
+}
+
+/// The upper scope's version behind a shown one (`None`: a base version).
+fn untag(version: u64) -> Option<u64> {
+    (version & UPPER_BIT != 0).then_some(version & !UPPER_BIT)
+}
+
+fn tagged(mut entry: Entry) -> Entry {
+    if !entry.is_directory() {
+        entry.version = tag(entry.version);
+    }
+    entry
+}
+
+/// The entry at a path, with "nothing there" as `None`.
+fn probe(backend: &dyn Backend, scope: &Scope, path: &VfsPath) -> Result<Option<Entry>> {
+    match backend.stat(scope, path) {
+        Ok(entry) => Ok(Some(entry)),
+        Err(Error::NotFound(_) | Error::NotDirectory(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What one file path is, layer by layer.
+struct Found {
+    /// The branch's file there.
+    upper: Option<Entry>,
+    /// The branch holds a directory there.
+    upper_dir: bool,
+    /// The version of the branch's whiteout of the base's file.
+    whiteout: Option<u64>,
+    /// The branch keeps a base record of the path.
+    based: bool,
+    /// The base's file there (hidden when whited out).
+    base: Option<Entry>,
+    /// The base holds a directory there.
+    base_dir: bool,
+}
+
+impl Found {
+    /// The base's file, unless the branch deleted it.
+    fn base_file(&self) -> Option<&Entry> {
+        self.base.as_ref().filter(|_| self.whiteout.is_none())
+    }
+
+    /// The version of the file the branch shows (`None`: no file).
+    fn current(&self) -> Option<u64> {
+        match &self.upper {
+            Some(e) => Some(tag(e.version)),
+            None => self.base_file().map(|e| e.version),
+        }
+    }
+}
+
+/// One file's part of a change made in the branch.
+struct Intent {
+    path: VfsPath,
+    expect: Expect,
+    action: FileAction,
+}
+
+/// What the file must be at for the change to go on.
+enum Expect {
+    /// A caller's `create_only` / `if_version`.
+    Pre(Precondition),
+    /// Exactly this version, as read (`None`: no file).
+    Exactly(Option<u64>),
+}
+
+impl Overlay {
+    /// The branch `record` over `inner`, the backend holding its mount.
+    pub fn new(inner: Arc<dyn Backend>, record: BranchRecord) -> Overlay {
+        Overlay { inner, record }
+    }
+
+    /// The branch served.
+    pub fn record(&self) -> &BranchRecord {
+        &self.record
+    }
+
+    /// The backend holding the branch's mount.
+    pub(super) fn inner(&self) -> &dyn Backend {
+        self.inner.as_ref()
+    }
+
+    fn within(&self, path: &VfsPath) -> bool {
+        path.is_within(&self.record.root)
+    }
+
+    fn upper(&self, scope: &Scope) -> Scope {
+        self.record.upper_scope(scope)
+    }
+
+    fn base(&self, scope: &Scope) -> Scope {
+        self.record.base_scope(scope)
+    }
+
+    /// Refuses a change to `path` from the branch unless it lies in the
+    /// branch and may be a file there.
+    fn check_changeable(&self, path: &VfsPath) -> Result<()> {
+        if !self.within(path) || *path == self.record.root {
+            return Err(Error::InvalidArgument(format!(
+                "{path} is outside branch {:?}, which forks {}: a call in a branch changes \
+                 only files below its root",
+                self.record.name, self.record.root
+            )));
+        }
+        sidecar::check_writable(path)
+    }
+
+    /// Every layer's view of the file path `path` (below the root).
+    fn find(&self, scope: &Scope, path: &VfsPath) -> Result<Found> {
+        let (up, base) = (self.upper(scope), self.base(scope));
+        let inner = self.inner.as_ref();
+        let upper = probe(inner, &up, path)?;
+        let whiteout = probe(inner, &up, &sidecar::whiteout(path)?)?.map(|e| e.version);
+        let based = probe(inner, &up, &sidecar::base(path)?)?.is_some();
+        let below = probe(inner, &base, path)?;
+        Ok(Found {
+            upper_dir: upper.as_ref().is_some_and(Entry::is_directory),
+            upper: upper.filter(|e| !e.is_directory()),
+            whiteout,
+            based,
+            base_dir: below.as_ref().is_some_and(Entry::is_directory),
+            base: below.filter(|e| !e.is_directory()),
+        })
+    }
+
+    /// True when the branch shows a directory at `dir`.
+    fn shows_directory(&self, scope: &Scope, found: &Found, dir: &VfsPath) -> Result<bool> {
+        Ok(if found.upper_dir {
+            !self.list(scope, dir)?.is_empty()
+        } else {
+            found.base_dir
+        })
+    }
+
+    /// Refuses a file at `path` when one of its parents (below the root) is a
+    /// file in the branch.
+    fn check_parents(&self, scope: &Scope, path: &VfsPath) -> Result<()> {
+        let mut dir = path.parent();
+        while dir != self.record.root && self.within(&dir) {
+            if let Ok(entry) = self.stat(scope, &dir)
+                && !entry.is_directory()
+            {
+                return Err(Error::NotDirectory(dir.to_string()));
+            }
+            dir = dir.parent();
+        }
+        Ok(())
+    }
+
+    /// Every file the branch shows below `dir`, in path order.
+    fn files_below(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(dir) = stack.pop() {
+            let entries = self.list(scope, &dir)?;
+            for entry in entries.into_iter().rev() {
+                if entry.is_directory() {
+                    stack.push(entry.path);
+                } else {
+                    out.push(entry);
+                }
+            }
+            if out.len() > MAX_CHANGESET_FILES / 3 {
+                return Err(Error::TooLarge(format!(
+                    "{dir}: a change in a branch touches at most {} files at once",
+                    MAX_CHANGESET_FILES / 3
+                )));
+            }
+        }
+        out.sort_by_key(|e| e.path.order_key());
+        Ok(out)
+    }
+
+    /// Applies `intents` as one commit of the upper scope, with the
+    /// whiteouts and base records they need; returns each file's result and
+    /// the version it replaced.
+    fn apply(
+        &self,
+        scope: &Scope,
+        intents: &[Intent],
+    ) -> Result<Vec<(FileCommitted, Option<u64>)>> {
+        for intent in intents {
+            self.check_changeable(&intent.path)?;
+        }
+        let (up, base) = (self.upper(scope), self.base(scope));
+        for _ in 0..MAX_ATTEMPTS {
+            let mut changes = Vec::new();
+            let mut reports = Vec::new();
+            for intent in intents {
+                let path = &intent.path;
+                let found = self.find(scope, path)?;
+                let current = found.current();
+                match intent.expect {
+                    Expect::Pre(pre) => pre.check(path, current)?,
+                    Expect::Exactly(seen) if seen != current => {
+                        return Err(Error::VersionMismatch {
+                            path: path.to_string(),
+                            expected: seen.unwrap_or(0),
+                            actual: current.unwrap_or(0),
+                        });
+                    }
+                    Expect::Exactly(_) => {}
+                }
+                let upper_version = found.upper.as_ref().map(|e| e.version);
+                let report = changes.len();
+                match &intent.action {
+                    FileAction::Put { .. } => {
+                        if (found.upper_dir || found.base_dir)
+                            && self.shows_directory(scope, &found, path)?
+                        {
+                            return Err(Error::IsDirectory(path.to_string()));
+                        }
+                        self.check_parents(scope, path)?;
+                        changes.push(FileChange {
+                            path: path.clone(),
+                            expected: upper_version,
+                            action: intent.action.clone(),
+                        });
+                        let whiteout = sidecar::whiteout(path)?;
+                        changes.push(match found.whiteout {
+                            Some(v) => FileChange {
+                                path: whiteout,
+                                expected: Some(v),
+                                action: FileAction::Delete { moved_to: None },
+                            },
+                            None => FileChange {
+                                path: whiteout,
+                                expected: None,
+                                action: FileAction::Check,
+                            },
+                        });
+                        reports.push((report, current, false));
+                    }
+                    FileAction::Delete { .. } => {
+                        if current.is_none() {
+                            return Err(Error::NotFound(path.to_string()));
+                        }
+                        let shadow = match upper_version {
+                            Some(_) => intent.action.clone(),
+                            None => FileAction::Check,
+                        };
+                        changes.push(FileChange {
+                            path: path.clone(),
+                            expected: upper_version,
+                            action: shadow,
+                        });
+                        if found.base_file().is_some() {
+                            reports.push((changes.len(), current, true));
+                            changes.push(FileChange {
+                                path: sidecar::whiteout(path)?,
+                                expected: None,
+                                action: put(Bytes::new()),
+                            });
+                        } else {
+                            reports.push((report, current, true));
+                        }
+                    }
+                    FileAction::Check => {
+                        changes.push(FileChange {
+                            path: path.clone(),
+                            expected: upper_version,
+                            action: FileAction::Check,
+                        });
+                        reports.push((report, current, false));
+                    }
+                }
+                if !found.based && !matches!(intent.action, FileAction::Check) {
+                    let record = match found.base_file() {
+                        Some(entry) => BaseRecord {
+                            version: Some(entry.version),
+                            content: self.inner.read(&base, path)?.0,
+                        },
+                        None => BaseRecord {
+                            version: None,
+                            content: Vec::new(),
+                        },
+                    };
+                    changes.push(FileChange {
+                        path: sidecar::base(path)?,
+                        expected: None,
+                        action: put(Bytes::from(record.encode())),
+                    });
+                }
+            }
+            if let Some(done) = raced(self.inner.commit(&up, &changes))? {
+                {
+                    return Ok(intents
+                        .iter()
+                        .zip(reports)
+                        .map(|(intent, (at, previous, deleted))| {
+                            let result = &done[at];
+                            let version = match intent.action {
+                                FileAction::Check => previous.unwrap_or(0),
+                                _ => tag(result.version),
+                            };
+                            let committed = FileCommitted {
+                                path: intent.path.clone(),
+                                version,
+                                size: if deleted { 0 } else { result.size },
+                                deleted: deleted || result.deleted,
+                            };
+                            (committed, previous)
+                        })
+                        .collect());
+                }
+            }
+        }
+        Err(lost(&intents[0].path))
+    }
+
+    /// Translates the upper scope's change events into the branch's: a
+    /// whiteout made is its file's deletion; base records are bookkeeping.
+    fn shown_change(mut change: Change) -> Option<Change> {
+        if let Some(file) = sidecar::whited_out(&change.path) {
+            if change.kind == ChangeKind::Deleted {
+                return None;
+            }
+            change.path = file;
+            change.kind = ChangeKind::Deleted;
+            change.size = 0;
+        } else if sidecar::based(&change.path).is_some() {
+            return None;
+        }
+        change.version = tag(change.version);
+        Some(change)
+    }
+
+    /// True when a Watch of `root` reads the branch's log (it covers the
+    /// branch's root or lies in it); the base's otherwise.
+    fn watches_branch(&self, root: &VfsPath) -> bool {
+        self.within(root) || self.record.root.is_within(root)
+    }
+}
+
+/// `Ok(None)` when `result` lost a race with another writer (the caller
+/// reads again and retries), else the result.
+fn raced<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(done) => Ok(Some(done)),
+        Err(Error::VersionMismatch { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The error of a change in a branch that lost every race it ran.
+fn lost(path: &VfsPath) -> Error {
+    Error::Unavailable(format!(
+        "a change of {path} in a branch lost {MAX_ATTEMPTS} races with other writers of the \
+         same files; try again"
+    ))
+}
+
+/// A sidecar's write.
+fn put(data: Bytes) -> FileAction {
+    FileAction::Put {
+        data,
+        operation: Operation::Write,
+        moved_from: None,
+    }
+}
+
+impl Backend for Overlay {
+    fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        let base = self.base(scope);
+        if !self.within(dir) {
+            return self.inner.list(&base, dir);
+        }
+        let upper = match self.inner.list(&self.upper(scope), dir) {
+            Ok(entries) => Some(entries),
+            Err(Error::NotFound(_) | Error::NotDirectory(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let below = match self.inner.list(&base, dir) {
+            Ok(entries) => Some(entries),
+            Err(Error::NotFound(_)) => None,
+            Err(Error::NotDirectory(_)) if upper.is_none() => {
+                return match self.stat(scope, dir) {
+                    Ok(_) => Err(Error::NotDirectory(dir.to_string())),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(Error::NotDirectory(_)) => None,
+            Err(e) => return Err(e),
+        };
+        if upper.is_none() && below.is_none() {
+            return match self.stat(scope, dir) {
+                Ok(_) => Err(Error::NotDirectory(dir.to_string())),
+                Err(e) => Err(e),
+            };
+        }
+        let upper = upper.unwrap_or_default();
+        let whiteouts: HashSet<VfsPath> = upper
+            .iter()
+            .filter_map(|e| sidecar::whited_out(&e.path))
+            .collect();
+        let mut shown: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+        for entry in below.unwrap_or_default() {
+            if entry.is_directory() || !whiteouts.contains(&entry.path) {
+                shown.insert(entry.path.order_key(), entry);
+            }
+        }
+        let mut merged_dirs = Vec::new();
+        for entry in upper {
+            if sidecar::is_reserved(entry.path.name()) {
+                continue;
+            }
+            if entry.is_directory() {
+                merged_dirs.push(entry.path.clone());
+                shown.entry(entry.path.order_key()).or_insert(entry);
+            } else {
+                shown.insert(entry.path.order_key(), tagged(entry));
+            }
+        }
+        for dir in merged_dirs {
+            if self.list(scope, &dir)?.is_empty() {
+                shown.remove(&dir.order_key());
+            }
+        }
+        Ok(shown.into_values().collect())
+    }
+
+    fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        if !self.within(path) || *path == self.record.root {
+            return self.inner.stat(&self.base(scope), path);
+        }
+        let found = self.find(scope, path)?;
+        if let Some(entry) = found.upper.clone() {
+            return Ok(tagged(entry));
+        }
+        if let Some(entry) = found.base_file() {
+            return Ok(entry.clone());
+        }
+        if (found.upper_dir || found.base_dir) && self.shows_directory(scope, &found, path)? {
+            let base = probe(self.inner.as_ref(), &self.base(scope), path)?;
+            let upper = probe(self.inner.as_ref(), &self.upper(scope), path)?;
+            if let Some(dir) = base.or(upper) {
+                return Ok(dir);
+            }
+        }
+        Err(Error::NotFound(path.to_string()))
+    }
+
+    fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        let base = self.base(scope);
+        if !self.within(path) || *path == self.record.root {
+            return self.inner.read(&base, path);
+        }
+        let up = self.upper(scope);
+        match self.inner.read(&up, path) {
+            Ok((data, entry)) => return Ok((data, tagged(entry))),
+            Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if probe(self.inner.as_ref(), &up, &sidecar::whiteout(path)?)?.is_some() {
+            return match self.stat(scope, path) {
+                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
+                _ => Err(Error::NotFound(path.to_string())),
+            };
+        }
+        match self.inner.read(&base, path) {
+            Err(Error::IsDirectory(_) | Error::NotFound(_)) => match self.stat(scope, path) {
+                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
+                Ok(_) => self.read(scope, path),
+                Err(e) => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    fn read_chunks(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        max_chunk: usize,
+    ) -> Result<(Entry, ChunkReader)> {
+        let base = self.base(scope);
+        if !self.within(path) || *path == self.record.root {
+            return self.inner.read_chunks(&base, path, max_chunk);
+        }
+        let entry = self.stat(scope, path)?;
+        if entry.is_directory() {
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        match untag(entry.version) {
+            Some(_) => {
+                let (entry, chunks) =
+                    self.inner
+                        .read_chunks(&self.upper(scope), path, max_chunk)?;
+                Ok((tagged(entry), chunks))
+            }
+            None => self.inner.read_chunks(&base, path, max_chunk),
+        }
+    }
+
+    fn write(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        data: Vec<u8>,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        let bytes = data.len() as u64;
+        let intent = Intent {
+            path: path.clone(),
+            expect: Expect::Pre(pre),
+            action: FileAction::Put {
+                data: Bytes::from(data),
+                operation: Operation::Write,
+                moved_from: None,
+            },
+        };
+        let (done, previous) = self.apply(scope, &[intent])?.remove(0);
+        Ok(WriteOutcome {
+            path: path.clone(),
+            bytes_written: bytes,
+            version: done.version,
+            created: previous.is_none(),
+        })
+    }
+
+    fn update(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        f: &mut UpdateFn<'_>,
+    ) -> Result<WriteOutcome> {
+        self.check_changeable(path)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let (data, entry) = self.read(scope, path)?;
+            if let Some(expected) = if_version
+                && expected != entry.version
+            {
+                return Err(Error::VersionMismatch {
+                    path: path.to_string(),
+                    expected,
+                    actual: entry.version,
+                });
+            }
+            let new = f(&data)?;
+            let bytes = new.len() as u64;
+            let intent = Intent {
+                path: path.clone(),
+                expect: Expect::Exactly(Some(entry.version)),
+                action: FileAction::Put {
+                    data: Bytes::from(new),
+                    operation: Operation::Edit,
+                    moved_from: None,
+                },
+            };
+            let Some(mut done) = raced(self.apply(scope, &[intent]))? else {
+                continue;
+            };
+            return Ok(WriteOutcome {
+                path: path.clone(),
+                bytes_written: bytes,
+                version: done.remove(0).0.version,
+                created: false,
+            });
+        }
+        Err(lost(path))
+    }
+
+    fn delete(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        if_version: Option<u64>,
+        recursive: bool,
+    ) -> Result<u64> {
+        if *path != self.record.root {
+            self.check_changeable(path)?;
+        }
+        let entry = self.stat(scope, path)?;
+        if !entry.is_directory() {
+            let intent = Intent {
+                path: path.clone(),
+                expect: Expect::Pre(Precondition {
+                    create_only: false,
+                    if_version,
+                }),
+                action: FileAction::Delete { moved_to: None },
+            };
+            self.apply(scope, &[intent])?;
+            return Ok(1);
+        }
+        check_directory_delete(path, if_version, recursive)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let intents: Vec<Intent> = self
+                .files_below(scope, path)?
+                .into_iter()
+                .map(|e| Intent {
+                    path: e.path,
+                    expect: Expect::Exactly(Some(e.version)),
+                    action: FileAction::Delete { moved_to: None },
+                })
+                .collect();
+            if let Some(done) = raced(self.apply(scope, &intents))? {
+                return Ok(done.len() as u64);
+            }
+        }
+        Err(lost(path))
+    }
+
+    fn rename(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<MoveOutcome> {
+        self.check_changeable(source)?;
+        self.check_changeable(destination)?;
+        let entry = self.stat(scope, source)?;
+        let target = probe(self, scope, destination)?;
+        if !entry.is_directory() {
+            match &target {
+                Some(t) if t.is_directory() => {
+                    return Err(Error::IsDirectory(destination.to_string()));
+                }
+                Some(_) if pre.create_only => {
+                    return Err(Error::AlreadyExists(destination.to_string()));
+                }
+                _ => {}
+            }
+            let (data, read) = self.read(scope, source)?;
+            if let Some(expected) = pre.if_version
+                && expected != read.version
+            {
+                return Err(Error::VersionMismatch {
+                    path: source.to_string(),
+                    expected,
+                    actual: read.version,
+                });
+            }
+            let intents = [
+                Intent {
+                    path: source.clone(),
+                    expect: Expect::Exactly(Some(read.version)),
+                    action: FileAction::Delete {
+                        moved_to: Some(destination.clone()),
+                    },
+                },
+                Intent {
+                    path: destination.clone(),
+                    expect: Expect::Exactly(target.map(|t| t.version)),
+                    action: FileAction::Put {
+                        data: Bytes::from(data),
+                        operation: Operation::Move,
+                        moved_from: Some(source.clone()),
+                    },
+                },
+            ];
+            let done = self.apply(scope, &intents)?;
+            return Ok(MoveOutcome {
+                files_moved: 1,
+                version: done[1].0.version,
+            });
+        }
+        if pre.if_version.is_some() {
+            return Err(Error::InvalidArgument(
+                "if_version applies to files, not directories".into(),
+            ));
+        }
+        if target.is_some() {
+            return Err(Error::AlreadyExists(destination.to_string()));
+        }
+        let mut intents = Vec::new();
+        let mut bytes = 0;
+        for file in self.files_below(scope, source)? {
+            let (data, read) = self.read(scope, &file.path)?;
+            bytes += data.len();
+            if bytes > MAX_MOVE_BYTES {
+                return Err(Error::TooLarge(format!(
+                    "{source}: a Move in a branch carries at most {MAX_MOVE_BYTES} bytes"
+                )));
+            }
+            let Some(moved) = file.path.rebase(source, destination) else {
+                continue;
+            };
+            intents.push(Intent {
+                path: file.path.clone(),
+                expect: Expect::Exactly(Some(read.version)),
+                action: FileAction::Delete {
+                    moved_to: Some(moved.clone()),
+                },
+            });
+            intents.push(Intent {
+                path: moved,
+                expect: Expect::Exactly(None),
+                action: FileAction::Put {
+                    data: Bytes::from(data),
+                    operation: Operation::Move,
+                    moved_from: Some(file.path),
+                },
+            });
+        }
+        let done = self.apply(scope, &intents)?;
+        Ok(MoveOutcome {
+            files_moved: (done.len() / 2) as u64,
+            version: 0,
+        })
+    }
+
+    fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
+        self.inner.mount_of(path)
+    }
+
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        self.inner.branch_mounts()
+    }
+
+    fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        let intents: Vec<Intent> = changes
+            .iter()
+            .map(|c| Intent {
+                path: c.path.clone(),
+                expect: Expect::Exactly(c.expected),
+                action: c.action.clone(),
+            })
+            .collect();
+        Ok(self
+            .apply(scope, &intents)?
+            .into_iter()
+            .map(|(done, _)| done)
+            .collect())
+    }
+
+    fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        let base = self.base(scope);
+        let (lo, hi) = self.record.root.subtree_range();
+        if !part.overlaps_dir(&self.record.root) {
+            return self.inner.search(&base, run, part);
+        }
+        if !self.within(&part.top) {
+            // The base before the branch's root, the branch, the base after.
+            let before = SearchPart {
+                top: part.top.clone(),
+                lo: part.lo.clone(),
+                hi: lo.clone().min(part.hi.clone()),
+            };
+            if before.lo < before.hi {
+                self.inner.search(&base, run, &before)?;
+            }
+            let inside = SearchPart {
+                top: self.record.root.clone(),
+                lo: lo.clone().max(part.lo.clone()),
+                hi: hi.clone().min(part.hi.clone()),
+            };
+            sorted::walk(
+                run,
+                &mut ViewFiles::new(self, scope, inside.top.clone()),
+                &inside,
+            )?;
+            let after = SearchPart {
+                top: part.top.clone(),
+                lo: hi.max(part.lo.clone()),
+                hi: part.hi.clone(),
+            };
+            if after.lo < after.hi {
+                self.inner.search(&base, run, &after)?;
+            }
+            return Ok(());
+        }
+        let top = self.stat(scope, &part.top)?;
+        let mut files = ViewFiles::new(self, scope, part.top.clone());
+        if top.is_directory() {
+            sorted::walk(run, &mut files, part)
+        } else {
+            sorted::search_one(run, &mut files, top)
+        }
+    }
+
+    fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        let base = self.base(scope);
+        if !self.within(path) {
+            return self.inner.versions(&base, path);
+        }
+        let mut out: Vec<FileVersion> = match self.inner.versions(&self.upper(scope), path) {
+            Ok(versions) => versions
+                .into_iter()
+                .map(|mut v| {
+                    v.version = tag(v.version);
+                    v
+                })
+                .collect(),
+            Err(Error::NotFound(_)) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        // Once the branch changed the file, the base's versions are its past.
+        let touched = !out.is_empty();
+        match self.inner.versions(&base, path) {
+            Ok(versions) => out.extend(versions.into_iter().map(|mut v| {
+                v.current &= !touched;
+                v
+            })),
+            Err(e) if !touched => return Err(e),
+            Err(_) => {}
+        }
+        Ok(out)
+    }
+
+    fn read_version(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        max_chunk: usize,
+    ) -> Result<(FileVersion, ChunkReader)> {
+        if let Some(upper) = untag(version)
+            && self.within(path)
+        {
+            let (mut v, chunks) =
+                self.inner
+                    .read_version(&self.upper(scope), path, upper, max_chunk)?;
+            v.version = tag(v.version);
+            return Ok((v, chunks));
+        }
+        self.inner
+            .read_version(&self.base(scope), path, version, max_chunk)
+    }
+
+    fn restore(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        version: u64,
+        if_version: Option<u64>,
+    ) -> Result<WriteOutcome> {
+        self.check_changeable(path)?;
+        let (_, chunks) = self.read_version(scope, path, version, 1 << 20)?;
+        let mut data = Vec::new();
+        for chunk in chunks {
+            data.extend_from_slice(&chunk?);
+        }
+        let bytes = data.len() as u64;
+        let intent = Intent {
+            path: path.clone(),
+            expect: Expect::Pre(Precondition {
+                create_only: false,
+                if_version,
+            }),
+            action: FileAction::Put {
+                data: Bytes::from(data),
+                operation: Operation::Restore,
+                moved_from: None,
+            },
+        };
+        let (done, previous) = self.apply(scope, &[intent])?.remove(0);
+        Ok(WriteOutcome {
+            path: path.clone(),
+            bytes_written: bytes,
+            version: done.version,
+            created: previous.is_none(),
+        })
+    }
+
+    fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        let scope = match self.watches_branch(root) {
+            true => self.upper(scope),
+            false => self.base(scope),
+        };
+        self.inner.watch_head(&scope, root, cursor)
+    }
+
+    fn changes(
+        &self,
+        scope: &Scope,
+        root: &VfsPath,
+        cursor: &mut ChangeCursor,
+        max: usize,
+    ) -> Result<Vec<Change>> {
+        if !self.watches_branch(root) {
+            return self.inner.changes(&self.base(scope), root, cursor, max);
+        }
+        let changes = self.inner.changes(&self.upper(scope), root, cursor, max)?;
+        Ok(changes
+            .into_iter()
+            .filter_map(Overlay::shown_change)
+            .collect())
+    }
+
+    fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+        self.inner.change_signals(root, out)
+    }
+}

@@ -1,0 +1,188 @@
+//! The registry of branches: one small record per branch, kept in the tier
+//! of the branch's mount under a scope no caller can name, so a branch lives
+//! as long as its tier keeps files (State: until its session idles out).
+
+use crate::access::Principal;
+use crate::backend::{Backend, Precondition};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::scope::{INTERNAL_SCOPE, Scope};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One branch: what it forked and for whom.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BranchRecord {
+    /// Its name (`x-agentvfs-branch`).
+    pub name: String,
+    /// The forked subtree (a directory of `mount`, or the mount itself).
+    pub root: VfsPath,
+    /// The mount holding it.
+    pub mount: VfsPath,
+    /// The base's State session (a State branch forks that session's files).
+    pub session: String,
+    /// The base's namespace: branches are named per namespace.
+    pub namespace: String,
+    /// When it was forked.
+    pub created: SystemTime,
+    /// The principal that forked it.
+    pub creator: String,
+}
+
+impl BranchRecord {
+    /// The scope holding the branch's own changes: a session and a namespace
+    /// whose names ([`INTERNAL_SCOPE`]) no caller can send.
+    pub fn upper_scope(&self, scope: &Scope) -> Scope {
+        let name = format!("{INTERNAL_SCOPE}branch.{}.{}", self.namespace, self.name);
+        Scope {
+            session: name.clone(),
+            namespace: name,
+            branch: String::new(),
+            ..scope.clone()
+        }
+    }
+
+    /// The base's scope, for a call made in the branch by `scope`.
+    pub fn base_scope(&self, scope: &Scope) -> Scope {
+        Scope {
+            session: self.session.clone(),
+            namespace: self.namespace.clone(),
+            branch: String::new(),
+            ..scope.clone()
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let created = self
+            .created
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        json!({
+            "name": self.name,
+            "root": self.root.as_str(),
+            "mount": self.mount.as_str(),
+            "session": self.session,
+            "namespace": self.namespace,
+            "created_ms": created,
+            "creator": self.creator,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn decode(path: &VfsPath, data: &[u8]) -> Result<BranchRecord> {
+        let bad = || Error::Internal(format!("{path}: malformed branch record"));
+        let v: Value = serde_json::from_slice(data).map_err(|_| bad())?;
+        let text = |k: &str| v[k].as_str().map(str::to_owned).ok_or_else(bad);
+        Ok(BranchRecord {
+            name: text("name")?,
+            root: VfsPath::parse(&text("root")?)?,
+            mount: VfsPath::parse(&text("mount")?)?,
+            session: text("session")?,
+            namespace: text("namespace")?,
+            created: UNIX_EPOCH + Duration::from_millis(v["created_ms"].as_u64().ok_or_else(bad)?),
+            creator: text("creator")?,
+        })
+    }
+}
+
+/// The branches of every mount of a backend that takes them
+/// ([`Backend::branch_mounts`]).
+pub struct Registry<'a> {
+    backend: &'a dyn Backend,
+}
+
+impl<'a> Registry<'a> {
+    /// The registry kept in `backend`'s tiers.
+    pub fn new(backend: &'a dyn Backend) -> Registry<'a> {
+        Registry { backend }
+    }
+
+    /// Where a namespace's branch records are kept.
+    fn scope(namespace: &str) -> Scope {
+        Scope {
+            session: format!("{INTERNAL_SCOPE}branches"),
+            namespace: format!("{INTERNAL_SCOPE}branches.{namespace}"),
+            principal: Arc::new(Principal::local()),
+            label: String::new(),
+            changeset: String::new(),
+            branch: String::new(),
+        }
+    }
+
+    /// The branch `name` of `namespace`, if there is one.
+    pub fn find(&self, namespace: &str, name: &str) -> Result<Option<BranchRecord>> {
+        let scope = Registry::scope(namespace);
+        for mount in self.backend.branch_mounts() {
+            let path = mount.join(name)?;
+            match self.backend.read(&scope, &path) {
+                Ok((data, _)) => return BranchRecord::decode(&path, &data).map(Some),
+                Err(Error::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
+    }
+
+    /// The branch `name` of `namespace` (NOT_FOUND naming it otherwise).
+    pub fn get(&self, namespace: &str, name: &str) -> Result<BranchRecord> {
+        self.find(namespace, name)?
+            .ok_or_else(|| Error::NotFound(format!("branch {name:?} (no such branch)")))
+    }
+
+    /// Records a new branch (ALREADY_EXISTS when its name is taken).
+    pub fn create(&self, record: &BranchRecord) -> Result<()> {
+        let taken = || Error::AlreadyExists(format!("branch {:?}", record.name));
+        if self.find(&record.namespace, &record.name)?.is_some() {
+            return Err(taken());
+        }
+        let pre = Precondition {
+            create_only: true,
+            if_version: None,
+        };
+        let path = record.mount.join(&record.name)?;
+        match self.backend.write(
+            &Registry::scope(&record.namespace),
+            &path,
+            record.encode(),
+            pre,
+        ) {
+            Err(Error::AlreadyExists(_)) => Err(taken()),
+            other => other.map(drop),
+        }
+    }
+
+    /// Every branch of `namespace`, by mount then name.
+    pub fn list(&self, namespace: &str) -> Result<Vec<BranchRecord>> {
+        let scope = Registry::scope(namespace);
+        let mut out = Vec::new();
+        for mount in self.backend.branch_mounts() {
+            let entries = match self.backend.list(&scope, &mount) {
+                Err(Error::NotFound(_)) => continue,
+                other => other?,
+            };
+            for entry in entries.into_iter().filter(|e| !e.is_directory()) {
+                match self.backend.read(&scope, &entry.path) {
+                    Ok((data, _)) => out.push(BranchRecord::decode(&entry.path, &data)?),
+                    Err(Error::NotFound(_)) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Forgets a branch (its upper files are the caller's to delete first).
+    pub fn remove(&self, record: &BranchRecord) -> Result<()> {
+        let path = record.mount.join(&record.name)?;
+        match self
+            .backend
+            .delete(&Registry::scope(&record.namespace), &path, None, false)
+        {
+            Ok(_) | Err(Error::NotFound(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,478 @@
+//! Branches in the application layer (docs/branches.md): fork, list, diff,
+//! merge and discard, with their grants and bounds. The tier side (the
+//! overlay a call in a branch goes through, the registry) is
+//! `backend::branch`.
+
+use super::changeset::{ChangeOp, ChangesetLimits, Committed};
+use super::{Caller, Files};
+use crate::access::Op;
+use crate::backend::Precondition;
+use crate::backend::branch::{BranchRecord, Overlay, Registry, Touched};
+use crate::error::{Error, Result};
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use crate::text::diff::{DiffCaps, unified};
+use crate::text::merge::merge3;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Most files one page of a branch's diff holds.
+pub const MAX_DIFF_PAGE: usize = 1000;
+/// Most bytes of unified diff one page of a branch's diff holds; the page
+/// ends early rather than pass it.
+const MAX_DIFF_PAGE_BYTES: usize = 4 << 20;
+
+/// A branch as listed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BranchInfo {
+    /// Its name.
+    pub name: String,
+    /// The subtree it forks.
+    pub root: VfsPath,
+    /// When it was forked.
+    pub created: SystemTime,
+    /// Who forked it.
+    pub creator: String,
+    /// Files it changed.
+    pub files: u64,
+    /// Bytes of the files it holds.
+    pub bytes: u64,
+}
+
+/// How a file differs between a branch and its base now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiffKind {
+    /// Only the branch has it.
+    Added,
+    /// Both have it, with different content.
+    Changed,
+    /// Only the base has it.
+    Deleted,
+    /// The branch moved it (from [`BranchFileDiff::from`]).
+    Moved,
+}
+
+impl DiffKind {
+    /// Its name in answers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiffKind::Added => "added",
+            DiffKind::Changed => "changed",
+            DiffKind::Deleted => "deleted",
+            DiffKind::Moved => "moved",
+        }
+    }
+}
+
+/// One file of a branch's diff.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BranchFileDiff {
+    /// The file (for a move, where it is in the branch).
+    pub path: VfsPath,
+    /// How it differs.
+    pub kind: DiffKind,
+    /// For a move: where it was.
+    pub from: Option<VfsPath>,
+    /// The unified diff from the base to the branch (capped at 1 MiB;
+    /// `Binary files differ` for binary content).
+    pub diff: String,
+}
+
+/// One page of a branch's diff.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BranchDiff {
+    /// The files, in path order.
+    pub files: Vec<BranchFileDiff>,
+    /// Where the next page starts (`None`: this was the last).
+    pub next_after: Option<VfsPath>,
+}
+
+/// How a conflicting file should merge, as the caller decides it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// The file becomes this content.
+    Content(Bytes),
+    /// The file is deleted.
+    Delete,
+}
+
+/// A file that changed on both sides in ways that do not merge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conflict {
+    /// The file.
+    pub path: VfsPath,
+    /// The base's content at the fork (`None`: no file).
+    pub ancestor: Option<Vec<u8>>,
+    /// The branch's content (`None`: deleted in the branch).
+    pub branch: Option<Vec<u8>>,
+    /// The base's content now (`None`: deleted in the base).
+    pub base: Option<Vec<u8>>,
+    /// The base's version now (0: none), the guard a resolution is
+    /// applied under.
+    pub base_version: u64,
+}
+
+/// What a merge did, or would have done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Merged {
+    /// The changeset applied (empty when nothing was).
+    pub changeset: String,
+    /// The files it changed in the base.
+    pub files: Vec<crate::backend::FileCommitted>,
+    /// The files that did not merge: when any is left unresolved, nothing
+    /// was applied.
+    pub conflicts: Vec<Conflict>,
+    /// The branch was discarded after the merge.
+    pub discarded: bool,
+}
+
+/// The branch a caller names: the overlay its calls go through.
+pub(super) fn overlay(
+    backend: &Arc<dyn crate::backend::Backend>,
+    caller: &Caller,
+) -> Result<Overlay> {
+    overlay_named(backend, &caller.scope, &caller.scope.branch)
+}
+
+fn overlay_named(
+    backend: &Arc<dyn crate::backend::Backend>,
+    scope: &Scope,
+    name: &str,
+) -> Result<Overlay> {
+    Scope::check_name("branch", name)?;
+    let record = Registry::new(backend.as_ref()).get(&scope.namespace, name)?;
+    Ok(Overlay::new(backend.clone(), record))
+}
+
+/// The caller working on the base of a branch (for a merge).
+fn on_base(caller: &Caller, record: &BranchRecord) -> Caller {
+    Caller {
+        scope: record.base_scope(&caller.scope),
+        ..caller.clone()
+    }
+}
+
+/// The base's file now: its content and version.
+fn base_now(
+    backend: &dyn crate::backend::Backend,
+    scope: &Scope,
+    path: &VfsPath,
+) -> Result<Option<(Vec<u8>, u64)>> {
+    match backend.read(scope, path) {
+        Ok((data, entry)) => Ok(Some((data, entry.version))),
+        Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a merge does to one file.
+enum Step {
+    /// Nothing: both sides agree, or the branch did not change it.
+    Keep,
+    /// The file becomes this (`None`: deleted), guarded by the base's
+    /// version now.
+    Take(Option<Vec<u8>>),
+    /// The sides do not merge.
+    Conflict,
+}
+
+/// The three-way decision for one file.
+fn step(touched: &Touched, base: Option<&(Vec<u8>, u64)>) -> Step {
+    let ancestor = touched
+        .ancestor
+        .version
+        .map(|_| touched.ancestor.content.as_slice());
+    let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
+    let now = base.map(|(d, _)| d.as_slice());
+    if branch == ancestor || branch == now {
+        return Step::Keep;
+    }
+    let base_unchanged = match (&touched.ancestor.version, base) {
+        (None, None) => true,
+        (Some(v), Some((_, now))) => v == now,
+        _ => false,
+    };
+    if base_unchanged || now == ancestor {
+        return Step::Take(branch.map(<[u8]>::to_vec));
+    }
+    match (
+        as_text(ancestor.or(Some(b""))),
+        as_text(branch),
+        as_text(now),
+    ) {
+        (Some(a), Some(b), Some(t)) => match merge3(a, b, t) {
+            Some(merged) => Step::Take(Some(merged.into_bytes())),
+            None => Step::Conflict,
+        },
+        _ => Step::Conflict,
+    }
+}
+
+impl Files<'_> {
+    /// Forks the directory `root` into the branch `name` (read grant on
+    /// the subtree; the mount must take branches).
+    pub fn create_branch(&self, name: &str, root: &VfsPath) -> Result<BranchRecord> {
+        Scope::check_name("branch", name)?;
+        let scope = self.scope();
+        if !scope.branch.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "branches do not nest: this call works in branch {:?}; fork from the base",
+                scope.branch
+            )));
+        }
+        self.check(root, Op::ReadFile)?;
+        let backend = self.backend();
+        let mount = backend
+            .mount_of(root)
+            .or_else(|| {
+                backend
+                    .branch_mounts()
+                    .into_iter()
+                    .find(|m| root.is_within(m))
+            })
+            .ok_or_else(|| Error::NotFound(root.to_string()))?;
+        if !backend.branch_mounts().contains(&mount) {
+            return Err(Error::Unsupported(format!(
+                "{root} is on the mount {mount}, which does not take branches (State, Store \
+                 and object mounts do; docs/branches.md)"
+            )));
+        }
+        if !backend.stat(scope, root)?.is_directory() {
+            return Err(Error::NotDirectory(format!(
+                "{root} (a branch forks a directory)"
+            )));
+        }
+        let record = BranchRecord {
+            name: name.to_owned(),
+            root: root.clone(),
+            mount,
+            session: scope.session.clone(),
+            namespace: scope.namespace.clone(),
+            created: SystemTime::now(),
+            creator: self.caller().principal.name.clone(),
+        };
+        Registry::new(backend).create(&record)?;
+        Ok(record)
+    }
+
+    /// The caller's branches (those of its namespace) whose root it may
+    /// list, with their sizes.
+    pub fn list_branches(
+        &self,
+        backend: &Arc<dyn crate::backend::Backend>,
+    ) -> Result<Vec<BranchInfo>> {
+        let scope = self.scope();
+        let mut out = Vec::new();
+        for record in Registry::new(backend.as_ref()).list(&scope.namespace)? {
+            if self.check_within(&record.root, Op::List).is_err() {
+                continue;
+            }
+            let overlay = Overlay::new(backend.clone(), record);
+            let (files, bytes) = overlay.size(scope)?;
+            let record = overlay.record();
+            out.push(BranchInfo {
+                name: record.name.clone(),
+                root: record.root.clone(),
+                created: record.created,
+                creator: record.creator.clone(),
+                files,
+                bytes,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes the branch `name` and everything it holds (write grant on
+    /// its root).
+    pub fn discard_branch(
+        &self,
+        backend: &Arc<dyn crate::backend::Backend>,
+        name: &str,
+    ) -> Result<()> {
+        let overlay = overlay_named(backend, self.scope(), name)?;
+        self.check_within(&overlay.record().root, Op::Write)?;
+        overlay.clear(self.scope())?;
+        Registry::new(backend.as_ref()).remove(overlay.record())
+    }
+
+    /// One page of the files branch `name` changed, against its base now:
+    /// at most `limit` files after `after`, those the caller may read.
+    pub fn diff_branch(
+        &self,
+        backend: &Arc<dyn crate::backend::Backend>,
+        name: &str,
+        after: Option<&VfsPath>,
+        limit: usize,
+    ) -> Result<BranchDiff> {
+        let overlay = overlay_named(backend, self.scope(), name)?;
+        let limit = limit.clamp(1, MAX_DIFF_PAGE);
+        let base_scope = overlay.record().base_scope(self.scope());
+        let (page, more) = overlay.touched(self.scope(), after, limit)?;
+        let mut out = BranchDiff::default();
+        let mut bytes = 0;
+        let mut last = None;
+        for touched in &page {
+            last = Some(touched.path.clone());
+            if self.check(&touched.path, Op::ReadFile).is_err() {
+                continue;
+            }
+            let now = base_now(backend.as_ref(), &base_scope, &touched.path)?;
+            let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
+            let base = now.as_ref().map(|(d, _)| d.as_slice());
+            let kind = match (base, branch) {
+                (None, None) => continue,
+                (Some(a), Some(b)) if a == b => continue,
+                (None, Some(_)) => DiffKind::Added,
+                (Some(_), None) => DiffKind::Deleted,
+                (Some(_), Some(_)) => DiffKind::Changed,
+            };
+            let diff = file_diff(&touched.path, base, branch);
+            bytes += diff.len();
+            out.files.push(BranchFileDiff {
+                path: touched.path.clone(),
+                kind,
+                from: None,
+                diff,
+            });
+            if bytes > MAX_DIFF_PAGE_BYTES {
+                break;
+            }
+        }
+        pair_moves(&mut out.files, &page);
+        let ended_early = last.as_ref() != page.last().map(|t| &t.path);
+        if more || ended_early {
+            out.next_after = last;
+        }
+        Ok(out)
+    }
+
+    /// Merges branch `name` into its base as one changeset: each file
+    /// three-way (the base when the branch first changed it, the branch,
+    /// the base now), every file guarded by the base's version now.
+    /// Conflicts not settled by `resolutions` are answered and nothing is
+    /// applied. `discard` deletes the branch after a merge that applied.
+    pub fn merge_branch(
+        &self,
+        backend: &Arc<dyn crate::backend::Backend>,
+        name: &str,
+        resolutions: &BTreeMap<VfsPath, Resolution>,
+        discard: bool,
+        limits: &ChangesetLimits,
+    ) -> Result<Merged> {
+        let overlay = overlay_named(backend, self.scope(), name)?;
+        let record = overlay.record().clone();
+        let base_scope = record.base_scope(self.scope());
+        let (touched, more) = overlay.touched(self.scope(), None, limits.max_operations)?;
+        if more {
+            return Err(Error::TooLarge(format!(
+                "branch {name:?} changed more than {} files, the most one changeset may \
+                 carry ([limits] changeset_max_operations)",
+                limits.max_operations
+            )));
+        }
+        let mut ops = Vec::new();
+        let mut conflicts = Vec::new();
+        for file in &touched {
+            let now = base_now(backend.as_ref(), &base_scope, &file.path)?;
+            let guard = now.as_ref().map_or(0, |(_, v)| *v);
+            let decided = match resolutions.get(&file.path) {
+                Some(Resolution::Content(data)) => Step::Take(Some(data.to_vec())),
+                Some(Resolution::Delete) => Step::Take(None),
+                None => step(file, now.as_ref()),
+            };
+            match decided {
+                Step::Keep => {}
+                Step::Take(Some(data)) => ops.push(ChangeOp::Write {
+                    path: file.path.clone(),
+                    data: Bytes::from(data),
+                    pre: Precondition {
+                        create_only: false,
+                        if_version: Some(guard),
+                    },
+                }),
+                Step::Take(None) if now.is_none() => {}
+                Step::Take(None) => ops.push(ChangeOp::Delete {
+                    path: file.path.clone(),
+                    if_version: Some(guard),
+                }),
+                Step::Conflict => conflicts.push(Conflict {
+                    path: file.path.clone(),
+                    ancestor: file.ancestor.version.map(|_| file.ancestor.content.clone()),
+                    branch: file.branch.as_ref().map(|(d, _)| d.clone()),
+                    base: now.map(|(d, _)| d),
+                    base_version: guard,
+                }),
+            }
+        }
+        if !conflicts.is_empty() {
+            return Ok(Merged {
+                conflicts,
+                ..Merged::default()
+            });
+        }
+        let base_caller = on_base(self.caller(), &record);
+        let Committed { files, changeset } = match ops.is_empty() {
+            true => Committed {
+                files: Vec::new(),
+                changeset: String::new(),
+            },
+            false => Files::new(backend.as_ref(), &base_caller, self.max_file_bytes())
+                .commit(&ops, limits)?,
+        };
+        if discard {
+            self.discard_branch(backend, name)?;
+        }
+        Ok(Merged {
+            changeset,
+            files,
+            conflicts: Vec::new(),
+            discarded: discard,
+        })
+    }
+}
+
+/// `bytes` as text, when it is UTF-8.
+fn as_text(bytes: Option<&[u8]>) -> Option<&str> {
+    std::str::from_utf8(bytes?).ok()
+}
+
+/// The unified diff of one file from the base to the branch.
+fn file_diff(path: &VfsPath, base: Option<&[u8]>, branch: Option<&[u8]>) -> String {
+    match (as_text(base.or(Some(b""))), as_text(branch.or(Some(b"")))) {
+        (Some(old), Some(new)) => unified(path.as_str(), old, new, DiffCaps::WHOLE).text,
+        _ => format!("Binary files differ: {path}\n"),
+    }
+}
+
+/// Marks an added file whose content is a deleted file's base content as
+/// that file moved (its deletion then leaves the page).
+fn pair_moves(files: &mut Vec<BranchFileDiff>, page: &[Touched]) {
+    let content = |path: &VfsPath| {
+        page.iter()
+            .find(|t| t.path == *path)
+            .and_then(|t| t.branch.as_ref().map(|(d, _)| d.clone()))
+    };
+    let deleted: Vec<(VfsPath, Vec<u8>)> = page
+        .iter()
+        .filter(|t| t.branch.is_none() && t.ancestor.version.is_some())
+        .map(|t| (t.path.clone(), t.ancestor.content.clone()))
+        .collect();
+    let mut moved_from = Vec::new();
+    for file in files.iter_mut().filter(|f| f.kind == DiffKind::Added) {
+        let Some(data) = content(&file.path) else {
+            continue;
+        };
+        if let Some((from, _)) = deleted
+            .iter()
+            .find(|(from, old)| *old == data && !moved_from.contains(from))
+        {
+            moved_from.push(from.clone());
+            file.kind = DiffKind::Moved;
+            file.from = Some(from.clone());
+            file.diff = String::new();
+        }
+    }
+    files.retain(|f| !(f.kind == DiffKind::Deleted && moved_from.contains(&f.path)));
+}

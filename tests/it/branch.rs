@@ -1,0 +1,491 @@
+//! Branches through the real server (docs/branches.md): eight sub-agents
+//! each fork the same directory, work in their own branch, and merge back;
+//! every change made apart merges, every overlap is a conflict answered
+//! with its three versions and applied only once resolved; on the State,
+//! Store and object tiers. Also: isolation, search and listing inside a
+//! branch, diff, discard, refusals, and kill -9 during a merge.
+
+use crate::util::{Server, assert_error, grep_all, write};
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Status};
+
+/// `msg` sent in branch `branch`.
+fn in_branch<T>(msg: T, branch: &str) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("x-agentvfs-branch", branch.parse().unwrap());
+    req
+}
+
+async fn read(
+    fs: &mut FilesystemClient<Channel>,
+    branch: Option<&str>,
+    path: &str,
+) -> Result<String, Status> {
+    let msg = pb::ReadRequest {
+        path: path.into(),
+        ..Default::default()
+    };
+    let req = match branch {
+        Some(b) => in_branch(msg, b),
+        None => Request::new(msg),
+    };
+    fs.read(req).await.map(|r| r.into_inner().content)
+}
+
+/// The file's bytes on the base (ReadBytes: no line numbers).
+async fn bytes(
+    fs: &mut FilesystemClient<Channel>,
+    branch: Option<&str>,
+    path: &str,
+) -> Option<String> {
+    let msg = pb::ReadBytesRequest {
+        path: path.into(),
+        version: None,
+    };
+    let req = match branch {
+        Some(b) => in_branch(msg, b),
+        None => Request::new(msg),
+    };
+    let mut stream = match fs.read_bytes(req).await {
+        Ok(s) => s.into_inner(),
+        Err(s) if s.code() == Code::NotFound => return None,
+        Err(s) => panic!("read_bytes {path}: {s:?}"),
+    };
+    let mut data = Vec::new();
+    loop {
+        match stream.message().await {
+            Ok(Some(msg)) => data.extend(msg.data),
+            Ok(None) => break,
+            Err(s) if s.code() == Code::NotFound => return None,
+            Err(s) => panic!("read_bytes {path}: {s:?}"),
+        }
+    }
+    Some(String::from_utf8(data).unwrap())
+}
+
+async fn write_in(fs: &mut FilesystemClient<Channel>, branch: &str, path: &str, content: &str) {
+    let msg = pb::WriteRequest {
+        path: path.into(),
+        content: content.into(),
+        ..Default::default()
+    };
+    fs.write(in_branch(msg, branch))
+        .await
+        .unwrap_or_else(|s| panic!("write {path} in {branch}: {s:?}"));
+}
+
+async fn fork(fs: &mut FilesystemClient<Channel>, name: &str, path: &str) -> pb::Branch {
+    let req = pb::CreateBranchRequest {
+        name: name.into(),
+        path: path.into(),
+    };
+    fs.create_branch(req)
+        .await
+        .unwrap_or_else(|s| panic!("fork {name}: {s:?}"))
+        .into_inner()
+        .branch
+        .unwrap()
+}
+
+async fn merge(
+    fs: &mut FilesystemClient<Channel>,
+    name: &str,
+    resolutions: Vec<pb::MergeResolution>,
+) -> pb::MergeBranchResponse {
+    let req = pb::MergeBranchRequest {
+        name: name.into(),
+        resolutions,
+        discard: true,
+    };
+    fs.merge_branch(req)
+        .await
+        .unwrap_or_else(|s| panic!("merge {name}: {s:?}"))
+        .into_inner()
+}
+
+/// A 30-line file; agent `i` changes line `3i + 1`, so no two agents'
+/// changes touch.
+fn shared_lines(changed: &[usize]) -> String {
+    (0..30)
+        .map(|n| match changed.iter().find(|&&i| 3 * i + 1 == n) {
+            Some(i) => format!("line {n} by agent {i}\n"),
+            None => format!("line {n}\n"),
+        })
+        .collect()
+}
+
+/// Eight agents, each in its own branch of `root`, then merged one by one.
+async fn eight_agents_merge(fs: &mut FilesystemClient<Channel>, root: &str) {
+    let tag = format!("{:08x}", rand::random::<u32>());
+    write(fs, &format!("{root}/shared.txt"), &shared_lines(&[])).await;
+    write(fs, &format!("{root}/common.txt"), "one\ntwo\nthree\n").await;
+    for i in 0..8 {
+        write(fs, &format!("{root}/old-{i}.txt"), &format!("old {i}\n")).await;
+    }
+    let names: Vec<String> = (0..8).map(|i| format!("agent-{i}-{tag}")).collect();
+    for name in &names {
+        let branch = fork(fs, name, root).await;
+        assert_eq!(branch.root, root);
+        assert_eq!(branch.files_changed, 0);
+    }
+    for (i, name) in names.iter().enumerate() {
+        // Apart: a new file, one line of the shared file, a deletion.
+        write_in(
+            fs,
+            name,
+            &format!("{root}/new-{i}.txt"),
+            &format!("new {i}\n"),
+        )
+        .await;
+        let edit = pb::EditRequest {
+            path: format!("{root}/shared.txt"),
+            old_string: format!("line {}\n", 3 * i + 1),
+            new_string: format!("line {} by agent {i}\n", 3 * i + 1),
+            ..Default::default()
+        };
+        fs.edit(in_branch(edit, name)).await.unwrap();
+        let delete = pb::DeleteRequest {
+            path: format!("{root}/old-{i}.txt"),
+            ..Default::default()
+        };
+        fs.delete(in_branch(delete, name)).await.unwrap();
+        // Overlapping: agents 0-3 all rewrite the second line.
+        if i < 4 {
+            write_in(
+                fs,
+                name,
+                &format!("{root}/common.txt"),
+                &format!("one\nTWO by {i}\nthree\n"),
+            )
+            .await;
+        }
+    }
+    // Isolation: each branch sees its own work only; the base none.
+    assert_eq!(
+        bytes(fs, None, &format!("{root}/shared.txt")).await,
+        Some(shared_lines(&[]))
+    );
+    assert_eq!(bytes(fs, None, &format!("{root}/new-0.txt")).await, None);
+    assert_eq!(
+        bytes(fs, Some(&names[0]), &format!("{root}/new-0.txt"))
+            .await
+            .as_deref(),
+        Some("new 0\n")
+    );
+    assert_eq!(
+        bytes(fs, Some(&names[1]), &format!("{root}/new-0.txt")).await,
+        None
+    );
+    assert_eq!(
+        bytes(fs, Some(&names[1]), &format!("{root}/old-1.txt")).await,
+        None
+    );
+    assert_eq!(
+        bytes(fs, Some(&names[1]), &format!("{root}/old-0.txt"))
+            .await
+            .as_deref(),
+        Some("old 0\n")
+    );
+    assert_eq!(
+        bytes(fs, Some(&names[2]), &format!("{root}/shared.txt")).await,
+        Some(shared_lines(&[2]))
+    );
+    // Diff of one branch against the base.
+    let diff = fs
+        .diff_branch(pb::DiffBranchRequest {
+            name: names[2].clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let kinds: Vec<(String, String)> = diff
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.kind.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (format!("{root}/common.txt"), "changed".to_owned()),
+            (format!("{root}/new-2.txt"), "added".to_owned()),
+            (format!("{root}/old-2.txt"), "deleted".to_owned()),
+            (format!("{root}/shared.txt"), "changed".to_owned()),
+        ]
+    );
+    let shared = &diff.files[3].diff;
+    assert!(shared.contains("-line 7\n+line 7 by agent 2\n"), "{shared}");
+    assert_eq!(diff.next_after, "");
+
+    // Agent 0 merges cleanly; agents 1-3 then conflict on common.txt only.
+    let first = merge(fs, &names[0], vec![]).await;
+    assert!(first.conflicts.is_empty(), "{first:?}");
+    assert!(first.changeset.starts_with("cs-"), "{first:?}");
+    assert!(first.discarded);
+    for (i, name) in names.iter().enumerate().skip(1) {
+        let mut answer = merge(fs, name, vec![]).await;
+        if i < 4 {
+            assert_eq!(answer.conflicts.len(), 1, "{answer:?}");
+            let conflict = &answer.conflicts[0];
+            assert_eq!(conflict.path, format!("{root}/common.txt"));
+            assert_eq!(
+                conflict.ancestor.as_deref(),
+                Some(&b"one\ntwo\nthree\n"[..])
+            );
+            assert_eq!(
+                conflict.branch.as_deref(),
+                Some(format!("one\nTWO by {i}\nthree\n").as_bytes())
+            );
+            assert_eq!(
+                conflict.base.as_deref(),
+                Some(format!("one\nTWO by {}\nthree\n", i - 1).as_bytes())
+            );
+            assert!(answer.changeset.is_empty() && !answer.discarded);
+            // Nothing of the branch was applied.
+            assert_eq!(bytes(fs, None, &format!("{root}/new-{i}.txt")).await, None);
+            let resolved = pb::MergeResolution {
+                path: conflict.path.clone(),
+                resolution: Some(pb::merge_resolution::Resolution::Content(
+                    format!("one\nTWO by {i}\nthree\n").into_bytes(),
+                )),
+            };
+            answer = merge(fs, name, vec![resolved]).await;
+        }
+        assert!(answer.conflicts.is_empty(), "{answer:?}");
+        assert!(answer.changeset.starts_with("cs-"));
+    }
+    // Every change made apart merged; the last resolution stands.
+    let all: Vec<usize> = (0..8).collect();
+    assert_eq!(
+        bytes(fs, None, &format!("{root}/shared.txt")).await,
+        Some(shared_lines(&all))
+    );
+    assert_eq!(
+        bytes(fs, None, &format!("{root}/common.txt"))
+            .await
+            .as_deref(),
+        Some("one\nTWO by 3\nthree\n")
+    );
+    for i in 0..8 {
+        assert_eq!(
+            bytes(fs, None, &format!("{root}/new-{i}.txt")).await,
+            Some(format!("new {i}\n"))
+        );
+        assert_eq!(bytes(fs, None, &format!("{root}/old-{i}.txt")).await, None);
+    }
+    let listed = fs
+        .list_branches(pb::ListBranchesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        !listed.branches.iter().any(|b| names.contains(&b.name)),
+        "discarded: {listed:?}"
+    );
+}
+
+#[tokio::test]
+async fn eight_agents_merge_on_state_and_store() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    eight_agents_merge(&mut fs, "/scratch").await;
+    eight_agents_merge(&mut fs, "/memories/project").await;
+}
+
+#[tokio::test]
+async fn eight_agents_merge_on_the_object_tier() {
+    let bucket = crate::s3::s3().bucket("agentvfs-it");
+    let config = format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
+         tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"br-{:016x}\"\n\
+         path_style = true\n",
+        rand::random::<u64>()
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    eight_agents_merge(&mut fs, "/shared/work").await;
+}
+
+#[tokio::test]
+async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/memories/p/a.md", "alpha needle\n").await;
+    write(&mut fs, "/memories/p/d/b.md", "beta\n").await;
+    write(&mut fs, "/memories/outside.md", "out\n").await;
+    fork(&mut fs, "b1", "/memories/p").await;
+    write_in(&mut fs, "b1", "/memories/p/d/c.md", "gamma needle\n").await;
+    let mv = pb::MoveRequest {
+        source: "/memories/p/a.md".into(),
+        destination: "/memories/p/e/a.md".into(),
+        ..Default::default()
+    };
+    fs.r#move(in_branch(mv, "b1")).await.unwrap();
+    let list = |dir: &str| pb::ListInfoRequest { path: dir.into() };
+    let names = |r: pb::ListInfoResponse| r.entries.into_iter().map(|e| e.path).collect::<Vec<_>>();
+    assert_eq!(
+        names(
+            fs.list_info(in_branch(list("/memories/p"), "b1"))
+                .await
+                .unwrap()
+                .into_inner()
+        ),
+        ["/memories/p/d", "/memories/p/e"]
+    );
+    assert_eq!(
+        names(
+            fs.list_info(list("/memories/p"))
+                .await
+                .unwrap()
+                .into_inner()
+        ),
+        ["/memories/p/a.md", "/memories/p/d"]
+    );
+    let grep = pb::GrepRequest {
+        pattern: "needle".into(),
+        path: "/memories".into(),
+        ..Default::default()
+    };
+    let (hits, _) = grep_all(&mut fs, in_branch(grep.clone(), "b1"))
+        .await
+        .unwrap();
+    let paths: Vec<_> = hits.iter().map(|h| h.path.as_str()).collect();
+    assert_eq!(paths, ["/memories/p/d/c.md", "/memories/p/e/a.md"]);
+    let (hits, _) = grep_all(&mut fs, grep).await.unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.path.as_str()).collect::<Vec<_>>(),
+        ["/memories/p/a.md"]
+    );
+    let diff = fs
+        .diff_branch(pb::DiffBranchRequest {
+            name: "b1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let moved = diff
+        .files
+        .iter()
+        .find(|f| f.kind == "moved")
+        .expect("a move");
+    assert_eq!(
+        (moved.path.as_str(), moved.from.as_str()),
+        ("/memories/p/e/a.md", "/memories/p/a.md")
+    );
+    // Refusals, each naming the problem.
+    let outside = pb::WriteRequest {
+        path: "/memories/outside.md".into(),
+        content: "x".into(),
+        ..Default::default()
+    };
+    let refused = fs.write(in_branch(outside, "b1")).await.unwrap_err();
+    assert_error(&refused, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(refused.message().contains("outside branch"), "{refused:?}");
+    let reserved = pb::WriteRequest {
+        path: "/memories/p/.avfs-wh.x".into(),
+        content: "x".into(),
+        ..Default::default()
+    };
+    let refused = fs.write(in_branch(reserved, "b1")).await.unwrap_err();
+    assert!(refused.message().contains("reserved"), "{refused:?}");
+    let unknown = read(&mut fs, Some("nope"), "/memories/p/d/b.md")
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), Code::NotFound, "{unknown:?}");
+    assert!(unknown.message().contains("nope"), "{unknown:?}");
+    let again = fs
+        .create_branch(pb::CreateBranchRequest {
+            name: "b1".into(),
+            path: "/memories/p".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(again.code(), Code::AlreadyExists, "{again:?}");
+    let on_disk = fs
+        .create_branch(pb::CreateBranchRequest {
+            name: "w".into(),
+            path: "/workspace".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(on_disk.code(), Code::FailedPrecondition, "{on_disk:?}");
+    // Discard drops the branch and its changes; the base is untouched.
+    let listed = fs
+        .list_branches(pb::ListBranchesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let b1 = listed
+        .branches
+        .iter()
+        .find(|b| b.name == "b1")
+        .expect("listed");
+    assert_eq!(b1.files_changed, 3, "{b1:?}");
+    fs.discard_branch(pb::DiscardBranchRequest { name: "b1".into() })
+        .await
+        .unwrap();
+    assert_eq!(
+        read(&mut fs, Some("b1"), "/memories/p/a.md")
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/p/a.md").await.as_deref(),
+        Some("alpha needle\n")
+    );
+    fork(&mut fs, "b1", "/memories/p").await;
+    assert_eq!(bytes(&mut fs, Some("b1"), "/memories/p/d/c.md").await, None);
+}
+
+#[tokio::test]
+async fn kill_9_during_a_merge_leaves_it_all_or_nothing() {
+    let mut server = Server::start();
+    for trial in 0..6 {
+        let mut fs = server.fs().await;
+        let root = format!("/memories/k{trial}");
+        for i in 0..100 {
+            write(&mut fs, &format!("{root}/f{i:03}.txt"), "before\n").await;
+        }
+        let name = format!("k{trial}");
+        fork(&mut fs, &name, &root).await;
+        for i in 0..100 {
+            write_in(&mut fs, &name, &format!("{root}/f{i:03}.txt"), "after\n").await;
+        }
+        let delay = std::time::Duration::from_micros(rand::random_range(0..30_000));
+        let mut merging = fs.clone();
+        let req = pb::MergeBranchRequest {
+            name: name.clone(),
+            ..Default::default()
+        };
+        let call = tokio::spawn(async move { merging.merge_branch(req).await });
+        tokio::time::sleep(delay).await;
+        server.crash_and_restart();
+        let acknowledged = matches!(call.await, Ok(Ok(_)));
+        let mut fs = server.fs().await;
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..100 {
+            seen.insert(
+                bytes(&mut fs, None, &format!("{root}/f{i:03}.txt"))
+                    .await
+                    .unwrap(),
+            );
+        }
+        assert_eq!(
+            seen.len(),
+            1,
+            "trial {trial} after {delay:?}: a partial merge: {seen:?}"
+        );
+        if acknowledged {
+            assert!(
+                seen.contains("after\n"),
+                "trial {trial}: an acknowledged merge was lost"
+            );
+        }
+    }
+}
