@@ -128,9 +128,12 @@ impl McpHttp {
             .with_json_response(true)
             .with_max_request_body_bytes(max_body_bytes);
         let shutdown = http_config.cancellation_token.clone();
-        let server = McpServer::new(tools, service, Identity::PerRequest);
-        let inner =
-            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), http_config);
+        let server = McpServer::new(tools, service, Identity::PerRequest, config.subscriptions);
+        let inner = StreamableHttpService::new(
+            move || Ok(server.for_session()),
+            sessions.clone(),
+            http_config,
+        );
         let endpoint = McpHttp {
             inner,
             sessions,

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -31,6 +32,23 @@ grants = [{ prefix = "/", ops = ["list", "file", "read_binary", "read_file", "re
 name = "reader"
 token = "reader-token"
 grants = [{ prefix = "/workspace/pub", ops = ["list", "file", "read_file", "read_re"] }]
+"""
+
+
+def object_mount(name: str) -> str:
+    """The object tier at /shared when an S3 server is at hand (scripts/with-s3
+    names it in AWS_ENDPOINT_URL; scripts/test runs every suite so), under a
+    key prefix of this server's own."""
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        return ""
+    prefix = "".join(c for c in name if c.isalnum())
+    return f"""
+[[mount]]
+prefix = "/shared"
+tier = "object"
+bucket = "agentvfs"
+key_prefix = "mcp-{prefix}/"
+path_style = true
 """
 
 
@@ -62,7 +80,7 @@ root = "{self.root}"
 prefix = "/memories"
 tier = "store"
 path = "{base / 'store'}"
-"""
+{object_mount(base.name)}"""
         )
         self.log = base / "server.log"
         with self.log.open("wb") as log:
@@ -115,11 +133,12 @@ def secured(start_server: Callable[[str], Server]) -> Server:
 
 @asynccontextmanager
 async def http_client(
-    url: str, *, headers: dict[str, str] | None = None, mode: str = "auto"
+    url: str, *, headers: dict[str, str] | None = None, mode: str = "auto", **options: Any
 ) -> AsyncIterator[Client]:
-    """An MCP client over streamable HTTP sending `headers` with every request."""
+    """An MCP client over streamable HTTP sending `headers` with every request;
+    `options` are the SDK Client's own (message_handler, logging_callback, ...)."""
     transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}))
-    async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client
 
 
