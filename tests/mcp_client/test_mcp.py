@@ -14,6 +14,7 @@ import subprocess
 import httpx2
 import pytest
 from agentvfs import Client as GrpcClient
+from agentvfs.changeset import WriteOp
 from agentvfs.v1 import tools_pb2
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -319,3 +320,29 @@ async def test_resources_page_in_path_order_under_the_grants(secured: Server) ->
             await reader.read_resource("agentvfs:///workspace/hidden-from-reader.txt")
         with pytest.raises(Exception):  # noqa: B017
             await reader.list_resources(cursor="forged")
+
+
+#: A directory of each tier, as the test server mounts them (conftest.py).
+TIERS = {"filesystem": "/workspace", "store": "/memories", "state": "", "object": "/shared"}
+
+
+@pytest.mark.parametrize("tier", list(TIERS))
+async def test_resources_page_to_the_end_on_every_tier(server: Server, tier: str) -> None:
+    if tier == "object" and not os.environ.get("AWS_ENDPOINT_URL"):
+        pytest.skip("the object tier needs an S3 server: run under scripts/with-s3 (scripts/test does)")
+    grpc = GrpcClient(server.address)
+    top = f"{TIERS[tier]}/paged-{tier}"
+    grpc.commit([WriteOp(f"{top}/f{i:03}.txt", str(i)) for i in range(620)])
+    async with http_client(server.url) as client:
+        uris: list[str] = []
+        cursor = None
+        for _ in range(100):
+            page = await client.list_resources(cursor=cursor)
+            assert len(page.resources) <= 200
+            uris += [r.uri for r in page.resources]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert cursor is None, "resources/list never ended"
+        assert len(uris) == len(set(uris)), "a file was listed twice"
+        assert [u for u in uris if f"{top}/" in u] == [f"agentvfs://{top}/f{i:03}.txt" for i in range(620)]
