@@ -143,13 +143,14 @@ async def http_client(
 
 
 @asynccontextmanager
-async def stdio_client(config: Path, *, token: str | None = None) -> AsyncIterator[Client]:
+async def stdio_client(config: Path, *, token: str | None = None, **options: Any) -> AsyncIterator[Client]:
     """An MCP client over stdio to `agentvfs mcp --config config [--token token]`
-    (the token after the verb, as `mcp --help` shows it)."""
+    (the token after the verb, as `mcp --help` shows it); `options` are the
+    SDK Client's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTVFS_")}
     args = ["mcp", "--config", str(config)] + (["--token", token] if token else [])
     params = StdioServerParameters(command=BIN, args=args, env=env)
-    async with Client(params) as client:
+    async with Client(params, **options) as client:
         yield client
 
 
@@ -159,17 +160,19 @@ TRANSPORTS = ["http", "http-legacy", "stdio"]
 
 
 @asynccontextmanager
-async def connect(transport: str, server: Server) -> AsyncIterator[Client]:
-    """A client of `server` over `transport` (see TRANSPORTS)."""
+async def connect(transport: str, server: Server, **options: Any) -> AsyncIterator[Client]:
+    """A client of `server` over `transport` (see TRANSPORTS), with the SDK
+    Client's `options`."""
     if transport == "stdio":
         # The stdio server opens the same tiers in its own process: give it
         # its own Store directory (RocksDB allows one process per database).
         config = server.config.with_name(f"stdio-{os.getpid()}.toml")
         config.write_text(server.config.read_text().replace("/store", "/store-stdio"))
-        async with stdio_client(config) as client:
+        async with stdio_client(config, **options) as client:
             yield client
     else:
-        async with http_client(server.url, mode="legacy" if transport == "http-legacy" else "auto") as client:
+        options.setdefault("mode", "legacy" if transport == "http-legacy" else "auto")
+        async with http_client(server.url, **options) as client:
             yield client
 
 

@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
-from conftest import Server, http_client
+from conftest import Server, connect, http_client
 
 #: A notification must arrive this soon after the write that caused it.
 DEADLINE = 0.1
@@ -237,3 +237,23 @@ async def test_logging_level_filters_messages(server: Server) -> None:
         await client.subscribe_resource("test://not-ours-either")
         await anyio.sleep(0.2)
         assert len(logged) == 1
+
+
+@pytest.mark.parametrize("transport", ["http-legacy", "stdio"])
+async def test_a_session_is_notified_of_changes_made_through_mcp(server: Server, transport: str) -> None:
+    # Both session transports: the notification reaches the session's own
+    # channel (stdout, or the GET event stream), whoever wrote.
+    inbox = Inbox()
+    watched = f"/workspace/own-{transport}/w.md"
+    async with connect(transport, server, mode="legacy", message_handler=inbox.handler) as client:
+        await client.subscribe_resource(uri(watched))
+        await client.call_tool("Write", {"path": watched.lstrip("/"), "content": "1"})
+        assert (await inbox.next())[1] == ResourceUpdated(uri(watched))
+        assert (await inbox.next())[1] == ResourcesListChanged()
+        read = await client.call_tool("Read", {"path": watched.lstrip("/")})
+        version = read.structured_content["stats"]["version"]  # type: ignore[index]
+        edit = {"path": watched.lstrip("/"), "old_string": "1", "new_string": "2", "expected_version": version}
+        edited = await client.call_tool("Edit", edit)
+        assert not edited.is_error, edited.structured_content
+        assert (await inbox.next())[1] == ResourceUpdated(uri(watched))
+        assert await inbox.quiet() == []
