@@ -257,3 +257,24 @@ async def test_a_session_is_notified_of_changes_made_through_mcp(server: Server,
         assert not edited.is_error, edited.structured_content
         assert (await inbox.next())[1] == ResourceUpdated(uri(watched))
         assert await inbox.quiet() == []
+
+
+async def test_subscriptions_are_bounded_per_principal_over_its_sessions(start_server) -> None:  # type: ignore[no-untyped-def]
+    bounded = start_server("[mcp]\nmax_subscriptions_per_principal = 3\n")
+    async with subscriber(bounded) as (one, _):
+        async with subscriber(bounded) as (two, _):
+            await one.subscribe_resource(uri("/workspace/p1"))
+            await one.subscribe_resource(uri("/workspace/p2"))
+            await two.subscribe_resource(uri("/workspace/p3"))
+            with pytest.raises(MCPError) as refused:
+                await two.subscribe_resource(uri("/workspace/p4"))
+            assert "max_subscriptions_per_principal" in refused.value.message
+        # A session that ends gives its subscriptions back.
+        for _ in range(50):
+            try:
+                await one.subscribe_resource(uri("/workspace/p4"))
+                break
+            except MCPError:
+                await anyio.sleep(0.05)
+        else:
+            pytest.fail("the closed session's subscription was never given back")
