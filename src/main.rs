@@ -137,7 +137,7 @@ async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(),
     let limits = agentvfs::service::Limits::new(app.limits);
     let service = agentvfs::service::Service::new(app.backend, app.max_file_bytes, limits);
     let tools = agentvfs::tools::Tools::new(service.clone(), app.tools);
-    agentvfs::mcp::stdio::serve(tools, service, caller).await
+    agentvfs::mcp::stdio::serve(tools, service, caller, &app.mcp).await
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {

@@ -4,7 +4,9 @@
 use super::{ConfigError, Source};
 use crate::mcp::{
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL,
-    DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS, MAX_MCP_SESSIONS, McpConfig,
+    DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL, DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION,
+    DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS, MAX_MCP_SESSIONS, MAX_MCP_SUBSCRIPTIONS, McpConfig,
+    SubscriptionBounds,
 };
 use serde::Deserialize;
 use std::time::Duration;
@@ -19,6 +21,8 @@ pub(super) struct RawMcp {
     max_sessions_per_principal: Option<Spanned<u64>>,
     allowed_origins: Option<Spanned<Vec<String>>>,
     session_idle_timeout_seconds: Option<Spanned<u64>>,
+    max_subscriptions_per_session: Option<Spanned<u64>>,
+    max_subscriptions_per_principal: Option<Spanned<u64>>,
 }
 
 /// Validates `[mcp]`.
@@ -85,6 +89,20 @@ pub(super) fn parse(src: &Source<'_>, raw: Option<RawMcp>) -> Result<McpConfig, 
             24 * 3600,
             DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS,
         )?),
+        subscriptions: SubscriptionBounds {
+            per_session: within(
+                raw.max_subscriptions_per_session,
+                "max_subscriptions_per_session",
+                MAX_MCP_SUBSCRIPTIONS,
+                DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION,
+            )? as usize,
+            per_principal: within(
+                raw.max_subscriptions_per_principal,
+                "max_subscriptions_per_principal",
+                MAX_MCP_SUBSCRIPTIONS,
+                DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL,
+            )? as usize,
+        },
     })
 }
 
@@ -110,6 +128,20 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("x.toml:2: mcp allowed_hosts must list host names")
+        );
+        let src = format!("[mcp]\nmax_subscriptions_per_principal = 7\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src)
+                .unwrap()
+                .mcp
+                .subscriptions
+                .per_principal,
+            7
+        );
+        let src = format!("[mcp]\nmax_subscriptions_per_session = 0\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:2: mcp max_subscriptions_per_session must be between 1 and 65536"
         );
         let src = format!("[mcp]\nmax_sessions = 0\n{mount}");
         assert_eq!(

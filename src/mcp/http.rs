@@ -9,7 +9,7 @@
 //!   [`Caller`] of one that passes rides in its extensions to the handler;
 //! - the State session: `x-agentvfs-session` when sent, else the MCP
 //!   session id (`mcp-session-id`, protocol versions with sessions), else
-//!   `default`;
+//!   (the stateless protocol) `mcp:` and the client's declared name;
 //! - sessions: at most `[mcp] max_sessions` live sessions, and at most
 //!   `max_sessions_per_principal` of one principal (an `initialize` beyond
 //!   either is HTTP 503), each closed after `session_idle_timeout_seconds`
@@ -128,9 +128,12 @@ impl McpHttp {
             .with_json_response(true)
             .with_max_request_body_bytes(max_body_bytes);
         let shutdown = http_config.cancellation_token.clone();
-        let server = McpServer::new(tools, service, Identity::PerRequest);
-        let inner =
-            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), http_config);
+        let server = McpServer::new(tools, service, Identity::PerRequest, config.subscriptions);
+        let inner = StreamableHttpService::new(
+            move || Ok(server.for_session()),
+            sessions.clone(),
+            http_config,
+        );
         let endpoint = McpHttp {
             inner,
             sessions,
@@ -157,10 +160,11 @@ impl McpHttp {
             }
         };
         let mcp_session = text(MCP_SESSION_HEADER).map_err(refusal)?;
+        let named = text(SESSION_HEADER).map_err(refusal)?.or(mcp_session);
         let caller = (|| {
             let credentials = Credentials {
                 authorization: text(header::AUTHORIZATION.as_str())?,
-                session: text(SESSION_HEADER)?.or(mcp_session),
+                session: named,
                 namespace: text(NAMESPACE_HEADER)?,
                 label: text(LABEL_HEADER)?,
                 branch: text(BRANCH_HEADER)?,
@@ -206,6 +210,9 @@ impl McpHttp {
                 ));
             }
             *owners.opening.entry(owner.to_owned()).or_default() += 1;
+        }
+        if named.is_none() {
+            req.extensions_mut().insert(Unnamed);
         }
         req.extensions_mut().insert(caller.clone());
         Ok((caller, opens_session))
@@ -381,11 +388,17 @@ impl McpHttp {
     }
 }
 
+/// Marks a request that named no State session: neither
+/// `x-agentvfs-session` nor an MCP session id (the stateless protocol).
+#[derive(Clone, Copy)]
+struct Unnamed;
+
 /// The caller [`McpHttp`] attached to the HTTP request `context` came in.
+/// A request that named no State session gets the one of the client
+/// program it declares (docs/mcp.md § Who calls, and which session).
 pub fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
-    context
-        .extensions
-        .get::<http::request::Parts>()
+    let parts = context.extensions.get::<http::request::Parts>();
+    let mut caller = parts
         .and_then(|parts| parts.extensions.get::<Caller>())
         .cloned()
         .ok_or_else(|| {
@@ -393,5 +406,48 @@ pub fn caller_of(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorDa
                 "request reached the MCP server without passing authentication",
                 None,
             )
-        })
+        })?;
+    let unnamed = parts.is_some_and(|parts| parts.extensions.get::<Unnamed>().is_some());
+    if unnamed && let Some(client) = context.meta.client_info() {
+        caller.scope.session = client_session(&client.name);
+    }
+    Ok(caller)
+}
+
+/// The State session of a stateless client that names none: `mcp:` and
+/// the name its `clientInfo` declares, each character a session name cannot
+/// hold replaced by `-`, so two agent programs never share scratch files.
+fn client_session(name: &str) -> String {
+    let keep = |c: char| c.is_ascii_alphanumeric() || "-_.@+~".contains(c);
+    let cleaned: String = name
+        .chars()
+        .map(|c| if keep(c) { c } else { '-' })
+        .take(crate::scope::MAX_SCOPE_NAME - 4)
+        .collect();
+    format!(
+        "mcp:{}",
+        if cleaned.is_empty() {
+            "client"
+        } else {
+            &cleaned
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_session;
+    use crate::scope::Scope;
+
+    #[test]
+    fn client_sessions_are_valid_session_names() {
+        assert_eq!(client_session("claude-code"), "mcp:claude-code");
+        assert_eq!(client_session("My Agent/1 é"), "mcp:My-Agent-1--");
+        assert_eq!(client_session(""), "mcp:client");
+        let long = client_session(&"x".repeat(500));
+        assert_eq!(long.len(), crate::scope::MAX_SCOPE_NAME);
+        for name in ["claude-code", "My Agent/1 é", "", &"x".repeat(500)] {
+            Scope::check_name("session", &client_session(name)).unwrap();
+        }
+    }
 }

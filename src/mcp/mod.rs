@@ -12,7 +12,13 @@
 //!   envelope's `text` as text content, the whole envelope as
 //!   `structuredContent`, and `isError` for error envelopes; the output budget and large-result eviction are the
 //!   Tools' own.
-//! - Resources: files under the caller's grants ([`resources`]).
+//! - Resources: files under the caller's grants ([`resources`]), their
+//!   changes notified to subscribers from the change feed
+//!   ([`subscriptions`], [`feed`]: `resources/subscribe` on the protocol
+//!   versions with sessions, `subscriptions/listen` on the stateless one),
+//!   and their paths completed ([`completion`]).
+//! - Logging: `logging/setLevel` and `notifications/message` for session
+//!   clients ([`logging`]).
 //! - Transports: streamable HTTP at `/mcp` on the gRPC listener ([`http`]),
 //!   and stdio for a local agent (`agentvfs mcp`, [`stdio`]).
 //!
@@ -20,23 +26,36 @@
 //! bearer token selects the principal, as on gRPC); over stdio the process
 //! runs as one caller fixed at start. [`Identity`] says which.
 
+mod completion;
+mod feed;
 pub mod http;
+mod logging;
 mod resources;
 pub mod stdio;
+mod subscriptions;
 
 use crate::error::Error;
-use crate::service::{Caller, Service};
+use crate::path::VfsPath;
+use crate::service::{Caller, Service, WatchStart};
 use crate::tools::{Envelope, ToolName, Tools};
+use feed::Notice;
+use logging::Log;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use subscriptions::{Ledger, Subscribed, Subscriptions};
+use tokio_util::sync::CancellationToken;
+
+pub use subscriptions::SubscriptionBounds;
 
 /// Default `[mcp] max_sessions`.
 pub const DEFAULT_MCP_MAX_SESSIONS: u64 = 256;
@@ -56,6 +75,12 @@ pub const DEFAULT_MCP_ALLOWED_ORIGINS: [&str; 6] = [
 ];
 /// Default `[mcp] session_idle_timeout_seconds`.
 pub const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS: u64 = 300;
+/// Default `[mcp] max_subscriptions_per_session`.
+pub const DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION: u64 = 256;
+/// Default `[mcp] max_subscriptions_per_principal`.
+pub const DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL: u64 = 1024;
+/// Most subscriptions either bound allows: each is one URI in memory.
+pub const MAX_MCP_SUBSCRIPTIONS: u64 = 65_536;
 
 /// The `[mcp]` section: the Model Context Protocol endpoint served at
 /// `/mcp` on the gRPC listener (docs/mcp.md).
@@ -79,6 +104,9 @@ pub struct McpConfig {
     pub allowed_origins: Vec<String>,
     /// A session unused this long is closed and its memory freed.
     pub session_idle_timeout: Duration,
+    /// Resources one session, and one principal over all its sessions, may
+    /// subscribe to (`resources/subscribe`, `subscriptions/listen`).
+    pub subscriptions: SubscriptionBounds,
 }
 
 impl Default for McpConfig {
@@ -90,6 +118,10 @@ impl Default for McpConfig {
             max_sessions_per_principal: DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL as usize,
             allowed_origins: DEFAULT_MCP_ALLOWED_ORIGINS.map(String::from).to_vec(),
             session_idle_timeout: Duration::from_secs(DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS),
+            subscriptions: SubscriptionBounds {
+                per_session: DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION as usize,
+                per_principal: DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL as usize,
+            },
         }
     }
 }
@@ -105,22 +137,123 @@ pub enum Identity {
 }
 
 /// The MCP server: one per MCP session (the SDK makes one per session over
-/// HTTP), all sharing the same tools and application layer.
+/// HTTP, and one per request of the stateless protocol), all sharing the
+/// same tools, application layer and subscription ledger.
 #[derive(Clone)]
 pub struct McpServer {
     tools: Tools,
     service: Service,
     identity: Identity,
+    ledger: Ledger,
+    bounds: SubscriptionBounds,
+    session: Arc<Session>,
+}
+
+/// What one MCP session holds: its log level and its subscriptions.
+#[derive(Default)]
+struct Session {
+    log: Arc<Log>,
+    /// Started by the first `resources/subscribe`; a lock held across the
+    /// start so that two first subscriptions start one feed.
+    watching: tokio::sync::Mutex<Option<Watching>>,
+}
+
+/// A session's subscriptions and the change feed that notifies them.
+struct Watching {
+    subscriptions: Subscriptions,
+    feed: Feed,
+}
+
+/// A running change feed; dropping it (the session ended) stops it.
+struct Feed(CancellationToken);
+
+impl Feed {
+    /// No feed running yet.
+    fn stopped() -> Feed {
+        let token = CancellationToken::new();
+        token.cancel();
+        Feed(token)
+    }
+}
+
+impl Drop for Feed {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
 }
 
 impl McpServer {
-    /// A server answering with `tools` and `service` as `identity` says.
-    pub fn new(tools: Tools, service: Service, identity: Identity) -> McpServer {
+    /// A server answering with `tools` and `service` as `identity` says,
+    /// subscriptions bounded by `bounds`.
+    pub fn new(
+        tools: Tools,
+        service: Service,
+        identity: Identity,
+        bounds: SubscriptionBounds,
+    ) -> McpServer {
         McpServer {
             tools,
             service,
             identity,
+            ledger: Ledger::default(),
+            bounds,
+            session: Arc::default(),
         }
+    }
+
+    /// The server of a new MCP session: the same tools and ledger, its own
+    /// log level and subscriptions.
+    pub fn for_session(&self) -> McpServer {
+        McpServer {
+            session: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    /// Starts the change feed of a session's subscriptions, notifying
+    /// `peer` (docs/mcp.md § Subscriptions): a Watch of everything the
+    /// caller may list from now on.
+    async fn watch(
+        &self,
+        caller: &Caller,
+        peer: &Peer<RoleServer>,
+        uris: Arc<Mutex<BTreeSet<String>>>,
+    ) -> Result<Feed, Error> {
+        let watcher = self
+            .service
+            .watch(caller, VfsPath::root(), WatchStart::Now, false)
+            .await?;
+        let feed = CancellationToken::new();
+        let (stop, peer, log) = (feed.clone(), peer.clone(), self.session.log.clone());
+        let listed = Some(self.tools.root().clone());
+        tokio::spawn(async move {
+            let notify = |notice| {
+                let peer = peer.clone();
+                async move {
+                    match notice {
+                        Notice::Updated(uri) => peer
+                            .notify_resource_updated(ResourceUpdatedNotificationParam::new(uri))
+                            .await
+                            .is_ok(),
+                        Notice::ListChanged => peer.notify_resource_list_changed().await.is_ok(),
+                    }
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                ended = feed::run(watcher, uris, listed, notify) => {
+                    if let Err(e) = ended {
+                        let message = format!(
+                            "resource subscriptions stopped: {e}; the next resources/subscribe \
+                             starts them again"
+                        );
+                        log.error(&peer, message).await;
+                    }
+                    stop.cancel();
+                }
+            }
+        });
+        Ok(Feed(feed))
     }
 
     /// The caller of the request `context` belongs to.
@@ -184,9 +317,14 @@ fn tool_call_id() -> String {
 
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
+        #[allow(deprecated)] // logging: deprecated by the 2026-07-28 protocol (SEP-2577)
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
             .enable_tools()
             .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("agentvfs", env!("CARGO_PKG_VERSION")))
@@ -270,5 +408,121 @@ impl ServerHandler for McpServer {
             .await
             .map(Into::into)
             .map_err(rpc_error)
+    }
+
+    #[allow(deprecated)] // resources/subscribe: the protocol versions with sessions
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let caller = self.caller(&context)?;
+        let subscribed = Subscribed::parse(&request.uri).map_err(rpc_error)?;
+        subscribed.check(&caller).map_err(rpc_error)?;
+        let mut watching = self.session.watching.lock().await;
+        let watching = watching.get_or_insert_with(|| Watching {
+            subscriptions: Subscriptions::new(
+                self.ledger.clone(),
+                self.bounds,
+                &caller.principal.owner,
+            ),
+            feed: Feed::stopped(),
+        });
+        if watching.feed.0.is_cancelled() {
+            let uris = watching.subscriptions.uris();
+            watching.feed = self
+                .watch(&caller, &context.peer, uris)
+                .await
+                .map_err(rpc_error)?;
+        }
+        watching.subscriptions.add(&subscribed).map_err(rpc_error)?;
+        if let Subscribed::Foreign(uri) = &subscribed {
+            let message = format!(
+                "subscribed to {}: not an agentvfs:// URI, so no change will ever be notified \
+                 for it",
+                crate::error::echo(uri)
+            );
+            self.session.log.warning(&context.peer, message).await;
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)] // resources/unsubscribe: the protocol versions with sessions
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let subscribed = Subscribed::parse(&request.uri).map_err(rpc_error)?;
+        if let Some(watching) = self.session.watching.lock().await.as_ref() {
+            watching.subscriptions.remove(&subscribed);
+        }
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        // Resources only (the tool list never changes); each URI's grant
+        // is checked in `listen`, where the caller is known.
+        let mut accepted = SubscriptionFilter::default();
+        accepted.resources_list_changed = requested.resources_list_changed;
+        accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let caller = self.caller(context.request_context())?;
+        let subscriptions =
+            Subscriptions::new(self.ledger.clone(), self.bounds, &caller.principal.owner);
+        let accepted = context.accepted();
+        for uri in accepted.resource_subscriptions.iter().flatten() {
+            let subscribed = Subscribed::parse(uri).map_err(rpc_error)?;
+            subscribed.check(&caller).map_err(rpc_error)?;
+            subscriptions.add(&subscribed).map_err(rpc_error)?;
+        }
+        let listed =
+            (accepted.resources_list_changed == Some(true)).then(|| self.tools.root().clone());
+        let watcher = self
+            .service
+            .watch(&caller, VfsPath::root(), WatchStart::Now, false)
+            .await
+            .map_err(rpc_error)?;
+        let sink = context.sink().clone();
+        let notify = |notice| {
+            let sink = sink.clone();
+            async move {
+                match notice {
+                    Notice::Updated(uri) => sink.notify_resource_updated(uri).await.is_ok(),
+                    Notice::ListChanged => sink.notify_resource_list_changed().await.is_ok(),
+                }
+            }
+        };
+        tokio::select! {
+            _ = context.cancelled() => Ok(()),
+            ended = feed::run(watcher, subscriptions.uris(), listed, notify) => ended.map_err(rpc_error),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let caller = self.caller(&context)?;
+        completion::complete(&self.service, &caller, &request)
+            .await
+            .map_err(rpc_error)
+    }
+
+    #[allow(deprecated)] // logging: deprecated by the 2026-07-28 protocol (SEP-2577)
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.log.set(&request);
+        Ok(())
     }
 }

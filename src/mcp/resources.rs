@@ -19,14 +19,18 @@ use rmcp::model::{
 };
 
 /// The URI scheme of files.
-const SCHEME: &str = "agentvfs://";
+pub const SCHEME: &str = "agentvfs://";
+/// The one resource template: any file by its absolute logical path.
+pub const TEMPLATE: &str = "agentvfs://{+path}";
+/// The template's one argument (completed by `completion/complete`).
+pub const TEMPLATE_ARGUMENT: &str = "path";
 /// Files per `resources/list` page: a page is one walk under the search
 /// budgets, so it stays small enough to answer quickly.
 pub const PAGE_SIZE: usize = 200;
 
 /// The URI template clients fill in to read any path.
 pub fn template() -> ResourceTemplate {
-    ResourceTemplate::new(format!("{SCHEME}{{+path}}"), "file")
+    ResourceTemplate::new(TEMPLATE, "file")
         .with_title("A file by its logical path")
         .with_description(
             "Any file the caller may read, by its absolute logical path, e.g. \

@@ -5,14 +5,25 @@
 //! stdout carries only MCP messages; logs go to stderr (`main.rs` sets the
 //! tracing writer), so nothing else can corrupt the stream.
 
-use super::{Identity, McpServer};
+use super::{Identity, McpConfig, McpServer};
 use crate::service::{Caller, Service};
 use crate::tools::Tools;
 use rmcp::ServiceExt;
 
-/// Serves MCP on stdin/stdout as `caller` until the client closes stdin.
-pub async fn serve(tools: Tools, service: Service, caller: Caller) -> Result<(), String> {
-    let server = McpServer::new(tools, service, Identity::Fixed(caller));
+/// Serves MCP on stdin/stdout as `caller` until the client closes stdin,
+/// with the `[mcp]` bounds that apply to one session (subscriptions).
+pub async fn serve(
+    tools: Tools,
+    service: Service,
+    caller: Caller,
+    config: &McpConfig,
+) -> Result<(), String> {
+    let server = McpServer::new(
+        tools,
+        service,
+        Identity::Fixed(caller),
+        config.subscriptions,
+    );
     let running = server
         .serve(rmcp::transport::stdio())
         .await

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
@@ -31,6 +32,23 @@ grants = [{ prefix = "/", ops = ["list", "file", "read_binary", "read_file", "re
 name = "reader"
 token = "reader-token"
 grants = [{ prefix = "/workspace/pub", ops = ["list", "file", "read_file", "read_re"] }]
+"""
+
+
+def object_mount(name: str) -> str:
+    """The object tier at /shared when an S3 server is at hand (scripts/with-s3
+    names it in AWS_ENDPOINT_URL; scripts/test runs every suite so), under a
+    key prefix of this server's own."""
+    if not os.environ.get("AWS_ENDPOINT_URL"):
+        return ""
+    prefix = "".join(c for c in name if c.isalnum())
+    return f"""
+[[mount]]
+prefix = "/shared"
+tier = "object"
+bucket = "agentvfs"
+key_prefix = "mcp-{prefix}/"
+path_style = true
 """
 
 
@@ -62,7 +80,7 @@ root = "{self.root}"
 prefix = "/memories"
 tier = "store"
 path = "{base / 'store'}"
-"""
+{object_mount(base.name)}"""
         )
         self.log = base / "server.log"
         with self.log.open("wb") as log:
@@ -115,22 +133,24 @@ def secured(start_server: Callable[[str], Server]) -> Server:
 
 @asynccontextmanager
 async def http_client(
-    url: str, *, headers: dict[str, str] | None = None, mode: str = "auto"
+    url: str, *, headers: dict[str, str] | None = None, mode: str = "auto", **options: Any
 ) -> AsyncIterator[Client]:
-    """An MCP client over streamable HTTP sending `headers` with every request."""
+    """An MCP client over streamable HTTP sending `headers` with every request;
+    `options` are the SDK Client's own (message_handler, logging_callback, ...)."""
     transport = streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers or {}))
-    async with Client(transport, mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(transport, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield client
 
 
 @asynccontextmanager
-async def stdio_client(config: Path, *, token: str | None = None) -> AsyncIterator[Client]:
+async def stdio_client(config: Path, *, token: str | None = None, **options: Any) -> AsyncIterator[Client]:
     """An MCP client over stdio to `agentvfs mcp --config config [--token token]`
-    (the token after the verb, as `mcp --help` shows it)."""
+    (the token after the verb, as `mcp --help` shows it); `options` are the
+    SDK Client's own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTVFS_")}
     args = ["mcp", "--config", str(config)] + (["--token", token] if token else [])
     params = StdioServerParameters(command=BIN, args=args, env=env)
-    async with Client(params) as client:
+    async with Client(params, **options) as client:
         yield client
 
 
@@ -140,17 +160,19 @@ TRANSPORTS = ["http", "http-legacy", "stdio"]
 
 
 @asynccontextmanager
-async def connect(transport: str, server: Server) -> AsyncIterator[Client]:
-    """A client of `server` over `transport` (see TRANSPORTS)."""
+async def connect(transport: str, server: Server, **options: Any) -> AsyncIterator[Client]:
+    """A client of `server` over `transport` (see TRANSPORTS), with the SDK
+    Client's `options`."""
     if transport == "stdio":
         # The stdio server opens the same tiers in its own process: give it
         # its own Store directory (RocksDB allows one process per database).
         config = server.config.with_name(f"stdio-{os.getpid()}.toml")
         config.write_text(server.config.read_text().replace("/store", "/store-stdio"))
-        async with stdio_client(config) as client:
+        async with stdio_client(config, **options) as client:
             yield client
     else:
-        async with http_client(server.url, mode="legacy" if transport == "http-legacy" else "auto") as client:
+        options.setdefault("mode", "legacy" if transport == "http-legacy" else "auto")
+        async with http_client(server.url, **options) as client:
             yield client
 
 

@@ -10,14 +10,16 @@ import json
 import os
 import re
 import subprocess
+from typing import Any
 
 import httpx2
 import pytest
 from agentvfs import Client as GrpcClient
+from agentvfs.changeset import WriteOp
 from agentvfs.v1 import tools_pb2
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp.types import BlobResourceContents, CallToolResult, TextResourceContents
+from mcp.types import BlobResourceContents, CallToolResult, Implementation, TextResourceContents
 
 from conftest import PRINCIPALS, TRANSPORTS, Server, connect, http_client, stdio_client
 
@@ -184,6 +186,28 @@ async def test_mcp_sessions_are_state_sessions(server: Server) -> None:
     async with http_client(server.url, headers=headers, mode="legacy") as reader:
         env = envelope(await reader.call_tool("Read", {"path": "scratch/shared.md"}))
         assert "ours" in env["text"]
+    # On the stateless protocol, each client program has its own State
+    # session (mcp:<clientInfo.name>) unless it names one.
+    def program(name: str) -> dict[str, Any]:
+        return {"client_info": Implementation(name=name, version="1")}
+
+    async with http_client(server.url, **program("agent-a")) as a, http_client(server.url, **program("agent b")) as b:
+        assert a.protocol_version >= "2026-07-28"
+        envelope(await a.call_tool("Write", {"path": "scratch/stateless.md", "content": "a's\n"}))
+        envelope(await b.call_tool("Write", {"path": "scratch/stateless.md", "content": "b's\n"}))
+        assert "a's" in envelope(await a.call_tool("Read", {"path": "scratch/stateless.md"}))["text"]
+        assert "b's" in envelope(await b.call_tool("Read", {"path": "scratch/stateless.md"}))["text"]
+    # Each session's files are where the rule says, for any front end to read.
+    for session, text in [("mcp:agent-a", b"a's\n"), ("mcp:agent-b", b"b's\n")]:
+        out = io.BytesIO()
+        GrpcClient(server.address, session=session).download("/scratch/stateless.md", out)
+        assert out.getvalue() == text
+    # Two instances of one program share it unless each names its own.
+    async with http_client(server.url, **program("twin")) as one, http_client(
+        server.url, headers={"x-agentvfs-session": "twin-2"}, **program("twin")
+    ) as two:
+        envelope(await one.call_tool("Write", {"path": "scratch/twin.md", "content": "one\n"}))
+        assert envelope(await two.call_tool("Read", {"path": "scratch/twin.md"}))["error"]["code"] == "NOT_FOUND"
     with pytest.raises(BaseException) as refused:
         async with http_client(server.url, headers={"x-agentvfs-session": "bad/name"}) as bad:
             await bad.list_tools()
@@ -319,3 +343,30 @@ async def test_resources_page_in_path_order_under_the_grants(secured: Server) ->
             await reader.read_resource("agentvfs:///workspace/hidden-from-reader.txt")
         with pytest.raises(Exception):  # noqa: B017
             await reader.list_resources(cursor="forged")
+
+
+#: A directory of each tier, as the test server mounts them (conftest.py).
+TIERS = {"filesystem": "/workspace", "store": "/memories", "state": "", "object": "/shared"}
+
+
+@pytest.mark.parametrize("tier", list(TIERS))
+async def test_resources_page_to_the_end_on_every_tier(server: Server, tier: str) -> None:
+    if tier == "object" and not os.environ.get("AWS_ENDPOINT_URL"):
+        pytest.skip("the object tier needs an S3 server: run under scripts/with-s3 (scripts/test does)")
+    # One State session for both clients: gRPC writes, MCP lists.
+    grpc = GrpcClient(server.address, session="paged")
+    top = f"{TIERS[tier]}/paged-{tier}"
+    grpc.commit([WriteOp(f"{top}/f{i:03}.txt", str(i)) for i in range(620)])
+    async with http_client(server.url, headers={"x-agentvfs-session": "paged"}) as client:
+        uris: list[str] = []
+        cursor = None
+        for _ in range(100):
+            page = await client.list_resources(cursor=cursor)
+            assert len(page.resources) <= 200
+            uris += [r.uri for r in page.resources]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        assert cursor is None, "resources/list never ended"
+        assert len(uris) == len(set(uris)), "a file was listed twice"
+        assert [u for u in uris if f"{top}/" in u] == [f"agentvfs://{top}/f{i:03}.txt" for i in range(620)]
