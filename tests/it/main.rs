@@ -49,6 +49,7 @@ mod s3;
 mod access;
 mod apply_patch;
 mod changesets;
+mod claude_tools;
 mod cli;
 mod conformance;
 mod files;
