@@ -164,6 +164,9 @@ def test_memory_tool_answers_as_the_sdk_does(vfs: Client, script: str) -> None:
         for i, command in enumerate(SCRIPTS[script]):
             expected = _outcome(reference, command)
             assert _outcome(ours, command) == expected, f"{script}[{i}]: {command}"
+        assert ours.clear_all_memory() == reference.clear_all_memory()
+        view: Command = {"command": "view", "path": "/memories"}
+        assert _outcome(ours, view) == _outcome(reference, view), f"{script}: after clear_all_memory"
 
 
 def test_memory_files_are_agentvfs_files(vfs: Client) -> None:
@@ -190,6 +193,8 @@ async def test_async_memory_tool(server: Server) -> None:
             await tool.call({"command": "create", "path": "/memories/a.md", "file_text": "x"})
         editor = AgentVfsAsyncTextEditorTool(c)
         assert "     1\tx" in await editor.call({"command": "view", "path": "/memories/a.md"})
+        assert await tool.clear_all_memory() == "All memory cleared"
+        assert str(await tool.call({"command": "view", "path": "/memories"})).endswith("\n0B\t/memories")
 
 
 def _editor(vfs: Client, **kwargs: Any) -> AgentVfsTextEditorTool:

@@ -53,9 +53,11 @@ from anthropic.types.beta import (
 
 from agentvfs.aio import AsyncClient
 from agentvfs.client import Client
-from agentvfs.v1 import tools_pb2
+from agentvfs.errors import NotFoundError
+from agentvfs.v1 import filesystem_pb2, tools_pb2
 
 __all__ = [
+    "MEMORIES",
     "MEMORY_TOOL",
     "TEXT_EDITOR_TOOL",
     "AgentVfsAsyncMemoryTool",
@@ -66,6 +68,8 @@ __all__ = [
 
 #: The server's tool behind `AgentVfsMemoryTool`.
 MEMORY_TOOL: Final = "memory"
+#: The memory directory, a logical path (the Store mount of the default configuration).
+MEMORIES: Final = "/memories"
 #: The server's tool behind `AgentVfsTextEditorTool` (Claude's name for it).
 TEXT_EDITOR_TOOL: Final = "str_replace_based_edit_tool"
 
@@ -163,6 +167,16 @@ class AgentVfsMemoryTool(BetaAbstractMemoryTool):
     def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return self._run(command)
 
+    def clear_all_memory(self) -> str:
+        """Deletes everything under ``/memories``, as the SDK's local tool does."""
+        try:
+            entries = list(self._client.filesystem.ListInfo(filesystem_pb2.ListInfoRequest(path=MEMORIES)).entries)
+        except NotFoundError:
+            entries = []
+        for entry in entries:
+            self._client.filesystem.Delete(filesystem_pb2.DeleteRequest(path=entry.path, recursive=True))
+        return "All memory cleared"
+
 
 class AgentVfsAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
     """`AgentVfsMemoryTool` on `agentvfs.AsyncClient`."""
@@ -191,6 +205,16 @@ class AgentVfsAsyncMemoryTool(BetaAsyncAbstractMemoryTool):
 
     async def rename(self, command: BetaMemoryTool20250818RenameCommand) -> str:
         return await self._run(command)
+
+    async def clear_all_memory(self) -> str:
+        """Deletes everything under ``/memories``, as the SDK's local tool does."""
+        try:
+            entries = list((await self._client.filesystem.ListInfo(filesystem_pb2.ListInfoRequest(path=MEMORIES))).entries)
+        except NotFoundError:
+            entries = []
+        for entry in entries:
+            await self._client.filesystem.Delete(filesystem_pb2.DeleteRequest(path=entry.path, recursive=True))
+        return "All memory cleared"
 
 
 class AgentVfsTextEditorTool(_EditorSettings[Client], BetaBuiltinFunctionTool):
