@@ -228,3 +228,30 @@ tier = "state"
         );
     }
 }
+
+/// A directory view stops after 10,000 entries with a note, and the output
+/// budget then saves the whole view and shows its head and tail.
+#[tokio::test]
+async fn directory_views_are_bounded() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for i in 0..10_003 {
+        write(&mut fs, &format!("/big/f{i:05}"), "").await;
+    }
+    let mut tools = ToolsClient::new(server.channel().await);
+    let envelope = invoke(
+        &mut tools,
+        "str_replace_based_edit_tool",
+        json!({"command": "view", "path": "/big"}),
+    )
+    .await;
+    let text = envelope["text"].as_str().unwrap();
+    assert!(text.contains("\n/big/f00000\n/big/f00001\n"), "{text}");
+    assert!(
+        text.contains(
+            "\n/big/f09999\n[Truncated: more than 10000 entries; view a subdirectory to see the rest.]"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("/big/f10000"), "{text}");
+}
