@@ -6,6 +6,7 @@
 //!   counting and splitting, binary detection, the empty-file reminder;
 //! - [`lines`]: `cat -n` numbering and the line windows of Read;
 //! - [`edit`]: Edit and MultiEdit's string replacements;
+//! - [`insert`]: insert-at-line, for Claude's memory and text-editor tools;
 //! - [`read_re`]: ReadRe's regex windows;
 //! - [`grep`]: the Grep tool's three output modes;
 //! - [`patch`]: OpenAI's apply_patch (V4A) format, parsed and applied;
@@ -22,6 +23,7 @@
 pub mod diff;
 pub mod edit;
 pub mod grep;
+pub mod insert;
 pub mod lines;
 pub mod merge;
 pub mod patch;

@@ -1,6 +1,8 @@
 //! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit,
 //! History and ApplyPatch over the one logical path space, each answering in
-//! the standard envelope.
+//! the standard envelope; and Claude's own file tools, `memory` and
+//! `str_replace_based_edit_tool`, with the texts of Anthropic's reference
+//! implementations ([`memory`], [`text_editor`]).
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
 //! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
@@ -52,6 +54,7 @@ macro_rules! object {
 mod apply_patch;
 mod args;
 pub mod budget;
+mod claude;
 mod edit;
 pub mod envelope;
 mod glob;
@@ -59,9 +62,11 @@ mod grep;
 mod hint;
 mod history;
 mod ls;
+mod memory;
 mod multi_edit;
 pub mod params;
 mod read;
+mod text_editor;
 mod write;
 
 pub use envelope::{Envelope, EnvelopeError, Object, Outcome, Status, ToolError};
@@ -117,11 +122,15 @@ pub enum ToolName {
     History,
     /// An OpenAI apply_patch patch, as one changeset (docs/changesets.md).
     ApplyPatch,
+    /// Claude's memory tool (`memory_20250818`) over `/memories`.
+    Memory,
+    /// Claude's text-editor tool (`text_editor_20250728`).
+    TextEditor,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 9] = [
+    pub const ALL: [ToolName; 11] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -131,6 +140,8 @@ impl ToolName {
         ToolName::MultiEdit,
         ToolName::History,
         ToolName::ApplyPatch,
+        ToolName::Memory,
+        ToolName::TextEditor,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -145,6 +156,8 @@ impl ToolName {
             ToolName::MultiEdit => "MultiEdit",
             ToolName::History => "History",
             ToolName::ApplyPatch => "ApplyPatch",
+            ToolName::Memory => "memory",
+            ToolName::TextEditor => text_editor::NAME,
         }
     }
 
@@ -165,6 +178,8 @@ impl ToolName {
             ToolName::MultiEdit => multi_edit::DESCRIPTION,
             ToolName::History => history::DESCRIPTION,
             ToolName::ApplyPatch => apply_patch::DESCRIPTION,
+            ToolName::Memory => memory::DESCRIPTION,
+            ToolName::TextEditor => text_editor::DESCRIPTION,
         }
     }
 
@@ -181,6 +196,8 @@ impl ToolName {
             ToolName::MultiEdit => &multi_edit::PARAMS,
             ToolName::History => &history::PARAMS,
             ToolName::ApplyPatch => &apply_patch::PARAMS,
+            ToolName::Memory => &memory::PARAMS,
+            ToolName::TextEditor => &text_editor::PARAMS,
         }
     }
 
@@ -417,5 +434,7 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::MultiEdit => multi_edit::run(call, args).await,
         ToolName::History => history::run(call, args).await,
         ToolName::ApplyPatch => apply_patch::run(call, args).await,
+        ToolName::Memory => memory::run(call, args).await,
+        ToolName::TextEditor => text_editor::run(call, args).await,
     }
 }

@@ -50,6 +50,7 @@ mod access;
 mod apply_patch;
 mod branch;
 mod changesets;
+mod claude_tools;
 mod cli;
 mod conformance;
 mod files;

@@ -198,7 +198,9 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "Edit",
             "MultiEdit",
             "History",
-            "ApplyPatch"
+            "ApplyPatch",
+            "memory",
+            "str_replace_based_edit_tool"
         ]
     );
     for t in &tools {
@@ -1023,7 +1025,7 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(
         env["text"],
         "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
-         History, ApplyPatch."
+         History, ApplyPatch, memory, str_replace_based_edit_tool."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");

@@ -370,3 +370,22 @@ async def test_resources_page_to_the_end_on_every_tier(server: Server, tier: str
         assert cursor is None, "resources/list never ended"
         assert len(uris) == len(set(uris)), "a file was listed twice"
         assert [u for u in uris if f"{top}/" in u] == [f"agentvfs://{top}/f{i:03}.txt" for i in range(620)]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_claudes_memory_and_editor_tools_are_served(server: Server, transport: str) -> None:
+    """Claude's memory and text-editor tools answer over MCP as over Tools/Invoke
+    (docs/tools.md), refusals as isError results."""
+    base = f"/workspace/claude-{transport}"
+    async with connect(transport, server) as client:
+        env = envelope(await client.call_tool("memory", {"command": "create", "path": f"/memories/{transport}.md", "file_text": "tea\n"}))
+        assert env["text"] == f"File created successfully at: /memories/{transport}.md", env
+        env = envelope(await client.call_tool("memory", {"command": "view", "path": f"/memories/{transport}.md"}))
+        assert env["text"] == f"Here's the content of /memories/{transport}.md with line numbers:\n     1\ttea\n     2\t"
+        editor = "str_replace_based_edit_tool"
+        env = envelope(await client.call_tool(editor, {"command": "create", "path": f"{base}/a.txt", "file_text": "a\n"}))
+        assert env["status"] == "success", env
+        env = envelope(await client.call_tool(editor, {"command": "insert", "path": f"{base}/a.txt", "insert_line": 1, "insert_text": "b"}))
+        assert env["text"].startswith(f"The file {base}/a.txt has been edited."), env
+        env = envelope(await client.call_tool(editor, {"command": "str_replace", "path": f"{base}/a.txt", "old_str": "z", "new_str": "y"}))
+        assert env["error"]["message"] == f"No replacement was performed, old_str `z` did not appear verbatim in {base}/a.txt."
