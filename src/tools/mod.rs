@@ -1,5 +1,5 @@
 //! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit,
-//! History and ApplyPatch over the one logical path space, each answering in
+//! History, ApplyPatch, Delete, Move and Copy over the one logical path space, each answering in
 //! the standard envelope.
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
@@ -23,7 +23,9 @@
 //!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
 //!   Edit/MultiEdit `read_file` + `write`; History by action: `file`,
 //!   `read_file`, `read_file` + `write`; ApplyPatch as a changeset's
-//!   operations);
+//!   operations; Delete `delete`; Move `write` + `delete` on the source and
+//!   `write` on the destination; Copy `read_file` on the source and `write`
+//!   on the destination);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
 //!   envelope, `context.path_resolved` once a path was resolved;
 //! - messages quote raw input (paths, names, strings) through
@@ -52,6 +54,8 @@ macro_rules! object {
 mod apply_patch;
 mod args;
 pub mod budget;
+mod copy;
+mod delete;
 mod edit;
 pub mod envelope;
 mod glob;
@@ -59,7 +63,9 @@ mod grep;
 mod hint;
 mod history;
 mod ls;
+pub mod media;
 mod multi_edit;
+mod mv;
 pub mod params;
 mod read;
 mod write;
@@ -117,11 +123,17 @@ pub enum ToolName {
     History,
     /// An OpenAI apply_patch patch, as one changeset (docs/changesets.md).
     ApplyPatch,
+    /// Delete a file or a directory tree.
+    Delete,
+    /// Move a file or a directory tree within one mount.
+    Move,
+    /// Copy a file within one mount.
+    Copy,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 9] = [
+    pub const ALL: [ToolName; 12] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -131,6 +143,9 @@ impl ToolName {
         ToolName::MultiEdit,
         ToolName::History,
         ToolName::ApplyPatch,
+        ToolName::Delete,
+        ToolName::Move,
+        ToolName::Copy,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -145,6 +160,9 @@ impl ToolName {
             ToolName::MultiEdit => "MultiEdit",
             ToolName::History => "History",
             ToolName::ApplyPatch => "ApplyPatch",
+            ToolName::Delete => "Delete",
+            ToolName::Move => "Move",
+            ToolName::Copy => "Copy",
         }
     }
 
@@ -165,6 +183,9 @@ impl ToolName {
             ToolName::MultiEdit => multi_edit::DESCRIPTION,
             ToolName::History => history::DESCRIPTION,
             ToolName::ApplyPatch => apply_patch::DESCRIPTION,
+            ToolName::Delete => delete::DESCRIPTION,
+            ToolName::Move => mv::DESCRIPTION,
+            ToolName::Copy => copy::DESCRIPTION,
         }
     }
 
@@ -181,6 +202,9 @@ impl ToolName {
             ToolName::MultiEdit => &multi_edit::PARAMS,
             ToolName::History => &history::PARAMS,
             ToolName::ApplyPatch => &apply_patch::PARAMS,
+            ToolName::Delete => &delete::PARAMS,
+            ToolName::Move => &mv::PARAMS,
+            ToolName::Copy => &copy::PARAMS,
         }
     }
 
@@ -417,5 +441,8 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::MultiEdit => multi_edit::run(call, args).await,
         ToolName::History => history::run(call, args).await,
         ToolName::ApplyPatch => apply_patch::run(call, args).await,
+        ToolName::Delete => delete::run(call, args).await,
+        ToolName::Move => mv::run(call, args).await,
+        ToolName::Copy => copy::run(call, args).await,
     }
 }

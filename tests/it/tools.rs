@@ -174,7 +174,7 @@ async fn start() -> (Server, Agent) {
     (server, agent)
 }
 
-/// ListTools gives the eight tools in order, each with a description and a
+/// ListTools gives the tools in order, each with a description and a
 /// JSON Schema object whose required parameters are among its properties.
 #[tokio::test]
 async fn list_tools_describes_every_tool_with_a_json_schema() {
@@ -198,7 +198,10 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "Edit",
             "MultiEdit",
             "History",
-            "ApplyPatch"
+            "ApplyPatch",
+            "Delete",
+            "Move",
+            "Copy"
         ]
     );
     for t in &tools {
@@ -1023,7 +1026,7 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(
         env["text"],
         "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
-         History, ApplyPatch."
+         History, ApplyPatch, Delete, Move, Copy."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");

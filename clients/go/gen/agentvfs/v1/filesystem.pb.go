@@ -3981,6 +3981,160 @@ func (x *DiffResponse) GetTruncated() bool {
 	return false
 }
 
+type CopyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file to copy; a directory is IS_DIRECTORY.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Its copy's path, on the same mount as the source (else
+	// INVALID_ARGUMENT naming both mounts); missing parent directories are
+	// created, an existing file is replaced unless create_only.
+	Destination string `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Fail with ALREADY_EXISTS (CONFLICT) when the destination exists.
+	CreateOnly bool `protobuf:"varint,3,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
+	// When set, the destination's current version must equal it (0: must not
+	// exist), else ABORTED (CONFLICT), as Write's.
+	IfVersion     *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyRequest) Reset() {
+	*x = CopyRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyRequest) ProtoMessage() {}
+
+func (x *CopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
+func (*CopyRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CopyRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CopyRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *CopyRequest) GetCreateOnly() bool {
+	if x != nil {
+		return x.CreateOnly
+	}
+	return false
+}
+
+func (x *CopyRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+type CopyResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Source      string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Destination string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Bytes in the copy.
+	BytesWritten uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// The destination's new version.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// True when the destination did not exist before.
+	Created       bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyResponse) Reset() {
+	*x = CopyResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyResponse) ProtoMessage() {}
+
+func (x *CopyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
+func (*CopyResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *CopyResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CopyResponse) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *CopyResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_agentvfs_v1_filesystem_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
@@ -4300,7 +4454,21 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x04diff\x18\x04 \x01(\tR\x04diff\x12\x14\n" +
 	"\x05added\x18\x05 \x01(\x04R\x05added\x12\x18\n" +
 	"\aremoved\x18\x06 \x01(\x04R\aremoved\x12\x1c\n" +
-	"\ttruncated\x18\a \x01(\bR\ttruncated*\xa6\x01\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\"\x9b\x01\n" +
+	"\vCopyRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1f\n" +
+	"\vcreate_only\x18\x03 \x01(\bR\n" +
+	"createOnly\x12\"\n" +
+	"\n" +
+	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
+	"\v_if_version\"\xa1\x01\n" +
+	"\fCopyResponse\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\bR\acreated*\xa6\x01\n" +
 	"\rAbortedReason\x12\x1e\n" +
 	"\x1aABORTED_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ABORTED_REASON_LIMIT\x10\x01\x12\x1e\n" +
@@ -4312,7 +4480,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\x98\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xd5\n" +
 	"\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
@@ -4335,7 +4503,8 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x05Watch\x12\x19.agentvfs.v1.WatchRequest\x1a\x1a.agentvfs.v1.WatchResponse0\x01\x12S\n" +
 	"\fListVersions\x12 .agentvfs.v1.ListVersionsRequest\x1a!.agentvfs.v1.ListVersionsResponse\x12D\n" +
 	"\aRestore\x12\x1b.agentvfs.v1.RestoreRequest\x1a\x1c.agentvfs.v1.RestoreResponse\x12;\n" +
-	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponseB\xb3\x01\n" +
+	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponse\x12;\n" +
+	"\x04Copy\x12\x18.agentvfs.v1.CopyRequest\x1a\x19.agentvfs.v1.CopyResponseB\xb3\x01\n" +
 	"\x0fcom.agentvfs.v1B\x0fFilesystemProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
 var (
@@ -4351,7 +4520,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -4406,14 +4575,16 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*RestoreResponse)(nil),       // 50: agentvfs.v1.RestoreResponse
 	(*DiffRequest)(nil),           // 51: agentvfs.v1.DiffRequest
 	(*DiffResponse)(nil),          // 52: agentvfs.v1.DiffResponse
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*CopyRequest)(nil),           // 53: agentvfs.v1.CopyRequest
+	(*CopyResponse)(nil),          // 54: agentvfs.v1.CopyResponse
+	(*timestamppb.Timestamp)(nil), // 55: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	53, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	53, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	55, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	55, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	53, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	55, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
@@ -4434,9 +4605,9 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	0,  // 22: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
 	41, // 23: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
 	1,  // 24: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	53, // 25: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	55, // 25: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
 	44, // 26: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	53, // 27: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	55, // 27: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
 	47, // 28: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
 	3,  // 29: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
 	5,  // 30: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
@@ -4457,27 +4628,29 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	46, // 45: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
 	49, // 46: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
 	51, // 47: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
-	4,  // 48: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 49: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 50: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 51: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 52: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 53: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 54: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 55: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 56: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 57: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	27, // 58: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
-	30, // 59: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
-	33, // 60: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	37, // 61: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	40, // 62: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	45, // 63: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	48, // 64: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	50, // 65: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	52, // 66: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	48, // [48:67] is the sub-list for method output_type
-	29, // [29:48] is the sub-list for method input_type
+	53, // 48: agentvfs.v1.Filesystem.Copy:input_type -> agentvfs.v1.CopyRequest
+	4,  // 49: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 50: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 51: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 52: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 53: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 54: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 55: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 56: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 57: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 58: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 59: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 60: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
+	33, // 61: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	37, // 62: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	40, // 63: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	45, // 64: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	48, // 65: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	50, // 66: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	52, // 67: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	54, // 68: agentvfs.v1.Filesystem.Copy:output_type -> agentvfs.v1.CopyResponse
+	49, // [49:69] is the sub-list for method output_type
+	29, // [29:49] is the sub-list for method input_type
 	29, // [29:29] is the sub-list for extension type_name
 	29, // [29:29] is the sub-list for extension extendee
 	0,  // [0:29] is the sub-list for field type_name
@@ -4525,13 +4698,14 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	}
 	file_agentvfs_v1_filesystem_proto_msgTypes[47].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[49].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[51].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
