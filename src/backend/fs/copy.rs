@@ -34,20 +34,30 @@ impl FsBackend {
         let size = st.st_size as u64;
         Error::check_file_size(source, size, self.max_file_bytes)?;
         self.write_with(scope, destination, pre, &mut |temp| {
-            clone_into(destination, &src, size, temp)
+            clone_into(destination, &src, size, self.max_file_bytes, temp)
         })
     }
 }
 
-/// Fills `temp` with the `size` bytes of `src`: a reflink where the file
-/// system shares extents, else the standard library's file-to-file copy
-/// (`copy_file_range(2)` in the kernel where it can, a read-write loop of
-/// small buffers where it cannot).
-fn clone_into(path: &VfsPath, src: &OwnedFd, size: u64, temp: &mut Temp<'_>) -> Result<()> {
+/// Fills `temp` with the `size` bytes of `src` (at most `max` when cloned
+/// whole): a reflink where the file system shares extents, else the
+/// standard library's file-to-file copy (`copy_file_range(2)` in the
+/// kernel where it can, a read-write loop of small buffers where it
+/// cannot).
+fn clone_into(
+    path: &VfsPath,
+    src: &OwnedFd,
+    size: u64,
+    max: u64,
+    temp: &mut Temp<'_>,
+) -> Result<()> {
     match rustix::fs::ioctl_ficlone(&temp.fd, src) {
         Ok(()) => {
-            temp.size = size;
-            return Ok(());
+            // The clone is the source as it is now, which may have changed
+            // size since it was opened: count (and bound) what was cloned.
+            let cloned = rustix::fs::fstat(&temp.fd).map_err(|e| errno(path, e))?;
+            temp.size = cloned.st_size as u64;
+            return Error::check_file_size(path, temp.size, max);
         }
         // No shared extents here (another file system, or one that does
         // not reflink): copy the bytes.
