@@ -303,7 +303,9 @@ pub trait Backend: Send + Sync {
     /// destination as Write's does, missing parents are created, and the
     /// change is recorded as a write. Callers have checked that the paths
     /// differ and the source's size. The default reads the source whole and
-    /// writes it (a byte copy); the Filesystem tier reflinks instead.
+    /// writes it (a byte copy, as the object tier does); the Filesystem
+    /// tier reflinks, State shares the bytes, Store copies them under the
+    /// locks of both keys.
     fn copy(
         &self,
         scope: &Scope,

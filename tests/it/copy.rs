@@ -540,3 +540,31 @@ grants = [{ prefix = "/", ops = ["list", "file", "read_file"] }]
         "Permission denied accessing 'workspace/picture'.",
     );
 }
+
+/// On the State tier a copy shares its source's bytes: eight copies of a
+/// 16 MiB file grow the server's resident memory by far less than one
+/// file's size (byte copies would hold 128 MiB more), and each copy is
+/// still a file of its own once written.
+#[tokio::test]
+async fn state_copies_share_their_bytes() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let big = "y".repeat(16 << 20);
+    write(&mut fs, "/share/big", &big).await;
+    drop(big);
+    let before = server.memory_kib("VmRSS");
+    for i in 0..8 {
+        fs.copy(copy_request("/share/big", &format!("/share/copy{i}")))
+            .await
+            .unwrap();
+    }
+    let grown = server.memory_kib("VmRSS").saturating_sub(before);
+    assert!(
+        grown < 16 << 10,
+        "8 copies of 16 MiB grew the server by {grown} KiB"
+    );
+    write(&mut fs, "/share/copy3", "changed\n").await;
+    assert_eq!(read(&mut fs, "/share/copy3").await.content, "changed\n");
+    let original = read(&mut fs, "/share/big").await;
+    assert_eq!(original.content.len(), 16 << 20);
+}
