@@ -1,5 +1,5 @@
 //! Client verbs of the `agentvfs` command, for people at a terminal:
-//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `grep`, `glob`, and
+//! `agentvfs ls /dir`, `cat`, `get`, `put`, `rm`, `mv`, `cp`, `grep`, `glob`, and
 //! the history verbs `watch`, `log`, `diff`, `restore` and `rewind`, and
 //! `apply-patch` (an OpenAI apply_patch patch on stdin, through the
 //! ApplyPatch tool).
@@ -111,6 +111,19 @@ pub enum Verb {
         #[arg(long, value_name = "N")]
         if_version: Option<u64>,
         /// Fail if the destination exists (else a file replaces a file).
+        #[arg(long)]
+        create_only: bool,
+    },
+    /// Copy a file within one mount (a reflink where the disk can).
+    Cp {
+        /// File to copy.
+        source: String,
+        /// Path of the copy; missing parent directories are created.
+        destination: String,
+        /// Copy only if the destination is at this version (0: must not exist).
+        #[arg(long, value_name = "N")]
+        if_version: Option<u64>,
+        /// Fail if the destination exists (else the copy replaces it).
         #[arg(long)]
         create_only: bool,
     },
@@ -380,7 +393,7 @@ async fn branch(
                 for f in page.files {
                     match f.kind.as_str() {
                         "moved" => writeln!(out, "moved {} -> {}", f.from, f.path),
-                        _ => write!(out, "{}", f.diff),
+                        _ => writeln!(out, "{}", f.diff),
                     }
                     .map_err(io)?;
                 }
@@ -567,6 +580,29 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 out,
                 "moved {} to {} ({} files{version})",
                 m.source, m.destination, m.files_moved
+            )
+            .map_err(io)?;
+        }
+        Verb::Cp {
+            source,
+            destination,
+            if_version,
+            create_only,
+        } => {
+            let c = fs
+                .copy(pb::CopyRequest {
+                    source,
+                    destination,
+                    if_version,
+                    create_only,
+                })
+                .await
+                .map_err(fail)?
+                .into_inner();
+            writeln!(
+                out,
+                "copied {} to {} ({} bytes, version {})",
+                c.source, c.destination, c.bytes_written, c.version
             )
             .map_err(io)?;
         }

@@ -159,6 +159,40 @@ func TestMoveRenamesFilesAndTrees(t *testing.T) {
 	}
 }
 
+// TestCopyCopiesAFile: Copy through the typed stub copies a file to a new
+// path (its parents created) under a version of its own; create-only, a
+// stale IfVersion (the destination's) and a copy across mounts are *Error
+// with the envelope code.
+func TestCopyCopiesAFile(t *testing.T) {
+	ctx := context.Background()
+	c := newClient(t, startServer(t, ""), "copy")
+	if _, err := c.Filesystem.Write(ctx, &pb.WriteRequest{Path: "/a.txt", Content: "alpha"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.Filesystem.Copy(ctx, &pb.CopyRequest{Source: "/a.txt", Destination: "/new/b.txt"})
+	if err != nil || out.GetBytesWritten() != 5 || !out.GetCreated() {
+		t.Fatalf("copy: %v %v", out, err)
+	}
+	r, err := c.Filesystem.Read(ctx, &pb.ReadRequest{Path: "/new/b.txt"})
+	if err != nil || r.GetContent() != "alpha" || r.GetVersion() != out.GetVersion() {
+		t.Fatalf("read the copy: %v %v", r, err)
+	}
+	var e *agentvfs.Error
+	_, err = c.Filesystem.Copy(ctx, &pb.CopyRequest{Source: "/a.txt", Destination: "/new/b.txt", CreateOnly: true})
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeConflict || e.Status != codes.AlreadyExists {
+		t.Fatalf("create-only over a file: want CONFLICT/AlreadyExists, got %v", err)
+	}
+	stale := out.GetVersion() + 1
+	_, err = c.Filesystem.Copy(ctx, &pb.CopyRequest{Source: "/a.txt", Destination: "/new/b.txt", IfVersion: &stale})
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeConflict || e.Status != codes.Aborted {
+		t.Fatalf("stale IfVersion: want CONFLICT/Aborted, got %v", err)
+	}
+	_, err = c.Filesystem.Copy(ctx, &pb.CopyRequest{Source: "/a.txt", Destination: "/memories/a.txt"})
+	if !errors.As(err, &e) || e.Code != agentvfs.CodeInvalidParam || !strings.Contains(e.Message, "cannot copy across mounts") {
+		t.Fatalf("across mounts: want INVALID_PARAM, got %v", err)
+	}
+}
+
 // TestCommitErrorsAreNativeAndNameTheOperation: a changeset whose second
 // operation edits a missing file fails as fs.ErrNotExist with
 // OperationIndex 1 and applies nothing; an error of another call has no

@@ -87,6 +87,29 @@ impl CompositeBackend {
         }
     }
 
+    /// The tier owning both `source` and `destination` of a Move or Copy
+    /// (`verb`); paths on two mounts are INVALID_ARGUMENT naming both.
+    fn one_mount(
+        &self,
+        verb: &str,
+        source: &VfsPath,
+        destination: &VfsPath,
+    ) -> Result<&dyn Backend> {
+        let from = self
+            .owner(source)
+            .ok_or_else(|| Error::NotFound(source.to_string()))?;
+        let to = self
+            .owner(destination)
+            .ok_or_else(|| Error::NotFound(destination.to_string()))?;
+        if from.prefix != to.prefix {
+            return Err(Error::InvalidArgument(format!(
+                "cannot {verb} across mounts: {source} is on {}, {destination} on {}",
+                from.prefix, to.prefix
+            )));
+        }
+        Ok(from.backend.as_ref())
+    }
+
     /// Runs a file read on the owning tier; a path that only holds mount
     /// points is a directory, not missing.
     fn read_file<T>(&self, path: &VfsPath, f: impl FnOnce(&dyn Backend) -> Result<T>) -> Result<T> {
@@ -358,19 +381,25 @@ impl Backend for CompositeBackend {
                 return Err(super::unmovable_mount(path));
             }
         }
-        let from = self
-            .owner(source)
-            .ok_or_else(|| Error::NotFound(source.to_string()))?;
-        let to = self
-            .owner(destination)
-            .ok_or_else(|| Error::NotFound(destination.to_string()))?;
-        if from.prefix != to.prefix {
-            return Err(Error::InvalidArgument(format!(
-                "cannot move across mounts: {source} is on {}, {destination} on {}",
-                from.prefix, to.prefix
-            )));
+        self.one_mount("move", source, destination)?
+            .rename(scope, source, destination, pre)
+    }
+
+    /// Refuses a destination that holds mounts and a Copy between two
+    /// mounts (no tier writes into another), then the one tier owning both
+    /// paths copies.
+    fn copy(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        if self.holds_mounts(destination) {
+            return Err(Error::IsDirectory(destination.to_string()));
         }
-        from.backend.rename(scope, source, destination, pre)
+        self.one_mount("copy", source, destination)?
+            .copy(scope, source, destination, pre)
     }
 
     fn branch_mounts(&self) -> Vec<VfsPath> {

@@ -305,6 +305,25 @@ pub trait Backend: Send + Sync {
         Vec::new()
     }
 
+    /// Copies the file at `source` to `destination` as one write of the
+    /// destination (docs/contract.md § Copy): `pre` applies to the
+    /// destination as Write's does, missing parents are created, and the
+    /// change is recorded as a write. Callers have checked that the paths
+    /// differ and the source's size. The default reads the source whole and
+    /// writes it (a byte copy, as the object tier does); the Filesystem
+    /// tier reflinks, State shares the bytes, Store copies them under the
+    /// locks of both keys.
+    fn copy(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        let (data, _) = self.read(scope, source)?;
+        self.write(scope, destination, data, pre)
+    }
+
     /// The mount owning `path`: the mount table's answer; `None` from a tier
     /// on its own (it owns every path it is asked about). Changesets use it
     /// to refuse spanning mounts before any work.

@@ -1,4 +1,4 @@
-//! The Model Context Protocol front end: the eight LLM tools and the files
+//! The Model Context Protocol front end: the LLM tools and the files
 //! as resources, for any MCP client (docs/mcp.md).
 //!
 //! A third adapter over the application layer, beside the gRPC services:
@@ -7,9 +7,10 @@
 //! the answer. It adds no file semantics of its own.
 //!
 //! - Tools: the names, descriptions and JSON Schemas of `ListTools`, with
-//!   MCP annotations (LS, Glob, Grep and Read are read-only; Write, Edit,
-//!   MultiEdit, History and ApplyPatch are not). A call answers with the
-//!   envelope's `text` as text content, the whole envelope as
+//!   MCP annotations (LS, Glob, Grep and Read are read-only; the tools
+//!   that change files are destructive). A call answers with the
+//!   envelope's `text` as text content (then a media Read's file as image
+//!   content or an embedded resource), the whole envelope as
 //!   `structuredContent`, and `isError` for error envelopes; the output budget and large-result eviction are the
 //!   Tools' own.
 //! - Resources: files under the caller's grants ([`resources`]), their
@@ -44,8 +45,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
     ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
+    ResourceContents, ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations, UnsubscribeRequestParams,
 };
 use rmcp::service::{Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -276,10 +277,12 @@ fn tool(name: ToolName) -> Tool {
         name,
         ToolName::Ls | ToolName::Glob | ToolName::Grep | ToolName::Read
     );
+    // Delete again deletes nothing more: its effect is idempotent.
+    let idempotent = read_only || name == ToolName::Delete;
     let annotations = ToolAnnotations::new()
         .read_only(read_only)
         .destructive(!read_only)
-        .idempotent(read_only)
+        .idempotent(idempotent)
         .open_world(false);
     Tool::new(name.as_str(), name.description(), Arc::new(schema)).with_annotations(annotations)
 }
@@ -290,10 +293,30 @@ fn tool_result(envelope: &Envelope) -> CallToolResult {
     let mut result = if envelope.error().is_some() {
         CallToolResult::error(vec![ContentBlock::text(envelope.text.clone())])
     } else {
-        CallToolResult::success(vec![ContentBlock::text(envelope.text.clone())])
+        let mut content = vec![ContentBlock::text(envelope.text.clone())];
+        content.extend(media_content(envelope));
+        CallToolResult::success(content)
     };
     result.structured_content = Some(envelope.to_value());
     result
+}
+
+/// A media Read's content as MCP carries it (`crate::tools::media`): image
+/// content for an image, an embedded resource (a base64 blob named by the
+/// file's URI) for a document, as the reference filesystem server's
+/// `read_media_file` answers.
+fn media_content(envelope: &Envelope) -> Option<ContentBlock> {
+    let field = |key| envelope.data.get(key).and_then(|v| v.as_str());
+    let (kind, mime, data) = (field("type")?, field("mime_type")?, field("data")?);
+    match kind {
+        "image" => Some(ContentBlock::image(data, mime)),
+        "document" => {
+            let path = crate::path::VfsPath::parse(field("logical_path")?).ok()?;
+            let blob = ResourceContents::blob(data, resources::uri_of(&path)).with_mime_type(mime);
+            Some(ContentBlock::resource(blob))
+        }
+        _ => None,
+    }
 }
 
 /// A domain error as the JSON-RPC error of a protocol-level failure

@@ -355,6 +355,17 @@ pub fn glob_batch(hits: Vec<Hit>) -> pb::GlobBatch {
 }
 
 /// What a Write did.
+/// A Copy's answer: the source as asked, the destination's write.
+pub fn copy_response(source: String, o: WriteOutcome) -> pb::CopyResponse {
+    pb::CopyResponse {
+        source,
+        destination: o.path.to_string(),
+        bytes_written: o.bytes_written,
+        version: o.version,
+        created: o.created,
+    }
+}
+
 pub fn write_response(o: WriteOutcome) -> pb::WriteResponse {
     pb::WriteResponse {
         path: o.path.to_string(),

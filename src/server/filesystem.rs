@@ -334,4 +334,17 @@ impl Filesystem for FilesystemService {
         let stream = streams::search(events, convert::glob_message);
         Ok(Response::new(stream))
     }
+
+    async fn copy(&self, req: Request<pb::CopyRequest>) -> Reply<pb::CopyResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let source = VfsPath::parse(&req.source)?;
+        let destination = VfsPath::parse(&req.destination)?;
+        let pre = convert::precondition(req.create_only, req.if_version);
+        let shown = source.to_string();
+        let out = (self.service)
+            .run(&caller, move |files| files.copy(&source, &destination, pre))
+            .await?;
+        Ok(Response::new(convert::copy_response(shown, out)))
+    }
 }

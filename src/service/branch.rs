@@ -75,8 +75,9 @@ pub struct BranchFileDiff {
     pub kind: DiffKind,
     /// For a move: where it was.
     pub from: Option<VfsPath>,
-    /// The unified diff from the base to the branch (capped at 1 MiB;
-    /// `Binary files differ` for binary content).
+    /// The unified diff from the base to the branch, as the Diff RPC
+    /// writes it (capped at 1 MiB; `Binary files a/… and b/… differ` for
+    /// binary content).
     pub diff: String,
 }
 
@@ -440,9 +441,10 @@ fn as_text(bytes: Option<&[u8]>) -> Option<&str> {
 
 /// The unified diff of one file from the base to the branch.
 fn file_diff(path: &VfsPath, base: Option<&[u8]>, branch: Option<&[u8]>) -> String {
+    let shown = path.as_str().trim_start_matches('/');
     match (as_text(base.or(Some(b""))), as_text(branch.or(Some(b"")))) {
-        (Some(old), Some(new)) => unified(path.as_str(), old, new, DiffCaps::WHOLE).text,
-        _ => format!("Binary files differ: {path}\n"),
+        (Some(old), Some(new)) => unified(shown, old, new, DiffCaps::WHOLE).text,
+        _ => format!("Binary files a/{shown} and b/{shown} differ"),
     }
 }
 

@@ -165,4 +165,34 @@ impl<'a> Files<'a> {
         self.backend
             .rename(&self.caller.scope, source, destination, pre)
     }
+
+    /// Copies one file (docs/contract.md § Copy): `read_file` on the
+    /// source, `write` on the destination, then the paths, then the
+    /// source's kind and size (a directory is IS_DIRECTORY, a file over the
+    /// size limit RESOURCE_EXHAUSTED, both before any work), charged to the
+    /// caller's memory as a read of it would be, then one tier step.
+    pub fn copy(
+        &self,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        self.check(source, Op::ReadFile)?;
+        self.check(destination, Op::Write)?;
+        if source == destination {
+            return Err(Error::InvalidArgument(format!(
+                "source and destination are the same path: {source}"
+            )));
+        }
+        let entry = self.backend.stat(&self.caller.scope, source)?;
+        if entry.is_directory() {
+            return Err(Error::IsDirectory(format!(
+                "{source} (Copy copies one file; copy a directory's files one by one)"
+            )));
+        }
+        Error::check_file_size(source, entry.size, self.max_file_bytes)?;
+        self.charge(entry.size, "copying the file")?;
+        self.backend
+            .copy(&self.caller.scope, source, destination, pre)
+    }
 }

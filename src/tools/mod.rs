@@ -1,8 +1,8 @@
 //! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit,
-//! History and ApplyPatch over the one logical path space, each answering in
-//! the standard envelope; and Claude's own file tools, `memory` and
-//! `str_replace_based_edit_tool`, with the texts of Anthropic's reference
-//! implementations ([`memory`], [`text_editor`]).
+//! History, ApplyPatch, Delete, Move and Copy over the one logical path
+//! space, each answering in the standard envelope; and Claude's own file
+//! tools, `memory` and `str_replace_based_edit_tool`, with the texts of
+//! Anthropic's reference implementations ([`memory`], [`text_editor`]).
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
 //! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
@@ -25,7 +25,9 @@
 //!   (LS/Glob `list`, Grep `read_re`, Read `read_file`, Write `write`,
 //!   Edit/MultiEdit `read_file` + `write`; History by action: `file`,
 //!   `read_file`, `read_file` + `write`; ApplyPatch as a changeset's
-//!   operations);
+//!   operations; Delete `delete`; Move `write` + `delete` on the source and
+//!   `write` on the destination; Copy `read_file` on the source and `write`
+//!   on the destination);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
 //!   envelope, `context.path_resolved` once a path was resolved;
 //! - messages quote raw input (paths, names, strings) through
@@ -55,6 +57,8 @@ mod apply_patch;
 mod args;
 pub mod budget;
 mod claude;
+mod copy;
+mod delete;
 mod edit;
 pub mod envelope;
 mod glob;
@@ -62,8 +66,10 @@ mod grep;
 mod hint;
 mod history;
 mod ls;
+pub mod media;
 mod memory;
 mod multi_edit;
+mod mv;
 pub mod params;
 mod read;
 mod text_editor;
@@ -126,11 +132,17 @@ pub enum ToolName {
     Memory,
     /// Claude's text-editor tool (`text_editor_20250728`).
     TextEditor,
+    /// Delete a file or a directory tree.
+    Delete,
+    /// Move a file or a directory tree within one mount.
+    Move,
+    /// Copy a file within one mount.
+    Copy,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 11] = [
+    pub const ALL: [ToolName; 14] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -142,6 +154,9 @@ impl ToolName {
         ToolName::ApplyPatch,
         ToolName::Memory,
         ToolName::TextEditor,
+        ToolName::Delete,
+        ToolName::Move,
+        ToolName::Copy,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -158,6 +173,9 @@ impl ToolName {
             ToolName::ApplyPatch => "ApplyPatch",
             ToolName::Memory => "memory",
             ToolName::TextEditor => text_editor::NAME,
+            ToolName::Delete => "Delete",
+            ToolName::Move => "Move",
+            ToolName::Copy => "Copy",
         }
     }
 
@@ -180,6 +198,9 @@ impl ToolName {
             ToolName::ApplyPatch => apply_patch::DESCRIPTION,
             ToolName::Memory => memory::DESCRIPTION,
             ToolName::TextEditor => text_editor::DESCRIPTION,
+            ToolName::Delete => delete::DESCRIPTION,
+            ToolName::Move => mv::DESCRIPTION,
+            ToolName::Copy => copy::DESCRIPTION,
         }
     }
 
@@ -198,6 +219,9 @@ impl ToolName {
             ToolName::ApplyPatch => &apply_patch::PARAMS,
             ToolName::Memory => &memory::PARAMS,
             ToolName::TextEditor => &text_editor::PARAMS,
+            ToolName::Delete => &delete::PARAMS,
+            ToolName::Move => &mv::PARAMS,
+            ToolName::Copy => &copy::PARAMS,
         }
     }
 
@@ -436,5 +460,8 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::ApplyPatch => apply_patch::run(call, args).await,
         ToolName::Memory => memory::run(call, args).await,
         ToolName::TextEditor => text_editor::run(call, args).await,
+        ToolName::Delete => delete::run(call, args).await,
+        ToolName::Move => mv::run(call, args).await,
+        ToolName::Copy => copy::run(call, args).await,
     }
 }

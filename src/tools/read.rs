@@ -1,4 +1,5 @@
-//! The Read tool: a window of a text file, numbered `cat -n` style.
+//! The Read tool: a window of a text file, numbered `cat -n` style; an
+//! image or a PDF in base64 with its MIME type ([`media`]).
 //!
 //! Flow: resolve, check `read_file`, one `Backend::read` on a blocking thread,
 //! refuse binary content (a NUL byte near the start, as git and ripgrep
@@ -17,11 +18,14 @@
 //! (never clamped).
 
 use super::args::Args;
+use super::media;
 use super::params::{Param, Params};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
+use crate::entry::Entry;
 use crate::error::Error;
 use crate::text;
+use base64::Engine as _;
 use serde_json::json;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
@@ -31,7 +35,9 @@ use std::time::UNIX_EPOCH;
 pub const DESCRIPTION: &str = "Read a text file. Returns its lines numbered like 'cat -n' \
 (number, tab, line), starting at start_line, at most limit lines; the text says how to continue \
 when the file is longer. stats.version is the file's current version: pass it as \
-expected_version to Write, Edit or MultiEdit. Binary files are refused; use LS for directories.";
+expected_version to Write, Edit or MultiEdit. An image (PNG, JPEG, GIF, WebP) or a PDF of up to \
+5 MiB is returned whole, base64 with its MIME type. Other binary files are refused; use LS for \
+directories.";
 
 /// Most lines one call returns.
 pub const MAX_LIMIT: i64 = 2000;
@@ -65,9 +71,51 @@ pub fn read_error(e: Error, shown: &str) -> ToolError {
         Error::IsDirectory(_) => format!("Path '{shown}' is a directory. Use LS to explore it."),
         Error::Binary(_) => format!("File '{shown}' appears to be binary. Cannot read as text."),
         Error::PermissionDenied(_) => format!("Permission denied accessing '{shown}'."),
+        Error::TooLarge(detail) => format!("Cannot read '{shown}': {detail}."),
         _ => format!("Failed to read file - {e}"),
     };
     ToolError::new(e, message)
+}
+
+/// What Read found: a text file's window (its entry, whether it was
+/// lossy, its line count, the numbered lines) or a media file in base64.
+enum Loaded {
+    Text(Entry, bool, usize, Option<String>),
+    Media(Entry, media::Media, String),
+}
+
+/// A media file's answer: its base64 and MIME type in `data` (which MCP
+/// turns into image content or an embedded resource), a line of text.
+fn media_outcome(shown: &str, entry: &Entry, media: media::Media, encoded: String) -> Outcome {
+    let kind = if media.image { "image" } else { "document" };
+    Outcome {
+        status: Status::Success,
+        data: object! {
+            "path" => shown,
+            "logical_path" => entry.path.as_str(),
+            "type" => kind,
+            "mime_type" => media.mime_type,
+            "encoding" => "base64",
+            "data" => encoded,
+        },
+        text: format!(
+            "Read {kind} '{shown}' ({}, {} bytes); its content is in data.data, base64.",
+            media.mime_type, entry.size
+        ),
+        stats: object! {
+            "file_size_bytes" => entry.size,
+            "file_mtime_ms" => mtime_ms(entry),
+            "version" => entry.version,
+        },
+    }
+}
+
+/// The file's modification time in milliseconds since the epoch.
+fn mtime_ms(entry: &Entry) -> u64 {
+    entry
+        .modified
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Runs Read.
@@ -85,10 +133,17 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     call.check(&path, Op::ReadFile)?;
     // Lines are counted, not collected, and only the window is decoded and
     // numbered, all on the blocking thread.
-    let (entry, lossy, total, numbered) = call
+    let loaded = call
         .service
         .run(&call.caller, move |files| {
             let (data, entry) = files.read(&path, Op::ReadFile)?;
+            if let Some(media) = media::detect(&data) {
+                files.check(&path, Op::ReadBinary)?;
+                media::check_size(&path, media, data.len() as u64)?;
+                files.charge(data.len().div_ceil(3) as u64 * 4, "encoding the media file")?;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(&data);
+                return Ok(Loaded::Media(entry, media, encoded));
+            }
             if text::is_binary(&data) {
                 return Err(Error::Binary(path.to_string()));
             }
@@ -100,15 +155,21 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
                     String::from_utf8_lossy(&data[text::line_range(&data, start - 1, end)]);
                 text::format_lines_numbered(window.lines(), start as u64)
             });
-            Ok((entry, lossy, total, numbered))
+            Ok(Loaded::Text(entry, lossy, total, numbered))
         })
         .await
         .map_err(|e| read_error(e, &shown))?;
+    let (entry, lossy, total, numbered) = match loaded {
+        Loaded::Text(entry, lossy, total, numbered) => (entry, lossy, total, numbered),
+        Loaded::Media(entry, media, encoded) => {
+            return Ok(media_outcome(&shown, &entry, media, encoded));
+        }
+    };
     let mut stats = object! {
         "total_lines" => total,
         "lines_returned" => 0,
         "file_size_bytes" => entry.size,
-        "file_mtime_ms" => entry.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        "file_mtime_ms" => mtime_ms(&entry),
         "version" => entry.version,
     };
     if total == 0 {

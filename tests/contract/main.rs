@@ -19,7 +19,7 @@
 //! Sections: listing, reads, writes, edits, deletes, chunks, search,
 //! errors, concurrency, scopes, changesets, history (versions, tombstones, restores,
 //! retention) and changes (the change log: order, cursors, roots, expiry),
-//! Move.
+//! Move, Copy.
 //!
 //! Cases work below `{mount}/case`. Where tiers legitimately differ
 //! (explicit or implied directories, creation times, who shares files),
@@ -46,6 +46,7 @@ mod changes;
 mod changesets;
 mod chunks;
 mod concurrency;
+mod copies;
 mod deletes;
 mod edits;
 mod errors;
@@ -242,6 +243,16 @@ macro_rules! contract_suite {
                 the_source_directory_after_its_last_file_moves,
                 an_empty_directory_moves_where_directories_are_real,
                 racing_moves_of_one_file_have_one_winner,
+            );
+            section!($setup, copies:
+                a_file_copies,
+                the_copy_is_a_file_of_its_own,
+                a_large_file_copies_whole,
+                create_only_refuses_an_existing_destination,
+                a_copy_replaces_a_file_under_if_version,
+                a_missing_source_is_not_found,
+                parents_are_created_and_a_directory_is_not_replaced,
+                a_copy_is_logged_as_a_write,
             );
         }
     };

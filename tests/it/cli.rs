@@ -127,6 +127,41 @@ async fn mv_moves_files_and_trees() {
     );
 }
 
+/// cp copies a file (creating parents); --create-only, a stale
+/// --if-version and a copy across mounts fail with their codes.
+#[tokio::test]
+async fn cp_copies_a_file() {
+    let server = Server::start();
+    stdout(&agentvfs(&server, &["put", "/docs/a.txt"], b"alpha\n"));
+    let copied = stdout(&agentvfs(
+        &server,
+        &["cp", "/docs/a.txt", "/new/b.txt"],
+        b"",
+    ));
+    assert!(
+        copied.starts_with("copied /docs/a.txt to /new/b.txt (6 bytes, version "),
+        "{copied}"
+    );
+    assert_eq!(
+        stdout(&agentvfs(&server, &["cat", "/new/b.txt"], b"")),
+        "alpha\n"
+    );
+    let taken = agentvfs(
+        &server,
+        &["cp", "--create-only", "/docs/a.txt", "/new/b.txt"],
+        b"",
+    );
+    assert!(failure(&taken).contains("[CONFLICT]"));
+    let stale = agentvfs(
+        &server,
+        &["cp", "--if-version", "1", "/docs/a.txt", "/new/b.txt"],
+        b"",
+    );
+    assert!(failure(&stale).contains("[CONFLICT]"));
+    let across = agentvfs(&server, &["cp", "/docs/a.txt", "/memories/a.txt"], b"");
+    assert!(failure(&across).contains("cannot copy across mounts"));
+}
+
 /// `log`, `cat --at`, `diff`, `restore` and `watch --once` show and undo a
 /// file's history; `watch` prints one line per change, with its cursor when
 /// asked, and resumes from one.

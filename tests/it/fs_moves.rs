@@ -5,7 +5,7 @@
 //! root or into an ungranted directory, and a directory swapped for a link
 //! while moves run. Every refused Move changes nothing.
 
-use crate::util::{Server, assert_error, write};
+use crate::util::{Server, as_token, assert_error, write};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use std::os::unix::fs::{MetadataExt, symlink};
@@ -114,13 +114,6 @@ fn names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-fn as_token<T>(msg: T, token: &str) -> Request<T> {
-    let mut req = Request::new(msg);
-    req.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    req
 }
 
 fn move_req(source: &str, destination: &str) -> pb::MoveRequest {

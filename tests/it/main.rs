@@ -37,6 +37,8 @@
 //!   bodies, concurrent large answers and changesets, connections per
 //!   principal, each measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle;
+//! - `copy`: the Copy RPC on every mount, its grants and labels, the
+//!   Delete, Move and Copy tools, and the Read tool's media reads;
 //! - `rewind`: labels, sessions and changeset ids in Watch and history, and
 //!   Rewind: a recorded turn undone byte for byte on the State, Store and
 //!   object tiers, conflicts, dry runs and selectors.
@@ -53,6 +55,7 @@ mod changesets;
 mod claude_tools;
 mod cli;
 mod conformance;
+mod copy;
 mod files;
 mod fs_moves;
 mod fs_search;

@@ -2,14 +2,12 @@
 //! persistence across restarts and crashes, concurrency, large files, the
 //! data-directory lock, and the range-scan property.
 
-use crate::util::{Server, assert_error, glob_all, grep_all, write};
+use crate::util::{Server, assert_error, glob_all, grep_all, read_text, write};
 use agentvfs::pb;
-use agentvfs::pb::filesystem_client::FilesystemClient;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_stream::StreamExt;
-use tonic::transport::Channel;
 use tonic::{Code, Request};
 
 /// A request in the Store namespace `ns`.
@@ -32,16 +30,6 @@ fn store_config(data: &std::path::Path, max_file_bytes: u64) -> String {
          [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = {:?}\n",
         data.to_str().unwrap()
     )
-}
-
-async fn read_text(fs: &mut FilesystemClient<Channel>, path: &str) -> pb::ReadResponse {
-    fs.read(pb::ReadRequest {
-        path: path.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap_or_else(|s| panic!("read {path}: {s:?}"))
-    .into_inner()
 }
 
 /// Write, Read, Stat, ListInfo, Edit, MultiEdit, Glob, Grep and Delete behave

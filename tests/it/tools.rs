@@ -174,7 +174,7 @@ async fn start() -> (Server, Agent) {
     (server, agent)
 }
 
-/// ListTools gives the eight tools in order, each with a description and a
+/// ListTools gives the tools in order, each with a description and a
 /// JSON Schema object whose required parameters are among its properties.
 #[tokio::test]
 async fn list_tools_describes_every_tool_with_a_json_schema() {
@@ -200,7 +200,10 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "History",
             "ApplyPatch",
             "memory",
-            "str_replace_based_edit_tool"
+            "str_replace_based_edit_tool",
+            "Delete",
+            "Move",
+            "Copy"
         ]
     );
     for t in &tools {
@@ -1025,7 +1028,7 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(
         env["text"],
         "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
-         History, ApplyPatch, memory, str_replace_based_edit_tool."
+         History, ApplyPatch, memory, str_replace_based_edit_tool, Delete, Move, Copy."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");

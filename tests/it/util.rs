@@ -268,3 +268,22 @@ pub async fn glob_entries(
     }
     panic!("glob stream ended without a summary")
 }
+
+/// A request carrying the bearer `token`.
+pub fn as_token<T>(msg: T, token: &str) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    req
+}
+
+/// Reads a text file whole (it must exist).
+pub async fn read_text(fs: &mut FilesystemClient<Channel>, path: &str) -> pb::ReadResponse {
+    fs.read(pb::ReadRequest {
+        path: path.into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|s| panic!("read {path}: {s:?}"))
+    .into_inner()
+}

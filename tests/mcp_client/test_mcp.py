@@ -62,6 +62,7 @@ async def test_tools_are_the_grpc_tools_with_annotations(server: Server, transpo
         read_only = tool.name in {"LS", "Glob", "Grep", "Read"}
         assert tool.annotations.read_only_hint is read_only, tool.name
         assert tool.annotations.destructive_hint is (not read_only), tool.name
+        assert tool.annotations.idempotent_hint is (read_only or tool.name == "Delete"), tool.name
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -99,6 +100,56 @@ async def test_every_tool_answers_in_the_envelope(server: Server, transport: str
     out = io.BytesIO()
     grpc.download(f"/{base}/a.py", out)
     assert out.getvalue() == b"x = 100\ny = 200\n"
+
+
+#: A 1x1 PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGP4//8/AAX+Av6nNYGEAAAAAElFTkSuQmCC"
+)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_media_reads_are_image_content_or_embedded_resources(server: Server, transport: str) -> None:
+    """Read of an image answers its text, then MCP image content with the
+    MIME type its bytes give (the file has no extension) and the bytes in
+    base64; a PDF an embedded blob resource named by its URI. The envelope
+    in structuredContent carries the same."""
+    (server.root / f"shot-{transport}").write_bytes(PNG)
+    pdf = b"%PDF-1.4\n%%EOF\n"
+    (server.root / f"doc-{transport}.pdf").write_bytes(pdf)
+    async with connect(transport, server) as client:
+        result = await client.call_tool("Read", {"path": f"workspace/shot-{transport}"})
+        assert not result.is_error
+        assert [c.type for c in result.content] == ["text", "image"]
+        text, image = result.content
+        assert text.text.startswith(f"Read image 'workspace/shot-{transport}' (image/png, ")  # type: ignore[union-attr]
+        assert image.mime_type == "image/png"  # type: ignore[union-attr]
+        assert base64.b64decode(image.data) == PNG  # type: ignore[union-attr]
+        assert result.structured_content is not None
+        assert result.structured_content["data"]["mime_type"] == "image/png"
+
+        result = await client.call_tool("Read", {"path": f"workspace/doc-{transport}.pdf"})
+        assert [c.type for c in result.content] == ["text", "resource"]
+        resource = result.content[1].resource  # type: ignore[union-attr]
+        assert isinstance(resource, BlobResourceContents)
+        assert resource.mime_type == "application/pdf"
+        assert str(resource.uri) == f"agentvfs:///workspace/doc-{transport}.pdf"
+        assert base64.b64decode(resource.blob) == pdf
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_delete_move_and_copy_are_tools(server: Server, transport: str) -> None:
+    """The three changing tools over MCP, in envelopes like the others."""
+    base = f"workspace/dmc-{transport}"
+    async with connect(transport, server) as client:
+        assert envelope(await client.call_tool("Write", {"path": f"{base}/a.txt", "content": "a\n"}))["status"] == "success"
+        env = envelope(await client.call_tool("Copy", {"source": f"{base}/a.txt", "destination": f"{base}/b.txt"}))
+        assert env["text"] == f"Copied '{base}/a.txt' to '{base}/b.txt' (2 bytes).", env
+        env = envelope(await client.call_tool("Move", {"source": f"{base}/b.txt", "destination": f"{base}/c.txt"}))
+        assert env["text"] == f"Moved '{base}/b.txt' to '{base}/c.txt'.", env
+        env = envelope(await client.call_tool("Delete", {"path": f"{base}/a.txt"}))
+        assert env["text"] == f"Deleted '{base}/a.txt'.", env
+    assert sorted(p.name for p in (server.root / f"dmc-{transport}").iterdir()) == ["c.txt"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -118,6 +118,30 @@ test("move renames a file and a tree; conflicts and a move across mounts are Age
   vfs.close();
 });
 
+test("copy copies a file; create_only, a stale if_version and a copy across mounts are AgentVfsError", async () => {
+  const vfs = connect();
+  const isError = (code: string, grpcCode: Code, text = "") => (e: unknown) =>
+    e instanceof AgentVfsError && e.code === code && e.grpcCode === grpcCode && e.rawMessage.includes(text);
+  const source = await vfs.filesystem.write({ path: "/cp/a.txt", content: "alpha" });
+  const copied = await vfs.filesystem.copy({ source: "/cp/a.txt", destination: "/cp/new/b.txt" });
+  assert.equal(copied.bytesWritten, 5n);
+  assert.equal(copied.created, true);
+  const read = await vfs.filesystem.read({ path: "/cp/new/b.txt" });
+  assert.equal(read.content, "alpha");
+  assert.equal(read.version, copied.version);
+  assert.equal((await vfs.filesystem.read({ path: "/cp/a.txt" })).version, source.version);
+  await assert.rejects(vfs.filesystem.copy({ source: "/cp/a.txt", destination: "/cp/new/b.txt", createOnly: true }), isError(ErrorCode.Conflict, Code.AlreadyExists));
+  await assert.rejects(
+    vfs.filesystem.copy({ source: "/cp/a.txt", destination: "/cp/new/b.txt", ifVersion: copied.version + 1n }),
+    isError(ErrorCode.Conflict, Code.Aborted),
+  );
+  await assert.rejects(
+    vfs.filesystem.copy({ source: "/cp/a.txt", destination: "/memories/a.txt" }),
+    isError(ErrorCode.InvalidParam, Code.InvalidArgument, "cannot copy across mounts"),
+  );
+  vfs.close();
+});
+
 test("commit applies a changeset; a failing operation is named on the native error", async () => {
   const vfs = connect();
   const err = await vfs

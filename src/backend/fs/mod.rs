@@ -57,7 +57,7 @@
 //! lands in the microseconds between the check and the rename is overwritten.
 //!
 //! Files by protocol: `write` (Write, WriteBytes and the commit of an
-//! Edit), `read` (opening a file as one version), `moves` (Move), `tree`
+//! Edit), `read` (opening a file as one version), `moves` (Move), `copy` (Copy, by reflink), `tree`
 //! (walks of a directory for recursive Delete and Move), `changes` (the
 //! change log and the disk's own events), `search` and `prefetch` (Glob and
 //! Grep), `sandbox` (confinement beneath the root), `ignore_rules` and
@@ -71,6 +71,7 @@
 
 pub mod changes;
 mod changeset;
+mod copy;
 pub mod ignore_cache;
 pub mod ignore_rules;
 mod moves;
@@ -443,6 +444,17 @@ impl Backend for FsBackend {
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
         self.write_from(scope, path, pre, pieces)
+    }
+
+    /// Reflinks the source where the file system can (`copy`).
+    fn copy(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        self.copy_file(scope, source, destination, pre)
     }
 
     fn update(

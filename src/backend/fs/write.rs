@@ -39,12 +39,12 @@ use std::time::SystemTime;
 /// one vanishes with the process, so a `kill -9` mid-write leaves nothing
 /// behind; a named one is removed on drop unless committed.
 pub(super) struct Temp<'d> {
-    fd: OwnedFd,
+    pub(super) fd: OwnedFd,
     dir: &'d OwnedFd,
     /// The name of a named temporary file, until committed.
     name: Option<String>,
     /// Bytes written.
-    size: u64,
+    pub(super) size: u64,
 }
 
 impl Drop for Temp<'_> {
@@ -205,6 +205,24 @@ impl FsBackend {
         pre: Precondition,
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
+        self.write_with(scope, path, pre, &mut |temp| {
+            for piece in &mut *pieces {
+                self.append(path, temp, &piece?)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Writes `path` with the content `fill` puts in its temporary file
+    /// (the pieces of a write, or a Copy's clone of its source): the steps
+    /// of [`FsBackend::write_from`], recorded as a write.
+    pub(super) fn write_with(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        pre: Precondition,
+        fill: &mut dyn FnMut(&mut Temp<'_>) -> Result<()>,
+    ) -> Result<WriteOutcome> {
         let (dir, name) = self.sandbox.parent_creating(path)?;
         {
             // A Move landing here holds the path's lock until the file it
@@ -214,9 +232,7 @@ impl FsBackend {
             pre.check(path, early.as_ref().map(sandbox::version))?;
         }
         let mut temp = self.create_temp(path, &dir)?;
-        for piece in pieces {
-            self.append(path, &mut temp, &piece?)?;
-        }
+        fill(&mut temp)?;
         let _guard = self.lock(path);
         self.expect(path);
         let out = self.commit(path, name, temp, pre)?;

@@ -287,6 +287,37 @@ pub trait Space: Files {
         origin: &Origin,
     ) -> Result<u64>;
 
+    /// Stages the content of `file` (the current file at `from`, `from_path`)
+    /// as a new version of `rel` (`path`), replacing `old`: a Copy's put.
+    /// Answers the bytes stored. The default reads the bytes and puts them
+    /// (one batch with the rest of the change); an engine whose records can
+    /// share content overrides it.
+    #[allow(clippy::too_many_arguments)]
+    fn put_copy(
+        &self,
+        batch: &mut Self::Batch,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&Self::File>,
+        (from_path, from, file): (&VfsPath, &[u8], &Self::File),
+        version: u64,
+        origin: &Origin,
+    ) -> Result<u64> {
+        let _ = file;
+        let (_, data) = self
+            .read(from_path, from)?
+            .ok_or_else(|| crate::error::Error::NotFound(from_path.to_string()))?;
+        self.put(
+            batch,
+            path,
+            rel,
+            old,
+            Content::Bytes(&data),
+            version,
+            origin,
+        )
+    }
+
     /// Stages a copy of `file` (now at `from`) at `to_rel` (`to`) with a new
     /// `version` made by `origin`, its content, creation and modification
     /// times kept. The key `from` stays until dropped.

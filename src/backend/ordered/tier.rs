@@ -147,10 +147,34 @@ impl<E: Engine> OrderedTier<E> {
         content: Content<'_, E::Upload>,
         origin: Origin,
     ) -> Result<WriteOutcome> {
+        self.commit_with(
+            space,
+            path,
+            rel,
+            old,
+            origin,
+            |space, batch, version, origin| {
+                space.put(batch, path, rel, old, content, version, origin)
+            },
+        )
+    }
+
+    /// [`OrderedTier::commit`] with the content staged by `put` (given
+    /// the batch, the new version and the origin; answering the size):
+    /// [`Space::put`] of bytes, or [`Space::put_copy`] of a Copy.
+    fn commit_with<S: History<Upload = E::Upload>>(
+        &self,
+        space: &mut S,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&S::File>,
+        origin: Origin,
+        put: impl FnOnce(&S, &mut S::Batch, u64, &Origin) -> Result<u64>,
+    ) -> Result<WriteOutcome> {
         let mut batch = Default::default();
         let version = self.engine.counters().next_version();
         self.supersede(&*space, &mut batch, path, rel, old, None, true)?;
-        let size = space.put(&mut batch, path, rel, old, content, version, &origin)?;
+        let size = put(&*space, &mut batch, version, &origin)?;
         let kind = if old.is_some() {
             ChangeKind::Modified
         } else {
@@ -711,6 +735,47 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             space.apply(batch)?;
             Ok(outcome)
+        })
+    }
+
+    /// One change under the locks of both keys: the destination's new
+    /// version gets the source's content through [`Space::put_copy`]
+    /// (State shares it; Store copies the bytes into the same batch).
+    fn copy(
+        &self,
+        scope: &Scope,
+        source: &VfsPath,
+        destination: &VfsPath,
+        pre: Precondition,
+    ) -> Result<WriteOutcome> {
+        let from = self.file_rel(source)?;
+        let to = self.file_rel(destination)?;
+        self.engine.change(scope, &[&from, &to], |space| {
+            let Some(space) = space else {
+                return Err(Error::NotFound(source.to_string()));
+            };
+            let Some(file) = space.get(&from)? else {
+                return Err(self.not_a_file(Some(&*space), source, &from));
+            };
+            self.check_size(source, file.meta().size as usize)?;
+            let old = space.get(&to)?;
+            pre.check(destination, old.as_ref().map(|f| f.meta().version))?;
+            if old.is_none() {
+                self.check_writable(&*space, destination, &to)?;
+            }
+            let origin = Origin::of(scope, Operation::Write);
+            let old = old.as_ref();
+            self.commit_with(
+                space,
+                destination,
+                &to,
+                old,
+                origin,
+                |space, batch, version, origin| {
+                    let source = (source, from.as_slice(), &file);
+                    space.put_copy(batch, destination, &to, old, source, version, origin)
+                },
+            )
         })
     }
 

@@ -96,20 +96,41 @@ impl Space for StateSpace<'_> {
             Content::Bytes(data) => data,
             Content::Uploaded(upload) => match *upload {},
         };
-        let now = SystemTime::now();
-        let record = FileRecord {
-            path: path.clone(),
-            key: rel.to_vec(),
-            data: data.into(),
-            created: old.map_or(now, |old| old.created),
-            modified: now,
+        Ok(stage_new(
+            batch,
+            path,
+            rel,
+            old,
+            data.into(),
             version,
-            origin: origin.clone(),
-            deleted: false,
-        };
-        batch.added += record.cost();
-        batch.steps.push(Step::Put(Arc::new(record)));
-        Ok(data.len() as u64)
+            origin,
+        ))
+    }
+
+    /// Shares the source's content: the copy's record holds the same
+    /// `Arc<[u8]>`, so no byte is copied (it still counts against
+    /// `max_total_bytes` as a file of its own, which it is once either
+    /// changes).
+    #[allow(clippy::too_many_arguments)]
+    fn put_copy(
+        &self,
+        batch: &mut StateBatch,
+        path: &VfsPath,
+        rel: &[u8],
+        old: Option<&Arc<FileRecord>>,
+        (_, _, file): (&VfsPath, &[u8], &Arc<FileRecord>),
+        version: u64,
+        origin: &Origin,
+    ) -> Result<u64> {
+        Ok(stage_new(
+            batch,
+            path,
+            rel,
+            old,
+            file.data.clone(),
+            version,
+            origin,
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -221,4 +242,32 @@ impl Space for StateSpace<'_> {
         }
         Ok(())
     }
+}
+
+/// Stages a new current record of `rel` (`path`) holding `data`, replacing
+/// `old` (whose creation time it keeps); answers its size.
+fn stage_new(
+    batch: &mut StateBatch,
+    path: &VfsPath,
+    rel: &[u8],
+    old: Option<&Arc<FileRecord>>,
+    data: Arc<[u8]>,
+    version: u64,
+    origin: &Origin,
+) -> u64 {
+    let now = SystemTime::now();
+    let size = data.len() as u64;
+    let record = FileRecord {
+        path: path.clone(),
+        key: rel.to_vec(),
+        data,
+        created: old.map_or(now, |old| old.created),
+        modified: now,
+        version,
+        origin: origin.clone(),
+        deleted: false,
+    };
+    batch.added += record.cost();
+    batch.steps.push(Step::Put(Arc::new(record)));
+    size
 }

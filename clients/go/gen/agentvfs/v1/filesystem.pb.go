@@ -4823,6 +4823,160 @@ func (x *DiffResponse) GetTruncated() bool {
 	return false
 }
 
+type CopyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The file to copy; a directory is IS_DIRECTORY.
+	Source string `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	// Its copy's path, on the same mount as the source (else
+	// INVALID_ARGUMENT naming both mounts); missing parent directories are
+	// created, an existing file is replaced unless create_only.
+	Destination string `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Fail with ALREADY_EXISTS (CONFLICT) when the destination exists.
+	CreateOnly bool `protobuf:"varint,3,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
+	// When set, the destination's current version must equal it (0: must not
+	// exist), else ABORTED (CONFLICT), as Write's.
+	IfVersion     *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyRequest) Reset() {
+	*x = CopyRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyRequest) ProtoMessage() {}
+
+func (x *CopyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
+func (*CopyRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *CopyRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CopyRequest) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *CopyRequest) GetCreateOnly() bool {
+	if x != nil {
+		return x.CreateOnly
+	}
+	return false
+}
+
+func (x *CopyRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+type CopyResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Source      string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Destination string                 `protobuf:"bytes,2,opt,name=destination,proto3" json:"destination,omitempty"`
+	// Bytes in the copy.
+	BytesWritten uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// The destination's new version.
+	Version uint64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	// True when the destination did not exist before.
+	Created       bool `protobuf:"varint,5,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyResponse) Reset() {
+	*x = CopyResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyResponse) ProtoMessage() {}
+
+func (x *CopyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
+func (*CopyResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *CopyResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *CopyResponse) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
+func (x *CopyResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CopyResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_agentvfs_v1_filesystem_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
@@ -5197,7 +5351,21 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x04diff\x18\x04 \x01(\tR\x04diff\x12\x14\n" +
 	"\x05added\x18\x05 \x01(\x04R\x05added\x12\x18\n" +
 	"\aremoved\x18\x06 \x01(\x04R\aremoved\x12\x1c\n" +
-	"\ttruncated\x18\a \x01(\bR\ttruncated*\xa6\x01\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\"\x9b\x01\n" +
+	"\vCopyRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12\x1f\n" +
+	"\vcreate_only\x18\x03 \x01(\bR\n" +
+	"createOnly\x12\"\n" +
+	"\n" +
+	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
+	"\v_if_version\"\xa1\x01\n" +
+	"\fCopyResponse\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12 \n" +
+	"\vdestination\x18\x02 \x01(\tR\vdestination\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
+	"\acreated\x18\x05 \x01(\bR\acreated*\xa6\x01\n" +
 	"\rAbortedReason\x12\x1e\n" +
 	"\x1aABORTED_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ABORTED_REASON_LIMIT\x10\x01\x12\x1e\n" +
@@ -5209,7 +5377,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xbb\r\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xf8\r\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -5237,7 +5405,8 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x05Watch\x12\x19.agentvfs.v1.WatchRequest\x1a\x1a.agentvfs.v1.WatchResponse0\x01\x12S\n" +
 	"\fListVersions\x12 .agentvfs.v1.ListVersionsRequest\x1a!.agentvfs.v1.ListVersionsResponse\x12D\n" +
 	"\aRestore\x12\x1b.agentvfs.v1.RestoreRequest\x1a\x1c.agentvfs.v1.RestoreResponse\x12;\n" +
-	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponseB\xb3\x01\n" +
+	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponse\x12;\n" +
+	"\x04Copy\x12\x18.agentvfs.v1.CopyRequest\x1a\x19.agentvfs.v1.CopyResponseB\xb3\x01\n" +
 	"\x0fcom.agentvfs.v1B\x0fFilesystemProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
 var (
@@ -5253,7 +5422,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -5322,14 +5491,16 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*RestoreResponse)(nil),       // 64: agentvfs.v1.RestoreResponse
 	(*DiffRequest)(nil),           // 65: agentvfs.v1.DiffRequest
 	(*DiffResponse)(nil),          // 66: agentvfs.v1.DiffResponse
-	(*timestamppb.Timestamp)(nil), // 67: google.protobuf.Timestamp
+	(*CopyRequest)(nil),           // 67: agentvfs.v1.CopyRequest
+	(*CopyResponse)(nil),          // 68: agentvfs.v1.CopyResponse
+	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	67, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	67, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	69, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	69, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	67, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	69, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
@@ -5341,7 +5512,7 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	23, // 13: agentvfs.v1.ChangesetOperation.move:type_name -> agentvfs.v1.MoveRequest
 	45, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
 	29, // 15: agentvfs.v1.RewindResponse.files:type_name -> agentvfs.v1.RewoundFile
-	67, // 16: agentvfs.v1.Branch.created_time:type_name -> google.protobuf.Timestamp
+	69, // 16: agentvfs.v1.Branch.created_time:type_name -> google.protobuf.Timestamp
 	32, // 17: agentvfs.v1.CreateBranchResponse.branch:type_name -> agentvfs.v1.Branch
 	32, // 18: agentvfs.v1.ListBranchesResponse.branches:type_name -> agentvfs.v1.Branch
 	37, // 19: agentvfs.v1.DiffBranchResponse.files:type_name -> agentvfs.v1.BranchFileDiff
@@ -5357,9 +5528,9 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	0,  // 29: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
 	55, // 30: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
 	1,  // 31: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	67, // 32: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	69, // 32: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
 	58, // 33: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	67, // 34: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	69, // 34: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
 	61, // 35: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
 	3,  // 36: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
 	5,  // 37: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
@@ -5385,32 +5556,34 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	60, // 57: agentvfs.v1.Filesystem.ListVersions:input_type -> agentvfs.v1.ListVersionsRequest
 	63, // 58: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
 	65, // 59: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
-	4,  // 60: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 61: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 62: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 63: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 64: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 65: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 66: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 67: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 68: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 69: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	27, // 70: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
-	30, // 71: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
-	33, // 72: agentvfs.v1.Filesystem.CreateBranch:output_type -> agentvfs.v1.CreateBranchResponse
-	35, // 73: agentvfs.v1.Filesystem.ListBranches:output_type -> agentvfs.v1.ListBranchesResponse
-	38, // 74: agentvfs.v1.Filesystem.DiffBranch:output_type -> agentvfs.v1.DiffBranchResponse
-	42, // 75: agentvfs.v1.Filesystem.MergeBranch:output_type -> agentvfs.v1.MergeBranchResponse
-	44, // 76: agentvfs.v1.Filesystem.DiscardBranch:output_type -> agentvfs.v1.DiscardBranchResponse
-	47, // 77: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	51, // 78: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	54, // 79: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	59, // 80: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	62, // 81: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	64, // 82: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	66, // 83: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	60, // [60:84] is the sub-list for method output_type
-	36, // [36:60] is the sub-list for method input_type
+	67, // 60: agentvfs.v1.Filesystem.Copy:input_type -> agentvfs.v1.CopyRequest
+	4,  // 61: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 62: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 63: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 64: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 65: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 66: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 67: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 68: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 69: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 70: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 71: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 72: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
+	33, // 73: agentvfs.v1.Filesystem.CreateBranch:output_type -> agentvfs.v1.CreateBranchResponse
+	35, // 74: agentvfs.v1.Filesystem.ListBranches:output_type -> agentvfs.v1.ListBranchesResponse
+	38, // 75: agentvfs.v1.Filesystem.DiffBranch:output_type -> agentvfs.v1.DiffBranchResponse
+	42, // 76: agentvfs.v1.Filesystem.MergeBranch:output_type -> agentvfs.v1.MergeBranchResponse
+	44, // 77: agentvfs.v1.Filesystem.DiscardBranch:output_type -> agentvfs.v1.DiscardBranchResponse
+	47, // 78: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	51, // 79: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	54, // 80: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	59, // 81: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	62, // 82: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	64, // 83: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	66, // 84: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	68, // 85: agentvfs.v1.Filesystem.Copy:output_type -> agentvfs.v1.CopyResponse
+	61, // [61:86] is the sub-list for method output_type
+	36, // [36:61] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
 	36, // [36:36] is the sub-list for extension extendee
 	0,  // [0:36] is the sub-list for field type_name
@@ -5463,13 +5636,14 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	}
 	file_agentvfs_v1_filesystem_proto_msgTypes[61].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[63].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[65].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   65,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

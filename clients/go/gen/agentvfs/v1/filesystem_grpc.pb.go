@@ -43,6 +43,7 @@ const (
 	Filesystem_ListVersions_FullMethodName  = "/agentvfs.v1.Filesystem/ListVersions"
 	Filesystem_Restore_FullMethodName       = "/agentvfs.v1.Filesystem/Restore"
 	Filesystem_Diff_FullMethodName          = "/agentvfs.v1.Filesystem/Diff"
+	Filesystem_Copy_FullMethodName          = "/agentvfs.v1.Filesystem/Copy"
 )
 
 // FilesystemClient is the client API for Filesystem service.
@@ -62,7 +63,8 @@ const (
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
 // write; Delete: delete; Move: write and delete on the source, write on the
 // destination; Watch: list (each event is shown only where the caller holds
-// list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+// list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+// Copy: read_file on the source, write on the destination.
 // A Read or ReadBytes of an earlier `version` needs what the plain call needs.
 type FilesystemClient interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
@@ -126,6 +128,10 @@ type FilesystemClient interface {
 	Restore(ctx context.Context, in *RestoreRequest, opts ...grpc.CallOption) (*RestoreResponse, error)
 	// Diff returns a unified diff between two versions of a file.
 	Diff(ctx context.Context, in *DiffRequest, opts ...grpc.CallOption) (*DiffResponse, error)
+	// Copy copies one file to another path of the same mount, as one write of
+	// the destination (docs/contract.md § Copy): reflinked where the
+	// Filesystem tier's file system shares extents, a byte copy otherwise.
+	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
 }
 
 type filesystemClient struct {
@@ -415,6 +421,16 @@ func (c *filesystemClient) Diff(ctx context.Context, in *DiffRequest, opts ...gr
 	return out, nil
 }
 
+func (c *filesystemClient) Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CopyResponse)
+	err := c.cc.Invoke(ctx, Filesystem_Copy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilesystemServer is the server API for Filesystem service.
 // All implementations must embed UnimplementedFilesystemServer
 // for forward compatibility.
@@ -432,7 +448,8 @@ func (c *filesystemClient) Diff(ctx context.Context, in *DiffRequest, opts ...gr
 // ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
 // write; Delete: delete; Move: write and delete on the source, write on the
 // destination; Watch: list (each event is shown only where the caller holds
-// list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+// list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+// Copy: read_file on the source, write on the destination.
 // A Read or ReadBytes of an earlier `version` needs what the plain call needs.
 type FilesystemServer interface {
 	// ListInfo lists one directory level, directories flagged, sorted by path.
@@ -496,6 +513,10 @@ type FilesystemServer interface {
 	Restore(context.Context, *RestoreRequest) (*RestoreResponse, error)
 	// Diff returns a unified diff between two versions of a file.
 	Diff(context.Context, *DiffRequest) (*DiffResponse, error)
+	// Copy copies one file to another path of the same mount, as one write of
+	// the destination (docs/contract.md § Copy): reflinked where the
+	// Filesystem tier's file system shares extents, a byte copy otherwise.
+	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
 	mustEmbedUnimplementedFilesystemServer()
 }
 
@@ -577,6 +598,9 @@ func (UnimplementedFilesystemServer) Restore(context.Context, *RestoreRequest) (
 }
 func (UnimplementedFilesystemServer) Diff(context.Context, *DiffRequest) (*DiffResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Diff not implemented")
+}
+func (UnimplementedFilesystemServer) Copy(context.Context, *CopyRequest) (*CopyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Copy not implemented")
 }
 func (UnimplementedFilesystemServer) mustEmbedUnimplementedFilesystemServer() {}
 func (UnimplementedFilesystemServer) testEmbeddedByValue()                    {}
@@ -992,6 +1016,24 @@ func _Filesystem_Diff_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_Copy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CopyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).Copy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_Copy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).Copy(ctx, req.(*CopyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filesystem_ServiceDesc is the grpc.ServiceDesc for Filesystem service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1074,6 +1116,10 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Diff",
 			Handler:    _Filesystem_Diff_Handler,
+		},
+		{
+			MethodName: "Copy",
+			Handler:    _Filesystem_Copy_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -61,7 +61,8 @@ func (*ListToolsRequest) Descriptor() ([]byte, []int) {
 // ToolSpec is what a model needs to be given a tool.
 type ToolSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch.
+	// Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch,
+	// Delete, Move, Copy.
 	Name        string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	// JSON Schema of the arguments object.

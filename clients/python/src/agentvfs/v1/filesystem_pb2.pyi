@@ -2167,3 +2167,76 @@ class DiffResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DiffResponse: _TypeAlias = DiffResponse  # noqa: Y015
+
+@_typing.final
+class CopyRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    CREATE_ONLY_FIELD_NUMBER: _builtins.int
+    IF_VERSION_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    """The file to copy; a directory is IS_DIRECTORY."""
+    destination: _builtins.str
+    """Its copy's path, on the same mount as the source (else
+    INVALID_ARGUMENT naming both mounts); missing parent directories are
+    created, an existing file is replaced unless create_only.
+    """
+    create_only: _builtins.bool
+    """Fail with ALREADY_EXISTS (CONFLICT) when the destination exists."""
+    if_version: _builtins.int
+    """When set, the destination's current version must equal it (0: must not
+    exist), else ABORTED (CONFLICT), as Write's.
+    """
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        destination: _builtins.str = ...,
+        create_only: _builtins.bool = ...,
+        if_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "create_only", b"create_only", "destination", b"destination", "if_version", b"if_version", "source", b"source"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
+    _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
+
+Global___CopyRequest: _TypeAlias = CopyRequest  # noqa: Y015
+
+@_typing.final
+class CopyResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_FIELD_NUMBER: _builtins.int
+    DESTINATION_FIELD_NUMBER: _builtins.int
+    BYTES_WRITTEN_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    CREATED_FIELD_NUMBER: _builtins.int
+    source: _builtins.str
+    destination: _builtins.str
+    bytes_written: _builtins.int
+    """Bytes in the copy."""
+    version: _builtins.int
+    """The destination's new version."""
+    created: _builtins.bool
+    """True when the destination did not exist before."""
+    def __init__(
+        self,
+        *,
+        source: _builtins.str = ...,
+        destination: _builtins.str = ...,
+        bytes_written: _builtins.int = ...,
+        version: _builtins.int = ...,
+        created: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bytes_written", b"bytes_written", "created", b"created", "destination", b"destination", "source", b"source", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyResponse: _TypeAlias = CopyResponse  # noqa: Y015

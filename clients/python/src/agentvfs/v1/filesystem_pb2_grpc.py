@@ -39,7 +39,8 @@ class FilesystemStub:
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -169,6 +170,11 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.FromString,
                 _registered_method=True)
+        self.Copy = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/Copy',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.FromString,
+                _registered_method=True)
 
 
 class FilesystemServicer:
@@ -185,7 +191,8 @@ class FilesystemServicer:
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -370,6 +377,15 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Copy(self, request, context):
+        """Copy copies one file to another path of the same mount, as one write of
+        the destination (docs/contract.md § Copy): reflinked where the
+        Filesystem tier's file system shares extents, a byte copy otherwise.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FilesystemServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -493,6 +509,11 @@ def add_FilesystemServicer_to_server(servicer, server):
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.SerializeToString,
             ),
+            'Copy': grpc.unary_unary_rpc_method_handler(
+                    servicer.Copy,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'agentvfs.v1.Filesystem', rpc_method_handlers)
@@ -515,7 +536,8 @@ class Filesystem:
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -1157,6 +1179,33 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Diff',
             agentvfs_dot_v1_dot_filesystem__pb2.DiffRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.DiffResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Copy(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/Copy',
+            agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,7 +40,8 @@ class FilesystemStub:
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -115,6 +116,11 @@ class FilesystemStub:
     """Restore writes a retained version of a file back as its newest version."""
     Diff: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.DiffRequest, _filesystem_pb2.DiffResponse]
     """Diff returns a unified diff between two versions of a file."""
+    Copy: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.CopyRequest, _filesystem_pb2.CopyResponse]
+    """Copy copies one file to another path of the same mount, as one write of
+    the destination (docs/contract.md § Copy): reflinked where the
+    Filesystem tier's file system shares extents, a byte copy otherwise.
+    """
 
 @_typing.type_check_only
 class FilesystemAsyncStub(FilesystemStub):
@@ -131,7 +137,8 @@ class FilesystemAsyncStub(FilesystemStub):
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -203,6 +210,11 @@ class FilesystemAsyncStub(FilesystemStub):
     """Restore writes a retained version of a file back as its newest version."""
     Diff: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.DiffRequest, _filesystem_pb2.DiffResponse]  # type: ignore[assignment]
     """Diff returns a unified diff between two versions of a file."""
+    Copy: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.CopyRequest, _filesystem_pb2.CopyResponse]  # type: ignore[assignment]
+    """Copy copies one file to another path of the same mount, as one write of
+    the destination (docs/contract.md § Copy): reflinked where the
+    Filesystem tier's file system shares extents, a byte copy otherwise.
+    """
 
 class FilesystemServicer(metaclass=_abc_1.ABCMeta):
     """Filesystem is the backend protocol: one logical, absolute POSIX path space
@@ -218,7 +230,8 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
     ReadRe/Grep: read_re; Write/WriteBytes: write; Edit/MultiEdit: read_file and
     write; Delete: delete; Move: write and delete on the source, write on the
     destination; Watch: list (each event is shown only where the caller holds
-    list); ListVersions: file; Diff: read_file; Restore: read_file and write.
+    list); ListVersions: file; Diff: read_file; Restore: read_file and write;
+    Copy: read_file on the source, write on the destination.
     A Read or ReadBytes of an earlier `version` needs what the plain call needs.
     """
 
@@ -432,5 +445,16 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_filesystem_pb2.DiffResponse, _abc.Awaitable[_filesystem_pb2.DiffResponse]]:
         """Diff returns a unified diff between two versions of a file."""
+
+    @_abc_1.abstractmethod
+    def Copy(
+        self,
+        request: _filesystem_pb2.CopyRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.CopyResponse, _abc.Awaitable[_filesystem_pb2.CopyResponse]]:
+        """Copy copies one file to another path of the same mount, as one write of
+        the destination (docs/contract.md § Copy): reflinked where the
+        Filesystem tier's file system shares extents, a byte copy otherwise.
+        """
 
 def add_FilesystemServicer_to_server(servicer: FilesystemServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

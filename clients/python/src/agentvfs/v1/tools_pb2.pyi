@@ -44,7 +44,9 @@ class ToolSpec(_message.Message):
     DESCRIPTION_FIELD_NUMBER: _builtins.int
     PARAMETERS_JSON_SCHEMA_FIELD_NUMBER: _builtins.int
     name: _builtins.str
-    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch."""
+    """Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch,
+    Delete, Move, Copy.
+    """
     description: _builtins.str
     parameters_json_schema: _builtins.str
     """JSON Schema of the arguments object."""

@@ -33,7 +33,8 @@ export const ListToolsRequestSchema: GenMessage<ListToolsRequest> = /*@__PURE__*
  */
 export type ToolSpec = Message<"agentvfs.v1.ToolSpec"> & {
   /**
-   * Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch.
+   * Exposed name: LS, Glob, Grep, Read, Write, Edit, MultiEdit, History, ApplyPatch,
+   * Delete, Move, Copy.
    *
    * @generated from field: string name = 1;
    */
