@@ -18,7 +18,9 @@
 // *Error of a failing one names it (OperationIndex). Options.Label or
 // WithLabel labels the changes calls make; Rewind undoes the changes of one
 // session, handle, label or changeset (ByLabel, ...), or all since a cursor,
-// as one changeset.
+// as one changeset. Branches: CreateBranch forks a directory, Options.Branch
+// or WithBranch works in it, DiffBranch, MergeBranch and DiscardBranch
+// (docs/branches.md).
 //
 //	c, err := agentvfs.NewClient("localhost:50051", agentvfs.Options{Session: "demo"})
 //	if err != nil { ... }
@@ -56,6 +58,7 @@ const (
 	SessionHeader   = "x-agentvfs-session"
 	NamespaceHeader = "x-agentvfs-namespace"
 	LabelHeader     = "x-agentvfs-label"
+	BranchHeader    = "x-agentvfs-branch"
 )
 
 // maxMessageBytes lifts grpc-go's 4 MiB receive limit: the server caps its
@@ -77,6 +80,10 @@ type Options struct {
 	// digits and -_.@+:~/#= (else INVALID_PARAM); empty sends none.
 	// WithLabel overrides it for one call.
 	Label string
+	// Branch is the branch every call works in (CreateBranch,
+	// docs/branches.md); empty works on the base. WithBranch overrides it
+	// for one call.
+	Branch string
 	// DialOptions are added after the defaults (plaintext, large messages),
 	// e.g. grpc.WithTransportCredentials for TLS.
 	DialOptions []grpc.DialOption
@@ -111,6 +118,9 @@ func NewClient(addr string, opts Options) (*Client, error) {
 	if opts.Label != "" {
 		md.Set(LabelHeader, opts.Label)
 	}
+	if opts.Branch != "" {
+		md.Set(BranchHeader, opts.Branch)
+	}
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMessageBytes)),
@@ -143,9 +153,24 @@ func (c *Client) Close() error { return c.conn.Close() }
 //	...
 //	_, err = c.Rewind(ctx, "/src", agentvfs.ByLabel("turn-7"))
 func WithLabel(ctx context.Context, label string) context.Context {
+	return withHeader(ctx, LabelHeader, label)
+}
+
+// WithBranch makes the calls made with the returned context work in the
+// branch name (x-agentvfs-branch), in place of the client's Options.Branch:
+//
+//	_, err := c.Filesystem.Write(agentvfs.WithBranch(ctx, "try-1"), &pb.WriteRequest{...})
+//	res, err := c.MergeBranch(ctx, "try-1")
+func WithBranch(ctx context.Context, name string) context.Context {
+	return withHeader(ctx, BranchHeader, name)
+}
+
+// withHeader sets the metadata key of the calls made with the returned
+// context.
+func withHeader(ctx context.Context, key, value string) context.Context {
 	out, _ := metadata.FromOutgoingContext(ctx)
 	out = out.Copy()
-	out.Set(LabelHeader, label)
+	out.Set(key, value)
 	return metadata.NewOutgoingContext(ctx, out)
 }
 

@@ -50,6 +50,7 @@ type step struct {
 	Token       *string           `json:"token"`
 	Namespace   *string           `json:"namespace"`
 	Label       *string           `json:"label"`
+	Branch      *string           `json:"branch"`
 	CancelAfter *int              `json:"cancel_after"`
 }
 
@@ -132,6 +133,9 @@ func (r *runner) step(caseName string, st step, vars map[string]any) error {
 	if st.Label != nil {
 		ctx = agentvfs.WithLabel(ctx, *st.Label)
 	}
+	if st.Branch != nil {
+		ctx = agentvfs.WithBranch(ctx, *st.Branch)
+	}
 	result, callErr := call(ctx, c, st.Call, substitute(st.Request, vars), st.CancelAfter)
 	var rpcErr *agentvfs.Error
 	switch {
@@ -159,7 +163,7 @@ func (r *runner) step(caseName string, st step, vars map[string]any) error {
 	return nil
 }
 
-// call makes one call by name with ctx (a step's label); the result is proto
+// call makes one call by name with ctx (a step's label and branch); the result is proto
 // JSON decoded into any.
 func call(ctx context.Context, c *agentvfs.Client, name string, request any, cancelAfter *int) (any, error) {
 	service, method, _ := strings.Cut(name, ".")

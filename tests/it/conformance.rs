@@ -144,6 +144,7 @@ impl Runner {
                 .map(|ns| format!("{case_name}.{ns}")),
             token: step["token"].as_str().unwrap_or(&self.token),
             label: step["label"].as_str(),
+            branch: step["branch"].as_str(),
         };
         let request = substitute(&step["request"], vars);
         let outcome = self
@@ -253,16 +254,17 @@ impl Runner {
 
 /// Who a step calls as: its session, its namespace (`<case>.<namespace>`
 /// when the step names one), its bearer token ("" for none) and the label of
-/// its changes, if any.
+/// its changes and the branch it works in, if any.
 struct Scope<'a> {
     session: &'a str,
     namespace: Option<String>,
     token: &'a str,
     label: Option<&'a str>,
+    branch: Option<&'a str>,
 }
 
-/// A request carrying the session, the namespace and the label if any and,
-/// unless the token is empty, the token.
+/// A request carrying the session, the namespace, the label and the branch
+/// if any and, unless the token is empty, the token.
 fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
     let mut req = Request::new(msg);
     let md = req.metadata_mut();
@@ -282,6 +284,12 @@ fn with_metadata<T>(msg: T, scope: &Scope<'_>) -> Request<T> {
         md.insert(
             "x-agentvfs-label",
             MetadataValue::try_from(label).expect("ASCII label"),
+        );
+    }
+    if let Some(branch) = scope.branch {
+        md.insert(
+            "x-agentvfs-branch",
+            MetadataValue::try_from(branch).expect("ASCII branch"),
         );
     }
     if !scope.token.is_empty() {

@@ -114,6 +114,8 @@ async def run_case(
             c = client(session, namespace, token)
             if "label" in step:
                 c = c.with_label(step["label"])
+            if "branch" in step:
+                c = c.with_branch(step["branch"])
             result = await call(c, md, request, step.get("cancel_after"))
         except AgentVfsError as err:
             assert "error" in step, f"{where}: unexpected error {err}"

@@ -17,7 +17,10 @@ import {
   Filesystem,
   type ChangeEvent,
   type ChangesetOperationSchema,
+  type Branch,
+  type BranchFileDiff,
   type CommitResponse,
+  type MergeBranchResponse,
   type RewindResponse,
   type FileInfo,
   type GlobBatch,
@@ -35,6 +38,7 @@ import {
 import { Tools } from "./gen/agentvfs/v1/tools_pb.js";
 import { Access } from "./gen/agentvfs/v1/access_pb.js";
 import { AgentVfsError } from "./errors.js";
+import { mergeResolutions, type DiffBranchOptions, type MergeOptions } from "./branch.js";
 
 /** Metadata key of the State session. */
 export const SESSION_HEADER = "x-agentvfs-session";
@@ -42,6 +46,8 @@ export const SESSION_HEADER = "x-agentvfs-session";
 export const NAMESPACE_HEADER = "x-agentvfs-namespace";
 /** Metadata key of the label kept with every change a call makes. */
 export const LABEL_HEADER = "x-agentvfs-label";
+/** Metadata key of the branch a call works in. */
+export const BRANCH_HEADER = "x-agentvfs-branch";
 /** Bytes per upload message: few messages per file, far below gRPC's 4 MiB default limit. */
 export const CHUNK_BYTES = 1 << 20;
 /** Largest message accepted: a Read of a large text file is one message. */
@@ -62,6 +68,13 @@ export interface ConnectOptions {
    * some calls; a call's own `headers` with the key win too.
    */
   label?: string;
+  /**
+   * The branch every call works in (`x-agentvfs-branch`;
+   * {@link AgentVfs.createBranch}, docs/branches.md); the base when omitted.
+   * {@link AgentVfs.withBranch} changes it for some calls; a call's own
+   * `headers` with the key win too.
+   */
+  branch?: string;
 }
 
 /** Options of a streaming helper. */
@@ -244,7 +257,8 @@ export class AgentVfs {
   /**
    * @param address `host:port` ("localhost:50051") or a URL
    *   ("http://localhost:50051"); plaintext unless the URL is https.
-   * @param shared internal: the connection of the client {@link withLabel} was called on.
+   * @param shared internal: the connection of the client {@link withLabel} or
+   *   {@link withBranch} was called on.
    */
   constructor(address: string, options: ConnectOptions = {}, shared?: Http2SessionManager) {
     const baseUrl = /^https?:\/\//.test(address) ? address : `http://${address}`;
@@ -278,6 +292,76 @@ export class AgentVfs {
    */
   withLabel(label: string): AgentVfs {
     return new AgentVfs(this.baseUrl, { ...this.options, label }, this.session);
+  }
+
+  /**
+   * This client working in the branch `branch`, sharing the connection
+   * (closing either closes both):
+   *
+   * ```ts
+   * await vfs.createBranch("try-1", "/src");
+   * await vfs.withBranch("try-1").filesystem.write({ path: "/src/a.py", content: "..." });
+   * await vfs.mergeBranch("try-1");
+   * ```
+   */
+  withBranch(branch: string): AgentVfs {
+    return new AgentVfs(this.baseUrl, { ...this.options, branch }, this.session);
+  }
+
+  /** Forks the directory `path` (State, Store or object mount) into the
+   * branch `name`, copy-on-write (docs/branches.md § Fork). */
+  async createBranch(name: string, path: string, options: StreamOptions = {}): Promise<Branch> {
+    const { branch } = await this.filesystem.createBranch({ name, path }, options);
+    if (branch === undefined) throw new TypeError("CreateBranch answered no branch");
+    return branch;
+  }
+
+  /** The caller's branches: name, root, creation time, creator, files changed and bytes held. */
+  async listBranches(options: StreamOptions = {}): Promise<Branch[]> {
+    return (await this.filesystem.listBranches({}, options)).branches;
+  }
+
+  /**
+   * The files the branch changed against its base now, in path order
+   * (`added`, `changed`, `deleted` or `moved`, each with its unified diff),
+   * asking for the next page as the loop goes on; leaving the loop asks for
+   * no more.
+   *
+   * ```ts
+   * for await (const d of vfs.diffBranch("try-1")) console.log(d.kind, d.path);
+   * ```
+   */
+  async *diffBranch(name: string, options: DiffBranchOptions = {}): AsyncGenerator<BranchFileDiff> {
+    const { pageSize = 0, ...call } = options;
+    let after = "";
+    do {
+      const page = await this.filesystem.diffBranch({ name, after, limit: pageSize }, call);
+      yield* page.files;
+      after = page.nextAfter;
+    } while (after !== "");
+  }
+
+  /**
+   * Merges the branch into its base as one changeset, three-way
+   * (docs/branches.md § Merge). Files that do not merge are answered in
+   * `conflicts`, each with its three versions (`ancestor`, `branch`, `base`;
+   * undefined when there was no file), and nothing is applied: merge again
+   * with a resolution for each.
+   *
+   * ```ts
+   * const res = await vfs.mergeBranch("try-1");
+   * const resolutions = Object.fromEntries(res.conflicts.map((c) => [c.path, settle(c)]));
+   * await vfs.mergeBranch("try-1", { resolutions, discard: true }); // or DELETE
+   * ```
+   */
+  mergeBranch(name: string, options: MergeOptions = {}): Promise<MergeBranchResponse> {
+    const { resolutions = {}, discard = false, ...call } = options;
+    return this.filesystem.mergeBranch({ name, resolutions: mergeResolutions(resolutions), discard }, call);
+  }
+
+  /** Deletes the branch and everything it holds; the base is untouched. */
+  async discardBranch(name: string, options: StreamOptions = {}): Promise<void> {
+    await this.filesystem.discardBranch({ name }, options);
   }
 
   /** Searches file contents; the matches arrive in path order. */
@@ -548,6 +632,7 @@ function callerMetadata(options: ConnectOptions): Interceptor {
     if (options.namespace) req.header.set(NAMESPACE_HEADER, options.namespace);
     // A label the call's own headers carry wins.
     if (options.label && !req.header.has(LABEL_HEADER)) req.header.set(LABEL_HEADER, options.label);
+    if (options.branch && !req.header.has(BRANCH_HEADER)) req.header.set(BRANCH_HEADER, options.branch);
     return next(req);
   };
 }

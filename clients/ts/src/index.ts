@@ -8,10 +8,16 @@
  * for await (const m of vfs.grep({ pattern: "hello", path: "/notes" })) console.log(m.path, m.lineNumber);
  * const res = await vfs.withLabel("turn-1").commit([{ op: "write", path: "/notes/b.md", content: "b\n" }, { op: "delete", path: "/notes/a.md" }]);
  * await vfs.rewind("/notes", { changeset: res.changeset }); // or { label: "turn-1" }
+ * await vfs.createBranch("try-1", "/notes");
+ * await vfs.withBranch("try-1").filesystem.write({ path: "/notes/c.md", content: "c\n" });
+ * for await (const d of vfs.diffBranch("try-1")) console.log(d.kind, d.path);
+ * await vfs.mergeBranch("try-1", { discard: true }); // conflicts: their three versions, nothing applied
  * for await (const e of vfs.watch("/notes", { stopAtHead: true })) console.log(e.kind, e.path, e.cursor);
  * ```
  */
-export { AgentVfs, Download, Search, Watch, CHUNK_BYTES, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
+export { AgentVfs, Download, Search, Watch, BRANCH_HEADER, CHUNK_BYTES, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
+export { DELETE } from "./branch.js";
+export type { DiffBranchOptions, MergeOptions, Resolution } from "./branch.js";
 export type {
   ChangesetOp,
   ConnectOptions,

@@ -53,6 +53,7 @@ interface Step {
   token?: string;
   namespace?: string;
   label?: string;
+  branch?: string;
   cancel_after?: number;
 }
 
@@ -100,7 +101,8 @@ for (const file of files) {
           const session = `ts.${c.name}${step.session === undefined ? "" : `.${step.session}`}`;
           const namespace = step.namespace === undefined ? undefined : `ts.${c.name}.${step.namespace}`;
           const base = client(session, namespace, step.token ?? suite.token ?? "");
-          const vfs = step.label === undefined ? base : base.withLabel(step.label);
+          const labelled = step.label === undefined ? base : base.withLabel(step.label);
+          const vfs = step.branch === undefined ? labelled : labelled.withBranch(step.branch);
           let result: Json;
           try {
             result = await call(vfs, step.call, substitute(step.request ?? {}, vars) as Obj, step.cancel_after);

@@ -21,12 +21,18 @@
   and kept with every change a call makes; `rewind` undoes the changes of one
   session, handle, label or changeset (``CommitResponse.changeset``), or all
   since a cursor, as one changeset (``dry_run``, ``force``).
+- Branches: `create_branch` forks a directory; ``branch=`` (or
+  `Client.with_branch`) is sent as ``x-agentvfs-branch`` and works in it;
+  `diff_branch` pages through its changes; `merge_branch` brings them back
+  as one changeset, or answers the conflicts with their three versions
+  (settled by ``resolutions={path: content or DELETE}``); `discard_branch`.
 - `agentvfs.deepagents.AgentVfsBackend`: a LangChain deepagents backend.
 - `agentvfs.v1`: the generated messages and stubs (``scripts/generate-clients``).
 """
 
-from agentvfs._common import LABEL_HEADER
+from agentvfs._common import BRANCH_HEADER, LABEL_HEADER
 from agentvfs.aio import AsyncClient, AsyncSearch, AsyncWatch
+from agentvfs.branch import DELETE, Resolution
 from agentvfs.changeset import ChangesetOp, DeleteOp, Edit, EditOp, MoveOp, MultiEditOp, WriteOp
 from agentvfs.client import Client, Search, Watch
 from agentvfs.errors import (
@@ -50,7 +56,9 @@ from agentvfs.errors import (
 __all__ = [
     "ACCESS_DENIED",
     "BINARY_FILE",
+    "BRANCH_HEADER",
     "CONFLICT",
+    "DELETE",
     "INTERNAL_ERROR",
     "INVALID_PARAM",
     "IS_DIRECTORY",
@@ -74,6 +82,7 @@ __all__ = [
     "MultiEditOp",
     "NotDirectoryError",
     "NotFoundError",
+    "Resolution",
     "Search",
     "Watch",
     "WriteOp",

@@ -17,6 +17,8 @@ SESSION_HEADER: Final = "x-agentvfs-session"
 NAMESPACE_HEADER: Final = "x-agentvfs-namespace"
 #: Metadata key of the label kept with every change a call makes.
 LABEL_HEADER: Final = "x-agentvfs-label"
+#: Metadata key of the branch a call works in.
+BRANCH_HEADER: Final = "x-agentvfs-branch"
 #: Bytes per upload message: few messages per file, far below gRPC's 4 MiB limit.
 CHUNK_BYTES: Final = 1 << 20
 #: Largest message the clients accept: a Read of a large text file is one message.
@@ -26,7 +28,11 @@ CHANNEL_OPTIONS: Final = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)
 
 
 def call_metadata(
-    token: str | None, session: str | None, namespace: str | None, label: str | None = None
+    token: str | None,
+    session: str | None,
+    namespace: str | None,
+    label: str | None = None,
+    branch: str | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """The metadata every call carries."""
     md = []
@@ -38,12 +44,15 @@ def call_metadata(
         md.append((NAMESPACE_HEADER, namespace))
     if label:
         md.append((LABEL_HEADER, label))
+    if branch:
+        md.append((BRANCH_HEADER, branch))
     return tuple(md)
 
 
-def with_label(metadata: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, str], ...]:
-    """`metadata` with its label replaced by `label`."""
-    return tuple(kv for kv in metadata if kv[0] != LABEL_HEADER) + ((LABEL_HEADER, label),)
+def with_header(metadata: tuple[tuple[str, str], ...], key: str, value: str) -> tuple[tuple[str, str], ...]:
+    """`metadata` with its `key` (`LABEL_HEADER`, `BRANCH_HEADER`) replaced
+    by `value`."""
+    return tuple(kv for kv in metadata if kv[0] != key) + ((key, value),)
 
 
 def merge_metadata(

@@ -10,7 +10,7 @@ way.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import IO, Any, Generic, TypeVar, cast
 
@@ -18,7 +18,9 @@ import grpc
 import grpc.aio
 
 from agentvfs._common import (
+    BRANCH_HEADER,
     CHANNEL_OPTIONS,
+    LABEL_HEADER,
     WATCH_RETRIES,
     WatchBase,
     call_metadata,
@@ -26,8 +28,9 @@ from agentvfs._common import (
     rewind_request,
     upload_requests,
     watch_delay,
-    with_label,
+    with_header,
 )
+from agentvfs.branch import Resolution, diff_request, merge_request
 from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
@@ -184,13 +187,14 @@ class AsyncClient:
         session: str | None = None,
         namespace: str | None = None,
         label: str | None = None,
+        branch: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if credentials is None:
             self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         else:
             self._channel = grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
-        self._bind(call_metadata(token, session, namespace, label))
+        self._bind(call_metadata(token, session, namespace, label, branch))
 
     def _bind(self, md: tuple[tuple[str, str], ...]) -> None:
         """Makes the stubs, each call carrying `md`."""
@@ -210,9 +214,18 @@ class AsyncClient:
     def with_label(self, label: str) -> AsyncClient:
         """This client with the label `label` for the changes its calls
         make, sharing the channel, as `Client.with_label`."""
+        return self._with(LABEL_HEADER, label)
+
+    def with_branch(self, branch: str) -> AsyncClient:
+        """This client working in the branch `branch`, sharing the channel,
+        as `Client.with_branch`."""
+        return self._with(BRANCH_HEADER, branch)
+
+    def _with(self, key: str, value: str) -> AsyncClient:
+        """A view of this client sending `key`: `value` on every call."""
         view = AsyncClient.__new__(AsyncClient)
         view._channel = self._channel
-        view._bind(with_label(self._metadata, label))
+        view._bind(with_header(self._metadata, key, value))
         return view
 
     def grep(
@@ -263,6 +276,39 @@ class AsyncClient:
         `Client.rewind`: ``await client.rewind("/src", label="turn-7")``."""
         req = rewind_request(path, session, handle, label, changeset, since_cursor, dry_run, force)
         return await self.filesystem.Rewind(req)
+
+    async def create_branch(self, name: str, path: str) -> filesystem_pb2.Branch:
+        """Forks the directory `path` into the branch `name`, as
+        `Client.create_branch`."""
+        return (await self.filesystem.CreateBranch(filesystem_pb2.CreateBranchRequest(name=name, path=path))).branch
+
+    async def list_branches(self) -> list[filesystem_pb2.Branch]:
+        """The caller's branches, as `Client.list_branches`."""
+        return list((await self.filesystem.ListBranches(filesystem_pb2.ListBranchesRequest())).branches)
+
+    async def diff_branch(self, name: str, *, page_size: int = 0) -> AsyncIterator[filesystem_pb2.BranchFileDiff]:
+        """The files the branch changed, page after page, as
+        `Client.diff_branch`: ``async for d in client.diff_branch("try-1")``."""
+        after = ""
+        while True:
+            page = await self.filesystem.DiffBranch(diff_request(name, after, page_size))
+            for d in page.files:
+                yield d
+            after = page.next_after
+            if not after:
+                return
+
+    async def merge_branch(
+        self, name: str, *, resolutions: Mapping[str, Resolution] | None = None, discard: bool = False
+    ) -> filesystem_pb2.MergeBranchResponse:
+        """Merges the branch into its base as one changeset, as
+        `Client.merge_branch`; conflicts come with their three versions and
+        nothing is applied."""
+        return await self.filesystem.MergeBranch(merge_request(name, resolutions, discard))
+
+    async def discard_branch(self, name: str) -> None:
+        """Deletes the branch and everything it holds, as `Client.discard_branch`."""
+        await self.filesystem.DiscardBranch(filesystem_pb2.DiscardBranchRequest(name=name))
 
     async def upload(
         self,

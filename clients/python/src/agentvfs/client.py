@@ -6,20 +6,24 @@ call carries the token/session metadata and raises `AgentVfsError`. `grep` and
 `glob` return a `Search`: iterate it for results in path order; `cancel()` (or
 leaving its `with` block) stops the search on the server. `watch` returns a
 `Watch`: iterate it for the changes under a path, across dropped connections
-and server restarts; its `cursor` resumes it later.
+and server restarts; its `cursor` resumes it later. `create_branch`,
+`with_branch`, `diff_branch`, `merge_branch` and `discard_branch` fork a
+directory, work in the fork and bring it back (docs/branches.md).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import IO, Any, Generic, TypeVar, cast
 
 import grpc
 
 from agentvfs._common import (
+    BRANCH_HEADER,
     CHANNEL_OPTIONS,
+    LABEL_HEADER,
     WATCH_RETRIES,
     WatchBase,
     call_metadata,
@@ -27,8 +31,9 @@ from agentvfs._common import (
     rewind_request,
     upload_requests,
     watch_delay,
-    with_label,
+    with_header,
 )
+from agentvfs.branch import Resolution, diff_request, merge_request
 from agentvfs.changeset import ChangesetOp, commit_request
 from agentvfs.errors import AgentVfsError, error_from
 from agentvfs.v1 import access_pb2_grpc, filesystem_pb2, filesystem_pb2_grpc, tools_pb2_grpc
@@ -180,6 +185,9 @@ class Client:
             (``x-agentvfs-label``; 1-128 of letters, digits and
             ``-_.@+:~/#=``), for Watch, history and `rewind` to name;
             `with_label` changes it for some calls.
+        branch: the branch every call works in (``x-agentvfs-branch``;
+            `create_branch`, docs/branches.md); `with_branch` changes it
+            for some calls.
         credentials: TLS channel credentials; plaintext when omitted.
     """
 
@@ -191,13 +199,14 @@ class Client:
         session: str | None = None,
         namespace: str | None = None,
         label: str | None = None,
+        branch: str | None = None,
         credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
         if credentials is None:
             self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         else:
             self._channel = grpc.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
-        self._bind(call_metadata(token, session, namespace, label))
+        self._bind(call_metadata(token, session, namespace, label, branch))
 
     def _bind(self, md: tuple[tuple[str, str], ...]) -> None:
         """Makes the stubs, each call carrying `md`."""
@@ -218,9 +227,24 @@ class Client:
             client.with_label("turn-7").commit([...])
             client.rewind("/src", label="turn-7")
         """
+        return self._with(LABEL_HEADER, label)
+
+    def with_branch(self, branch: str) -> Client:
+        """This client working in the branch `branch` (``x-agentvfs-branch``;
+        `create_branch`, docs/branches.md), sharing the channel (closing
+        either closes both)::
+
+            client.create_branch("try-1", "/src")
+            client.with_branch("try-1").filesystem.Write(WriteRequest(path="/src/a.py", content="..."))
+            client.merge_branch("try-1")
+        """
+        return self._with(BRANCH_HEADER, branch)
+
+    def _with(self, key: str, value: str) -> Client:
+        """A view of this client sending `key`: `value` on every call."""
         view = Client.__new__(Client)
         view._channel = self._channel
-        view._bind(with_label(self._metadata, label))
+        view._bind(with_header(self._metadata, key, value))
         return view
 
     def grep(self, request: filesystem_pb2.GrepRequest | None = None, /, **fields: Any) -> Search[filesystem_pb2.GrepMatch]:
@@ -291,6 +315,54 @@ class Client:
         """
         req = rewind_request(path, session, handle, label, changeset, since_cursor, dry_run, force)
         return self.filesystem.Rewind(req)
+
+    def create_branch(self, name: str, path: str) -> filesystem_pb2.Branch:
+        """Forks the directory `path` (State, Store or object mount) into the
+        branch `name`, copy-on-write (docs/branches.md § Fork); work in it
+        through `with_branch`."""
+        return self.filesystem.CreateBranch(filesystem_pb2.CreateBranchRequest(name=name, path=path)).branch
+
+    def list_branches(self) -> list[filesystem_pb2.Branch]:
+        """The caller's branches: name, root, creation time, creator, files
+        changed and bytes held."""
+        return list(self.filesystem.ListBranches(filesystem_pb2.ListBranchesRequest()).branches)
+
+    def diff_branch(self, name: str, *, page_size: int = 0) -> Iterator[filesystem_pb2.BranchFileDiff]:
+        """The files the branch changed against its base now, in path order
+        (``kind``: added, changed, deleted or moved; ``diff``: unified),
+        asking for the next page of `page_size` (0: the server's 1000) as
+        the loop goes on::
+
+            for d in client.diff_branch("try-1"):
+                print(d.kind, d.path)
+        """
+        after = ""
+        while True:
+            page = self.filesystem.DiffBranch(diff_request(name, after, page_size))
+            yield from page.files
+            after = page.next_after
+            if not after:
+                return
+
+    def merge_branch(
+        self, name: str, *, resolutions: Mapping[str, Resolution] | None = None, discard: bool = False
+    ) -> filesystem_pb2.MergeBranchResponse:
+        """Merges the branch into its base as one changeset, three-way
+        (docs/branches.md § Merge); `discard` deletes the branch once
+        applied. Files that do not merge are answered in ``conflicts``, each
+        with its three versions (``ancestor``, ``branch``, ``base``; unset
+        when there was no file), and nothing is applied: merge again with a
+        resolution per path (new content, or `agentvfs.DELETE`)::
+
+            res = client.merge_branch("try-1")
+            fixes = {c.path: settle(c.ancestor, c.branch, c.base) for c in res.conflicts}
+            client.merge_branch("try-1", resolutions=fixes, discard=True)
+        """
+        return self.filesystem.MergeBranch(merge_request(name, resolutions, discard))
+
+    def discard_branch(self, name: str) -> None:
+        """Deletes the branch and everything it holds; the base is untouched."""
+        self.filesystem.DiscardBranch(filesystem_pb2.DiscardBranchRequest(name=name))
 
     def upload(
         self,
