@@ -1,0 +1,357 @@
+//! `cargo bench --bench branch`: branches (docs/branches.md) through the
+//! real server over gRPC, one client, on State, the Store and the object
+//! tier (versitygw on loopback, `tests/support/s3.rs`), side by side in one
+//! run as medians:
+//!
+//! 1. forking a 10,000-file directory (CreateBranch), once with 1 KiB files
+//!    and once with 64 KiB files: a fork should not depend on what the
+//!    directory holds (target ≤ 50 ms on State and the Store);
+//! 2. Read inside a branch, of a file the branch did not touch (it falls
+//!    through to the base) and of one it changed, against Read on the base
+//!    (target ≤ 1.2×);
+//! 3. MergeBranch of a branch that changed 100 files of 1 KiB.
+//!
+//! Printed as a markdown table. Needs versitygw (`scripts/versitygw
+//! install`, then `AGENTVFS_VERSITYGW`). `AGENTVFS_BENCH_SCALE=0.1` shrinks
+//! the rounds and reads (not the 10,000 files) for a quick run.
+
+mod s3_served;
+mod support;
+
+use agentvfs::pb;
+use agentvfs::pb::changeset_operation::Operation;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use s3_served::s3;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::{Served, scaled};
+use tonic::Request;
+use tonic::transport::Channel;
+
+/// Files of the forked directory.
+const FILES: usize = 10_000;
+/// The two file sizes a fork is measured with.
+const SIZES: [usize; 2] = [1 << 10, 64 << 10];
+/// Files a branch changes before it is read or merged, and their size.
+const CHANGED: usize = 100;
+const CHANGED_BYTES: usize = 1 << 10;
+/// Files per Commit while the directories are filled (16 MiB at 64 KiB).
+const FILL_BATCH: usize = 250;
+/// The fork target of issue 24, on State and the Store.
+const FORK_TARGET_MS: f64 = 50.0;
+/// The read target: a read in a branch against a read on the base.
+const READ_TARGET: f64 = 1.2;
+
+/// One tier under test: its name, a short tag for branch names, the
+/// directory holding its forked directories, and its mount (TOML of one
+/// `[[mount]]`, `{dir}` standing for the server's directory; empty: State
+/// at `/`).
+struct Tier {
+    name: &'static str,
+    tag: &'static str,
+    prefix: &'static str,
+    mount: &'static str,
+}
+
+const TIERS: [Tier; 3] = [
+    Tier {
+        name: "State",
+        tag: "state",
+        prefix: "/scratch/bench",
+        mount: "",
+    },
+    Tier {
+        name: "Store (RocksDB)",
+        tag: "store",
+        prefix: "/memories/bench",
+        mount: "[[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = \"{dir}/store-data\"\n",
+    },
+    Tier {
+        name: "object tier (versitygw)",
+        tag: "object",
+        prefix: "/data/bench",
+        mount: "[[mount]]\nprefix = \"/data\"\ntier = \"object\"\nbucket = \"bench-branch\"\n\
+                key_prefix = \"br\"\npath_style = true\n",
+    },
+];
+
+/// What one tier measured: median times.
+struct Row {
+    forks: Vec<Duration>,
+    read_base: Duration,
+    read_untouched: Duration,
+    read_changed: Duration,
+    merge: Duration,
+}
+
+/// A server with State at `/` and `tier`'s mount alone, run in `dir`,
+/// taking changesets of 64 MiB. One tier a server: a call in a branch looks
+/// its branch up on every mount that takes branches (`Registry::find`), so a
+/// second mount would add its lookups to the tier measured.
+fn serve(dir: &Path, tier: &Tier) -> Served {
+    let mount = tier.mount.replace("{dir}", &dir.display().to_string());
+    s3_served::serve_with(dir, "[limits]\nchangeset_max_bytes = 67108864\n\n", &mount)
+}
+
+async fn client(served: &Served) -> FilesystemClient<Channel> {
+    FilesystemClient::connect(served.url())
+        .await
+        .expect("connect")
+        .max_decoding_message_size(64 << 20)
+        .max_encoding_message_size(64 << 20)
+}
+
+/// `msg` sent in branch `branch` (docs/branches.md § Working in a branch).
+fn in_branch<T>(msg: T, branch: &str) -> Request<T> {
+    let mut req = Request::new(msg);
+    req.metadata_mut()
+        .insert("x-agentvfs-branch", branch.parse().expect("branch header"));
+    req
+}
+
+/// Text of `bytes` bytes starting with `head`, in lines of 64 characters.
+fn text(head: &str, bytes: usize) -> String {
+    let mut content = format!("{head}\n");
+    while content.len() < bytes {
+        let line = bytes.saturating_sub(content.len()).min(64);
+        content.extend(std::iter::repeat_n('x', line - 1));
+        content.push('\n');
+    }
+    content
+}
+
+fn file(dir: &str, i: usize) -> String {
+    format!("{dir}/f{i:05}")
+}
+
+/// One Commit writing files `range` of `dir` with `bytes` each, headed `head`.
+fn commit(dir: &str, range: std::ops::Range<usize>, bytes: usize, head: &str) -> pb::CommitRequest {
+    let operations = range
+        .map(|i| pb::ChangesetOperation {
+            operation: Some(Operation::Write(pb::WriteRequest {
+                path: file(dir, i),
+                content: text(&format!("{head} {i}"), bytes),
+                ..Default::default()
+            })),
+        })
+        .collect();
+    pb::CommitRequest { operations }
+}
+
+/// Writes [`FILES`] files of `bytes` each into `dir` on the base.
+async fn fill(fs: &mut FilesystemClient<Channel>, dir: &str, bytes: usize) {
+    for start in (0..FILES).step_by(FILL_BATCH) {
+        fs.commit(commit(dir, start..start + FILL_BATCH, bytes, "base"))
+            .await
+            .unwrap_or_else(|s| panic!("fill {dir}: {s:?}"));
+    }
+}
+
+async fn fork(fs: &mut FilesystemClient<Channel>, name: &str, path: &str) {
+    fs.create_branch(pb::CreateBranchRequest {
+        name: name.into(),
+        path: path.into(),
+    })
+    .await
+    .unwrap_or_else(|s| panic!("fork {name} of {path}: {s:?}"));
+}
+
+fn median(mut times: Vec<Duration>) -> Duration {
+    times.sort();
+    times[times.len() / 2]
+}
+
+/// The median of `run(round)` over `rounds` rounds.
+async fn median_of(rounds: usize, mut run: impl AsyncFnMut(usize) -> Duration) -> Duration {
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        times.push(run(round).await);
+    }
+    median(times)
+}
+
+/// Time of one CreateBranch `name` of `dir`; the branch is discarded
+/// (untimed) after.
+async fn fork_time(fs: &mut FilesystemClient<Channel>, name: String, dir: &str) -> Duration {
+    let start = Instant::now();
+    fork(fs, &name, dir).await;
+    let took = start.elapsed();
+    fs.discard_branch(pb::DiscardBranchRequest { name })
+        .await
+        .expect("discard");
+    took
+}
+
+/// Time of one Read of `path`, on the base or in `branch`; checks the
+/// content starts with `head`, so a read of the wrong side fails the bench.
+async fn timed_read(
+    fs: &mut FilesystemClient<Channel>,
+    branch: Option<&str>,
+    path: String,
+    head: &str,
+) -> Duration {
+    let msg = pb::ReadRequest {
+        path,
+        ..Default::default()
+    };
+    let req = match branch {
+        Some(b) => in_branch(msg, b),
+        None => Request::new(msg),
+    };
+    let start = Instant::now();
+    let content = fs.read(req).await.expect("read").into_inner().content;
+    let took = start.elapsed();
+    assert!(
+        content.starts_with(head),
+        "read {head:?}, got {content:.40}"
+    );
+    took
+}
+
+/// Median Read times on the base, in a branch of a file it did not touch,
+/// and in the branch of a file it changed, over `reads` interleaved calls
+/// of each in `dir` (1 KiB files).
+async fn reads(
+    fs: &mut FilesystemClient<Channel>,
+    tag: &str,
+    dir: &str,
+    reads: usize,
+) -> (Duration, Duration, Duration) {
+    let branch = format!("{tag}-reads");
+    fork(fs, &branch, dir).await;
+    fs.commit(in_branch(
+        commit(dir, 0..CHANGED, CHANGED_BYTES, "branch"),
+        &branch,
+    ))
+    .await
+    .expect("change files in the branch");
+    let (mut base, mut untouched, mut changed) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..reads {
+        // Files the branch did not touch, spread over the directory.
+        let other = CHANGED + (i * 7919) % (FILES - CHANGED);
+        base.push(timed_read(fs, None, file(dir, other), "base").await);
+        untouched.push(timed_read(fs, Some(&branch), file(dir, other), "base").await);
+        changed.push(timed_read(fs, Some(&branch), file(dir, i % CHANGED), "branch").await);
+    }
+    fs.discard_branch(pb::DiscardBranchRequest { name: branch })
+        .await
+        .expect("discard");
+    (median(base), median(untouched), median(changed))
+}
+
+/// Time of one MergeBranch (with discard) of a new branch `name` of `dir`
+/// that changed [`CHANGED`] files, headed `head`.
+async fn merge_time(
+    fs: &mut FilesystemClient<Channel>,
+    name: String,
+    dir: &str,
+    head: &str,
+) -> Duration {
+    fork(fs, &name, dir).await;
+    fs.commit(in_branch(
+        commit(dir, 0..CHANGED, CHANGED_BYTES, head),
+        &name,
+    ))
+    .await
+    .expect("change files in the branch");
+    let start = Instant::now();
+    let merged = fs
+        .merge_branch(pb::MergeBranchRequest {
+            name,
+            resolutions: Vec::new(),
+            discard: true,
+        })
+        .await
+        .expect("merge")
+        .into_inner();
+    let took = start.elapsed();
+    assert!(
+        merged.conflicts.is_empty(),
+        "merge conflicts: {:?}",
+        merged.conflicts
+    );
+    assert_eq!(merged.files.len(), CHANGED, "files merged");
+    took
+}
+
+async fn measure(fs: &mut FilesystemClient<Channel>, tier: &Tier) -> Row {
+    let dir = |bytes: usize| format!("{}/w{}k", tier.prefix, bytes >> 10);
+    let mut forks_by_size = Vec::new();
+    for bytes in SIZES {
+        let forked = dir(bytes);
+        fill(fs, &forked, bytes).await;
+        let tag = format!("{}-{}k", tier.tag, bytes >> 10);
+        let fork = async |round| fork_time(fs, format!("{tag}-fork-{round}"), &forked).await;
+        forks_by_size.push(median_of(scaled(11, 3), fork).await);
+    }
+    let small = dir(SIZES[0]);
+    let (read_base, read_untouched, read_changed) =
+        reads(fs, tier.tag, &small, scaled(1000, 100)).await;
+    let merge = async |round| {
+        let name = format!("{}-merge-{round}", tier.tag);
+        merge_time(fs, name, &small, &format!("merge {round}")).await
+    };
+    let merge = median_of(scaled(11, 3), merge).await;
+    Row {
+        forks: forks_by_size,
+        read_base,
+        read_untouched,
+        read_changed,
+        merge,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+#[tokio::main]
+async fn main() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    s3::s3().bucket("bench-branch");
+    println!(
+        "\n| {FILES} files over gRPC, medians | fork, 1 KiB files | fork, 64 KiB files | \
+         Read on the base | Read in a branch, untouched file | Read in a branch, changed file | \
+         MergeBranch, {CHANGED} changed files |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut missed = Vec::new();
+    for tier in &TIERS {
+        let served = serve(&tmp.path().join(tier.tag), tier);
+        let row = measure(&mut client(&served).await, tier).await;
+        let ratio = |d: Duration| d.as_secs_f64() / row.read_base.as_secs_f64();
+        println!(
+            "| {} | {:.1} ms | {:.1} ms | {:.0} µs | {:.0} µs ({:.2}×) | {:.0} µs ({:.2}×) | {:.1} ms |",
+            tier.name,
+            ms(row.forks[0]),
+            ms(row.forks[1]),
+            us(row.read_base),
+            us(row.read_untouched),
+            ratio(row.read_untouched),
+            us(row.read_changed),
+            ratio(row.read_changed),
+            ms(row.merge)
+        );
+        if tier.tag != "object" && row.forks.iter().any(|&f| ms(f) > FORK_TARGET_MS) {
+            missed.push(format!("{}: fork over {FORK_TARGET_MS} ms", tier.name));
+        }
+        if ratio(row.read_untouched).max(ratio(row.read_changed)) > READ_TARGET {
+            missed.push(format!(
+                "{}: read in a branch over {READ_TARGET}×",
+                tier.name
+            ));
+        }
+    }
+    println!(
+        "\nTargets: fork ≤ {FORK_TARGET_MS} ms on State and the Store; read in a branch ≤ {READ_TARGET}× the base."
+    );
+    if missed.is_empty() {
+        println!("All met.");
+    } else {
+        println!("Missed: {}.", missed.join("; "));
+    }
+}
