@@ -366,18 +366,27 @@ impl Files<'_> {
         if first.kind == ChangeKind::Created {
             return Ok(None);
         }
-        // Moved away: the content is the version the move made at its
-        // destination (the two halves are logged side by side).
+        // Moved away: the content is the file's own version before the
+        // move where its history keeps one (a move that also edited, as an
+        // apply_patch update with a move, made the destination's content
+        // from it); else the version the move made at its destination, which
+        // a plain move carried over unchanged (the two halves are logged side
+        // by side).
         if let Some(to) = first
             .moved_path
             .as_ref()
             .filter(|_| first.kind == ChangeKind::Deleted)
-            && let Some(arrived) = arrivals.get(&(path.clone(), to.clone()))
-            && let Some((_, version)) = arrived
-                .iter()
-                .min_by_key(|(index, _)| index.abs_diff(file.first_index))
         {
-            return Ok(Some((to.clone(), *version)));
+            if let Ok(Some(before)) = self.version_before(path, first) {
+                return Ok(Some((path.clone(), before)));
+            }
+            if let Some(arrived) = arrivals.get(&(path.clone(), to.clone()))
+                && let Some((_, version)) = arrived
+                    .iter()
+                    .min_by_key(|(index, _)| index.abs_diff(file.first_index))
+            {
+                return Ok(Some((to.clone(), *version)));
+            }
         }
         self.version_before(path, first)
             .map(|v| v.map(|v| (path.clone(), v)))

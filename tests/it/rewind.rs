@@ -624,3 +624,43 @@ async fn a_rewind_is_bounded_like_a_changeset() {
     assert_error(&refused, Code::ResourceExhausted, "INVALID_PARAM");
     assert!(refused.message().contains("1024 bytes"), "{refused:?}");
 }
+
+/// A changeset that edits a file and moves it (an apply_patch update with
+/// a move) rewinds to the file as it was before the edit, at its old path:
+/// the destination's version holds the edited text, not the one to bring
+/// back.
+#[tokio::test]
+async fn an_edit_then_move_rewinds_to_the_text_before_the_edit() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for root in ["/scratch/em", "/memories/em"] {
+        write(&mut fs, "seed", &format!("{root}/one.txt"), "one\ntwo\n").await;
+        let commit = pb::CommitRequest {
+            operations: vec![
+                op(Operation::Edit(pb::EditRequest {
+                    path: format!("{root}/one.txt"),
+                    old_string: "two".into(),
+                    new_string: "three".into(),
+                    ..Default::default()
+                })),
+                op(Operation::Move(pb::MoveRequest {
+                    source: format!("{root}/one.txt"),
+                    destination: format!("{root}/moved.txt"),
+                    ..Default::default()
+                })),
+            ],
+        };
+        let changeset = fs.commit(commit).await.unwrap().into_inner().changeset;
+        let after = tree(&mut fs, root).await;
+        assert_eq!(
+            after.get(&format!("{root}/moved.txt")).map(Vec::as_slice),
+            Some(&b"one\nthree\n"[..])
+        );
+        rewind(&mut fs, root, Selector::Changeset(changeset), false, false)
+            .await
+            .unwrap();
+        let back = tree(&mut fs, root).await;
+        let expected = BTreeMap::from([(format!("{root}/one.txt"), b"one\ntwo\n".to_vec())]);
+        assert_eq!(back, expected, "{root}");
+    }
+}
