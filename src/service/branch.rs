@@ -310,7 +310,8 @@ impl Files<'_> {
         let overlay = overlay_named(backend, self.scope(), name)?;
         let limit = limit.clamp(1, MAX_DIFF_PAGE);
         let base_scope = overlay.record().base_scope(self.scope());
-        let (page, more) = overlay.touched(self.scope(), after, limit)?;
+        let (page, more) =
+            overlay.touched(self.scope(), after, limit, MAX_DIFF_PAGE_BYTES as u64)?;
         let mut out = BranchDiff::default();
         let mut bytes = 0;
         let mut last = None;
@@ -365,14 +366,25 @@ impl Files<'_> {
         let overlay = overlay_named(backend, self.scope(), name)?;
         let record = overlay.record().clone();
         let base_scope = record.base_scope(self.scope());
-        let (touched, more) = overlay.touched(self.scope(), None, limits.max_operations)?;
+        let (touched, more) =
+            overlay.touched(self.scope(), None, limits.max_operations, limits.max_bytes)?;
         if more {
             return Err(Error::TooLarge(format!(
-                "branch {name:?} changed more than {} files, the most one changeset may \
-                 carry ([limits] changeset_max_operations)",
-                limits.max_operations
+                "branch {name:?} changed more than {} files or {} bytes, the most one \
+                 changeset may carry ([limits] changeset_max_operations, changeset_max_bytes)",
+                limits.max_operations, limits.max_bytes
             )));
         }
+        // The ancestors and the branch's files are held until the answer
+        // is sent, and the base's files are read beside them: charged to
+        // the caller's share like a changeset's staging.
+        let held: u64 = touched
+            .iter()
+            .map(|t| {
+                (t.ancestor.content.len() + t.branch.as_ref().map_or(0, |(d, _)| d.len())) as u64
+            })
+            .sum();
+        self.charge(held.saturating_mul(2), "merging the branch")?;
         let mut ops = Vec::new();
         let mut conflicts = Vec::new();
         for file in &touched {

@@ -489,3 +489,32 @@ async fn kill_9_during_a_merge_leaves_it_all_or_nothing() {
         }
     }
 }
+
+/// A merge holds every file the branch changed: a branch over the
+/// changeset bounds (in files or in bytes) is refused before any of it is
+/// applied.
+#[tokio::test]
+async fn a_merge_over_the_changeset_bounds_is_refused() {
+    let server = Server::start_with(Some(crate::changesets::SMALL_CHANGESETS), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, "/memories/big/seed.txt", "s\n").await;
+    fork(&mut fs, "bytes", "/memories/big").await;
+    for i in 0..2 {
+        write_in(
+            &mut fs,
+            "bytes",
+            &format!("/memories/big/f{i}.txt"),
+            &"x".repeat(800),
+        )
+        .await;
+    }
+    let refused = fs
+        .merge_branch(pb::MergeBranchRequest {
+            name: "bytes".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(bytes(&mut fs, None, "/memories/big/f0.txt").await, None);
+}

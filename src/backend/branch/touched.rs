@@ -44,17 +44,22 @@ impl Overlay {
 
     /// Up to `limit` of the paths the branch changed after `after` (all of
     /// them from the start with `None`), in path order, with their
-    /// ancestors and the branch's side; and whether more follow.
+    /// ancestors and the branch's side; and whether more follow. The page
+    /// also ends once the contents read pass `max_bytes` (after at least
+    /// one file), so what one call holds is bounded whatever the branch
+    /// holds.
     pub fn touched(
         &self,
         scope: &Scope,
         after: Option<&VfsPath>,
         limit: usize,
+        max_bytes: u64,
     ) -> Result<(Vec<Touched>, bool)> {
         let up = self.record().upper_scope(scope);
         let inner = self.inner();
         let after = after.map(VfsPath::order_key);
         let mut out = Vec::new();
+        let mut bytes = 0u64;
         for record in self.records(scope)? {
             let Some(path) = sidecar::based(&record) else {
                 continue;
@@ -62,7 +67,7 @@ impl Overlay {
             if after.as_ref().is_some_and(|a| path.order_key() <= *a) {
                 continue;
             }
-            if out.len() == limit {
+            if out.len() == limit || (!out.is_empty() && bytes > max_bytes) {
                 return Ok((out, true));
             }
             let ancestor = match inner.read(&up, &record) {
@@ -75,6 +80,7 @@ impl Overlay {
                 Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => None,
                 Err(e) => return Err(e),
             };
+            bytes += (ancestor.content.len() + branch.as_ref().map_or(0, |(d, _)| d.len())) as u64;
             out.push(Touched {
                 path,
                 ancestor,
