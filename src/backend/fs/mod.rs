@@ -37,10 +37,11 @@
 //!   target; missing parents of the destination are created as a write
 //!   creates them; `create_only` and a directory source rename with
 //!   `RENAME_NOREPLACE`, so the kernel, not a check that could race, keeps
-//!   them from replacing anything; the moved file gets a version above its
-//!   old one and above that of the file it replaced (see
-//!   `FsBackend::moved_version`), while the files below a moved directory
-//!   keep theirs (their inodes are not touched by the rename);
+//!   them from replacing anything; the moved file gets a version above every
+//!   version its new path had (see `FsBackend::moved_version`), while the
+//!   files below a moved directory keep theirs (their inodes are not
+//!   touched by the rename; docs/tiers.md § Filesystem says what that
+//!   allows);
 //! - files are streamed: ReadBytes reads and WriteBytes writes one piece at a
 //!   time, so a large transfer never holds a whole file in memory;
 //! - versions are time stamps in nanoseconds (see [`sandbox::version`]) that

@@ -13,10 +13,12 @@
 //! - the source is checked (and its files counted) once without the locks,
 //!   then again under the locks of both paths, which every agentvfs write,
 //!   edit and delete of them holds too;
-//! - the moved file gets a version above its old one and above that of the
-//!   file it replaced (`FsBackend::moved_version`), set before the locks
-//!   are released, while the files below a moved directory keep theirs
-//!   (their inodes are not touched by the rename);
+//! - the moved file gets a version above its old one, above that of the
+//!   file it replaced and above the clock read under the locks before the
+//!   rename, so above every version its new path ever had
+//!   (`FsBackend::moved_version`), set before the locks are released,
+//!   while the files below a moved directory keep theirs (their inodes are
+//!   not touched by the rename);
 //! - the log records a deletion at the source and a creation (or a
 //!   modification) at the destination, for every file moved.
 
@@ -32,6 +34,7 @@ use rustix::fs::{AtFlags, FileType, RenameFlags, Stat, Timestamps};
 use rustix::io::Errno;
 use std::ffi::CStr;
 use std::os::fd::OwnedFd;
+use std::time::SystemTime;
 
 impl FsBackend {
     /// Moves `source` to `destination` (Backend::rename); see the module
@@ -75,12 +78,17 @@ impl FsBackend {
             Err(Errno::NOENT) => None,
             Err(e) => return Err(errno(destination, e)),
         };
+        // Every earlier version of the destination, deleted files' included,
+        // was drawn from the clock under this lock before now (writes stamp
+        // their files under it), so the clock read here bounds them all.
+        let clock = sandbox::nanos(SystemTime::now());
         let floor = match &target {
             Some(st) if file_type(st) != FileType::Directory => {
                 sandbox::version(&now).max(sandbox::version(st))
             }
             _ => sandbox::version(&now),
-        };
+        }
+        .max(clock);
         let flags = if pre.create_only || is_dir {
             RenameFlags::NOREPLACE
         } else {
@@ -169,17 +177,20 @@ impl FsBackend {
     }
 
     /// The version of the file a Move just put at `name` in `dir`, made
-    /// greater than `floor` (its own old version and that of the file it
-    /// replaced), so no `if_version` taken before the Move matches it.
+    /// greater than `floor` (its own old version, that of the file it
+    /// replaced, and the clock read under the locks before the rename), so
+    /// no `if_version` taken before the Move matches it and the destination's
+    /// versions only grow, across deletes too.
     ///
-    /// The rename moved the file's change time forward. Where the kernel
-    /// keeps fine-grained change times once they have been read (Linux 6.13
-    /// and later on ext4, XFS, btrfs and tmpfs; the Move's own stat reads
-    /// it) that alone passes the floor. With coarse change times, a rename in
-    /// the same clock tick as the floor leaves the version where it was; then
-    /// the modification time is set one nanosecond past the floor, the one
-    /// case where a Move changes a file's time. A server that may not set
-    /// the times of a file it does not own leaves the version as it is.
+    /// The rename moved the file's change time forward, but the kernel
+    /// stamps it from its coarse clock unless the file system keeps
+    /// fine-grained change times, so it may lag the clock read before the
+    /// rename by up to a tick (a write's version, drawn from the fine clock a
+    /// moment earlier, can be above it: the linearizability checker found
+    /// exactly that, docs/linearizability.md). Then the modification time is
+    /// set one nanosecond past the floor: the one case where a Move changes
+    /// a file's time. A server that may not set the times of a file it does
+    /// not own leaves the version as it is.
     fn moved_version(&self, path: &VfsPath, dir: &OwnedFd, name: &str, floor: u64) -> Result<u64> {
         let os = |e| errno(path, e);
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(os)?;
