@@ -3,6 +3,7 @@
 
 use super::{ConfigError, Source};
 use crate::backend::Keep;
+use crate::backend::branch::{RESERVED_PREFIX, is_reserved};
 use crate::backend::object::{BucketOptions, DEFAULT_CACHE_BYTES};
 use crate::history::Retention;
 use crate::path::VfsPath;
@@ -120,6 +121,15 @@ pub(super) fn parse(
         let m = m.get_ref();
         let prefix = VfsPath::parse(m.prefix.get_ref())
             .map_err(|e| src.at(m.prefix.span().start, format!("mount prefix: {e}")))?;
+        if let Some(reserved) = prefix.as_str().split('/').find(|c| is_reserved(c)) {
+            return Err(src.at(
+                m.prefix.span().start,
+                format!(
+                    "mount prefix {prefix}: {reserved:?} starts with {RESERVED_PREFIX}, which \
+                     names agentvfs's own records (docs/branches.md)"
+                ),
+            ));
+        }
         if !prefixes.insert(prefix.clone()) {
             return Err(src.at(m.prefix.span().start, format!("two mounts at {prefix}")));
         }
@@ -416,6 +426,16 @@ mod tests {
             parse("x.toml", src).unwrap_err().to_string(),
             "x.toml:5: mount /s: key_prefix \"a//b\" must be at most 256 bytes of segments of \
              letters, digits and -_.!*'() (not . or ..) joined by single slashes"
+        );
+    }
+
+    #[test]
+    fn a_reserved_name_in_a_mount_prefix_is_refused() {
+        let src = "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/a/.avfs-branch.x\"\ntier = \"state\"\n";
+        assert_eq!(
+            parse("x.toml", src).unwrap_err().to_string(),
+            "x.toml:6: mount prefix /a/.avfs-branch.x: \".avfs-branch.x\" starts with .avfs-, \
+             which names agentvfs's own records (docs/branches.md)"
         );
     }
 

@@ -309,6 +309,45 @@ async fn eight_agents_merge_on_the_object_tier() {
     eight_agents_merge(&mut fs, "/shared/work").await;
 }
 
+/// A branch may be named like a mount (`memories`, `workspace`) or be
+/// forked at a mount's root: its registry record never lands on another
+/// mount (it once did: a branch named `memories` of a State directory
+/// read its record at `/memories`, the Store mount, and failed).
+#[tokio::test]
+async fn a_branch_named_like_a_mount_or_forked_at_a_mount_root_works() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/scratch/f.md", "state\n").await;
+    write(&mut fs, "/memories/f.md", "store\n").await;
+    for (name, root, file) in [
+        ("memories", "/scratch", "/scratch/f.md"),
+        ("workspace", "/scratch", "/scratch/f.md"),
+        ("scratch", "/memories", "/memories/f.md"),
+        ("at-root", "/memories", "/memories/f.md"),
+    ] {
+        fork(&mut fs, name, root).await;
+        write_in(&mut fs, name, file, &format!("in {name}\n")).await;
+        assert_eq!(
+            bytes(&mut fs, Some(name), file).await.unwrap(),
+            format!("in {name}\n")
+        );
+    }
+    let listed = fs
+        .list_branches(pb::ListBranchesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let mut names: Vec<_> = listed.branches.iter().map(|b| b.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["at-root", "memories", "scratch", "workspace"]);
+    let merged = merge(&mut fs, "at-root", Vec::new()).await;
+    assert!(merged.conflicts.is_empty(), "{merged:?}");
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/f.md").await.unwrap(),
+        "in at-root\n"
+    );
+}
+
 #[tokio::test]
 async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
     let server = Server::start();

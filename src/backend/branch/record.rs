@@ -2,6 +2,7 @@
 //! of the branch's mount under a scope no caller can name, so a branch lives
 //! as long as its tier keeps files (State: until its session idles out).
 
+use super::sidecar::RESERVED_PREFIX;
 use crate::access::Principal;
 use crate::backend::{Backend, Precondition};
 use crate::error::{Error, Result};
@@ -10,6 +11,9 @@ use crate::scope::{INTERNAL_SCOPE, Scope};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Prefix of a branch record's name in its mount's root.
+const RECORD_PREFIX: &str = ".avfs-branch.";
 
 /// One branch: what it forked and for whom.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +104,15 @@ impl<'a> Registry<'a> {
         Registry { backend }
     }
 
+    /// Where the record of branch `name` on `mount` is kept (in the
+    /// registry's scope): a reserved name in the mount's root, which no
+    /// nested mount can have (src/config/mounts.rs refuses such prefixes),
+    /// so it never resolves to another mount the way `{mount}/{name}` would
+    /// for a branch named like one.
+    fn record_path(mount: &VfsPath, name: &str) -> Result<VfsPath> {
+        mount.join(&format!("{RECORD_PREFIX}{name}"))
+    }
+
     /// Where a namespace's branch records are kept.
     fn scope(namespace: &str) -> Scope {
         Scope {
@@ -116,7 +129,7 @@ impl<'a> Registry<'a> {
     pub fn find(&self, namespace: &str, name: &str) -> Result<Option<BranchRecord>> {
         let scope = Registry::scope(namespace);
         for mount in self.backend.branch_mounts() {
-            let path = mount.join(name)?;
+            let path = Registry::record_path(&mount, name)?;
             match self.backend.read(&scope, &path) {
                 Ok((data, _)) => return BranchRecord::decode(&path, &data).map(Some),
                 Err(Error::NotFound(_)) => continue,
@@ -142,7 +155,7 @@ impl<'a> Registry<'a> {
             create_only: true,
             if_version: None,
         };
-        let path = record.mount.join(&record.name)?;
+        let path = Registry::record_path(&record.mount, &record.name)?;
         match self.backend.write(
             &Registry::scope(&record.namespace),
             &path,
@@ -163,7 +176,10 @@ impl<'a> Registry<'a> {
                 Err(Error::NotFound(_)) => continue,
                 other => other?,
             };
-            for entry in entries.into_iter().filter(|e| !e.is_directory()) {
+            let records = entries
+                .into_iter()
+                .filter(|e| !e.is_directory() && e.path.name().starts_with(RECORD_PREFIX));
+            for entry in records {
                 match self.backend.read(&scope, &entry.path) {
                     Ok((data, _)) => out.push(BranchRecord::decode(&entry.path, &data)?),
                     Err(Error::NotFound(_)) => continue,
@@ -176,7 +192,7 @@ impl<'a> Registry<'a> {
 
     /// Forgets a branch (its upper files are the caller's to delete first).
     pub fn remove(&self, record: &BranchRecord) -> Result<()> {
-        let path = record.mount.join(&record.name)?;
+        let path = Registry::record_path(&record.mount, &record.name)?;
         match self
             .backend
             .delete(&Registry::scope(&record.namespace), &path, None, false)
