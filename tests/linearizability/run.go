@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	agentvfs "github.com/agentvfs/agentvfs/clients/go"
 )
 
 // options are the suite's settings, from flags and the environment.
@@ -68,6 +70,10 @@ func execRun(spec runSpec, opt options) result {
 	c, err := startCluster(spec, opt, dir)
 	// The clock starts once the servers answer.
 	h := newHistory()
+	if err == nil && spec.branch {
+		w.branch = branchName
+		err = seedBranch(c, w, h, opt.callTimeout)
+	}
 	if err == nil {
 		res.kills, err = drive(c, w, h, opt)
 	}
@@ -148,6 +154,9 @@ func runClient(ctx context.Context, cl *client, n *node, w *workload, h *History
 		}
 		in := cl.next()
 		call, cancel := context.WithTimeout(context.Background(), callTimeout)
+		if w.branch != "" {
+			call = agentvfs.WithBranch(call, w.branch)
+		}
 		start := h.now()
 		var out Output
 		if w.tornCommits && in.Kind == KindCommit {

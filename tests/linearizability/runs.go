@@ -17,7 +17,11 @@ type runSpec struct {
 	// answer, and each may take effect at any later point, which one
 	// partition over four paths cannot check in time.
 	pairs bool
-	about string
+	// branch runs every client call in a branch forked from the mount
+	// after the base got a file at every path (seedBranch): the overlay
+	// of docs/branches.md under the same model and the same kill -9.
+	branch bool
+	about  string
 }
 
 // runs are the suite's runs, in the order they run. Every run kills one of
@@ -29,6 +33,8 @@ var runs = []runSpec{
 	{name: "object-2", tier: "object", servers: 2, about: "object tier (versitygw), two servers on one bucket"},
 	{name: "object-3", tier: "object", servers: 3, about: "object tier (versitygw), three servers on one bucket"},
 	{name: "object-proxy", tier: "object", servers: 2, proxy: true, pairs: true, about: "object tier, two servers, each one's S3 traffic through the fault-injecting proxy"},
+	{name: "store-branch", tier: "store", servers: 1, branch: true, about: "Store tier, one server, every call in a branch of the mount"},
+	{name: "object-2-branch", tier: "object", servers: 2, branch: true, about: "object tier, two servers on one bucket, every call in a branch of the mount"},
 }
 
 // selectRuns returns the runs named in a comma-separated list ("all":

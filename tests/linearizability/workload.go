@@ -20,6 +20,8 @@ type workload struct {
 	// other (executeTorn): a server that applies changesets without
 	// atomicity, which the checker must reject.
 	tornCommits bool
+	// branch is the branch every call works in (empty: the base).
+	branch string
 }
 
 // letters are the tokens of a file's content that edits replace. A

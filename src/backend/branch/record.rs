@@ -2,7 +2,6 @@
 //! of the branch's mount under a scope no caller can name, so a branch lives
 //! as long as its tier keeps files (State: until its session idles out).
 
-use super::sidecar::RESERVED_PREFIX;
 use crate::access::Principal;
 use crate::backend::{Backend, Precondition};
 use crate::error::{Error, Result};
@@ -12,7 +11,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// Prefix of a branch record's name in its mount's root.
+/// Prefix of a branch record's name in its mount's root (a reserved name,
+/// `sidecar::RESERVED_PREFIX`, which no mount prefix may use).
 const RECORD_PREFIX: &str = ".avfs-branch.";
 
 /// One branch: what it forked and for whom.
