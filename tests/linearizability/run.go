@@ -57,6 +57,9 @@ func (r result) failed() bool {
 // a third of the way in, then checks the history.
 func execRun(spec runSpec, opt options) result {
 	res := result{spec: spec}
+	if spec.maxOps > 0 && opt.ops > spec.maxOps {
+		opt.ops = spec.maxOps
+	}
 	if opt.duration == 0 {
 		res.wanted = opt.ops
 	}
