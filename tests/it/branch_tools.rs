@@ -48,25 +48,46 @@ fn request<T>(msg: T, token: &str, branch: Option<&str>) -> Request<T> {
     req
 }
 
-/// One tool call through Invoke: the envelope as JSON.
-async fn tool(
-    tools: &mut ToolsClient<Channel>,
-    token: &str,
-    branch: Option<&str>,
-    name: &str,
-    args: Value,
-) -> Value {
-    let msg = pb::InvokeRequest {
-        name: name.into(),
-        arguments_json: args.to_string(),
-        tool_call_id: "call_branch".into(),
-    };
-    let r = tools
-        .invoke(request(msg, token, branch))
-        .await
-        .expect("Invoke never fails")
-        .into_inner();
-    serde_json::from_str(&r.envelope_json).unwrap()
+/// A caller of the tools: its client, bearer token and branch header.
+struct Agent {
+    tools: ToolsClient<Channel>,
+    token: String,
+    branch: Option<String>,
+}
+
+impl Agent {
+    /// `token` calling the tools of `server`, in `branch` when given.
+    async fn new(server: &Server, token: &str, branch: Option<&str>) -> Agent {
+        Agent {
+            tools: ToolsClient::new(server.channel().await),
+            token: token.to_owned(),
+            branch: branch.map(str::to_owned),
+        }
+    }
+
+    /// One tool call through Invoke: the envelope as JSON.
+    async fn call(&mut self, name: &str, args: Value) -> Value {
+        let msg = pb::InvokeRequest {
+            name: name.into(),
+            arguments_json: args.to_string(),
+            tool_call_id: "call_branch".into(),
+        };
+        let req = request(msg, &self.token, self.branch.as_deref());
+        let r = self
+            .tools
+            .invoke(req)
+            .await
+            .expect("Invoke never fails")
+            .into_inner();
+        serde_json::from_str(&r.envelope_json).unwrap()
+    }
+
+    /// [`Agent::call`], which must succeed.
+    async fn ok(&mut self, name: &str, args: Value) -> Value {
+        let env = self.call(name, args).await;
+        assert_eq!(env["status"], "success", "{name}: {env}");
+        env
+    }
 }
 
 /// Asserts an error envelope with `code` whose message contains `needle`.
@@ -122,7 +143,9 @@ async fn read(
 async fn the_branch_tools_fork_list_diff_merge_and_discard() {
     let server = Server::start_with(Some(CONFIG), &[]);
     let mut fs = server.fs().await;
-    let mut tools = ToolsClient::new(server.channel().await);
+    let mut admin = Agent::new(&server, ADMIN, None).await;
+    let mut admin_feat = Agent::new(&server, ADMIN, Some("feat")).await;
+    let mut lister = Agent::new(&server, "lister-token", None).await;
     write(&mut fs, ADMIN, None, "/p/a.txt", "one\ntwo\nthree\n")
         .await
         .unwrap();
@@ -130,15 +153,9 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
         .await
         .unwrap();
 
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "feat", "path": "p"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    let env = admin
+        .ok("BranchCreate", json!({"name": "feat", "path": "p"}))
+        .await;
     assert_eq!(env["data"]["name"], "feat");
     assert_eq!(env["data"]["root"], "p");
     assert!(
@@ -150,59 +167,29 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
     );
     // Refusals: the name taken, a missing directory, a bad name, no grant,
     // a fork made in a branch, an unknown parameter.
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "feat", "path": "p"}),
-    )
-    .await;
+    let env = admin
+        .call("BranchCreate", json!({"name": "feat", "path": "p"}))
+        .await;
     tool_error(&env, "CONFLICT", "A branch named 'feat' already exists.");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "x", "path": "nope"}),
-    )
-    .await;
+    let env = admin
+        .call("BranchCreate", json!({"name": "x", "path": "nope"}))
+        .await;
     assert_eq!(env["error"]["code"], "NOT_FOUND", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "a/b", "path": "p"}),
-    )
-    .await;
+    let env = admin
+        .call("BranchCreate", json!({"name": "a/b", "path": "p"}))
+        .await;
     tool_error(&env, "INVALID_PARAM", "Cannot use branch 'a/b'");
-    let env = tool(
-        &mut tools,
-        "lister-token",
-        None,
-        "BranchCreate",
-        json!({"name": "mine", "path": "p"}),
-    )
-    .await;
+    let env = lister
+        .call("BranchCreate", json!({"name": "mine", "path": "p"}))
+        .await;
     assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        Some("feat"),
-        "BranchCreate",
-        json!({"name": "nested", "path": "p"}),
-    )
-    .await;
+    let env = admin_feat
+        .call("BranchCreate", json!({"name": "nested", "path": "p"}))
+        .await;
     tool_error(&env, "INVALID_PARAM", "branches do not nest");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "y", "root": "p"}),
-    )
-    .await;
+    let env = admin
+        .call("BranchCreate", json!({"name": "y", "root": "p"}))
+        .await;
     tool_error(
         &env,
         "INVALID_PARAM",
@@ -210,44 +197,17 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
     );
 
     // The file tools in the branch: a new file, a deletion, an edit.
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        Some("feat"),
-        "Write",
-        json!({"path": "p/c.txt", "content": "sea\n"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        Some("feat"),
-        "Delete",
-        json!({"path": "p/b.txt"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        Some("feat"),
-        "Read",
-        json!({"path": "p/a.txt"}),
-    )
-    .await;
+    admin_feat
+        .ok("Write", json!({"path": "p/c.txt", "content": "sea\n"}))
+        .await;
+    admin_feat.ok("Delete", json!({"path": "p/b.txt"})).await;
+    let env = admin_feat.call("Read", json!({"path": "p/a.txt"})).await;
     let version = env["stats"]["version"].clone();
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        Some("feat"),
-        "Edit",
+    admin_feat.ok("Edit",
         json!({"path": "p/a.txt", "old_string": "two", "new_string": "TWO", "expected_version": version}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    ).await;
     // The base saw none of it.
-    let env = tool(&mut tools, ADMIN, None, "LS", json!({"path": "p"})).await;
+    let env = admin.call("LS", json!({"path": "p"})).await;
     let listed = env["data"]["entries"].to_string();
     assert!(
         listed.contains("p/b.txt") && !listed.contains("p/c.txt"),
@@ -258,8 +218,7 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
         "one\ntwo\nthree\n"
     );
 
-    let env = tool(&mut tools, ADMIN, None, "BranchList", json!({})).await;
-    assert_eq!(env["status"], "success", "{env}");
+    let env = admin.ok("BranchList", json!({})).await;
     let branches = env["data"]["branches"].as_array().unwrap();
     assert_eq!(branches.len(), 1, "{env}");
     assert_eq!(branches[0]["name"], "feat");
@@ -272,7 +231,7 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
             .starts_with("1 branch:\nfeat  root 'p'  3 files changed"),
         "{env}"
     );
-    let env = tool(&mut tools, "lister-token", None, "BranchList", json!({})).await;
+    let env = lister.call("BranchList", json!({})).await;
     assert_eq!(
         env["data"]["branches"].as_array().unwrap().len(),
         1,
@@ -280,15 +239,7 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
     );
 
     // The diff, whole and paged.
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiff",
-        json!({"name": "feat"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    let env = admin.ok("BranchDiff", json!({"name": "feat"})).await;
     assert_eq!(
         env["data"]["files"],
         json!([
@@ -313,14 +264,9 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
     ] {
         assert!(text.contains(needle), "{needle:?} not in {text}");
     }
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiff",
-        json!({"name": "feat", "limit": 2}),
-    )
-    .await;
+    let env = admin
+        .call("BranchDiff", json!({"name": "feat", "limit": 2}))
+        .await;
     assert_eq!(env["status"], "partial", "{env}");
     assert_eq!(env["data"]["next_after"], "p/b.txt", "{env}");
     assert!(
@@ -329,59 +275,31 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
             .unwrap()
             .ends_with("call BranchDiff again with after: 'p/b.txt'.")
     );
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiff",
-        json!({"name": "feat", "after": "p/b.txt"}),
-    )
-    .await;
+    let env = admin
+        .call("BranchDiff", json!({"name": "feat", "after": "p/b.txt"}))
+        .await;
     assert_eq!(
         env["data"]["files"],
         json!([{"path": "p/c.txt", "kind": "added"}]),
         "{env}"
     );
     assert_eq!(env["data"]["next_after"], Value::Null);
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiff",
-        json!({"name": "nope"}),
-    )
-    .await;
+    let env = admin.call("BranchDiff", json!({"name": "nope"})).await;
     tool_error(
         &env,
         "NOT_FOUND",
         "Branch 'nope' does not exist. BranchList shows your branches.",
     );
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiff",
-        json!({"name": "feat", "limit": 0}),
-    )
-    .await;
+    let env = admin
+        .call("BranchDiff", json!({"name": "feat", "limit": 0}))
+        .await;
     tool_error(&env, "INVALID_PARAM", "'limit': must be between 1 and 1000");
     // The lister may not read the files: it sees none of them.
-    let env = tool(
-        &mut tools,
-        "lister-token",
-        None,
-        "BranchDiff",
-        json!({"name": "feat"}),
-    )
-    .await;
+    let env = lister.call("BranchDiff", json!({"name": "feat"})).await;
     assert_eq!(env["data"]["files"], json!([]), "{env}");
 
     // Merge: refusals first, then the merge, labelled, discarding.
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
+    let env = admin.call("BranchMerge",
         json!({"name": "feat", "resolutions": [{"path": "p/a.txt", "content": "x", "delete": true}]}),
     )
     .await;
@@ -390,33 +308,16 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
         "INVALID_PARAM",
         "Invalid resolutions[0]: give either content",
     );
-    let env = tool(
-        &mut tools,
-        "lister-token",
-        None,
-        "BranchMerge",
-        json!({"name": "feat"}),
-    )
-    .await;
+    let env = lister.call("BranchMerge", json!({"name": "feat"})).await;
     assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
-        json!({"name": "nope"}),
-    )
-    .await;
+    let env = admin.call("BranchMerge", json!({"name": "nope"})).await;
     assert_eq!(env["error"]["code"], "NOT_FOUND", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
-        json!({"name": "feat", "discard": true, "label": "turn-7"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    let env = admin
+        .ok(
+            "BranchMerge",
+            json!({"name": "feat", "discard": true, "label": "turn-7"}),
+        )
+        .await;
     let text = env["text"].as_str().unwrap();
     assert!(
         text.starts_with("Merged branch 'feat' into its base as changeset "),
@@ -442,58 +343,24 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
             .code(),
         Code::NotFound
     );
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "History",
-        json!({"path": "p/c.txt"}),
-    )
-    .await;
+    let env = admin.call("History", json!({"path": "p/c.txt"})).await;
     assert!(
         env["text"].as_str().unwrap().contains("label turn-7"),
         "the label is kept: {env}"
     );
 
     // Discard: gone after the merge; a kept branch is discarded, the base untouched.
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiscard",
-        json!({"name": "feat"}),
-    )
-    .await;
+    let env = admin.call("BranchDiscard", json!({"name": "feat"})).await;
     tool_error(&env, "NOT_FOUND", "Branch 'feat' does not exist.");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "tmp", "path": "p"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    admin
+        .ok("BranchCreate", json!({"name": "tmp", "path": "p"}))
+        .await;
     write(&mut fs, ADMIN, Some("tmp"), "/p/a.txt", "scratch\n")
         .await
         .unwrap();
-    let env = tool(
-        &mut tools,
-        "lister-token",
-        None,
-        "BranchDiscard",
-        json!({"name": "tmp"}),
-    )
-    .await;
+    let env = lister.call("BranchDiscard", json!({"name": "tmp"})).await;
     assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{env}");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchDiscard",
-        json!({"name": "tmp"}),
-    )
-    .await;
+    let env = admin.call("BranchDiscard", json!({"name": "tmp"})).await;
     assert_eq!(
         env["text"], "Discarded branch 'tmp' and its changes; the base is untouched.",
         "{env}"
@@ -502,7 +369,7 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
         read(&mut fs, ADMIN, None, "/p/a.txt").await.unwrap(),
         "one\nTWO\nthree\n"
     );
-    let env = tool(&mut tools, ADMIN, None, "BranchList", json!({})).await;
+    let env = admin.call("BranchList", json!({})).await;
     assert_eq!(env["text"], "No branches. BranchCreate forks one.", "{env}");
 }
 
@@ -513,19 +380,13 @@ async fn the_branch_tools_fork_list_diff_merge_and_discard() {
 async fn a_merge_conflict_through_the_tool_shows_three_versions_and_applies_nothing() {
     let server = Server::start_with(Some(CONFIG), &[]);
     let mut fs = server.fs().await;
-    let mut tools = ToolsClient::new(server.channel().await);
+    let mut admin = Agent::new(&server, ADMIN, None).await;
     write(&mut fs, ADMIN, None, "/p/a.txt", "one\ntwo\nthree\n")
         .await
         .unwrap();
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchCreate",
-        json!({"name": "b1", "path": "/p"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    admin
+        .ok("BranchCreate", json!({"name": "b1", "path": "/p"}))
+        .await;
     write(
         &mut fs,
         ADMIN,
@@ -548,14 +409,9 @@ async fn a_merge_conflict_through_the_tool_shows_three_versions_and_applies_noth
     .await
     .unwrap();
 
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
-        json!({"name": "b1", "discard": true}),
-    )
-    .await;
+    let env = admin
+        .call("BranchMerge", json!({"name": "b1", "discard": true}))
+        .await;
     tool_error(
         &env,
         "CONFLICT",
@@ -605,24 +461,13 @@ async fn a_merge_conflict_through_the_tool_shows_three_versions_and_applies_noth
 
     // A resolution of a file twice is refused; one per file merges.
     let twice = json!([{"path": "p/a.txt", "delete": true}, {"path": "/p/a.txt", "content": "x"}]);
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
-        json!({"name": "b1", "resolutions": twice}),
-    )
-    .await;
+    let env = admin
+        .call("BranchMerge", json!({"name": "b1", "resolutions": twice}))
+        .await;
     tool_error(&env, "INVALID_PARAM", "'p/a.txt' is resolved twice");
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
+    let env = admin.ok("BranchMerge",
         json!({"name": "b1", "resolutions": [{"path": "p/a.txt", "content": "one\nTWO both\nthree\n"}]}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    ).await;
     assert!(
         env["text"]
             .as_str()
@@ -678,21 +523,15 @@ async fn mint(
 async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
     let server = Server::start_with(Some(CONFIG), &[]);
     let mut fs = server.fs().await;
-    let mut tools = ToolsClient::new(server.channel().await);
+    let mut admin = Agent::new(&server, ADMIN, None).await;
     let mut access = AccessClient::new(server.channel().await);
     write(&mut fs, ADMIN, None, "/p/a.txt", "base\n")
         .await
         .unwrap();
     for name in ["sub", "other"] {
-        let env = tool(
-            &mut tools,
-            ADMIN,
-            None,
-            "BranchCreate",
-            json!({"name": name, "path": "p"}),
-        )
-        .await;
-        assert_eq!(env["status"], "success", "{env}");
+        admin
+            .ok("BranchCreate", json!({"name": name, "path": "p"}))
+            .await;
     }
     write(&mut fs, ADMIN, Some("other"), "/p/a.txt", "other's\n")
         .await
@@ -700,6 +539,7 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
     let handle = mint(&mut access, ADMIN, "sub").await.unwrap();
     assert_eq!(handle.branch, "sub");
     let token = handle.token.as_str();
+    let mut bound = Agent::new(&server, token, None).await;
 
     // Without the header, and with its own branch named: in the branch.
     write(&mut fs, token, None, "/p/a.txt", "sub's\n")
@@ -755,21 +595,16 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
         arguments_json: json!({"path": "p/a.txt"}).to_string(),
         tool_call_id: String::new(),
     };
+    let mut tools = ToolsClient::new(server.channel().await);
     let refused = tools
         .invoke(request(msg, token, Some("other")))
         .await
         .unwrap_err();
     assert_error(&refused, Code::PermissionDenied, "ACCESS_DENIED");
     // The tools without the header: in the branch.
-    let env = tool(
-        &mut tools,
-        token,
-        None,
-        "Write",
-        json!({"path": "p/tool.txt", "content": "t\n"}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    bound
+        .ok("Write", json!({"path": "p/tool.txt", "content": "t\n"}))
+        .await;
     assert_eq!(
         read(&mut fs, ADMIN, None, "/p/tool.txt")
             .await
@@ -783,11 +618,11 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
             .unwrap(),
         "t\n"
     );
-    let env = tool(&mut tools, token, None, "Read", json!({"path": "p/a.txt"})).await;
+    let env = bound.call("Read", json!({"path": "p/a.txt"})).await;
     assert!(env["text"].as_str().unwrap().contains("\tsub's"), "{env}");
 
     // Its branch operations: list and diff its own; nothing else.
-    let env = tool(&mut tools, token, None, "BranchList", json!({})).await;
+    let env = bound.call("BranchList", json!({})).await;
     let names: Vec<&Value> = env["data"]["branches"]
         .as_array()
         .unwrap()
@@ -795,23 +630,9 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
         .map(|b| &b["name"])
         .collect();
     assert_eq!(names, [&json!("sub")], "{env}");
-    let env = tool(
-        &mut tools,
-        token,
-        None,
-        "BranchDiff",
-        json!({"name": "sub"}),
-    )
-    .await;
+    let env = bound.call("BranchDiff", json!({"name": "sub"})).await;
     assert_eq!(env["data"]["files"].as_array().unwrap().len(), 3, "{env}");
-    let env = tool(
-        &mut tools,
-        token,
-        None,
-        "BranchDiff",
-        json!({"name": "other"}),
-    )
-    .await;
+    let env = bound.call("BranchDiff", json!({"name": "other"})).await;
     tool_error(&env, "ACCESS_DENIED", "may diff only it");
     for (name, args) in [
         ("BranchMerge", json!({"name": "sub"})),
@@ -819,7 +640,7 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
         ("BranchDiscard", json!({"name": "other"})),
         ("BranchCreate", json!({"name": "more", "path": "p"})),
     ] {
-        let env = tool(&mut tools, token, None, name, args).await;
+        let env = bound.call(name, args).await;
         tool_error(
             &env,
             "ACCESS_DENIED",
@@ -868,15 +689,9 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
         let refused = read(&mut fs, dead, None, "/p/a.txt").await.unwrap_err();
         assert_eq!(refused.code(), Code::Unauthenticated, "{refused:?}");
     }
-    let env = tool(
-        &mut tools,
-        ADMIN,
-        None,
-        "BranchMerge",
-        json!({"name": "sub", "discard": true}),
-    )
-    .await;
-    assert_eq!(env["status"], "success", "{env}");
+    admin
+        .ok("BranchMerge", json!({"name": "sub", "discard": true}))
+        .await;
     assert_eq!(
         read(&mut fs, ADMIN, None, "/p/a.txt").await.unwrap(),
         "sub's\n"
