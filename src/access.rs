@@ -148,6 +148,10 @@ pub struct Principal {
     /// handles): itself, or for a handle the principal at the root of its
     /// chain, so minting handles never buys more.
     pub owner: String,
+    /// The branch every call of this principal works in (empty: none): a
+    /// handle bound to a branch sees and changes only it (docs/security.md
+    /// § Handles bound to a branch).
+    pub branch: String,
 }
 
 impl Principal {
@@ -162,6 +166,7 @@ impl Principal {
                 ops: OpSet::all(),
             }],
             owner: "local".into(),
+            branch: String::new(),
         }
     }
 
@@ -231,6 +236,7 @@ mod tests {
         Principal {
             name: "reader".into(),
             owner: "reader".into(),
+            branch: String::new(),
             namespace: "team".into(),
             grants: vec![Grant {
                 prefix: p("/workspace"),

@@ -123,6 +123,8 @@ pub struct NewHandle {
     /// When it stops working: the requested TTL, capped by its parent's
     /// expiry.
     pub expires: SystemTime,
+    /// The branch it is bound to (empty: none).
+    pub branch: String,
 }
 
 /// Who is minting a handle, resolved under the handles lock.
@@ -241,12 +243,14 @@ impl Auth {
     /// Mints a handle for the caller presenting `creator_token` (`None`: a
     /// token-less request) holding `requested ∩ the caller's grants`, living
     /// `ttl` (0: [`DEFAULT_HANDLE_TTL`]) but never past the caller's own
-    /// expiry.
+    /// expiry, bound to `branch` (empty: unbound). A handle minted by a
+    /// bound caller stays bound to the caller's branch ([`bind`]).
     pub fn create_handle(
         &self,
         creator_token: Option<&str>,
         requested: &[Grant],
         ttl: Duration,
+        branch: &str,
     ) -> Result<NewHandle> {
         if requested.is_empty() {
             return Err(Error::InvalidArgument(
@@ -281,6 +285,7 @@ impl Auth {
                  depth {MAX_HANDLE_DEPTH}: mint from a handle nearer the root"
             )));
         }
+        let branch = bind(&creator.principal, branch)?;
         let grants = intersect(requested, &creator.principal.grants);
         if grants.is_empty() {
             return Err(Error::InvalidArgument(
@@ -316,6 +321,7 @@ impl Auth {
             namespace: root.namespace.clone(),
             grants: grants.clone(),
             owner: root.owner.clone(),
+            branch: branch.clone(),
         };
         let token = new_token();
         handles.0.insert(
@@ -332,6 +338,7 @@ impl Auth {
             token,
             grants,
             expires,
+            branch,
         })
     }
 
@@ -362,6 +369,25 @@ impl Auth {
         }
         handles.remove_tree(token);
         Ok(())
+    }
+}
+
+/// The branch a handle minted by `creator` asking for `requested` (empty:
+/// none) is bound to: the creator's own when it is bound (asking for
+/// another is PERMISSION_DENIED, so a bound handle can never mint its way
+/// out of its branch), else the one asked for.
+fn bind(creator: &Principal, requested: &str) -> Result<String> {
+    if !requested.is_empty() {
+        crate::scope::Scope::check_name("branch", requested)?;
+    }
+    match (creator.branch.as_str(), requested) {
+        ("", asked) => Ok(asked.to_owned()),
+        (bound, "") => Ok(bound.to_owned()),
+        (bound, asked) if bound == asked => Ok(bound.to_owned()),
+        (bound, asked) => Err(Error::PermissionDenied(format!(
+            "the caller is bound to branch {bound:?}: a handle it mints stays in {bound:?} and \
+             cannot be bound to {asked:?}"
+        ))),
     }
 }
 
@@ -496,6 +522,7 @@ mod tests {
             namespace: "default".into(),
             grants,
             owner: name.into(),
+            branch: String::new(),
         }
     }
 
@@ -514,7 +541,12 @@ mod tests {
     }
 
     fn mint(auth: &Auth, creator: &str) -> Result<NewHandle> {
-        auth.create_handle(Some(creator), &[grant("/w", &[Op::List])], Duration::ZERO)
+        auth.create_handle(
+            Some(creator),
+            &[grant("/w", &[Op::List])],
+            Duration::ZERO,
+            "",
+        )
     }
 
     #[test]
@@ -526,6 +558,7 @@ mod tests {
                 Some("t1"),
                 &[grant("/w/x", &[Op::List, Op::Write])],
                 Duration::ZERO,
+                "",
             )
             .unwrap();
         assert_eq!(h.grants, vec![grant("/w/x", &[Op::List])]);
@@ -577,6 +610,7 @@ mod tests {
                 Some("t1"),
                 &[grant("/w", &[Op::List])],
                 Duration::from_secs(5),
+                "",
             )
             .unwrap();
         let child = auth
@@ -584,6 +618,7 @@ mod tests {
                 Some(&parent.token),
                 &[grant("/w", &[Op::List])],
                 MAX_HANDLE_TTL,
+                "",
             )
             .unwrap();
         assert_eq!(child.expires, parent.expires);
@@ -592,6 +627,7 @@ mod tests {
                 Some(&parent.token),
                 &[grant("/w", &[Op::List])],
                 Duration::from_secs(1),
+                "",
             )
             .unwrap();
         assert!(short.expires < parent.expires);
@@ -647,15 +683,48 @@ mod tests {
             vec![grant("/w", &[Op::Delete])],
         ] {
             let err = auth
-                .create_handle(Some("t1"), &asked, Duration::ZERO)
+                .create_handle(Some("t1"), &asked, Duration::ZERO, "")
                 .unwrap_err();
             assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
         }
         let many = vec![grant("/w", &[Op::List]); MAX_HANDLE_GRANTS + 1];
         let err = auth
-            .create_handle(Some("t1"), &many, Duration::ZERO)
+            .create_handle(Some("t1"), &many, Duration::ZERO, "")
             .unwrap_err();
         assert!(err.to_string().contains("at most 64 grants"), "{err}");
+    }
+
+    #[test]
+    fn a_bound_handle_mints_only_handles_bound_to_its_branch() {
+        let auth = two_principals();
+        let ask = [grant("/w", &[Op::List])];
+        let bound = auth
+            .create_handle(Some("t1"), &ask, Duration::ZERO, "feature")
+            .unwrap();
+        assert_eq!(bound.branch, "feature");
+        assert_eq!(
+            auth.authenticate(Some(&bound.token)).unwrap().branch,
+            "feature"
+        );
+        for asked in ["", "feature"] {
+            let child = auth
+                .create_handle(Some(&bound.token), &ask, Duration::ZERO, asked)
+                .unwrap();
+            assert_eq!(child.branch, "feature", "asked {asked:?}");
+        }
+        let err = auth
+            .create_handle(Some(&bound.token), &ask, Duration::ZERO, "other")
+            .unwrap_err();
+        assert!(matches!(err, Error::PermissionDenied(_)), "{err}");
+        assert!(
+            err.to_string().contains("bound to branch \"feature\""),
+            "{err}"
+        );
+        let err = auth
+            .create_handle(Some("t1"), &ask, Duration::ZERO, "../x")
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert_eq!(mint(&auth, "t1").unwrap().branch, "");
     }
 
     #[test]
@@ -663,7 +732,7 @@ mod tests {
         let open = Auth::new(vec![], true);
         assert_eq!(open.authenticate(None).unwrap().name, "local");
         let h = open
-            .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO)
+            .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO, "")
             .unwrap();
         assert_eq!(
             open.authenticate(Some(&h.token)).unwrap().name,
@@ -677,7 +746,7 @@ mod tests {
         ));
         assert!(
             closed
-                .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO)
+                .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO, "")
                 .is_err()
         );
     }

@@ -103,6 +103,10 @@ pub enum Error {
         /// The version the file has (0: it does not exist).
         actual: u64,
     },
+    /// Changes that do not combine: a branch merge's conflicting files
+    /// (docs/branches.md § Merge), of which nothing was applied.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// A file operation named a directory.
     #[error("is a directory: {0}")]
     IsDirectory(String),
@@ -237,7 +241,9 @@ impl Error {
             | Error::Expired { .. } => ErrorReason::InvalidParam,
             Error::NotFound(_) | Error::VersionNotFound { .. } => ErrorReason::NotFound,
             Error::PermissionDenied(_) | Error::Unauthenticated(_) => ErrorReason::AccessDenied,
-            Error::AlreadyExists(_) | Error::VersionMismatch { .. } => ErrorReason::Conflict,
+            Error::AlreadyExists(_) | Error::VersionMismatch { .. } | Error::Conflict(_) => {
+                ErrorReason::Conflict
+            }
             Error::IsDirectory(_) => ErrorReason::IsDirectory,
             Error::Binary(_) => ErrorReason::BinaryFile,
             Error::Timeout(_) => ErrorReason::Timeout,
@@ -262,7 +268,7 @@ impl Error {
             Error::PermissionDenied(_) => Code::PermissionDenied,
             Error::Unauthenticated(_) => Code::Unauthenticated,
             Error::AlreadyExists(_) => Code::AlreadyExists,
-            Error::VersionMismatch { .. } => Code::Aborted,
+            Error::VersionMismatch { .. } | Error::Conflict(_) => Code::Aborted,
             Error::IsDirectory(_)
             | Error::NotDirectory(_)
             | Error::Binary(_)

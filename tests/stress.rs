@@ -1013,6 +1013,7 @@ impl Worker {
                         ops: vec!["read_file".into(), "list".into()],
                     }],
                     ttl_seconds: 60,
+                    branch: String::new(),
                 });
                 let mut access = self.access.clone();
                 let Outcome::Ok(handle) = self.call(kind, access.create_handle(req)).await else {
@@ -1666,6 +1667,7 @@ impl Worker {
                         ops: vec!["read_file".into(), "write".into(), "list".into()],
                     }],
                     ttl_seconds: 30 * 24 * 3600,
+                    branch: String::new(),
                 });
                 let token = self.chain.clone().unwrap_or_else(|| TOKEN.to_owned());
                 req.metadata_mut()
@@ -1689,6 +1691,7 @@ impl Worker {
                 let req = self.req(pb::CreateHandleRequest {
                     grants,
                     ttl_seconds: u64::MAX,
+                    branch: String::new(),
                 });
                 let mut access = self.access.clone();
                 self.call(kind, access.create_handle(req)).await;
@@ -1700,6 +1703,7 @@ impl Worker {
                         })
                         .collect(),
                     ttl_seconds: 60,
+                    branch: String::new(),
                 });
                 self.call(kind, access.create_handle(req)).await;
                 let req = self.req(pb::RevokeHandleRequest {

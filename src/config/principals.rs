@@ -105,6 +105,7 @@ pub(super) fn parse(
                 namespace,
                 grants,
                 owner: p.name.get_ref().clone(),
+                branch: String::new(),
             },
         ));
     }

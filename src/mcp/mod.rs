@@ -7,8 +7,9 @@
 //! the answer. It adds no file semantics of its own.
 //!
 //! - Tools: the names, descriptions and JSON Schemas of `ListTools`, with
-//!   MCP annotations (LS, Glob, Grep and Read are read-only; the tools
-//!   that change files are destructive). A call answers with the
+//!   MCP annotations (LS, Glob, Grep, Read, BranchList and BranchDiff are
+//!   read-only; the tools that change files are destructive, BranchCreate
+//!   only adds a branch). A call answers with the
 //!   envelope's `text` as text content (then a media Read's file as image
 //!   content or an embedded resource), the whole envelope as
 //!   `structuredContent`, and `isError` for error envelopes; the output budget and large-result eviction are the
@@ -275,13 +276,20 @@ fn tool(name: ToolName) -> Tool {
     };
     let read_only = matches!(
         name,
-        ToolName::Ls | ToolName::Glob | ToolName::Grep | ToolName::Read
+        ToolName::Ls
+            | ToolName::Glob
+            | ToolName::Grep
+            | ToolName::Read
+            | ToolName::BranchList
+            | ToolName::BranchDiff
     );
-    // Delete again deletes nothing more: its effect is idempotent.
-    let idempotent = read_only || name == ToolName::Delete;
+    // A fork adds a branch and changes no file: not destructive.
+    let destructive = !read_only && name != ToolName::BranchCreate;
+    // Delete or discard again deletes nothing more: idempotent effects.
+    let idempotent = read_only || matches!(name, ToolName::Delete | ToolName::BranchDiscard);
     let annotations = ToolAnnotations::new()
         .read_only(read_only)
-        .destructive(!read_only)
+        .destructive(destructive)
         .idempotent(idempotent)
         .open_world(false);
     Tool::new(name.as_str(), name.description(), Arc::new(schema)).with_annotations(annotations)

@@ -1,5 +1,5 @@
-//! The `agentvfs.v1.Access` service: handles for sub-agents and grant
-//! descriptions. A thin adapter over [`Auth`].
+//! The `agentvfs.v1.Access` service: handles for sub-agents (optionally
+//! bound to a branch) and grant descriptions. A thin adapter over [`Auth`].
 
 use super::caller::caller;
 use crate::access::{Grant, OpSet};
@@ -59,12 +59,19 @@ impl Access for AccessService {
             caller.token.as_ref().map(|t| t.0.as_str()),
             &requested,
             Duration::from_secs(req.ttl_seconds),
+            &req.branch,
         )?;
-        tracing::info!(creator = %caller.principal.name, grants = handle.grants.len(), "handle created");
+        tracing::info!(
+            creator = %caller.principal.name,
+            grants = handle.grants.len(),
+            branch = %handle.branch,
+            "handle created"
+        );
         Ok(Response::new(pb::CreateHandleResponse {
             token: handle.token,
             grants: to_pb(&handle.grants),
             expires_at: Some(handle.expires.into()),
+            branch: handle.branch,
         }))
     }
 
@@ -89,6 +96,7 @@ impl Access for AccessService {
             principal: caller.principal.name.clone(),
             grants: to_pb(grants),
             markdown: auth::describe(grants),
+            branch: caller.principal.branch.clone(),
         }))
     }
 }

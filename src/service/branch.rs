@@ -216,6 +216,7 @@ impl Files<'_> {
     /// the subtree; the mount must take branches).
     pub fn create_branch(&self, name: &str, root: &VfsPath) -> Result<BranchRecord> {
         Scope::check_name("branch", name)?;
+        self.refuse_bound("create branches")?;
         let scope = self.scope();
         if !scope.branch.is_empty() {
             return Err(Error::InvalidArgument(format!(
@@ -258,16 +259,35 @@ impl Files<'_> {
         Ok(record)
     }
 
+    /// Refuses `what` to a caller bound to a branch (a bound handle): it
+    /// works in its branch and may diff it, while forking, merging and
+    /// discarding stay with the unbound caller that handed it out
+    /// (docs/security.md § Handles bound to a branch).
+    fn refuse_bound(&self, what: &str) -> Result<()> {
+        let principal = &self.caller().principal;
+        match principal.branch.as_str() {
+            "" => Ok(()),
+            bound => Err(Error::PermissionDenied(format!(
+                "{} is bound to branch {bound:?} and may not {what}: the caller that minted \
+                 it forks, merges and discards",
+                principal.name
+            ))),
+        }
+    }
+
     /// The caller's branches (those of its namespace) whose root it may
-    /// list, with their sizes.
+    /// list, with their sizes; a bound handle's own only.
     pub fn list_branches(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
     ) -> Result<Vec<BranchInfo>> {
         let scope = self.scope();
         let mut out = Vec::new();
+        let bound = &self.caller().principal.branch;
         for record in Registry::new(backend.as_ref()).list(&scope.namespace)? {
-            if self.check_within(&record.root, Op::List).is_err() {
+            if self.check_within(&record.root, Op::List).is_err()
+                || !(bound.is_empty() || *bound == record.name)
+            {
                 continue;
             }
             let overlay = Overlay::new(backend.clone(), record);
@@ -292,6 +312,7 @@ impl Files<'_> {
         backend: &Arc<dyn crate::backend::Backend>,
         name: &str,
     ) -> Result<()> {
+        self.refuse_bound("discard branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
         self.check_within(&overlay.record().root, Op::Write)?;
         overlay.clear(self.scope())?;
@@ -307,6 +328,13 @@ impl Files<'_> {
         after: Option<&VfsPath>,
         limit: usize,
     ) -> Result<BranchDiff> {
+        let bound = &self.caller().principal.branch;
+        if !bound.is_empty() && bound != name {
+            return Err(Error::PermissionDenied(format!(
+                "{} is bound to branch {bound:?} and may diff only it, not {name:?}",
+                self.caller().principal.name
+            )));
+        }
         let overlay = overlay_named(backend, self.scope(), name)?;
         let limit = limit.clamp(1, MAX_DIFF_PAGE);
         let base_scope = overlay.record().base_scope(self.scope());
@@ -363,6 +391,7 @@ impl Files<'_> {
         discard: bool,
         limits: &ChangesetLimits,
     ) -> Result<Merged> {
+        self.refuse_bound("merge branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
         let record = overlay.record().clone();
         let base_scope = record.base_scope(self.scope());

@@ -13,7 +13,8 @@
 //!   bound to its principal's namespace;
 //! - the label (optional) is kept with every change the request makes;
 //! - the branch (optional) is where the request reads and writes
-//!   (docs/branches.md).
+//!   (docs/branches.md); a handle bound to a branch works in it whatever
+//!   the request says, and naming another is refused.
 //!
 //! Session and namespace are validated like names ([`Scope::check_name`]) so
 //! they can never smuggle a path or a control character into storage keys.
@@ -69,7 +70,8 @@ pub struct Credentials<'a> {
 impl Caller {
     /// Authenticates `credentials` and builds the caller, or the error that
     /// rejects the request (UNAUTHENTICATED, PERMISSION_DENIED for another
-    /// principal's namespace, INVALID_ARGUMENT for a malformed value).
+    /// principal's namespace or, for a bound handle, another branch,
+    /// INVALID_ARGUMENT for a malformed value).
     pub fn identify(auth: &Auth, credentials: Credentials<'_>) -> Result<Caller> {
         let token = match credentials.authorization {
             None => None,
@@ -99,13 +101,14 @@ impl Caller {
         if let Some(branch) = credentials.branch {
             Scope::check_name("branch", branch)?;
         }
+        let branch = bound_branch(&principal, credentials.branch)?;
         let scope = Scope {
             session: session.to_owned(),
             namespace: namespace.to_owned(),
             principal: principal.clone(),
             label: credentials.label.unwrap_or_default().to_owned(),
             changeset: String::new(),
-            branch: credentials.branch.unwrap_or_default().to_owned(),
+            branch: branch.to_owned(),
         };
         Ok(Caller {
             principal,
@@ -122,6 +125,23 @@ impl Caller {
             self.account = account.clone();
         }
         self
+    }
+}
+
+/// The branch a call of `principal` naming `asked` works in: the one it
+/// names, or for a principal bound to a branch (a bound handle) that branch
+/// whether the call names it or not; naming another is PERMISSION_DENIED
+/// (docs/security.md § Handles bound to a branch).
+fn bound_branch<'a>(principal: &'a Principal, asked: Option<&'a str>) -> Result<&'a str> {
+    match (principal.branch.as_str(), asked) {
+        ("", asked) => Ok(asked.unwrap_or_default()),
+        (bound, None) => Ok(bound),
+        (bound, Some(asked)) if asked == bound => Ok(bound),
+        (bound, Some(asked)) => Err(Error::PermissionDenied(format!(
+            "{} is bound to branch {bound:?} and cannot work in branch {asked:?}; drop \
+             the x-agentvfs-branch header or send {bound:?}",
+            principal.name
+        ))),
     }
 }
 

@@ -1,8 +1,10 @@
 //! The LLM tool layer: LS, Glob, Grep, Read, Write, Edit, MultiEdit,
 //! History, ApplyPatch, Delete, Move and Copy over the one logical path
-//! space, each answering in the standard envelope; and Claude's own file
+//! space, each answering in the standard envelope; Claude's own file
 //! tools, `memory` and `str_replace_based_edit_tool`, with the texts of
-//! Anthropic's reference implementations ([`memory`], [`text_editor`]).
+//! Anthropic's reference implementations ([`memory`], [`text_editor`]);
+//! and the branch tools, BranchCreate, BranchList, BranchDiff, BranchMerge
+//! and BranchDiscard ([`branch`]).
 //!
 //! Request flow: the `agentvfs.v1.Tools` adapter (`server/tools.rs`) takes the
 //! [`Caller`] from the interceptor and calls [`Tools::invoke`] (tool name +
@@ -27,7 +29,8 @@
 //!   `read_file`, `read_file` + `write`; ApplyPatch as a changeset's
 //!   operations; Delete `delete`; Move `write` + `delete` on the source and
 //!   `write` on the destination; Copy `read_file` on the source and `write`
-//!   on the destination);
+//!   on the destination; the branch tools as the branch RPCs:
+//!   docs/branches.md);
 //! - `stats.time_ms` and `context.cwd` / `context.params_input` are in every
 //!   envelope, `context.path_resolved` once a path was resolved;
 //! - messages quote raw input (paths, names, strings) through
@@ -55,6 +58,7 @@ macro_rules! object {
 
 mod apply_patch;
 mod args;
+mod branch;
 pub mod budget;
 mod claude;
 mod copy;
@@ -138,11 +142,21 @@ pub enum ToolName {
     Move,
     /// Copy a file within one mount.
     Copy,
+    /// Fork a directory into a branch (docs/branches.md).
+    BranchCreate,
+    /// The caller's branches.
+    BranchList,
+    /// What a branch changed against its base.
+    BranchDiff,
+    /// Merge a branch into its base, three-way, as one changeset.
+    BranchMerge,
+    /// Delete a branch and its changes.
+    BranchDiscard,
 }
 
 impl ToolName {
     /// Every tool, in the order ListTools shows them.
-    pub const ALL: [ToolName; 14] = [
+    pub const ALL: [ToolName; 19] = [
         ToolName::Ls,
         ToolName::Glob,
         ToolName::Grep,
@@ -157,6 +171,11 @@ impl ToolName {
         ToolName::Delete,
         ToolName::Move,
         ToolName::Copy,
+        ToolName::BranchCreate,
+        ToolName::BranchList,
+        ToolName::BranchDiff,
+        ToolName::BranchMerge,
+        ToolName::BranchDiscard,
     ];
 
     /// The exposed name (`LS`, `Glob`, ...).
@@ -176,6 +195,11 @@ impl ToolName {
             ToolName::Delete => "Delete",
             ToolName::Move => "Move",
             ToolName::Copy => "Copy",
+            ToolName::BranchCreate => "BranchCreate",
+            ToolName::BranchList => "BranchList",
+            ToolName::BranchDiff => "BranchDiff",
+            ToolName::BranchMerge => "BranchMerge",
+            ToolName::BranchDiscard => "BranchDiscard",
         }
     }
 
@@ -201,6 +225,11 @@ impl ToolName {
             ToolName::Delete => delete::DESCRIPTION,
             ToolName::Move => mv::DESCRIPTION,
             ToolName::Copy => copy::DESCRIPTION,
+            ToolName::BranchCreate => branch::create::DESCRIPTION,
+            ToolName::BranchList => branch::list::DESCRIPTION,
+            ToolName::BranchDiff => branch::diff::DESCRIPTION,
+            ToolName::BranchMerge => branch::merge::DESCRIPTION,
+            ToolName::BranchDiscard => branch::discard::DESCRIPTION,
         }
     }
 
@@ -222,6 +251,11 @@ impl ToolName {
             ToolName::Delete => &delete::PARAMS,
             ToolName::Move => &mv::PARAMS,
             ToolName::Copy => &copy::PARAMS,
+            ToolName::BranchCreate => &branch::create::PARAMS,
+            ToolName::BranchList => &branch::list::PARAMS,
+            ToolName::BranchDiff => &branch::diff::PARAMS,
+            ToolName::BranchMerge => &branch::merge::PARAMS,
+            ToolName::BranchDiscard => &branch::discard::PARAMS,
         }
     }
 
@@ -463,5 +497,10 @@ async fn run(tool: ToolName, call: &mut Call, args: &Object) -> Result<Outcome, 
         ToolName::Delete => delete::run(call, args).await,
         ToolName::Move => mv::run(call, args).await,
         ToolName::Copy => copy::run(call, args).await,
+        ToolName::BranchCreate => branch::create::run(call, args).await,
+        ToolName::BranchList => branch::list::run(call, args).await,
+        ToolName::BranchDiff => branch::diff::run(call, args).await,
+        ToolName::BranchMerge => branch::merge::run(call, args).await,
+        ToolName::BranchDiscard => branch::discard::run(call, args).await,
     }
 }

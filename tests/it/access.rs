@@ -435,6 +435,7 @@ async fn handles_never_gain_rights_and_can_be_revoked() {
             ops: vec!["read_file".into(), "write".into()],
         }],
         ttl_seconds: 60,
+        branch: String::new(),
     };
     let handle = access
         .create_handle(authed(ask, Some("reader-token-0001")))
@@ -533,6 +534,7 @@ async fn tokens_never_reach_the_logs() {
             ops: vec!["list".into()],
         }],
         ttl_seconds: 0,
+        branch: String::new(),
     };
     let handle = access
         .create_handle(authed(ask, Some("admin-token-0001")))
@@ -668,6 +670,7 @@ async fn mint(
     let req = pb::CreateHandleRequest {
         grants,
         ttl_seconds,
+        branch: String::new(),
     };
     access
         .create_handle(authed(req, token))

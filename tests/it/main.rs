@@ -41,7 +41,9 @@
 //!   Delete, Move and Copy tools, and the Read tool's media reads;
 //! - `rewind`: labels, sessions and changeset ids in Watch and history, and
 //!   Rewind: a recorded turn undone byte for byte on the State, Store and
-//!   object tiers, conflicts, dry runs and selectors.
+//!   object tiers, conflicts, dry runs and selectors;
+//! - `branch_tools`: the branch LLM tools over Invoke and MCP, and handles
+//!   bound to a branch.
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -51,6 +53,7 @@ mod s3;
 mod access;
 mod apply_patch;
 mod branch;
+mod branch_tools;
 mod changesets;
 mod claude_tools;
 mod cli;

@@ -203,7 +203,12 @@ async fn list_tools_describes_every_tool_with_a_json_schema() {
             "str_replace_based_edit_tool",
             "Delete",
             "Move",
-            "Copy"
+            "Copy",
+            "BranchCreate",
+            "BranchList",
+            "BranchDiff",
+            "BranchMerge",
+            "BranchDiscard"
         ]
     );
     for t in &tools {

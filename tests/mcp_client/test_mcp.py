@@ -59,10 +59,13 @@ async def test_tools_are_the_grpc_tools_with_annotations(server: Server, transpo
         assert tool.description == spec.description
         assert tool.input_schema == json.loads(spec.parameters_json_schema)
         assert tool.annotations is not None
-        read_only = tool.name in {"LS", "Glob", "Grep", "Read"}
+        read_only = tool.name in {"LS", "Glob", "Grep", "Read", "BranchList", "BranchDiff"}
         assert tool.annotations.read_only_hint is read_only, tool.name
-        assert tool.annotations.destructive_hint is (not read_only), tool.name
-        assert tool.annotations.idempotent_hint is (read_only or tool.name == "Delete"), tool.name
+        # A fork adds a branch and changes no file.
+        destructive = not read_only and tool.name != "BranchCreate"
+        assert tool.annotations.destructive_hint is destructive, tool.name
+        idempotent = read_only or tool.name in {"Delete", "BranchDiscard"}
+        assert tool.annotations.idempotent_hint is idempotent, tool.name
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -150,6 +153,43 @@ async def test_delete_move_and_copy_are_tools(server: Server, transport: str) ->
         env = envelope(await client.call_tool("Delete", {"path": f"{base}/a.txt"}))
         assert env["text"] == f"Deleted '{base}/a.txt'.", env
     assert sorted(p.name for p in (server.root / f"dmc-{transport}").iterdir()) == ["c.txt"]
+
+
+@pytest.mark.parametrize("transport", ["http", "http-legacy"])
+async def test_branch_tools_fork_work_in_a_branch_and_merge(server: Server, transport: str) -> None:
+    """The branch tools over MCP (docs/tools.md § Branches): fork a Store directory, work in
+    the branch over a connection sending x-agentvfs-branch (docs/mcp.md § Who calls), read the
+    diff, meet a conflict that applies nothing, and merge with a resolution."""
+    base, name = f"/memories/br-{transport}", f"mcp-{transport}"
+    async with connect(transport, server) as client:
+        env = envelope(await client.call_tool("Write", {"path": f"{base}/a.txt", "content": "one\ntwo\n"}))
+        assert env["status"] == "success", env
+        env = envelope(await client.call_tool("BranchCreate", {"name": name, "path": base}))
+        assert env["data"]["name"] == name, env
+    mode = "legacy" if transport == "http-legacy" else "auto"
+    async with http_client(server.url, headers={"x-agentvfs-branch": name}, mode=mode) as inside:
+        version = envelope(await inside.call_tool("Read", {"path": f"{base}/a.txt"}))["stats"]["version"]
+        edit = {"path": f"{base}/a.txt", "content": "one\nbranch\n", "expected_version": version}
+        assert envelope(await inside.call_tool("Write", edit))["status"] == "success"
+    async with connect(transport, server) as client:
+        # The base is untouched by the branch's write.
+        assert "     2\ttwo" in envelope(await client.call_tool("Read", {"path": f"{base}/a.txt"}))["text"]
+        env = envelope(await client.call_tool("BranchDiff", {"name": name}))
+        assert env["data"]["files"] == [{"path": f"{base[1:]}/a.txt", "kind": "changed"}], env
+        version = envelope(await client.call_tool("Read", {"path": f"{base}/a.txt"}))["stats"]["version"]
+        edit = {"path": f"{base}/a.txt", "content": "one\nbase\n", "expected_version": version}
+        assert envelope(await client.call_tool("Write", edit))["status"] == "success"
+        result = await client.call_tool("BranchMerge", {"name": name})
+        assert result.is_error
+        env = envelope(result)
+        assert env["error"]["code"] == "CONFLICT", env
+        assert env["data"]["conflicts"][0]["branch"] == "one\nbranch\n", env
+        assert env["data"]["conflicts"][0]["base"] == "one\nbase\n", env
+        assert env["data"]["conflicts"][0]["ancestor"] == "one\ntwo\n", env
+        resolution = {"path": f"{base}/a.txt", "content": "one\nboth\n"}
+        env = envelope(await client.call_tool("BranchMerge", {"name": name, "resolutions": [resolution], "discard": True}))
+        assert env["status"] == "success" and env["data"]["discarded"], env
+        assert "     2\tboth" in envelope(await client.call_tool("Read", {"path": f"{base}/a.txt"}))["text"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

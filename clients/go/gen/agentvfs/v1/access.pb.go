@@ -81,7 +81,12 @@ type CreateHandleRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Grants []*Grant               `protobuf:"bytes,1,rep,name=grants,proto3" json:"grants,omitempty"`
 	// Lifetime of the handle; 0 means the server's default.
-	TtlSeconds    uint64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	TtlSeconds uint64 `protobuf:"varint,2,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	// The branch the handle is bound to (docs/security.md § Handles bound to
+	// a branch): every call made with its token works in that branch, and a
+	// call naming another is PERMISSION_DENIED. Empty: unbound, unless the
+	// caller is itself bound, whose handles stay bound to its branch.
+	Branch        string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -130,13 +135,22 @@ func (x *CreateHandleRequest) GetTtlSeconds() uint64 {
 	return 0
 }
 
+func (x *CreateHandleRequest) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
 type CreateHandleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Bearer token of the new handle.
 	Token string `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
 	// The grants it actually holds (after intersection).
-	Grants        []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	Grants    []*Grant               `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The branch it is bound to (empty: none).
+	Branch        string `protobuf:"bytes,4,opt,name=branch,proto3" json:"branch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +204,13 @@ func (x *CreateHandleResponse) GetExpiresAt() *timestamppb.Timestamp {
 		return x.ExpiresAt
 	}
 	return nil
+}
+
+func (x *CreateHandleResponse) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
 }
 
 type RevokeHandleRequest struct {
@@ -314,7 +335,10 @@ type DescribeGrantsResponse struct {
 	Principal string   `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	Grants    []*Grant `protobuf:"bytes,2,rep,name=grants,proto3" json:"grants,omitempty"`
 	// One line per grant: "/prefix/: ls, stat, read, write, delete".
-	Markdown      string `protobuf:"bytes,3,opt,name=markdown,proto3" json:"markdown,omitempty"`
+	Markdown string `protobuf:"bytes,3,opt,name=markdown,proto3" json:"markdown,omitempty"`
+	// The branch every call of the caller works in (empty: none, the caller
+	// picks with x-agentvfs-branch).
+	Branch        string `protobuf:"bytes,4,opt,name=branch,proto3" json:"branch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -370,6 +394,13 @@ func (x *DescribeGrantsResponse) GetMarkdown() string {
 	return ""
 }
 
+func (x *DescribeGrantsResponse) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
 var File_agentvfs_v1_access_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_access_proto_rawDesc = "" +
@@ -377,24 +408,27 @@ const file_agentvfs_v1_access_proto_rawDesc = "" +
 	"\x18agentvfs/v1/access.proto\x12\vagentvfs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"1\n" +
 	"\x05Grant\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x10\n" +
-	"\x03ops\x18\x02 \x03(\tR\x03ops\"b\n" +
+	"\x03ops\x18\x02 \x03(\tR\x03ops\"z\n" +
 	"\x13CreateHandleRequest\x12*\n" +
 	"\x06grants\x18\x01 \x03(\v2\x12.agentvfs.v1.GrantR\x06grants\x12\x1f\n" +
 	"\vttl_seconds\x18\x02 \x01(\x04R\n" +
-	"ttlSeconds\"\x93\x01\n" +
+	"ttlSeconds\x12\x16\n" +
+	"\x06branch\x18\x03 \x01(\tR\x06branch\"\xab\x01\n" +
 	"\x14CreateHandleResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12*\n" +
 	"\x06grants\x18\x02 \x03(\v2\x12.agentvfs.v1.GrantR\x06grants\x129\n" +
 	"\n" +
-	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"+\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x16\n" +
+	"\x06branch\x18\x04 \x01(\tR\x06branch\"+\n" +
 	"\x13RevokeHandleRequest\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\tR\x05token\"\x16\n" +
 	"\x14RevokeHandleResponse\"\x17\n" +
-	"\x15DescribeGrantsRequest\"~\n" +
+	"\x15DescribeGrantsRequest\"\x96\x01\n" +
 	"\x16DescribeGrantsResponse\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12*\n" +
 	"\x06grants\x18\x02 \x03(\v2\x12.agentvfs.v1.GrantR\x06grants\x12\x1a\n" +
-	"\bmarkdown\x18\x03 \x01(\tR\bmarkdown2\x8d\x02\n" +
+	"\bmarkdown\x18\x03 \x01(\tR\bmarkdown\x12\x16\n" +
+	"\x06branch\x18\x04 \x01(\tR\x06branch2\x8d\x02\n" +
 	"\x06Access\x12S\n" +
 	"\fCreateHandle\x12 .agentvfs.v1.CreateHandleRequest\x1a!.agentvfs.v1.CreateHandleResponse\x12S\n" +
 	"\fRevokeHandle\x12 .agentvfs.v1.RevokeHandleRequest\x1a!.agentvfs.v1.RevokeHandleResponse\x12Y\n" +

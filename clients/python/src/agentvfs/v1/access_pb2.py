@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentvfs/v1/access.proto\x12\x0b\x61gentvfs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\x05Grant\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x0b\n\x03ops\x18\x02 \x03(\t\"N\n\x13\x43reateHandleRequest\x12\"\n\x06grants\x18\x01 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x04\"y\n\x14\x43reateHandleResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\"\n\x06grants\x18\x02 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"$\n\x13RevokeHandleRequest\x12\r\n\x05token\x18\x01 \x01(\t\"\x16\n\x14RevokeHandleResponse\"\x17\n\x15\x44\x65scribeGrantsRequest\"a\n\x16\x44\x65scribeGrantsResponse\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\"\n\x06grants\x18\x02 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12\x10\n\x08markdown\x18\x03 \x01(\t2\x8d\x02\n\x06\x41\x63\x63\x65ss\x12S\n\x0c\x43reateHandle\x12 .agentvfs.v1.CreateHandleRequest\x1a!.agentvfs.v1.CreateHandleResponse\x12S\n\x0cRevokeHandle\x12 .agentvfs.v1.RevokeHandleRequest\x1a!.agentvfs.v1.RevokeHandleResponse\x12Y\n\x0e\x44\x65scribeGrants\x12\".agentvfs.v1.DescribeGrantsRequest\x1a#.agentvfs.v1.DescribeGrantsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18\x61gentvfs/v1/access.proto\x12\x0b\x61gentvfs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"$\n\x05Grant\x12\x0e\n\x06prefix\x18\x01 \x01(\t\x12\x0b\n\x03ops\x18\x02 \x03(\t\"^\n\x13\x43reateHandleRequest\x12\"\n\x06grants\x18\x01 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12\x13\n\x0bttl_seconds\x18\x02 \x01(\x04\x12\x0e\n\x06\x62ranch\x18\x03 \x01(\t\"\x89\x01\n\x14\x43reateHandleResponse\x12\r\n\x05token\x18\x01 \x01(\t\x12\"\n\x06grants\x18\x02 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12.\n\nexpires_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t\"$\n\x13RevokeHandleRequest\x12\r\n\x05token\x18\x01 \x01(\t\"\x16\n\x14RevokeHandleResponse\"\x17\n\x15\x44\x65scribeGrantsRequest\"q\n\x16\x44\x65scribeGrantsResponse\x12\x11\n\tprincipal\x18\x01 \x01(\t\x12\"\n\x06grants\x18\x02 \x03(\x0b\x32\x12.agentvfs.v1.Grant\x12\x10\n\x08markdown\x18\x03 \x01(\t\x12\x0e\n\x06\x62ranch\x18\x04 \x01(\t2\x8d\x02\n\x06\x41\x63\x63\x65ss\x12S\n\x0c\x43reateHandle\x12 .agentvfs.v1.CreateHandleRequest\x1a!.agentvfs.v1.CreateHandleResponse\x12S\n\x0cRevokeHandle\x12 .agentvfs.v1.RevokeHandleRequest\x1a!.agentvfs.v1.RevokeHandleResponse\x12Y\n\x0e\x44\x65scribeGrants\x12\".agentvfs.v1.DescribeGrantsRequest\x1a#.agentvfs.v1.DescribeGrantsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,17 +35,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GRANT']._serialized_start=74
   _globals['_GRANT']._serialized_end=110
   _globals['_CREATEHANDLEREQUEST']._serialized_start=112
-  _globals['_CREATEHANDLEREQUEST']._serialized_end=190
-  _globals['_CREATEHANDLERESPONSE']._serialized_start=192
-  _globals['_CREATEHANDLERESPONSE']._serialized_end=313
-  _globals['_REVOKEHANDLEREQUEST']._serialized_start=315
-  _globals['_REVOKEHANDLEREQUEST']._serialized_end=351
-  _globals['_REVOKEHANDLERESPONSE']._serialized_start=353
-  _globals['_REVOKEHANDLERESPONSE']._serialized_end=375
-  _globals['_DESCRIBEGRANTSREQUEST']._serialized_start=377
-  _globals['_DESCRIBEGRANTSREQUEST']._serialized_end=400
-  _globals['_DESCRIBEGRANTSRESPONSE']._serialized_start=402
-  _globals['_DESCRIBEGRANTSRESPONSE']._serialized_end=499
-  _globals['_ACCESS']._serialized_start=502
-  _globals['_ACCESS']._serialized_end=771
+  _globals['_CREATEHANDLEREQUEST']._serialized_end=206
+  _globals['_CREATEHANDLERESPONSE']._serialized_start=209
+  _globals['_CREATEHANDLERESPONSE']._serialized_end=346
+  _globals['_REVOKEHANDLEREQUEST']._serialized_start=348
+  _globals['_REVOKEHANDLEREQUEST']._serialized_end=384
+  _globals['_REVOKEHANDLERESPONSE']._serialized_start=386
+  _globals['_REVOKEHANDLERESPONSE']._serialized_end=408
+  _globals['_DESCRIBEGRANTSREQUEST']._serialized_start=410
+  _globals['_DESCRIBEGRANTSREQUEST']._serialized_end=433
+  _globals['_DESCRIBEGRANTSRESPONSE']._serialized_start=435
+  _globals['_DESCRIBEGRANTSRESPONSE']._serialized_end=548
+  _globals['_ACCESS']._serialized_start=551
+  _globals['_ACCESS']._serialized_end=820
 # @@protoc_insertion_point(module_scope)

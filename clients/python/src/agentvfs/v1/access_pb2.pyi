@@ -54,8 +54,15 @@ class CreateHandleRequest(_message.Message):
 
     GRANTS_FIELD_NUMBER: _builtins.int
     TTL_SECONDS_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
     ttl_seconds: _builtins.int
     """Lifetime of the handle; 0 means the server's default."""
+    branch: _builtins.str
+    """The branch the handle is bound to (docs/security.md § Handles bound to
+    a branch): every call made with its token works in that branch, and a
+    call naming another is PERMISSION_DENIED. Empty: unbound, unless the
+    caller is itself bound, whose handles stay bound to its branch.
+    """
     @_builtins.property
     def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___Grant]: ...
     def __init__(
@@ -63,10 +70,11 @@ class CreateHandleRequest(_message.Message):
         *,
         grants: _abc.Iterable[Global___Grant] | None = ...,
         ttl_seconds: _builtins.int = ...,
+        branch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "grants", b"grants", "ttl_seconds", b"ttl_seconds"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -79,8 +87,11 @@ class CreateHandleResponse(_message.Message):
     TOKEN_FIELD_NUMBER: _builtins.int
     GRANTS_FIELD_NUMBER: _builtins.int
     EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
     token: _builtins.str
     """Bearer token of the new handle."""
+    branch: _builtins.str
+    """The branch it is bound to (empty: none)."""
     @_builtins.property
     def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___Grant]:
         """The grants it actually holds (after intersection)."""
@@ -93,10 +104,11 @@ class CreateHandleResponse(_message.Message):
         token: _builtins.str = ...,
         grants: _abc.Iterable[Global___Grant] | None = ...,
         expires_at: _timestamp_pb2.Timestamp | None = ...,
+        branch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at", "grants", b"grants", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "expires_at", b"expires_at", "grants", b"grants", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -158,10 +170,15 @@ class DescribeGrantsResponse(_message.Message):
     PRINCIPAL_FIELD_NUMBER: _builtins.int
     GRANTS_FIELD_NUMBER: _builtins.int
     MARKDOWN_FIELD_NUMBER: _builtins.int
+    BRANCH_FIELD_NUMBER: _builtins.int
     principal: _builtins.str
     """Name of the principal (or "handle of NAME")."""
     markdown: _builtins.str
     """One line per grant: "/prefix/: ls, stat, read, write, delete"."""
+    branch: _builtins.str
+    """The branch every call of the caller works in (empty: none, the caller
+    picks with x-agentvfs-branch).
+    """
     @_builtins.property
     def grants(self) -> _containers.RepeatedCompositeFieldContainer[Global___Grant]: ...
     def __init__(
@@ -170,10 +187,11 @@ class DescribeGrantsResponse(_message.Message):
         principal: _builtins.str = ...,
         grants: _abc.Iterable[Global___Grant] | None = ...,
         markdown: _builtins.str = ...,
+        branch: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["grants", b"grants", "markdown", b"markdown", "principal", b"principal"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["branch", b"branch", "grants", b"grants", "markdown", b"markdown", "principal", b"principal"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

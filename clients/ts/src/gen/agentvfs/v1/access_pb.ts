@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file agentvfs/v1/access.proto.
  */
 export const file_agentvfs_v1_access: GenFile = /*@__PURE__*/
-  fileDesc("ChhhZ2VudHZmcy92MS9hY2Nlc3MucHJvdG8SC2FnZW50dmZzLnYxIiQKBUdyYW50Eg4KBnByZWZpeBgBIAEoCRILCgNvcHMYAiADKAkiTgoTQ3JlYXRlSGFuZGxlUmVxdWVzdBIiCgZncmFudHMYASADKAsyEi5hZ2VudHZmcy52MS5HcmFudBITCgt0dGxfc2Vjb25kcxgCIAEoBCJ5ChRDcmVhdGVIYW5kbGVSZXNwb25zZRINCgV0b2tlbhgBIAEoCRIiCgZncmFudHMYAiADKAsyEi5hZ2VudHZmcy52MS5HcmFudBIuCgpleHBpcmVzX2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIkChNSZXZva2VIYW5kbGVSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIhYKFFJldm9rZUhhbmRsZVJlc3BvbnNlIhcKFURlc2NyaWJlR3JhbnRzUmVxdWVzdCJhChZEZXNjcmliZUdyYW50c1Jlc3BvbnNlEhEKCXByaW5jaXBhbBgBIAEoCRIiCgZncmFudHMYAiADKAsyEi5hZ2VudHZmcy52MS5HcmFudBIQCghtYXJrZG93bhgDIAEoCTKNAgoGQWNjZXNzElMKDENyZWF0ZUhhbmRsZRIgLmFnZW50dmZzLnYxLkNyZWF0ZUhhbmRsZVJlcXVlc3QaIS5hZ2VudHZmcy52MS5DcmVhdGVIYW5kbGVSZXNwb25zZRJTCgxSZXZva2VIYW5kbGUSIC5hZ2VudHZmcy52MS5SZXZva2VIYW5kbGVSZXF1ZXN0GiEuYWdlbnR2ZnMudjEuUmV2b2tlSGFuZGxlUmVzcG9uc2USWQoORGVzY3JpYmVHcmFudHMSIi5hZ2VudHZmcy52MS5EZXNjcmliZUdyYW50c1JlcXVlc3QaIy5hZ2VudHZmcy52MS5EZXNjcmliZUdyYW50c1Jlc3BvbnNlQq8BCg9jb20uYWdlbnR2ZnMudjFCC0FjY2Vzc1Byb3RvUAFaQmdpdGh1Yi5jb20vYWdlbnR2ZnMvYWdlbnR2ZnMvY2xpZW50cy9nby9nZW4vYWdlbnR2ZnMvdjE7YWdlbnR2ZnN2MaICA0FYWKoCC0FnZW50dmZzLlYxygILQWdlbnR2ZnNcVjHiAhdBZ2VudHZmc1xWMVxHUEJNZXRhZGF0YeoCDEFnZW50dmZzOjpWMWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChhhZ2VudHZmcy92MS9hY2Nlc3MucHJvdG8SC2FnZW50dmZzLnYxIiQKBUdyYW50Eg4KBnByZWZpeBgBIAEoCRILCgNvcHMYAiADKAkiXgoTQ3JlYXRlSGFuZGxlUmVxdWVzdBIiCgZncmFudHMYASADKAsyEi5hZ2VudHZmcy52MS5HcmFudBITCgt0dGxfc2Vjb25kcxgCIAEoBBIOCgZicmFuY2gYAyABKAkiiQEKFENyZWF0ZUhhbmRsZVJlc3BvbnNlEg0KBXRva2VuGAEgASgJEiIKBmdyYW50cxgCIAMoCzISLmFnZW50dmZzLnYxLkdyYW50Ei4KCmV4cGlyZXNfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmJyYW5jaBgEIAEoCSIkChNSZXZva2VIYW5kbGVSZXF1ZXN0Eg0KBXRva2VuGAEgASgJIhYKFFJldm9rZUhhbmRsZVJlc3BvbnNlIhcKFURlc2NyaWJlR3JhbnRzUmVxdWVzdCJxChZEZXNjcmliZUdyYW50c1Jlc3BvbnNlEhEKCXByaW5jaXBhbBgBIAEoCRIiCgZncmFudHMYAiADKAsyEi5hZ2VudHZmcy52MS5HcmFudBIQCghtYXJrZG93bhgDIAEoCRIOCgZicmFuY2gYBCABKAkyjQIKBkFjY2VzcxJTCgxDcmVhdGVIYW5kbGUSIC5hZ2VudHZmcy52MS5DcmVhdGVIYW5kbGVSZXF1ZXN0GiEuYWdlbnR2ZnMudjEuQ3JlYXRlSGFuZGxlUmVzcG9uc2USUwoMUmV2b2tlSGFuZGxlEiAuYWdlbnR2ZnMudjEuUmV2b2tlSGFuZGxlUmVxdWVzdBohLmFnZW50dmZzLnYxLlJldm9rZUhhbmRsZVJlc3BvbnNlElkKDkRlc2NyaWJlR3JhbnRzEiIuYWdlbnR2ZnMudjEuRGVzY3JpYmVHcmFudHNSZXF1ZXN0GiMuYWdlbnR2ZnMudjEuRGVzY3JpYmVHcmFudHNSZXNwb25zZUKvAQoPY29tLmFnZW50dmZzLnYxQgtBY2Nlc3NQcm90b1ABWkJnaXRodWIuY29tL2FnZW50dmZzL2FnZW50dmZzL2NsaWVudHMvZ28vZ2VuL2FnZW50dmZzL3YxO2FnZW50dmZzdjGiAgNBWFiqAgtBZ2VudHZmcy5WMcoCC0FnZW50dmZzXFYx4gIXQWdlbnR2ZnNcVjFcR1BCTWV0YWRhdGHqAgxBZ2VudHZmczo6VjFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * Grant allows operations on every path below a prefix (segment boundaries:
@@ -56,6 +56,16 @@ export type CreateHandleRequest = Message<"agentvfs.v1.CreateHandleRequest"> & {
    * @generated from field: uint64 ttl_seconds = 2;
    */
   ttlSeconds: bigint;
+
+  /**
+   * The branch the handle is bound to (docs/security.md § Handles bound to
+   * a branch): every call made with its token works in that branch, and a
+   * call naming another is PERMISSION_DENIED. Empty: unbound, unless the
+   * caller is itself bound, whose handles stay bound to its branch.
+   *
+   * @generated from field: string branch = 3;
+   */
+  branch: string;
 };
 
 /**
@@ -87,6 +97,13 @@ export type CreateHandleResponse = Message<"agentvfs.v1.CreateHandleResponse"> &
    * @generated from field: google.protobuf.Timestamp expires_at = 3;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The branch it is bound to (empty: none).
+   *
+   * @generated from field: string branch = 4;
+   */
+  branch: string;
 };
 
 /**
@@ -161,6 +178,14 @@ export type DescribeGrantsResponse = Message<"agentvfs.v1.DescribeGrantsResponse
    * @generated from field: string markdown = 3;
    */
   markdown: string;
+
+  /**
+   * The branch every call of the caller works in (empty: none, the caller
+   * picks with x-agentvfs-branch).
+   *
+   * @generated from field: string branch = 4;
+   */
+  branch: string;
 };
 
 /**
