@@ -1033,7 +1033,8 @@ async fn malformed_arguments_and_unknown_tools_are_envelopes() {
     assert_eq!(
         env["text"],
         "Unknown tool 'Bash'. Available tools: LS, Glob, Grep, Read, Write, Edit, MultiEdit, \
-         History, ApplyPatch, memory, str_replace_based_edit_tool, Delete, Move, Copy."
+         History, ApplyPatch, memory, str_replace_based_edit_tool, Delete, Move, Copy, \
+         BranchCreate, BranchList, BranchDiff, BranchMerge, BranchDiscard."
     );
     let env = agent.raw("LS", "", "c4").await;
     assert_eq!(env["status"], "success", "empty arguments mean defaults");
