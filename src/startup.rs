@@ -36,6 +36,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                     m.keep.changes,
                 )
                 .and_then(|fs| fs.with_journal(&journal))
+                .and_then(|fs| fs.with_branches(&journal.join("branches")))
                 .map_err(|e| format!("mount {}: {e}", m.prefix))?;
                 (Arc::new(fs), "filesystem")
             }

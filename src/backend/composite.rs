@@ -409,6 +409,10 @@ impl Backend for CompositeBackend {
             .collect()
     }
 
+    fn drop_scope(&self, scope: &Scope, mount: &VfsPath) -> Result<()> {
+        self.route(mount)?.drop_scope(scope, mount)
+    }
+
     fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
         self.owner(path).map(|m| m.prefix.clone())
     }

@@ -305,6 +305,15 @@ pub trait Backend: Send + Sync {
         Vec::new()
     }
 
+    /// Drops what an internal `scope` (a discarded branch's changes) still
+    /// holds on the mount `mount` once its files are deleted: the Filesystem
+    /// tier removes the scope's directory; tiers that key files by scope
+    /// hold nothing more.
+    fn drop_scope(&self, scope: &Scope, mount: &VfsPath) -> Result<()> {
+        let _ = (scope, mount);
+        Ok(())
+    }
+
     /// Copies the file at `source` to `destination` as one write of the
     /// destination (docs/contract.md § Copy): `pre` applies to the
     /// destination as Write's does, missing parents are created, and the

@@ -11,7 +11,7 @@
 
 use super::rules::{self, Skip};
 use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 
 /// A tier's ordered file set, as the walk needs it.
@@ -104,6 +104,9 @@ fn visit_file<S: SortedFiles>(
                 run.emit_entry(entry);
             }
         }
+        // Grep never follows a link (a Filesystem mount's, seen through a
+        // branch), as the tier's own walk skips them.
+        SearchKind::Grep(_) if matches!(entry.kind, EntryKind::Symlink { .. }) => {}
         SearchKind::Grep(_) => {
             // `FileSearcher::new` is Some for every Grep run.
             let Some(searcher) = searcher else {

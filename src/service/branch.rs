@@ -237,8 +237,8 @@ impl Files<'_> {
             .ok_or_else(|| Error::NotFound(root.to_string()))?;
         if !backend.branch_mounts().contains(&mount) {
             return Err(Error::Unsupported(format!(
-                "{root} is on the mount {mount}, which does not take branches (State, Store \
-                 and object mounts do; docs/branches.md)"
+                "{root} is on the mount {mount}, which does not take branches (State, Store, \
+                 object and Filesystem mounts with a changeset journal do; docs/branches.md)"
             )));
         }
         if !backend.stat(scope, root)?.is_directory() {

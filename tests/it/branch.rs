@@ -2,8 +2,10 @@
 //! each fork the same directory, work in their own branch, and merge back;
 //! every change made apart merges, every overlap is a conflict answered
 //! with its three versions and applied only once resolved; on the State,
-//! Store and object tiers. Also: isolation, search and listing inside a
-//! branch, diff, discard, refusals, and kill -9 during a merge.
+//! Store, object and Filesystem tiers. Also: isolation, search and listing
+//! inside a branch, diff, discard, refusals, and kill -9 during a merge;
+//! on the Filesystem tier, the served directory untouched until a merge
+//! and links that leave the root refused inside a branch.
 
 use crate::util::{Server, assert_error, grep_all, write};
 use agentvfs::pb;
@@ -349,6 +351,13 @@ async fn a_branch_named_like_a_mount_or_forked_at_a_mount_root_works() {
 }
 
 #[tokio::test]
+async fn eight_agents_merge_on_the_filesystem_tier() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    eight_agents_merge(&mut fs, "/workspace/work").await;
+}
+
+#[tokio::test]
 async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
     let server = Server::start();
     let mut fs = server.fs().await;
@@ -444,14 +453,6 @@ async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
         .await
         .unwrap_err();
     assert_eq!(again.code(), Code::AlreadyExists, "{again:?}");
-    let on_disk = fs
-        .create_branch(pb::CreateBranchRequest {
-            name: "w".into(),
-            path: "/workspace".into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(on_disk.code(), Code::FailedPrecondition, "{on_disk:?}");
     // Discard drops the branch and its changes; the base is untouched.
     let listed = fs
         .list_branches(pb::ListBranchesRequest {})
@@ -485,9 +486,21 @@ async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
 #[tokio::test]
 async fn kill_9_during_a_merge_leaves_it_all_or_nothing() {
     let mut server = Server::start();
+    kill_9_during_merges(&mut server, "/memories").await;
+}
+
+#[tokio::test]
+async fn kill_9_during_a_merge_on_the_filesystem_tier_leaves_it_all_or_nothing() {
+    let mut server = Server::start();
+    kill_9_during_merges(&mut server, "/workspace").await;
+}
+
+/// Six merges of 100 files below `mount`, each cut by kill -9 after a
+/// random delay: every file before, or every file merged.
+async fn kill_9_during_merges(server: &mut Server, mount: &str) {
     for trial in 0..6 {
         let mut fs = server.fs().await;
-        let root = format!("/memories/k{trial}");
+        let root = format!("{mount}/k{trial}");
         for i in 0..100 {
             write(&mut fs, &format!("{root}/f{i:03}.txt"), "before\n").await;
         }
@@ -556,4 +569,210 @@ async fn a_merge_over_the_changeset_bounds_is_refused() {
         .unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert_eq!(bytes(&mut fs, None, "/memories/big/f0.txt").await, None);
+}
+
+/// One path below a directory on the host: a file's (or a link's target's
+/// name's) bytes and modification time; `None` for a directory.
+type Snapshot = Vec<(String, Option<(Vec<u8>, std::time::SystemTime)>)>;
+
+/// Every file below `dir` on the host with its bytes and modification
+/// time, and every directory: what "untouched" is checked against.
+fn snapshot(dir: &std::path::Path) -> Snapshot {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let shown = path.strip_prefix(dir).unwrap().display().to_string();
+            if meta.is_dir() {
+                stack.push(path);
+                out.push((shown, None));
+            } else if meta.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                let bytes = target.display().to_string().into_bytes();
+                out.push((shown, Some((bytes, meta.modified().unwrap()))));
+            } else {
+                let data = std::fs::read(&path).unwrap();
+                out.push((shown, Some((data, meta.modified().unwrap()))));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Work in a branch of a Filesystem mount (writes, edits, deletes, moves of
+/// a file and of a directory) leaves the served directory byte for byte and
+/// time stamp for time stamp as it was; the branch's changes live in the
+/// server's data directory; the merge writes them, and discard removes the
+/// branch's directory.
+#[tokio::test]
+async fn a_branch_of_a_filesystem_mount_leaves_the_served_directory_untouched() {
+    let server = Server::start();
+    let work = server.workdir().join("proj");
+    std::fs::create_dir_all(work.join("src/deep")).unwrap();
+    std::fs::write(work.join("README.md"), "readme\n").unwrap();
+    std::fs::write(work.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(work.join("src/deep/b.rs"), "fn b() {}\n").unwrap();
+    std::fs::write(work.join("gone.txt"), "bye\n").unwrap();
+    let before = snapshot(server.workdir());
+    let mut fs = server.fs().await;
+    fork(&mut fs, "fsb", "/workspace/proj").await;
+    write_in(&mut fs, "fsb", "/workspace/proj/new/c.rs", "fn c() {}\n").await;
+    write_in(&mut fs, "fsb", "/workspace/proj/README.md", "readme v2\n").await;
+    let edit = pb::EditRequest {
+        path: "/workspace/proj/src/a.rs".into(),
+        old_string: "a()".into(),
+        new_string: "a2()".into(),
+        ..Default::default()
+    };
+    fs.edit(in_branch(edit, "fsb")).await.unwrap();
+    let delete = pb::DeleteRequest {
+        path: "/workspace/proj/gone.txt".into(),
+        ..Default::default()
+    };
+    fs.delete(in_branch(delete, "fsb")).await.unwrap();
+    let mv = pb::MoveRequest {
+        source: "/workspace/proj/src/deep".into(),
+        destination: "/workspace/proj/lib".into(),
+        ..Default::default()
+    };
+    fs.r#move(in_branch(mv, "fsb")).await.unwrap();
+    // The branch sees its work; the disk shows none of it.
+    assert_eq!(
+        bytes(&mut fs, Some("fsb"), "/workspace/proj/lib/b.rs")
+            .await
+            .as_deref(),
+        Some("fn b() {}\n")
+    );
+    assert_eq!(
+        bytes(&mut fs, Some("fsb"), "/workspace/proj/src/a.rs")
+            .await
+            .as_deref(),
+        Some("fn a2() {}\n")
+    );
+    assert_eq!(
+        bytes(&mut fs, Some("fsb"), "/workspace/proj/gone.txt").await,
+        None
+    );
+    assert_eq!(snapshot(server.workdir()), before);
+    let kept = snapshot(server.data_dir());
+    assert!(
+        kept.iter().any(|(p, c)| p.ends_with("proj/new/c.rs")
+            && c.as_ref().is_some_and(|(d, _)| d == b"fn c() {}\n")),
+        "the branch's file is not in the data directory: {kept:?}"
+    );
+    // A file the base changes meanwhile shows through where the branch
+    // did not change it.
+    std::fs::write(work.join("src/other.rs"), "other\n").unwrap();
+    assert_eq!(
+        bytes(&mut fs, Some("fsb"), "/workspace/proj/src/other.rs")
+            .await
+            .as_deref(),
+        Some("other\n")
+    );
+    let before = snapshot(server.workdir());
+    let diff = fs
+        .diff_branch(pb::DiffBranchRequest {
+            name: "fsb".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // Added, changed twice, deleted, and the move as one.
+    assert_eq!(diff.files.len(), 5, "{diff:?}");
+    assert_eq!(snapshot(server.workdir()), before);
+    let merged = merge(&mut fs, "fsb", vec![]).await;
+    assert!(merged.conflicts.is_empty(), "{merged:?}");
+    let read = |p: &str| std::fs::read_to_string(work.join(p)).ok();
+    assert_eq!(read("new/c.rs").as_deref(), Some("fn c() {}\n"));
+    assert_eq!(read("README.md").as_deref(), Some("readme v2\n"));
+    assert_eq!(read("src/a.rs").as_deref(), Some("fn a2() {}\n"));
+    assert_eq!(read("lib/b.rs").as_deref(), Some("fn b() {}\n"));
+    assert_eq!(read("src/deep/b.rs"), None);
+    assert_eq!(read("gone.txt"), None);
+    assert_eq!(read("src/other.rs").as_deref(), Some("other\n"));
+    // Discarded with the merge: nothing of the branch is left on disk.
+    let kept = snapshot(server.data_dir());
+    assert!(
+        !kept
+            .iter()
+            .any(|(p, _)| p.contains("branch.") && p.contains(".fsb")),
+        "the discarded branch's directory is left: {kept:?}"
+    );
+}
+
+/// A link that leaves the served directory is refused inside a branch as
+/// on the base: read through, listed through, written through, moved; and
+/// no caller can name the scope that holds a branch's changes.
+#[tokio::test]
+async fn a_link_leaving_the_root_is_refused_inside_a_branch() {
+    let server = Server::start();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret\n").unwrap();
+    let work = server.workdir().join("w");
+    std::fs::create_dir_all(&work).unwrap();
+    std::fs::write(work.join("ok.txt"), "ok\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), work.join("out")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), work.join("leak.txt")).unwrap();
+    let mut fs = server.fs().await;
+    fork(&mut fs, "esc", "/workspace/w").await;
+    for path in ["/workspace/w/out/secret.txt", "/workspace/w/leak.txt"] {
+        for branch in [None, Some("esc")] {
+            let refused = read(&mut fs, branch, path).await.unwrap_err();
+            assert_eq!(
+                refused.code(),
+                Code::PermissionDenied,
+                "{path} {branch:?}: {refused:?}"
+            );
+        }
+    }
+    let list = pb::ListInfoRequest {
+        path: "/workspace/w/out".into(),
+    };
+    let refused = fs.list_info(in_branch(list, "esc")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let through = pb::WriteRequest {
+        path: "/workspace/w/out/planted.txt".into(),
+        content: "x".into(),
+        ..Default::default()
+    };
+    let refused = fs.write(in_branch(through, "esc")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let mv = pb::MoveRequest {
+        source: "/workspace/w/leak.txt".into(),
+        destination: "/workspace/w/copied.txt".into(),
+        ..Default::default()
+    };
+    let refused = fs.r#move(in_branch(mv, "esc")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    let grep = pb::GrepRequest {
+        pattern: "secret".into(),
+        path: "/workspace/w".into(),
+        ..Default::default()
+    };
+    let (hits, _) = grep_all(&mut fs, in_branch(grep, "esc")).await.unwrap();
+    assert!(hits.is_empty(), "{hits:?}");
+    assert_eq!(
+        bytes(&mut fs, Some("esc"), "/workspace/w/copied.txt").await,
+        None
+    );
+    let names: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["secret.txt"]);
+    // The scope holding a branch's changes has a name no caller can send.
+    let mut req = Request::new(pb::ReadRequest {
+        path: "/workspace/w/ok.txt".into(),
+        ..Default::default()
+    });
+    req.metadata_mut().insert(
+        "x-agentvfs-namespace",
+        "!branch.default.esc".parse().unwrap(),
+    );
+    let refused = fs.read(req).await.unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
 }

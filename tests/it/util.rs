@@ -73,6 +73,12 @@ impl Server {
         self.dir.path()
     }
 
+    /// Its user data directory (`XDG_DATA_HOME`: the default Store's
+    /// home, the Filesystem mounts' journals and branches).
+    pub fn data_dir(&self) -> &std::path::Path {
+        self.data.path()
+    }
+
     /// Kills the server with SIGKILL (as a crash would) and starts it again
     /// with the same arguments, working directory and data directory, on a
     /// new port.

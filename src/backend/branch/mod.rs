@@ -6,8 +6,10 @@
 //! ([`Registry`]), whatever the subtree holds, so it costs the same for ten
 //! files as for a million. The branch's own changes live in the same tier as
 //! the base, in a scope of their own (the *upper* scope: a State session and
-//! a Store or object namespace no caller can name); reads of what the branch
-//! has not changed fall through to the base as it is now.
+//! a Store or object namespace no caller can name; on a Filesystem mount, a
+//! directory of the server's data directory, `src/backend/fs/scopes.rs`);
+//! reads of what the branch has not changed fall through to the base as it
+//! is now.
 //!
 //! Beside each file the branch changed, the upper scope keeps two sidecars
 //! under names callers cannot write in a branch ([`RESERVED_PREFIX`]):

@@ -11,7 +11,7 @@ use crate::backend::{
     Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
@@ -176,14 +176,25 @@ impl Overlay {
     }
 
     /// Refuses a file at `path` when one of its parents (below the root) is a
-    /// file in the branch.
+    /// file in the branch, or a symbolic link (a Filesystem mount's: a write
+    /// never goes through one there, so a branch's would not merge) or one
+    /// the caller may not follow.
     fn check_parents(&self, scope: &Scope, path: &VfsPath) -> Result<()> {
         let mut dir = path.parent();
         while dir != self.record.root && self.within(&dir) {
-            if let Ok(entry) = self.stat(scope, &dir)
-                && !entry.is_directory()
-            {
-                return Err(Error::NotDirectory(dir.to_string()));
+            match self.stat(scope, &dir) {
+                Ok(entry) if entry.is_directory() => {}
+                Ok(Entry {
+                    kind: EntryKind::Symlink { .. },
+                    ..
+                }) => {
+                    return Err(Error::PermissionDenied(format!(
+                        "{path}: {dir} is a symbolic link, which a write never goes through"
+                    )));
+                }
+                Ok(_) => return Err(Error::NotDirectory(dir.to_string())),
+                Err(e @ Error::PermissionDenied(_)) => return Err(e),
+                Err(_) => {}
             }
             dir = dir.parent();
         }

@@ -105,11 +105,12 @@ impl Overlay {
         Ok((records.len() as u64, bytes))
     }
 
-    /// Deletes everything the branch holds (its files and sidecars).
+    /// Deletes everything the branch holds (its files and sidecars, and
+    /// on a Filesystem mount its directory).
     pub fn clear(&self, scope: &Scope) -> Result<()> {
         let up = self.record().upper_scope(scope);
         let entries = match self.inner().list(&up, &self.record().root) {
-            Err(Error::NotFound(_)) => return Ok(()),
+            Err(Error::NotFound(_)) => Vec::new(),
             other => other?,
         };
         for entry in entries {
@@ -118,6 +119,6 @@ impl Overlay {
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        self.inner().drop_scope(&up, &self.record().mount)
     }
 }

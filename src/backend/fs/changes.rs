@@ -87,6 +87,11 @@ impl FsChanges {
         })
     }
 
+    /// How many changes the log keeps.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     fn mount(&self) -> &VfsPath {
         self.sandbox.mount()
     }

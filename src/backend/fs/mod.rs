@@ -79,6 +79,7 @@ mod moves;
 pub mod prefetch;
 mod read;
 pub mod sandbox;
+mod scopes;
 pub mod search;
 mod tree;
 mod write;
@@ -145,6 +146,12 @@ pub struct FsBackend {
     /// The served directory on the host, resolved (to keep the journal out
     /// of it).
     host_root: std::path::PathBuf,
+    /// Agentvfs' own scopes (branches), once [`FsBackend::with_branches`]
+    /// gave them a directory.
+    internal: Option<scopes::InternalScopes>,
+    /// This tier serves one internal scope's directory (a branch's): every
+    /// call is that scope's.
+    serves_internal: bool,
 }
 
 /// The rule of [`Links::Follow`] for `scope`'s caller reaching `path` with
@@ -188,7 +195,49 @@ impl FsBackend {
             temp_counter: AtomicU64::new(0),
             journal: None,
             host_root: root.canonicalize().unwrap_or_else(|_| root.to_owned()),
+            internal: None,
+            serves_internal: false,
         })
+    }
+
+    /// The tier taking branches (docs/branches.md § On the Filesystem
+    /// tier), their changes kept below `dir` (the server's data directory,
+    /// never below the served root), each branch in a directory of its own
+    /// (src/backend/fs/scopes.rs). Branch changes keep the mount's change
+    /// log length.
+    pub fn with_branches(mut self, dir: &Path) -> Result<FsBackend> {
+        let scopes = scopes::InternalScopes::new(
+            dir,
+            self.sandbox.mount().clone(),
+            self.max_file_bytes,
+            self.changes.as_ref().map_or(0, |c| c.capacity()),
+        )?;
+        if scopes.dir().starts_with(&self.host_root) {
+            return Err(Error::InvalidArgument(format!(
+                "the branch directory {} lies inside the served directory",
+                dir.display()
+            )));
+        }
+        self.internal = Some(scopes);
+        Ok(self)
+    }
+
+    /// The tier serving an internal `scope` (a branch's changes), `None`
+    /// for a caller's scope: this one.
+    fn internal(&self, scope: &Scope) -> Result<Option<Arc<FsBackend>>> {
+        if self.serves_internal {
+            return Ok(None);
+        }
+        match &self.internal {
+            Some(scopes) => scopes.of(scope),
+            None if scope.namespace.starts_with(crate::scope::INTERNAL_SCOPE) => {
+                Err(Error::Unsupported(format!(
+                    "the mount {} keeps no branches",
+                    self.sandbox.mount()
+                )))
+            }
+            None => Ok(None),
+        }
     }
 
     /// The tier taking changesets, with its intent journal in `dir` (the
@@ -362,6 +411,9 @@ fn check_leaf_version(path: &VfsPath, st: &Stat, if_version: Option<u64>) -> Res
 
 impl Backend for FsBackend {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        if let Some(own) = self.internal(scope)? {
+            return own.list(scope, dir);
+        }
         let rule = link_rule(scope, dir, LIST_OPS);
         let fd = self.sandbox.open_at(dir, DIR_FLAGS, Links::Follow(&rule))?;
         let mut entries = Vec::new();
@@ -379,6 +431,9 @@ impl Backend for FsBackend {
     }
 
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        if let Some(own) = self.internal(scope)? {
+            return own.stat(scope, path);
+        }
         let rule = link_rule(scope, path, STAT_OPS);
         let _look = self.look(path);
         let st = self.sandbox.lstat(path, Links::Follow(&rule))?;
@@ -386,6 +441,9 @@ impl Backend for FsBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        if let Some(own) = self.internal(scope)? {
+            return own.read(scope, path);
+        }
         let rule = link_rule(scope, path, READ_OPS);
         let (fd, st) = self.open_named(path, &rule)?;
         let data = self.read_whole(path, fd, &st)?;
@@ -400,6 +458,9 @@ impl Backend for FsBackend {
         path: &VfsPath,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader)> {
+        if let Some(own) = self.internal(scope)? {
+            return own.read_chunks(scope, path, max_chunk);
+        }
         let rule = link_rule(scope, path, READ_OPS);
         let (fd, st) = self.open_named(path, &rule)?;
         let entry = self.entry(scope, path.clone(), &st);
@@ -433,6 +494,9 @@ impl Backend for FsBackend {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
+        if let Some(own) = self.internal(scope)? {
+            return own.write(scope, path, data, pre);
+        }
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
         self.write_from(scope, path, pre, &mut std::iter::once(Ok(data)))
     }
@@ -444,6 +508,9 @@ impl Backend for FsBackend {
         pre: Precondition,
         pieces: &mut ChunkSource<'_>,
     ) -> Result<WriteOutcome> {
+        if let Some(own) = self.internal(scope)? {
+            return own.write_chunks(scope, path, pre, pieces);
+        }
         self.write_from(scope, path, pre, pieces)
     }
 
@@ -455,6 +522,9 @@ impl Backend for FsBackend {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
+        if let Some(own) = self.internal(scope)? {
+            return own.copy(scope, source, destination, pre);
+        }
         self.copy_file(scope, source, destination, pre)
     }
 
@@ -465,6 +535,9 @@ impl Backend for FsBackend {
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
+        if let Some(own) = self.internal(scope)? {
+            return own.update(scope, path, if_version, f);
+        }
         let _guard = self.lock(path);
         let (dir, name) = self.sandbox.parent(path, Links::Refuse)?;
         let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
@@ -499,6 +572,9 @@ impl Backend for FsBackend {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64> {
+        if let Some(own) = self.internal(scope)? {
+            return own.delete(scope, path, if_version, recursive);
+        }
         if path == self.sandbox.mount() {
             // A directory like any other to a plain delete; but the tier
             // never removes its own root.
@@ -544,14 +620,23 @@ impl Backend for FsBackend {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
+        if let Some(own) = self.internal(scope)? {
+            return own.rename(scope, source, destination, pre);
+        }
         self.move_path(scope, source, destination, pre)
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        if let Some(own) = self.internal(scope)? {
+            return own.commit_changes(scope, changes);
+        }
         self.commit_changes(scope, changes)
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        if let Some(own) = self.internal(scope)? {
+            return own.search(scope, run, part);
+        }
         let family = match run.spec().kind {
             SearchKind::Glob(_) => LIST_OPS,
             SearchKind::Grep(_) => GREP_OPS,
@@ -560,7 +645,10 @@ impl Backend for FsBackend {
         search::search(&self.sandbox, scope, &rule, run, part)
     }
 
-    fn watch_head(&self, _scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+    fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        if let Some(own) = self.internal(scope)? {
+            return own.watch_head(scope, root, cursor);
+        }
         let log = changes::log_of(&self.changes, root)?;
         log.follow_disk();
         log.head(cursor);
@@ -569,19 +657,43 @@ impl Backend for FsBackend {
 
     fn changes(
         &self,
-        _scope: &Scope,
+        scope: &Scope,
         root: &VfsPath,
         cursor: &mut ChangeCursor,
         max: usize,
     ) -> Result<Vec<Change>> {
+        if let Some(own) = self.internal(scope)? {
+            return own.changes(scope, root, cursor, max);
+        }
         let log = changes::log_of(&self.changes, root)?;
         log.follow_disk();
         log.read(root, cursor, max)
     }
 
-    fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+    /// This log's signal and every open branch's (a Watch in a branch
+    /// reads its branch's log; one of the base wakes early at worst).
+    fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
         if let Some(log) = &self.changes {
             out.push(log.signal());
+        }
+        if let Some(scopes) = &self.internal {
+            scopes.signals(root, out);
+        }
+    }
+
+    fn branch_mounts(&self) -> Vec<VfsPath> {
+        match self.internal {
+            Some(_) => vec![self.sandbox.mount().clone()],
+            None => Vec::new(),
+        }
+    }
+
+    fn drop_scope(&self, scope: &Scope, mount: &VfsPath) -> Result<()> {
+        match &self.internal {
+            Some(scopes) => scopes.drop_scope(scope),
+            None => Err(Error::Unsupported(format!(
+                "the mount {mount} keeps no branches"
+            ))),
         }
     }
 }
