@@ -270,3 +270,20 @@ mod composite {
     contract_suite!(workspace, Setup::Composite(Kind::Filesystem));
     contract_suite!(shared, Setup::Composite(Kind::Object));
 }
+
+/// Every case again, each call made in a branch forked at the mount root
+/// (docs/branches.md § Working in a branch): the overlay over each tier
+/// that takes branches, alone and in the mount table.
+mod branch {
+    contract_suite!(state, Setup::Branch(Kind::State));
+    contract_suite!(store, Setup::Branch(Kind::Store));
+    contract_suite!(object, Setup::Branch(Kind::Object));
+    // The Filesystem tier joins here once its mounts take branches:
+    // contract_suite!(fs, Setup::Branch(Kind::Filesystem));
+
+    mod composite {
+        contract_suite!(root, Setup::CompositeBranch(Kind::State));
+        contract_suite!(memories, Setup::CompositeBranch(Kind::Store));
+        contract_suite!(shared, Setup::CompositeBranch(Kind::Object));
+    }
+}

@@ -9,6 +9,7 @@ use super::{BranchRecord, UPPER_BIT};
 use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
 use crate::backend::{
     Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
+    restore_of_deletion,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
 use crate::entry::Entry;
@@ -25,6 +26,9 @@ use tokio::sync::watch;
 /// Times a change in a branch is tried against racing writers of the same
 /// files before it answers UNAVAILABLE.
 const MAX_ATTEMPTS: usize = 32;
+/// Most reads of the upper log one page of a branch's changes takes (each
+/// shown change comes with at most two of bookkeeping).
+const MAX_CHANGE_READS: usize = 4;
 /// Most bytes one Move of a directory in a branch carries (it copies the
 /// files it moves into the branch).
 const MAX_MOVE_BYTES: usize = 256 << 20;
@@ -138,7 +142,11 @@ impl Overlay {
     /// Refuses a change to `path` from the branch unless it lies in the
     /// branch and may be a file there.
     fn check_changeable(&self, path: &VfsPath) -> Result<()> {
-        if !self.within(path) || *path == self.record.root {
+        if *path == self.record.root {
+            // The root is a directory of the base (a fork needs one).
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        if !self.within(path) {
             return Err(Error::InvalidArgument(format!(
                 "{path} is outside branch {:?}, which forks {}: a call in a branch changes \
                  only files below its root",
@@ -168,11 +176,20 @@ impl Overlay {
 
     /// True when the branch shows a directory at `dir`.
     fn shows_directory(&self, scope: &Scope, found: &Found, dir: &VfsPath) -> Result<bool> {
-        Ok(if found.upper_dir {
-            !self.list(scope, dir)?.is_empty()
-        } else {
-            found.base_dir
-        })
+        if !found.upper_dir {
+            return Ok(found.base_dir);
+        }
+        self.shows_entries(scope, dir)
+    }
+
+    /// True when the branch lists something in `dir` (a directory of the
+    /// upper scope holding only bookkeeping shows nothing).
+    fn shows_entries(&self, scope: &Scope, dir: &VfsPath) -> Result<bool> {
+        match self.list(scope, dir) {
+            Ok(entries) => Ok(!entries.is_empty()),
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Refuses a file at `path` when one of its parents (below the root) is a
@@ -226,7 +243,7 @@ impl Overlay {
             self.check_changeable(&intent.path)?;
         }
         let (up, base) = (self.upper(scope), self.base(scope));
-        for _ in 0..MAX_ATTEMPTS {
+        'attempt: for _ in 0..MAX_ATTEMPTS {
             let mut changes = Vec::new();
             let mut reports = Vec::new();
             for intent in intents {
@@ -252,6 +269,12 @@ impl Overlay {
                             && self.shows_directory(scope, &found, path)?
                         {
                             return Err(Error::IsDirectory(path.to_string()));
+                        }
+                        if found.upper_dir {
+                            // Only bookkeeping lies below: clear it, then
+                            // read again.
+                            self.clear_bookkeeping(&up, path)?;
+                            continue 'attempt;
                         }
                         self.check_parents(scope, path)?;
                         changes.push(FileChange {
@@ -351,6 +374,57 @@ impl Overlay {
         Err(lost(&intents[0].path))
     }
 
+    /// Deletes the bookkeeping the upper scope keeps below `dir`, where the
+    /// branch shows nothing, so a file can take the directory's place: base
+    /// records of files the branch made and deleted (nothing to merge) go.
+    /// The deletion of a base's file must be kept for the merge, so its
+    /// whiteout or base record refuses (FAILED_PRECONDITION naming it).
+    fn clear_bookkeeping(&self, up: &Scope, dir: &VfsPath) -> Result<()> {
+        let inner = self.inner.as_ref();
+        let mut stale = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(below) = stack.pop() {
+            let entries = match inner.list(up, &below) {
+                Err(Error::NotFound(_) | Error::NotDirectory(_)) => continue,
+                other => other?,
+            };
+            for entry in entries {
+                if entry.is_directory() {
+                    stack.push(entry.path);
+                    continue;
+                }
+                let kept = match sidecar::based(&entry.path) {
+                    Some(_) => BaseRecord::decode(&entry.path, &inner.read(up, &entry.path)?.0)?
+                        .version
+                        .is_some(),
+                    None => true,
+                };
+                if kept {
+                    let file = sidecar::based(&entry.path)
+                        .or_else(|| sidecar::whited_out(&entry.path))
+                        .unwrap_or(entry.path);
+                    return Err(Error::Unsupported(format!(
+                        "{dir}: the branch deleted the base's file {file} below it and keeps                          that deletion until the branch is merged or discarded; a file cannot                          take the directory's place in the branch before then"
+                    )));
+                }
+                stale.push(FileChange {
+                    path: entry.path,
+                    expected: Some(entry.version),
+                    action: FileAction::Delete { moved_to: None },
+                });
+            }
+            if stale.len() > MAX_CHANGESET_FILES {
+                return Err(Error::TooLarge(format!(
+                    "{dir}: the branch keeps over {MAX_CHANGESET_FILES} records below it"
+                )));
+            }
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        raced(inner.commit(up, &stale)).map(drop)
+    }
+
     /// Translates the upper scope's change events into the branch's: a
     /// whiteout made is its file's deletion; base records are bookkeeping.
     fn shown_change(mut change: Change) -> Option<Change> {
@@ -431,6 +505,7 @@ impl Backend for Overlay {
                 Err(e) => Err(e),
             };
         }
+        let base_lists = below.is_some();
         let upper = upper.unwrap_or_default();
         let whiteouts: HashSet<VfsPath> = upper
             .iter()
@@ -455,9 +530,14 @@ impl Backend for Overlay {
             }
         }
         for dir in merged_dirs {
-            if self.list(scope, &dir)?.is_empty() {
+            if !self.shows_entries(scope, &dir)? {
                 shown.remove(&dir.order_key());
             }
+        }
+        if shown.is_empty() && !base_lists && *dir != self.record.root {
+            // The upper scope holds only bookkeeping here (the files the
+            // branch made below are gone): no directory, as on the base.
+            return Err(Error::NotFound(dir.to_string()));
         }
         Ok(shown.into_values().collect())
     }
@@ -853,9 +933,13 @@ impl Backend for Overlay {
         if let Some(upper) = untag(version)
             && self.within(path)
         {
-            let (mut v, chunks) =
-                self.inner
-                    .read_version(&self.upper(scope), path, upper, max_chunk)?;
+            let (mut v, chunks) = self
+                .inner
+                .read_version(&self.upper(scope), path, upper, max_chunk)
+                .map_err(|e| match e {
+                    Error::VersionNotFound { path, .. } => Error::VersionNotFound { path, version },
+                    other => other,
+                })?;
             v.version = tag(v.version);
             return Ok((v, chunks));
         }
@@ -871,7 +955,10 @@ impl Backend for Overlay {
         if_version: Option<u64>,
     ) -> Result<WriteOutcome> {
         self.check_changeable(path)?;
-        let (_, chunks) = self.read_version(scope, path, version, 1 << 20)?;
+        let (found, chunks) = self.read_version(scope, path, version, 1 << 20)?;
+        if found.deleted {
+            return Err(restore_of_deletion(path, version));
+        }
         let mut data = Vec::new();
         for chunk in chunks {
             data.extend_from_slice(&chunk?);
@@ -916,11 +1003,21 @@ impl Backend for Overlay {
         if !self.watches_branch(root) {
             return self.inner.changes(&self.base(scope), root, cursor, max);
         }
-        let changes = self.inner.changes(&self.upper(scope), root, cursor, max)?;
-        Ok(changes
-            .into_iter()
-            .filter_map(Overlay::shown_change)
-            .collect())
+        // The upper log also holds the bookkeeping's changes, which are not
+        // shown: read on until the page is full or the log gives out, so a
+        // page is as full as the base's would be.
+        let up = self.upper(scope);
+        let mut out = Vec::new();
+        for _ in 0..MAX_CHANGE_READS {
+            let ask = max - out.len();
+            let page = self.inner.changes(&up, root, cursor, ask)?;
+            let short = page.len() < ask;
+            out.extend(page.into_iter().filter_map(Overlay::shown_change));
+            if short || out.len() == max {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
