@@ -361,7 +361,7 @@ impl Backend for CompositeBackend {
         recursive: bool,
     ) -> Result<u64> {
         if self.mounts.iter().any(|m| m.prefix == *path) && !recursive {
-            return Err(Error::IsDirectory(format!("{path} is a mount point")));
+            return Err(super::mount_point_delete(path));
         }
         self.route(path)?.delete(scope, path, if_version, recursive)
     }

@@ -193,6 +193,21 @@ pub fn unmovable_mount(path: &VfsPath) -> Error {
     Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
 }
 
+/// The error of a delete of a mount point without `recursive`: the mount
+/// table's answer, a branch forked at a mount root gives it too.
+pub fn mount_point_delete(path: &VfsPath) -> Error {
+    Error::IsDirectory(format!("{path} is a mount point"))
+}
+
+/// Sleeps a little more after each lost race (up to ~20 ms, jittered), so
+/// contending writers spread out (the object tier's compare-and-set loops,
+/// a branch's changes).
+pub(crate) fn backoff(attempt: u32) {
+    let max = 1u64 << attempt.min(4);
+    let ms = rand::random_range(0..=max);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
 /// A transformation of a file's content for [`Backend::update`]: given the
 /// current bytes, return the new bytes (or an error to change nothing).
 pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;

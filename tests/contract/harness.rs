@@ -23,11 +23,11 @@ use agentvfs::entry::Entry;
 use agentvfs::error::{Error, Result};
 use agentvfs::history::FileVersion;
 use agentvfs::scope::Scope;
-use agentvfs::service::{Account, Caller, Files};
 use agentvfs::search::{
     Budgets, EVENT_CHANNEL_CAPACITY, GrepRequest, Hit, LineHit, SearchEvent, SearchPart, SearchRun,
     SearchSpec, Summary,
 };
+use agentvfs::service::{Account, Caller, Files};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;

@@ -8,8 +8,8 @@ use super::walk::ViewFiles;
 use super::{BranchRecord, UPPER_BIT};
 use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
 use crate::backend::{
-    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
-    restore_of_deletion,
+    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, backoff,
+    check_directory_delete, mount_point_delete, restore_of_deletion, unmovable_mount,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
 use crate::entry::Entry;
@@ -24,8 +24,9 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// Times a change in a branch is tried against racing writers of the same
-/// files before it answers UNAVAILABLE.
-const MAX_ATTEMPTS: usize = 32;
+/// files before it answers UNAVAILABLE (each retry after a jittered
+/// `backoff`, as the object tier's own loops).
+const MAX_ATTEMPTS: u32 = 200;
 /// Most reads of the upper log one page of a branch's changes takes (each
 /// shown change comes with at most two of bookkeeping).
 const MAX_CHANGE_READS: usize = 4;
@@ -127,8 +128,14 @@ impl Overlay {
         self.inner.as_ref()
     }
 
+    /// True when `path` lies in the branch: below its root and on its
+    /// mount (a branch forked at `/` does not reach the mounts below it).
     fn within(&self, path: &VfsPath) -> bool {
         path.is_within(&self.record.root)
+            && self
+                .inner
+                .mount_of(path)
+                .is_none_or(|mount| mount == self.record.mount)
     }
 
     fn upper(&self, scope: &Scope) -> Scope {
@@ -243,7 +250,10 @@ impl Overlay {
             self.check_changeable(&intent.path)?;
         }
         let (up, base) = (self.upper(scope), self.base(scope));
-        'attempt: for _ in 0..MAX_ATTEMPTS {
+        'attempt: for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let mut changes = Vec::new();
             let mut reports = Vec::new();
             for intent in intents {
@@ -530,7 +540,9 @@ impl Backend for Overlay {
             }
         }
         for dir in merged_dirs {
-            if !self.shows_entries(scope, &dir)? {
+            // A mount below the branch's root lists as the mount table
+            // shows it.
+            if self.within(&dir) && !self.shows_entries(scope, &dir)? {
                 shown.remove(&dir.order_key());
             }
         }
@@ -649,7 +661,10 @@ impl Backend for Overlay {
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
         self.check_changeable(path)?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let (data, entry) = self.read(scope, path)?;
             if let Some(expected) = if_version
                 && expected != entry.version
@@ -693,6 +708,9 @@ impl Backend for Overlay {
     ) -> Result<u64> {
         if *path != self.record.root {
             self.check_changeable(path)?;
+        } else if !recursive && self.inner.mount_of(path).as_ref() == Some(path) {
+            // As the mount table answers for its mount points.
+            return Err(mount_point_delete(path));
         }
         let entry = self.stat(scope, path)?;
         if !entry.is_directory() {
@@ -708,7 +726,10 @@ impl Backend for Overlay {
             return Ok(1);
         }
         check_directory_delete(path, if_version, recursive)?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let intents: Vec<Intent> = self
                 .files_below(scope, path)?
                 .into_iter()
@@ -732,97 +753,120 @@ impl Backend for Overlay {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
+        for end in [source, destination] {
+            if *end == self.record.mount {
+                return Err(unmovable_mount(end));
+            }
+            if *end == self.record.root {
+                return Err(Error::InvalidArgument(format!(
+                    "{end} is the root of branch {:?}; a branch's root cannot be moved",
+                    self.record.name
+                )));
+            }
+        }
         self.check_changeable(source)?;
         self.check_changeable(destination)?;
-        let entry = self.stat(scope, source)?;
-        let target = probe(self, scope, destination)?;
-        if !entry.is_directory() {
-            match &target {
-                Some(t) if t.is_directory() => {
-                    return Err(Error::IsDirectory(destination.to_string()));
-                }
-                Some(_) if pre.create_only => {
-                    return Err(Error::AlreadyExists(destination.to_string()));
-                }
-                _ => {}
+        // A racing change of the same files (another Move of the source)
+        // reads everything again: the loser then finds what the winner left.
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
             }
-            let (data, read) = self.read(scope, source)?;
-            if let Some(expected) = pre.if_version
-                && expected != read.version
-            {
-                return Err(Error::VersionMismatch {
-                    path: source.to_string(),
-                    expected,
-                    actual: read.version,
+            let entry = self.stat(scope, source)?;
+            let target = probe(self, scope, destination)?;
+            if !entry.is_directory() {
+                match &target {
+                    Some(t) if t.is_directory() => {
+                        return Err(Error::IsDirectory(destination.to_string()));
+                    }
+                    Some(_) if pre.create_only => {
+                        return Err(Error::AlreadyExists(destination.to_string()));
+                    }
+                    _ => {}
+                }
+                let (data, read) = self.read(scope, source)?;
+                if let Some(expected) = pre.if_version
+                    && expected != read.version
+                {
+                    return Err(Error::VersionMismatch {
+                        path: source.to_string(),
+                        expected,
+                        actual: read.version,
+                    });
+                }
+                let intents = [
+                    Intent {
+                        path: source.clone(),
+                        expect: Expect::Exactly(Some(read.version)),
+                        action: FileAction::Delete {
+                            moved_to: Some(destination.clone()),
+                        },
+                    },
+                    Intent {
+                        path: destination.clone(),
+                        expect: Expect::Exactly(target.map(|t| t.version)),
+                        action: FileAction::Put {
+                            data: Bytes::from(data),
+                            operation: Operation::Move,
+                            moved_from: Some(source.clone()),
+                        },
+                    },
+                ];
+                let Some(done) = raced(self.apply(scope, &intents))? else {
+                    continue;
+                };
+                return Ok(MoveOutcome {
+                    files_moved: 1,
+                    version: done[1].0.version,
                 });
             }
-            let intents = [
-                Intent {
-                    path: source.clone(),
+            if pre.if_version.is_some() {
+                return Err(Error::InvalidArgument(
+                    "if_version applies to files, not directories".into(),
+                ));
+            }
+            if target.is_some() {
+                return Err(Error::AlreadyExists(destination.to_string()));
+            }
+            let mut intents = Vec::new();
+            let mut bytes = 0;
+            for file in self.files_below(scope, source)? {
+                let (data, read) = self.read(scope, &file.path)?;
+                bytes += data.len();
+                if bytes > MAX_MOVE_BYTES {
+                    return Err(Error::TooLarge(format!(
+                        "{source}: a Move in a branch carries at most {MAX_MOVE_BYTES} bytes"
+                    )));
+                }
+                let Some(moved) = file.path.rebase(source, destination) else {
+                    continue;
+                };
+                intents.push(Intent {
+                    path: file.path.clone(),
                     expect: Expect::Exactly(Some(read.version)),
                     action: FileAction::Delete {
-                        moved_to: Some(destination.clone()),
+                        moved_to: Some(moved.clone()),
                     },
-                },
-                Intent {
-                    path: destination.clone(),
-                    expect: Expect::Exactly(target.map(|t| t.version)),
+                });
+                intents.push(Intent {
+                    path: moved,
+                    expect: Expect::Exactly(None),
                     action: FileAction::Put {
                         data: Bytes::from(data),
                         operation: Operation::Move,
-                        moved_from: Some(source.clone()),
+                        moved_from: Some(file.path),
                     },
-                },
-            ];
-            let done = self.apply(scope, &intents)?;
-            return Ok(MoveOutcome {
-                files_moved: 1,
-                version: done[1].0.version,
-            });
-        }
-        if pre.if_version.is_some() {
-            return Err(Error::InvalidArgument(
-                "if_version applies to files, not directories".into(),
-            ));
-        }
-        if target.is_some() {
-            return Err(Error::AlreadyExists(destination.to_string()));
-        }
-        let mut intents = Vec::new();
-        let mut bytes = 0;
-        for file in self.files_below(scope, source)? {
-            let (data, read) = self.read(scope, &file.path)?;
-            bytes += data.len();
-            if bytes > MAX_MOVE_BYTES {
-                return Err(Error::TooLarge(format!(
-                    "{source}: a Move in a branch carries at most {MAX_MOVE_BYTES} bytes"
-                )));
+                });
             }
-            let Some(moved) = file.path.rebase(source, destination) else {
+            let Some(done) = raced(self.apply(scope, &intents))? else {
                 continue;
             };
-            intents.push(Intent {
-                path: file.path.clone(),
-                expect: Expect::Exactly(Some(read.version)),
-                action: FileAction::Delete {
-                    moved_to: Some(moved.clone()),
-                },
-            });
-            intents.push(Intent {
-                path: moved,
-                expect: Expect::Exactly(None),
-                action: FileAction::Put {
-                    data: Bytes::from(data),
-                    operation: Operation::Move,
-                    moved_from: Some(file.path),
-                },
+            return Ok(MoveOutcome {
+                files_moved: (done.len() / 2) as u64,
+                version: 0,
             });
         }
-        let done = self.apply(scope, &intents)?;
-        Ok(MoveOutcome {
-            files_moved: (done.len() / 2) as u64,
-            version: 0,
-        })
+        Err(lost(source))
     }
 
     fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {

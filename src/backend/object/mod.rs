@@ -72,6 +72,7 @@ pub use keys::ObjectKeys;
 use super::record::nanos;
 use super::{
     Backend, ChunkReader, ChunkSource, Keep, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    backoff,
 };
 use crate::change::{Change, ChangeCursor, Operation, Origin};
 use crate::entry::Entry;
@@ -149,14 +150,6 @@ fn next_version(floor: u64) -> u64 {
 /// A random blob id (never 0, which marks inline content).
 fn blob_id() -> u64 {
     rand::random::<u64>().max(1)
-}
-
-/// Sleeps a little more after each lost race (up to ~20 ms, jittered), so
-/// contending writers spread out.
-fn backoff(attempt: u32) {
-    let max = 1u64 << attempt.min(4);
-    let ms = rand::random_range(0..=max);
-    std::thread::sleep(Duration::from_millis(ms));
 }
 
 impl ObjectBackend {
