@@ -14,7 +14,12 @@
 //! - `composite::root`, `composite::memories`, `composite::workspace`: the
 //!   mount table holding State, Store and Filesystem, as `src/startup.rs`
 //!   builds it, with the case working in one of those mounts;
-//!   `composite::shared` adds the object tier and works in it.
+//!   `composite::shared` adds the object tier and works in it;
+//! - `branch::state`, `branch::store`, `branch::object` and
+//!   `branch::composite::{root, memories, shared}`: the same, every call
+//!   made in a branch forked at the mount root (`harness::fork`, as the
+//!   service forks), through the branch's overlay (docs/branches.md § What
+//!   differs from the base; the cases branch on `Tier::branch` there).
 //!
 //! Sections: listing, reads, writes, edits, deletes, chunks, search,
 //! errors, concurrency, scopes, changesets, history (versions, tombstones, restores,

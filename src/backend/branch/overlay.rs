@@ -5,7 +5,7 @@
 
 use super::sidecar::{self, BaseRecord};
 use super::walk::ViewFiles;
-use super::{BranchRecord, UPPER_BIT};
+use super::{BranchRecord, RecordCache, Registry, UPPER_BIT, no_branch};
 use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
 use crate::backend::{
     Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, backoff,
@@ -20,7 +20,7 @@ use crate::scope::Scope;
 use crate::search::{SearchPart, SearchRun, sorted};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::sync::watch;
 
 /// Times a change in a branch is tried against racing writers of the same
@@ -38,6 +38,10 @@ const MAX_MOVE_BYTES: usize = 256 << 20;
 pub struct Overlay {
     inner: Arc<dyn Backend>,
     record: BranchRecord,
+    /// For a record taken from a cache: the cache, and whether the
+    /// registry confirmed the record yet (every call confirms it first;
+    /// a Read with the reads of the file's layers).
+    cached: Option<(Arc<RecordCache>, OnceLock<()>)>,
 }
 
 /// The version a file the branch changed shows.
@@ -115,7 +119,67 @@ enum Expect {
 impl Overlay {
     /// The branch `record` over `inner`, the backend holding its mount.
     pub fn new(inner: Arc<dyn Backend>, record: BranchRecord) -> Overlay {
-        Overlay { inner, record }
+        Overlay {
+            inner,
+            record,
+            cached: None,
+        }
+    }
+
+    /// The branch `record`, as `cache` keeps it, over `inner`: the
+    /// registry confirms the record in the first call made (and it is
+    /// forgotten when it no longer holds: the branch was discarded, or
+    /// forked again, by this server or another).
+    pub fn cached(
+        inner: Arc<dyn Backend>,
+        record: BranchRecord,
+        cache: Arc<RecordCache>,
+    ) -> Overlay {
+        Overlay {
+            inner,
+            record,
+            cached: Some((cache, OnceLock::new())),
+        }
+    }
+
+    /// The registry's read confirming a cached record still pending.
+    fn pending_check(&self) -> Result<Option<(Scope, VfsPath)>> {
+        match &self.cached {
+            Some((_, done)) if done.get().is_none() => {
+                Registry::record_read(&self.record).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Confirms a cached record with `found`, what the registry holds now
+    /// (NOT_FOUND when the branch is gone; UNAVAILABLE, to be tried again,
+    /// when it was forked again since).
+    fn confirm_with(&self, found: Option<&[u8]>) -> Result<()> {
+        let Some((cache, done)) = &self.cached else {
+            return Ok(());
+        };
+        if Registry::confirms(&self.record, found)? {
+            let _ = done.set(());
+            return Ok(());
+        }
+        cache.forget(&self.record.namespace, &self.record.name);
+        match found {
+            None => Err(no_branch(&self.record.name)),
+            Some(_) => Err(Error::Unavailable(format!(
+                "branch {:?} was discarded and forked again while this call began; try again",
+                self.record.name
+            ))),
+        }
+    }
+
+    /// Confirms a cached record before a call uses it.
+    fn confirm(&self) -> Result<()> {
+        let Some(check) = self.pending_check()? else {
+            return Ok(());
+        };
+        let found = self.inner.read_files(&[check])?.pop().flatten();
+        self.confirm_with(found.as_ref().map(|(data, _)| data.as_slice()))
     }
 
     /// The branch served.
@@ -488,6 +552,7 @@ fn put(data: Bytes) -> FileAction {
 
 impl Backend for Overlay {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(dir) {
             return self.inner.list(&base, dir);
@@ -555,6 +620,7 @@ impl Backend for Overlay {
     }
 
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        self.confirm()?;
         if !self.within(path) || *path == self.record.root {
             return self.inner.stat(&self.base(scope), path);
         }
@@ -578,27 +644,39 @@ impl Backend for Overlay {
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
         let base = self.base(scope);
         if !self.within(path) || *path == self.record.root {
+            self.confirm()?;
             return self.inner.read(&base, path);
         }
+        // The branch's file, its whiteout and the base's file (and a cached
+        // record's confirmation) in one go: on the object tier one round
+        // trip (docs/performance.md § Branches).
         let up = self.upper(scope);
-        match self.inner.read(&up, path) {
-            Ok((data, entry)) => return Ok((data, tagged(entry))),
-            Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => {}
-            Err(e) => return Err(e),
+        let mut reads = vec![
+            (up.clone(), path.clone()),
+            (up, sidecar::whiteout(path)?),
+            (base, path.clone()),
+        ];
+        let check = self.pending_check()?;
+        reads.extend(check);
+        let mut found = self.inner.read_files(&reads)?.into_iter();
+        let (upper, whiteout, below) = (found.next().flatten(), found.next(), found.next());
+        if reads.len() > 3 {
+            let record = found.next().flatten();
+            self.confirm_with(record.as_ref().map(|(data, _)| data.as_slice()))?;
         }
-        if probe(self.inner.as_ref(), &up, &sidecar::whiteout(path)?)?.is_some() {
-            return match self.stat(scope, path) {
-                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-                _ => Err(Error::NotFound(path.to_string())),
-            };
+        if let Some((data, entry)) = upper {
+            return Ok((data, tagged(entry)));
         }
-        match self.inner.read(&base, path) {
-            Err(Error::IsDirectory(_) | Error::NotFound(_)) => match self.stat(scope, path) {
-                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-                Ok(_) => self.read(scope, path),
-                Err(e) => Err(e),
-            },
-            other => other,
+        let whited_out = whiteout.flatten().is_some();
+        if !whited_out && let Some(Some(file)) = below {
+            return Ok(file);
+        }
+        // No file to read: say what is there.
+        match self.stat(scope, path) {
+            Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
+            Ok(_) if !whited_out => self.read(scope, path),
+            Ok(_) => Err(Error::NotFound(path.to_string())),
+            Err(e) => Err(e),
         }
     }
 
@@ -608,6 +686,7 @@ impl Backend for Overlay {
         path: &VfsPath,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader)> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(path) || *path == self.record.root {
             return self.inner.read_chunks(&base, path, max_chunk);
@@ -634,6 +713,7 @@ impl Backend for Overlay {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         let bytes = data.len() as u64;
         let intent = Intent {
             path: path.clone(),
@@ -660,6 +740,7 @@ impl Backend for Overlay {
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         self.check_changeable(path)?;
         for attempt in 0..MAX_ATTEMPTS {
             if attempt > 0 {
@@ -706,6 +787,7 @@ impl Backend for Overlay {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64> {
+        self.confirm()?;
         if *path != self.record.root {
             self.check_changeable(path)?;
         } else if !recursive && self.inner.mount_of(path).as_ref() == Some(path) {
@@ -753,6 +835,7 @@ impl Backend for Overlay {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
+        self.confirm()?;
         for end in [source, destination] {
             if *end == self.record.mount {
                 return Err(unmovable_mount(end));
@@ -878,6 +961,7 @@ impl Backend for Overlay {
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        self.confirm()?;
         let intents: Vec<Intent> = changes
             .iter()
             .map(|c| Intent {
@@ -894,6 +978,7 @@ impl Backend for Overlay {
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        self.confirm()?;
         let base = self.base(scope);
         let (lo, hi) = self.record.root.subtree_range();
         if !part.overlaps_dir(&self.record.root) {
@@ -939,6 +1024,7 @@ impl Backend for Overlay {
     }
 
     fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(path) {
             return self.inner.versions(&base, path);
@@ -974,6 +1060,7 @@ impl Backend for Overlay {
         version: u64,
         max_chunk: usize,
     ) -> Result<(FileVersion, ChunkReader)> {
+        self.confirm()?;
         if let Some(upper) = untag(version)
             && self.within(path)
         {
@@ -998,6 +1085,7 @@ impl Backend for Overlay {
         version: u64,
         if_version: Option<u64>,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         self.check_changeable(path)?;
         let (found, chunks) = self.read_version(scope, path, version, 1 << 20)?;
         if found.deleted {
@@ -1030,6 +1118,7 @@ impl Backend for Overlay {
     }
 
     fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        self.confirm()?;
         let scope = match self.watches_branch(root) {
             true => self.upper(scope),
             false => self.base(scope),
@@ -1044,6 +1133,7 @@ impl Backend for Overlay {
         cursor: &mut ChangeCursor,
         max: usize,
     ) -> Result<Vec<Change>> {
+        self.confirm()?;
         if !self.watches_branch(root) {
             return self.inner.changes(&self.base(scope), root, cursor, max);
         }

@@ -331,6 +331,42 @@ impl Backend for ObjectBackend {
         ))
     }
 
+    /// The heads in one round trip (their GETs at once), then the blobs
+    /// of the large files found.
+    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<super::FilesRead> {
+        let mut asked = Vec::with_capacity(reads.len());
+        for (scope, path) in reads {
+            let ns = self.namespace(scope)?.to_owned();
+            let key = (path != &self.keys.mount)
+                .then(|| self.keys.head(&ns, path))
+                .transpose()?;
+            asked.push((ns, key));
+        }
+        let store = self.store();
+        let keys: Vec<(String, Option<String>)> = asked.clone();
+        let heads = self.run("reading files", async move {
+            let store = &store;
+            futures_util::future::try_join_all(keys.iter().map(|(ns, key)| async move {
+                match key {
+                    Some(key) => Ok(store.now(ns, key).await?.file().cloned()),
+                    None => Ok(None),
+                }
+            }))
+            .await
+        })?;
+        let mut out = Vec::with_capacity(reads.len());
+        for (((_, path), (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
+            out.push(match head {
+                Some(file) => Some((
+                    self.content(ns, path, &file)?.to_vec(),
+                    super::ordered::file_entry(path.clone(), &file.meta),
+                )),
+                None => None,
+            });
+        }
+        Ok(out)
+    }
+
     fn read_chunks(
         &self,
         scope: &Scope,
