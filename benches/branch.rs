@@ -15,7 +15,8 @@
 //! Printed as a markdown table. Needs versitygw (`scripts/versitygw
 //! install`, then `AGENTVFS_VERSITYGW`). `AGENTVFS_BENCH_SCALE=0.1` shrinks
 //! the rounds and reads (not the 10,000 files) for a quick run;
-//! `AGENTVFS_BENCH_TIER=filesystem` (a tier's tag) measures that tier alone.
+//! `AGENTVFS_BENCH_TIERS=object` (tags, comma-separated: `state`, `store`,
+//! `object`, `filesystem`) measures only those tiers.
 
 mod s3_served;
 mod support;
@@ -330,11 +331,9 @@ async fn main() {
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     let mut missed = Vec::new();
-    let only = std::env::var("AGENTVFS_BENCH_TIER").ok();
-    for tier in TIERS
-        .iter()
-        .filter(|t| only.as_deref().is_none_or(|o| o == t.tag))
-    {
+    let only = std::env::var("AGENTVFS_BENCH_TIERS").unwrap_or_default();
+    let chosen = |tier: &&Tier| only.is_empty() || only.split(',').any(|t| t == tier.tag);
+    for tier in TIERS.iter().filter(chosen) {
         let served = serve(&tmp.path().join(tier.tag), tier);
         let row = measure(&mut client(&served).await, tier).await;
         let ratio = |d: Duration| d.as_secs_f64() / row.read_base.as_secs_f64();

@@ -317,6 +317,23 @@ impl Backend for CompositeBackend {
         self.read_file(path, |b| b.read_chunks(scope, path, max_chunk))
     }
 
+    /// Read together by their tier when one mount owns them all (and none
+    /// is a mount point, which only the mount table answers for).
+    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<super::FilesRead> {
+        let owners: Vec<Option<&Mount>> = reads.iter().map(|(_, p)| self.owner(p)).collect();
+        match owners.first() {
+            Some(Some(first))
+                if owners
+                    .iter()
+                    .all(|o| o.is_some_and(|m| std::ptr::eq(m, *first)))
+                    && !reads.iter().any(|(_, p)| self.holds_mounts(p)) =>
+            {
+                first.backend.read_files(reads)
+            }
+            _ => super::read_each(self, reads),
+        }
+    }
+
     fn write(
         &self,
         scope: &Scope,
@@ -361,7 +378,7 @@ impl Backend for CompositeBackend {
         recursive: bool,
     ) -> Result<u64> {
         if self.mounts.iter().any(|m| m.prefix == *path) && !recursive {
-            return Err(Error::IsDirectory(format!("{path} is a mount point")));
+            return Err(super::mount_point_delete(path));
         }
         self.route(path)?.delete(scope, path, if_version, recursive)
     }

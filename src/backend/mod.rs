@@ -193,6 +193,40 @@ pub fn unmovable_mount(path: &VfsPath) -> Error {
     Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
 }
 
+/// What [`Backend::read_files`] answers: per path read, its file's content
+/// and metadata, or `None` where there is no file.
+pub type FilesRead = Vec<Option<(Vec<u8>, Entry)>>;
+
+/// [`Backend::read_files`] one read after another.
+pub fn read_each<B: Backend + ?Sized>(
+    backend: &B,
+    reads: &[(Scope, VfsPath)],
+) -> Result<FilesRead> {
+    reads
+        .iter()
+        .map(|(scope, path)| match backend.read(scope, path) {
+            Ok(found) => Ok(Some(found)),
+            Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => Ok(None),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
+/// The error of a delete of a mount point without `recursive`: the mount
+/// table's answer, a branch forked at a mount root gives it too.
+pub fn mount_point_delete(path: &VfsPath) -> Error {
+    Error::IsDirectory(format!("{path} is a mount point"))
+}
+
+/// Sleeps a little more after each lost race (up to ~20 ms, jittered), so
+/// contending writers spread out (the object tier's compare-and-set loops,
+/// a branch's changes).
+pub(crate) fn backoff(attempt: u32) {
+    let max = 1u64 << attempt.min(4);
+    let ms = rand::random_range(0..=max);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+}
+
 /// A transformation of a file's content for [`Backend::update`]: given the
 /// current bytes, return the new bytes (or an error to change nothing).
 pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
@@ -225,6 +259,15 @@ pub trait Backend: Send + Sync {
 
     /// The whole content of a file and its metadata.
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)>;
+
+    /// The files at several paths, each in its own scope, read together
+    /// (`None` where no file is, whatever else is there): what a call in a
+    /// branch reads of a file's layers at once (docs/branches.md). The
+    /// default reads them in turn; a tier whose every read is a request
+    /// (the object tier) sends them at once, so they cost one round trip.
+    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<FilesRead> {
+        read_each(self, reads)
+    }
 
     /// A file's metadata and its content as pieces of at most `max_chunk`
     /// bytes. The default reads the whole file first; tiers that store files

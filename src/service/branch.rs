@@ -7,7 +7,7 @@ use super::changeset::{ChangeOp, ChangesetLimits, Committed};
 use super::{Caller, Files};
 use crate::access::Op;
 use crate::backend::Precondition;
-use crate::backend::branch::{BranchRecord, Overlay, Registry, Touched};
+use crate::backend::branch::{BranchRecord, Overlay, RecordCache, Registry, Touched};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
@@ -129,12 +129,22 @@ pub struct Merged {
     pub discarded: bool,
 }
 
-/// The branch a caller names: the overlay its calls go through.
+/// The branch a caller names: the overlay its calls go through. A record
+/// `records` keeps is used at once and confirmed by the call's first read
+/// (`Overlay::cached`); otherwise the registry is read first.
 pub(super) fn overlay(
     backend: &Arc<dyn crate::backend::Backend>,
     caller: &Caller,
+    records: &Arc<RecordCache>,
 ) -> Result<Overlay> {
-    overlay_named(backend, &caller.scope, &caller.scope.branch)
+    let scope = &caller.scope;
+    Scope::check_name("branch", &scope.branch)?;
+    if let Some(record) = records.get(&scope.namespace, &scope.branch) {
+        return Ok(Overlay::cached(backend.clone(), record, records.clone()));
+    }
+    let overlay = overlay_named(backend, scope, &scope.branch)?;
+    records.put(overlay.record());
+    Ok(overlay)
 }
 
 fn overlay_named(

@@ -61,6 +61,7 @@ pub use crate::backend::{
 };
 
 use crate::access::Op;
+use crate::backend::branch::RecordCache;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -76,6 +77,8 @@ pub struct Service {
     backend: Arc<dyn Backend>,
     max_file_bytes: u64,
     limits: Limits,
+    /// The branch records this server read last (docs/branches.md).
+    branches: Arc<RecordCache>,
 }
 
 impl Service {
@@ -86,6 +89,7 @@ impl Service {
             backend,
             max_file_bytes,
             limits,
+            branches: Arc::default(),
         }
     }
 
@@ -108,8 +112,9 @@ impl Service {
         work: impl FnOnce(&Files<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
+        let branches = self.branches.clone();
         blocking(move || {
-            let backend = view(&backend, &caller)?;
+            let backend = view(&backend, &caller, &branches)?;
             work(&Files::new(&*backend, &caller, max))
         })
         .await
@@ -122,7 +127,8 @@ impl Service {
             return Ok(self.backend.clone());
         }
         let (backend, caller) = (self.backend.clone(), caller.clone());
-        blocking(move || view(&backend, &caller)).await
+        let branches = self.branches.clone();
+        blocking(move || view(&backend, &caller, &branches)).await
     }
 
     /// Runs `work` on a blocking thread over the base (for the branch
@@ -144,6 +150,7 @@ impl Service {
         name: String,
         root: VfsPath,
     ) -> Result<BranchInfo> {
+        self.forget_branch(caller, &name);
         self.run_on_base(caller, move |files, _| {
             let record = files.create_branch(&name, &root)?;
             Ok(BranchInfo {
@@ -188,18 +195,32 @@ impl Service {
         discard: bool,
     ) -> Result<Merged> {
         let limits = self.limits.changeset();
-        self.run_on_base(caller, move |files, backend| {
-            files.merge_branch(backend, &name, &resolutions, discard, &limits)
-        })
-        .await
+        let forget = name.clone();
+        let merged = self
+            .run_on_base(caller, move |files, backend| {
+                files.merge_branch(backend, &name, &resolutions, discard, &limits)
+            })
+            .await;
+        self.forget_branch(caller, &forget);
+        merged
     }
 
     /// Deletes branch `name` and its changes.
     pub async fn discard_branch(&self, caller: &Caller, name: String) -> Result<()> {
-        self.run_on_base(caller, move |files, backend| {
-            files.discard_branch(backend, &name)
-        })
-        .await
+        let forget = name.clone();
+        let discarded = self
+            .run_on_base(caller, move |files, backend| {
+                files.discard_branch(backend, &name)
+            })
+            .await;
+        self.forget_branch(caller, &forget);
+        discarded
+    }
+
+    /// Drops this server's record of the caller's branch `name` (forked,
+    /// merged or discarded here): its next call reads the registry.
+    fn forget_branch(&self, caller: &Caller, name: &str) {
+        self.branches.forget(&caller.scope.namespace, name);
     }
 
     /// One directory level, as much of it as the caller may see.
@@ -391,11 +412,15 @@ impl Service {
 
 /// The backend `caller`'s calls go through: `backend`, or the branch the
 /// caller names over it.
-fn view(backend: &Arc<dyn Backend>, caller: &Caller) -> Result<Arc<dyn Backend>> {
+fn view(
+    backend: &Arc<dyn Backend>,
+    caller: &Caller,
+    branches: &Arc<RecordCache>,
+) -> Result<Arc<dyn Backend>> {
     if caller.scope.branch.is_empty() {
         return Ok(backend.clone());
     }
-    Ok(Arc::new(branch::overlay(backend, caller)?))
+    Ok(Arc::new(branch::overlay(backend, caller, branches)?))
 }
 
 /// Runs blocking work off the async runtime's worker threads.

@@ -7,6 +7,7 @@
 //! mount under test that does not exist until a case writes below it.
 
 use agentvfs::VfsPath;
+use agentvfs::backend::branch::Overlay;
 use agentvfs::backend::composite::{CompositeBackend, Mount};
 use agentvfs::backend::fs::FsBackend;
 use agentvfs::backend::object::{
@@ -26,6 +27,7 @@ use agentvfs::search::{
     Budgets, EVENT_CHANNEL_CAPACITY, GrepRequest, Hit, LineHit, SearchEvent, SearchPart, SearchRun,
     SearchSpec, Summary,
 };
+use agentvfs::service::{Account, Caller, Files};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +75,12 @@ pub enum Setup {
     /// A Composite mounting State, Store and Filesystem as the default
     /// configuration does; the case works in the mount of this kind.
     Composite(Kind),
+    /// The tier on its own, every call made in a branch forked at its
+    /// mount root (docs/branches.md): the overlay over the tier.
+    Branch(Kind),
+    /// The Composite, every call made in a branch forked at the root of
+    /// the mount of this kind.
+    CompositeBranch(Kind),
 }
 
 /// A backend under test, the scope its calls use and where a case works.
@@ -86,6 +94,11 @@ pub struct Tier {
     /// True when [`Tier::backend`] is the mount table, which answers for
     /// its mount points itself.
     pub composite: bool,
+    /// True when every call is made in a branch forked at the mount root
+    /// before the case starts ([`Setup::Branch`]): versions of the files
+    /// the case writes carry `UPPER_BIT`, and history and changes are the
+    /// branch's (docs/branches.md § Working in a branch).
+    pub branch: bool,
     /// The mount root of the tier owning [`Tier::base`].
     pub mount: VfsPath,
     /// The directory below which a case works (`{mount}/case`), missing
@@ -213,9 +226,11 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
 impl Tier {
     /// Builds the backend of `setup` on fresh storage.
     pub fn new(setup: Setup) -> Tier {
-        let (kind, composite) = match setup {
-            Setup::Single(kind) => (kind, false),
-            Setup::Composite(kind) => (kind, true),
+        let (kind, composite, branch) = match setup {
+            Setup::Single(kind) => (kind, false, false),
+            Setup::Composite(kind) => (kind, true, false),
+            Setup::Branch(kind) => (kind, false, true),
+            Setup::CompositeBranch(kind) => (kind, true, true),
         };
         let mut dirs = Vec::new();
         let (backend, mount, mount_points): (Arc<dyn Backend>, _, _) = if composite {
@@ -248,12 +263,17 @@ impl Tier {
             dirs.extend(dir);
             (m.backend, m.prefix, Vec::new())
         };
+        let (backend, scope) = match branch {
+            true => fork(backend, &mount),
+            false => (backend, Scope::default()),
+        };
         let base = mount.join(BASE_NAME).expect("base path");
         Tier {
             backend,
-            scope: Scope::default(),
+            scope,
             kind,
             composite,
+            branch,
             mount,
             base,
             mount_points,
@@ -486,6 +506,36 @@ impl Tier {
             end: end.expect("a search ends with a summary or a failure"),
         }
     }
+}
+
+/// The name of the branch every case of a [`Setup::Branch`] works in.
+const BRANCH_NAME: &str = "contract";
+
+/// Forks the mount root `mount` of `backend` into a branch as the service
+/// does (`Files::create_branch`, docs/branches.md § Fork), by the local
+/// principal in the default scope, and answers the overlay every call of
+/// the case goes through, with the scope naming the branch.
+///
+/// `Kind::Filesystem` joins here once Filesystem mounts take branches
+/// (today `create_branch` refuses them, FAILED_PRECONDITION naming the
+/// mount): its `contract_suite!` line then goes beside the others in
+/// `main.rs`'s `branch` module.
+fn fork(backend: Arc<dyn Backend>, mount: &VfsPath) -> (Arc<dyn Backend>, Scope) {
+    let scope = Scope::default();
+    let caller = Caller {
+        principal: scope.principal.clone(),
+        scope: scope.clone(),
+        token: None,
+        account: Account::unbounded(),
+    };
+    let record = Files::new(backend.as_ref(), &caller, MAX_FILE_BYTES)
+        .create_branch(BRANCH_NAME, mount)
+        .unwrap_or_else(|e| panic!("fork {mount}: {e}"));
+    let scope = Scope {
+        branch: BRANCH_NAME.into(),
+        ..scope
+    };
+    (Arc::new(Overlay::new(backend, record)), scope)
 }
 
 /// The name `src/startup.rs` gives a tier of `kind` in the mount table.

@@ -14,7 +14,12 @@
 //! - `composite::root`, `composite::memories`, `composite::workspace`: the
 //!   mount table holding State, Store and Filesystem, as `src/startup.rs`
 //!   builds it, with the case working in one of those mounts;
-//!   `composite::shared` adds the object tier and works in it.
+//!   `composite::shared` adds the object tier and works in it;
+//! - `branch::state`, `branch::store`, `branch::object` and
+//!   `branch::composite::{root, memories, shared}`: the same, every call
+//!   made in a branch forked at the mount root (`harness::fork`, as the
+//!   service forks), through the branch's overlay (docs/branches.md § What
+//!   differs from the base; the cases branch on `Tier::branch` there).
 //!
 //! Sections: listing, reads, writes, edits, deletes, chunks, search,
 //! errors, concurrency, scopes, changesets, history (versions, tombstones, restores,
@@ -269,4 +274,21 @@ mod composite {
     contract_suite!(memories, Setup::Composite(Kind::Store));
     contract_suite!(workspace, Setup::Composite(Kind::Filesystem));
     contract_suite!(shared, Setup::Composite(Kind::Object));
+}
+
+/// Every case again, each call made in a branch forked at the mount root
+/// (docs/branches.md § Working in a branch): the overlay over each tier
+/// that takes branches, alone and in the mount table.
+mod branch {
+    contract_suite!(state, Setup::Branch(Kind::State));
+    contract_suite!(store, Setup::Branch(Kind::Store));
+    contract_suite!(object, Setup::Branch(Kind::Object));
+    // The Filesystem tier joins here once its mounts take branches:
+    // contract_suite!(fs, Setup::Branch(Kind::Filesystem));
+
+    mod composite {
+        contract_suite!(root, Setup::CompositeBranch(Kind::State));
+        contract_suite!(memories, Setup::CompositeBranch(Kind::Store));
+        contract_suite!(shared, Setup::CompositeBranch(Kind::Object));
+    }
 }

@@ -1,7 +1,8 @@
 //! Whose files a call sees (src/scope.rs): the State tier is per session
 //! within a namespace, the Store and object tiers per namespace, and the Filesystem
-//! tier is one directory every caller shares. A legitimate difference, so
-//! each kind's answer is asserted exactly.
+//! tier is one directory every caller shares; a branch is one view
+//! whatever the call's scope. A legitimate difference, so each answer is
+//! asserted exactly.
 
 use crate::harness::{Kind, Tier, expect_err};
 use agentvfs::scope::Scope;
@@ -21,6 +22,11 @@ pub fn scopes_see_what_their_tier_shares(t: &Tier) {
     };
     let path = t.path("f");
     let (session_sees, namespace_sees) = match t.kind {
+        // In a branch the branch decides whose files a call sees (its
+        // base's session and namespace, docs/branches.md): every scope
+        // reaching it sees the same files. The registry is per namespace,
+        // so through the service another namespace does not reach it.
+        _ if t.branch => (true, true),
         Kind::State => (false, false),
         Kind::Store | Kind::Object => (true, false),
         Kind::Filesystem => (true, true),

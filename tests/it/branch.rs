@@ -297,15 +297,21 @@ async fn eight_agents_merge_on_state_and_store() {
     eight_agents_merge(&mut fs, "/memories/project").await;
 }
 
-#[tokio::test]
-async fn eight_agents_merge_on_the_object_tier() {
+/// A server configuration: State at `/`, the object tier at `/shared`
+/// under a key prefix of its own (two servers given it share the files).
+fn object_config() -> String {
     let bucket = crate::s3::s3().bucket("agentvfs-it");
-    let config = format!(
+    format!(
         "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
          tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"br-{:016x}\"\n\
          path_style = true\n",
         rand::random::<u64>()
-    );
+    )
+}
+
+#[tokio::test]
+async fn eight_agents_merge_on_the_object_tier() {
+    let config = object_config();
     let server = Server::start_with(Some(&config), &[]);
     let mut fs = server.fs().await;
     eight_agents_merge(&mut fs, "/shared/work").await;
@@ -355,6 +361,89 @@ async fn eight_agents_merge_on_the_filesystem_tier() {
     let server = Server::start();
     let mut fs = server.fs().await;
     eight_agents_merge(&mut fs, "/workspace/work").await;
+}
+
+/// Two servers on one bucket: a server that worked in a branch (and keeps
+/// its record, docs/branches.md) sees another server discard it, fork it
+/// again elsewhere and change it, on its next call in the branch.
+#[tokio::test]
+async fn a_branch_another_server_discards_or_forks_again_is_seen() {
+    let config = object_config();
+    let (a, b) = (
+        Server::start_with(Some(&config), &[]),
+        Server::start_with(Some(&config), &[]),
+    );
+    let (mut fa, mut fb) = (a.fs().await, b.fs().await);
+    write(&mut fa, "/shared/w/f.txt", "base w\n").await;
+    write(&mut fa, "/shared/v/f.txt", "base v\n").await;
+    fork(&mut fa, "b", "/shared/w").await;
+    write_in(&mut fa, "b", "/shared/w/f.txt", "in b\n").await;
+    assert_eq!(
+        bytes(&mut fa, Some("b"), "/shared/w/f.txt").await.unwrap(),
+        "in b\n"
+    );
+    assert_eq!(
+        bytes(&mut fb, Some("b"), "/shared/w/f.txt").await.unwrap(),
+        "in b\n"
+    );
+
+    // B discards it: A's next call in it is NOT_FOUND, as B's.
+    fb.discard_branch(pb::DiscardBranchRequest { name: "b".into() })
+        .await
+        .unwrap();
+    let gone = read(&mut fa, Some("b"), "/shared/w/f.txt")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (gone.code(), gone.message()),
+        (Code::NotFound, "not found: branch \"b\" (no such branch)")
+    );
+
+    // A works in a new "b"; B discards it and forks "b" of another
+    // directory: A never answers from the branch it knew.
+    fork(&mut fa, "b", "/shared/w").await;
+    write_in(&mut fa, "b", "/shared/w/f.txt", "in the second b\n").await;
+    fb.discard_branch(pb::DiscardBranchRequest { name: "b".into() })
+        .await
+        .unwrap();
+    fork(&mut fb, "b", "/shared/v").await;
+    write_in(&mut fb, "b", "/shared/v/f.txt", "in the third b\n").await;
+    match read(&mut fa, Some("b"), "/shared/w/f.txt").await {
+        Err(s) => assert_eq!(
+            (s.code(), s.message()),
+            (
+                Code::Unavailable,
+                "unavailable: branch \"b\" was discarded and forked again while this call began; \
+                 try again"
+            )
+        ),
+        Ok(content) => panic!("read a branch another server discarded: {content:?}"),
+    }
+    // Tried again: the branch as it is now (/shared/w is outside its root).
+    assert_eq!(
+        bytes(&mut fa, Some("b"), "/shared/w/f.txt").await.unwrap(),
+        "base w\n"
+    );
+    assert_eq!(
+        bytes(&mut fa, Some("b"), "/shared/v/f.txt").await.unwrap(),
+        "in the third b\n"
+    );
+    let outside = fa
+        .write(in_branch(
+            pb::WriteRequest {
+                path: "/shared/w/f.txt".into(),
+                content: "x".into(),
+                ..Default::default()
+            },
+            "b",
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(outside.code(), Code::InvalidArgument, "{outside:?}");
+    assert_eq!(
+        bytes(&mut fa, None, "/shared/w/f.txt").await.unwrap(),
+        "base w\n"
+    );
 }
 
 #[tokio::test]

@@ -39,7 +39,7 @@ mod touched;
 mod walk;
 
 pub use overlay::Overlay;
-pub use record::{BranchRecord, Registry};
+pub use record::{BranchRecord, RecordCache, Registry, no_branch};
 pub use sidecar::{BaseRecord, RESERVED_PREFIX, is_reserved};
 pub use touched::Touched;
 

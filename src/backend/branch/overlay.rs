@@ -5,10 +5,11 @@
 
 use super::sidecar::{self, BaseRecord};
 use super::walk::ViewFiles;
-use super::{BranchRecord, UPPER_BIT};
+use super::{BranchRecord, RecordCache, Registry, UPPER_BIT, no_branch};
 use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
 use crate::backend::{
-    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_directory_delete,
+    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, backoff,
+    check_directory_delete, mount_point_delete, restore_of_deletion, unmovable_mount,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
 use crate::entry::{Entry, EntryKind};
@@ -19,12 +20,16 @@ use crate::scope::Scope;
 use crate::search::{SearchPart, SearchRun, sorted};
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use tokio::sync::watch;
 
 /// Times a change in a branch is tried against racing writers of the same
-/// files before it answers UNAVAILABLE.
-const MAX_ATTEMPTS: usize = 32;
+/// files before it answers UNAVAILABLE (each retry after a jittered
+/// `backoff`, as the object tier's own loops).
+const MAX_ATTEMPTS: u32 = 200;
+/// Most reads of the upper log one page of a branch's changes takes (each
+/// shown change comes with at most two of bookkeeping).
+const MAX_CHANGE_READS: usize = 4;
 /// Most bytes one Move of a directory in a branch carries (it copies the
 /// files it moves into the branch).
 const MAX_MOVE_BYTES: usize = 256 << 20;
@@ -33,6 +38,10 @@ const MAX_MOVE_BYTES: usize = 256 << 20;
 pub struct Overlay {
     inner: Arc<dyn Backend>,
     record: BranchRecord,
+    /// For a record taken from a cache: the cache, and whether the
+    /// registry confirmed the record yet (every call confirms it first;
+    /// a Read with the reads of the file's layers).
+    cached: Option<(Arc<RecordCache>, OnceLock<()>)>,
 }
 
 /// The version a file the branch changed shows.
@@ -110,7 +119,67 @@ enum Expect {
 impl Overlay {
     /// The branch `record` over `inner`, the backend holding its mount.
     pub fn new(inner: Arc<dyn Backend>, record: BranchRecord) -> Overlay {
-        Overlay { inner, record }
+        Overlay {
+            inner,
+            record,
+            cached: None,
+        }
+    }
+
+    /// The branch `record`, as `cache` keeps it, over `inner`: the
+    /// registry confirms the record in the first call made (and it is
+    /// forgotten when it no longer holds: the branch was discarded, or
+    /// forked again, by this server or another).
+    pub fn cached(
+        inner: Arc<dyn Backend>,
+        record: BranchRecord,
+        cache: Arc<RecordCache>,
+    ) -> Overlay {
+        Overlay {
+            inner,
+            record,
+            cached: Some((cache, OnceLock::new())),
+        }
+    }
+
+    /// The registry's read confirming a cached record still pending.
+    fn pending_check(&self) -> Result<Option<(Scope, VfsPath)>> {
+        match &self.cached {
+            Some((_, done)) if done.get().is_none() => {
+                Registry::record_read(&self.record).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Confirms a cached record with `found`, what the registry holds now
+    /// (NOT_FOUND when the branch is gone; UNAVAILABLE, to be tried again,
+    /// when it was forked again since).
+    fn confirm_with(&self, found: Option<&[u8]>) -> Result<()> {
+        let Some((cache, done)) = &self.cached else {
+            return Ok(());
+        };
+        if Registry::confirms(&self.record, found)? {
+            let _ = done.set(());
+            return Ok(());
+        }
+        cache.forget(&self.record.namespace, &self.record.name);
+        match found {
+            None => Err(no_branch(&self.record.name)),
+            Some(_) => Err(Error::Unavailable(format!(
+                "branch {:?} was discarded and forked again while this call began; try again",
+                self.record.name
+            ))),
+        }
+    }
+
+    /// Confirms a cached record before a call uses it.
+    fn confirm(&self) -> Result<()> {
+        let Some(check) = self.pending_check()? else {
+            return Ok(());
+        };
+        let found = self.inner.read_files(&[check])?.pop().flatten();
+        self.confirm_with(found.as_ref().map(|(data, _)| data.as_slice()))
     }
 
     /// The branch served.
@@ -123,8 +192,14 @@ impl Overlay {
         self.inner.as_ref()
     }
 
+    /// True when `path` lies in the branch: below its root and on its
+    /// mount (a branch forked at `/` does not reach the mounts below it).
     fn within(&self, path: &VfsPath) -> bool {
         path.is_within(&self.record.root)
+            && self
+                .inner
+                .mount_of(path)
+                .is_none_or(|mount| mount == self.record.mount)
     }
 
     fn upper(&self, scope: &Scope) -> Scope {
@@ -138,7 +213,11 @@ impl Overlay {
     /// Refuses a change to `path` from the branch unless it lies in the
     /// branch and may be a file there.
     fn check_changeable(&self, path: &VfsPath) -> Result<()> {
-        if !self.within(path) || *path == self.record.root {
+        if *path == self.record.root {
+            // The root is a directory of the base (a fork needs one).
+            return Err(Error::IsDirectory(path.to_string()));
+        }
+        if !self.within(path) {
             return Err(Error::InvalidArgument(format!(
                 "{path} is outside branch {:?}, which forks {}: a call in a branch changes \
                  only files below its root",
@@ -168,11 +247,20 @@ impl Overlay {
 
     /// True when the branch shows a directory at `dir`.
     fn shows_directory(&self, scope: &Scope, found: &Found, dir: &VfsPath) -> Result<bool> {
-        Ok(if found.upper_dir {
-            !self.list(scope, dir)?.is_empty()
-        } else {
-            found.base_dir
-        })
+        if !found.upper_dir {
+            return Ok(found.base_dir);
+        }
+        self.shows_entries(scope, dir)
+    }
+
+    /// True when the branch lists something in `dir` (a directory of the
+    /// upper scope holding only bookkeeping shows nothing).
+    fn shows_entries(&self, scope: &Scope, dir: &VfsPath) -> Result<bool> {
+        match self.list(scope, dir) {
+            Ok(entries) => Ok(!entries.is_empty()),
+            Err(Error::NotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Refuses a file at `path` when one of its parents (below the root) is a
@@ -237,7 +325,10 @@ impl Overlay {
             self.check_changeable(&intent.path)?;
         }
         let (up, base) = (self.upper(scope), self.base(scope));
-        for _ in 0..MAX_ATTEMPTS {
+        'attempt: for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let mut changes = Vec::new();
             let mut reports = Vec::new();
             for intent in intents {
@@ -263,6 +354,12 @@ impl Overlay {
                             && self.shows_directory(scope, &found, path)?
                         {
                             return Err(Error::IsDirectory(path.to_string()));
+                        }
+                        if found.upper_dir {
+                            // Only bookkeeping lies below: clear it, then
+                            // read again.
+                            self.clear_bookkeeping(&up, path)?;
+                            continue 'attempt;
                         }
                         self.check_parents(scope, path)?;
                         changes.push(FileChange {
@@ -362,6 +459,57 @@ impl Overlay {
         Err(lost(&intents[0].path))
     }
 
+    /// Deletes the bookkeeping the upper scope keeps below `dir`, where the
+    /// branch shows nothing, so a file can take the directory's place: base
+    /// records of files the branch made and deleted (nothing to merge) go.
+    /// The deletion of a base's file must be kept for the merge, so its
+    /// whiteout or base record refuses (FAILED_PRECONDITION naming it).
+    fn clear_bookkeeping(&self, up: &Scope, dir: &VfsPath) -> Result<()> {
+        let inner = self.inner.as_ref();
+        let mut stale = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(below) = stack.pop() {
+            let entries = match inner.list(up, &below) {
+                Err(Error::NotFound(_) | Error::NotDirectory(_)) => continue,
+                other => other?,
+            };
+            for entry in entries {
+                if entry.is_directory() {
+                    stack.push(entry.path);
+                    continue;
+                }
+                let kept = match sidecar::based(&entry.path) {
+                    Some(_) => BaseRecord::decode(&entry.path, &inner.read(up, &entry.path)?.0)?
+                        .version
+                        .is_some(),
+                    None => true,
+                };
+                if kept {
+                    let file = sidecar::based(&entry.path)
+                        .or_else(|| sidecar::whited_out(&entry.path))
+                        .unwrap_or(entry.path);
+                    return Err(Error::Unsupported(format!(
+                        "{dir}: the branch deleted the base's file {file} below it and keeps                          that deletion until the branch is merged or discarded; a file cannot                          take the directory's place in the branch before then"
+                    )));
+                }
+                stale.push(FileChange {
+                    path: entry.path,
+                    expected: Some(entry.version),
+                    action: FileAction::Delete { moved_to: None },
+                });
+            }
+            if stale.len() > MAX_CHANGESET_FILES {
+                return Err(Error::TooLarge(format!(
+                    "{dir}: the branch keeps over {MAX_CHANGESET_FILES} records below it"
+                )));
+            }
+        }
+        if stale.is_empty() {
+            return Ok(());
+        }
+        raced(inner.commit(up, &stale)).map(drop)
+    }
+
     /// Translates the upper scope's change events into the branch's: a
     /// whiteout made is its file's deletion; base records are bookkeeping.
     fn shown_change(mut change: Change) -> Option<Change> {
@@ -415,6 +563,7 @@ fn put(data: Bytes) -> FileAction {
 
 impl Backend for Overlay {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(dir) {
             return self.inner.list(&base, dir);
@@ -442,6 +591,7 @@ impl Backend for Overlay {
                 Err(e) => Err(e),
             };
         }
+        let base_lists = below.is_some();
         let upper = upper.unwrap_or_default();
         let whiteouts: HashSet<VfsPath> = upper
             .iter()
@@ -466,14 +616,22 @@ impl Backend for Overlay {
             }
         }
         for dir in merged_dirs {
-            if self.list(scope, &dir)?.is_empty() {
+            // A mount below the branch's root lists as the mount table
+            // shows it.
+            if self.within(&dir) && !self.shows_entries(scope, &dir)? {
                 shown.remove(&dir.order_key());
             }
+        }
+        if shown.is_empty() && !base_lists && *dir != self.record.root {
+            // The upper scope holds only bookkeeping here (the files the
+            // branch made below are gone): no directory, as on the base.
+            return Err(Error::NotFound(dir.to_string()));
         }
         Ok(shown.into_values().collect())
     }
 
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {
+        self.confirm()?;
         if !self.within(path) || *path == self.record.root {
             return self.inner.stat(&self.base(scope), path);
         }
@@ -497,27 +655,39 @@ impl Backend for Overlay {
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
         let base = self.base(scope);
         if !self.within(path) || *path == self.record.root {
+            self.confirm()?;
             return self.inner.read(&base, path);
         }
+        // The branch's file, its whiteout and the base's file (and a cached
+        // record's confirmation) in one go: on the object tier one round
+        // trip (docs/performance.md § Branches).
         let up = self.upper(scope);
-        match self.inner.read(&up, path) {
-            Ok((data, entry)) => return Ok((data, tagged(entry))),
-            Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => {}
-            Err(e) => return Err(e),
+        let mut reads = vec![
+            (up.clone(), path.clone()),
+            (up, sidecar::whiteout(path)?),
+            (base, path.clone()),
+        ];
+        let check = self.pending_check()?;
+        reads.extend(check);
+        let mut found = self.inner.read_files(&reads)?.into_iter();
+        let (upper, whiteout, below) = (found.next().flatten(), found.next(), found.next());
+        if reads.len() > 3 {
+            let record = found.next().flatten();
+            self.confirm_with(record.as_ref().map(|(data, _)| data.as_slice()))?;
         }
-        if probe(self.inner.as_ref(), &up, &sidecar::whiteout(path)?)?.is_some() {
-            return match self.stat(scope, path) {
-                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-                _ => Err(Error::NotFound(path.to_string())),
-            };
+        if let Some((data, entry)) = upper {
+            return Ok((data, tagged(entry)));
         }
-        match self.inner.read(&base, path) {
-            Err(Error::IsDirectory(_) | Error::NotFound(_)) => match self.stat(scope, path) {
-                Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-                Ok(_) => self.read(scope, path),
-                Err(e) => Err(e),
-            },
-            other => other,
+        let whited_out = whiteout.flatten().is_some();
+        if !whited_out && let Some(Some(file)) = below {
+            return Ok(file);
+        }
+        // No file to read: say what is there.
+        match self.stat(scope, path) {
+            Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
+            Ok(_) if !whited_out => self.read(scope, path),
+            Ok(_) => Err(Error::NotFound(path.to_string())),
+            Err(e) => Err(e),
         }
     }
 
@@ -527,6 +697,7 @@ impl Backend for Overlay {
         path: &VfsPath,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader)> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(path) || *path == self.record.root {
             return self.inner.read_chunks(&base, path, max_chunk);
@@ -553,6 +724,7 @@ impl Backend for Overlay {
         data: Vec<u8>,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         let bytes = data.len() as u64;
         let intent = Intent {
             path: path.clone(),
@@ -579,8 +751,12 @@ impl Backend for Overlay {
         if_version: Option<u64>,
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         self.check_changeable(path)?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let (data, entry) = self.read(scope, path)?;
             if let Some(expected) = if_version
                 && expected != entry.version
@@ -622,8 +798,12 @@ impl Backend for Overlay {
         if_version: Option<u64>,
         recursive: bool,
     ) -> Result<u64> {
+        self.confirm()?;
         if *path != self.record.root {
             self.check_changeable(path)?;
+        } else if !recursive && self.inner.mount_of(path).as_ref() == Some(path) {
+            // As the mount table answers for its mount points.
+            return Err(mount_point_delete(path));
         }
         let entry = self.stat(scope, path)?;
         if !entry.is_directory() {
@@ -639,7 +819,10 @@ impl Backend for Overlay {
             return Ok(1);
         }
         check_directory_delete(path, if_version, recursive)?;
-        for _ in 0..MAX_ATTEMPTS {
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let intents: Vec<Intent> = self
                 .files_below(scope, path)?
                 .into_iter()
@@ -663,97 +846,121 @@ impl Backend for Overlay {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
+        self.confirm()?;
+        for end in [source, destination] {
+            if *end == self.record.mount {
+                return Err(unmovable_mount(end));
+            }
+            if *end == self.record.root {
+                return Err(Error::InvalidArgument(format!(
+                    "{end} is the root of branch {:?}; a branch's root cannot be moved",
+                    self.record.name
+                )));
+            }
+        }
         self.check_changeable(source)?;
         self.check_changeable(destination)?;
-        let entry = self.stat(scope, source)?;
-        let target = probe(self, scope, destination)?;
-        if !entry.is_directory() {
-            match &target {
-                Some(t) if t.is_directory() => {
-                    return Err(Error::IsDirectory(destination.to_string()));
-                }
-                Some(_) if pre.create_only => {
-                    return Err(Error::AlreadyExists(destination.to_string()));
-                }
-                _ => {}
+        // A racing change of the same files (another Move of the source)
+        // reads everything again: the loser then finds what the winner left.
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
             }
-            let (data, read) = self.read(scope, source)?;
-            if let Some(expected) = pre.if_version
-                && expected != read.version
-            {
-                return Err(Error::VersionMismatch {
-                    path: source.to_string(),
-                    expected,
-                    actual: read.version,
+            let entry = self.stat(scope, source)?;
+            let target = probe(self, scope, destination)?;
+            if !entry.is_directory() {
+                match &target {
+                    Some(t) if t.is_directory() => {
+                        return Err(Error::IsDirectory(destination.to_string()));
+                    }
+                    Some(_) if pre.create_only => {
+                        return Err(Error::AlreadyExists(destination.to_string()));
+                    }
+                    _ => {}
+                }
+                let (data, read) = self.read(scope, source)?;
+                if let Some(expected) = pre.if_version
+                    && expected != read.version
+                {
+                    return Err(Error::VersionMismatch {
+                        path: source.to_string(),
+                        expected,
+                        actual: read.version,
+                    });
+                }
+                let intents = [
+                    Intent {
+                        path: source.clone(),
+                        expect: Expect::Exactly(Some(read.version)),
+                        action: FileAction::Delete {
+                            moved_to: Some(destination.clone()),
+                        },
+                    },
+                    Intent {
+                        path: destination.clone(),
+                        expect: Expect::Exactly(target.map(|t| t.version)),
+                        action: FileAction::Put {
+                            data: Bytes::from(data),
+                            operation: Operation::Move,
+                            moved_from: Some(source.clone()),
+                        },
+                    },
+                ];
+                let Some(done) = raced(self.apply(scope, &intents))? else {
+                    continue;
+                };
+                return Ok(MoveOutcome {
+                    files_moved: 1,
+                    version: done[1].0.version,
                 });
             }
-            let intents = [
-                Intent {
-                    path: source.clone(),
+            if pre.if_version.is_some() {
+                return Err(Error::InvalidArgument(
+                    "if_version applies to files, not directories".into(),
+                ));
+            }
+            if target.is_some() {
+                return Err(Error::AlreadyExists(destination.to_string()));
+            }
+            let mut intents = Vec::new();
+            let mut bytes = 0;
+            for file in self.files_below(scope, source)? {
+                let (data, read) = self.read(scope, &file.path)?;
+                bytes += data.len();
+                if bytes > MAX_MOVE_BYTES {
+                    return Err(Error::TooLarge(format!(
+                        "{source}: a Move in a branch carries at most {MAX_MOVE_BYTES} bytes"
+                    )));
+                }
+                let Some(moved) = file.path.rebase(source, destination) else {
+                    continue;
+                };
+                intents.push(Intent {
+                    path: file.path.clone(),
                     expect: Expect::Exactly(Some(read.version)),
                     action: FileAction::Delete {
-                        moved_to: Some(destination.clone()),
+                        moved_to: Some(moved.clone()),
                     },
-                },
-                Intent {
-                    path: destination.clone(),
-                    expect: Expect::Exactly(target.map(|t| t.version)),
+                });
+                intents.push(Intent {
+                    path: moved,
+                    expect: Expect::Exactly(None),
                     action: FileAction::Put {
                         data: Bytes::from(data),
                         operation: Operation::Move,
-                        moved_from: Some(source.clone()),
+                        moved_from: Some(file.path),
                     },
-                },
-            ];
-            let done = self.apply(scope, &intents)?;
-            return Ok(MoveOutcome {
-                files_moved: 1,
-                version: done[1].0.version,
-            });
-        }
-        if pre.if_version.is_some() {
-            return Err(Error::InvalidArgument(
-                "if_version applies to files, not directories".into(),
-            ));
-        }
-        if target.is_some() {
-            return Err(Error::AlreadyExists(destination.to_string()));
-        }
-        let mut intents = Vec::new();
-        let mut bytes = 0;
-        for file in self.files_below(scope, source)? {
-            let (data, read) = self.read(scope, &file.path)?;
-            bytes += data.len();
-            if bytes > MAX_MOVE_BYTES {
-                return Err(Error::TooLarge(format!(
-                    "{source}: a Move in a branch carries at most {MAX_MOVE_BYTES} bytes"
-                )));
+                });
             }
-            let Some(moved) = file.path.rebase(source, destination) else {
+            let Some(done) = raced(self.apply(scope, &intents))? else {
                 continue;
             };
-            intents.push(Intent {
-                path: file.path.clone(),
-                expect: Expect::Exactly(Some(read.version)),
-                action: FileAction::Delete {
-                    moved_to: Some(moved.clone()),
-                },
-            });
-            intents.push(Intent {
-                path: moved,
-                expect: Expect::Exactly(None),
-                action: FileAction::Put {
-                    data: Bytes::from(data),
-                    operation: Operation::Move,
-                    moved_from: Some(file.path),
-                },
+            return Ok(MoveOutcome {
+                files_moved: (done.len() / 2) as u64,
+                version: 0,
             });
         }
-        let done = self.apply(scope, &intents)?;
-        Ok(MoveOutcome {
-            files_moved: (done.len() / 2) as u64,
-            version: 0,
-        })
+        Err(lost(source))
     }
 
     fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
@@ -765,6 +972,7 @@ impl Backend for Overlay {
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {
+        self.confirm()?;
         let intents: Vec<Intent> = changes
             .iter()
             .map(|c| Intent {
@@ -781,6 +989,7 @@ impl Backend for Overlay {
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
+        self.confirm()?;
         let base = self.base(scope);
         let (lo, hi) = self.record.root.subtree_range();
         if !part.overlaps_dir(&self.record.root) {
@@ -826,6 +1035,7 @@ impl Backend for Overlay {
     }
 
     fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {
+        self.confirm()?;
         let base = self.base(scope);
         if !self.within(path) {
             return self.inner.versions(&base, path);
@@ -861,12 +1071,17 @@ impl Backend for Overlay {
         version: u64,
         max_chunk: usize,
     ) -> Result<(FileVersion, ChunkReader)> {
+        self.confirm()?;
         if let Some(upper) = untag(version)
             && self.within(path)
         {
-            let (mut v, chunks) =
-                self.inner
-                    .read_version(&self.upper(scope), path, upper, max_chunk)?;
+            let (mut v, chunks) = self
+                .inner
+                .read_version(&self.upper(scope), path, upper, max_chunk)
+                .map_err(|e| match e {
+                    Error::VersionNotFound { path, .. } => Error::VersionNotFound { path, version },
+                    other => other,
+                })?;
             v.version = tag(v.version);
             return Ok((v, chunks));
         }
@@ -881,8 +1096,12 @@ impl Backend for Overlay {
         version: u64,
         if_version: Option<u64>,
     ) -> Result<WriteOutcome> {
+        self.confirm()?;
         self.check_changeable(path)?;
-        let (_, chunks) = self.read_version(scope, path, version, 1 << 20)?;
+        let (found, chunks) = self.read_version(scope, path, version, 1 << 20)?;
+        if found.deleted {
+            return Err(restore_of_deletion(path, version));
+        }
         let mut data = Vec::new();
         for chunk in chunks {
             data.extend_from_slice(&chunk?);
@@ -910,6 +1129,7 @@ impl Backend for Overlay {
     }
 
     fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
+        self.confirm()?;
         let scope = match self.watches_branch(root) {
             true => self.upper(scope),
             false => self.base(scope),
@@ -924,14 +1144,25 @@ impl Backend for Overlay {
         cursor: &mut ChangeCursor,
         max: usize,
     ) -> Result<Vec<Change>> {
+        self.confirm()?;
         if !self.watches_branch(root) {
             return self.inner.changes(&self.base(scope), root, cursor, max);
         }
-        let changes = self.inner.changes(&self.upper(scope), root, cursor, max)?;
-        Ok(changes
-            .into_iter()
-            .filter_map(Overlay::shown_change)
-            .collect())
+        // The upper log also holds the bookkeeping's changes, which are not
+        // shown: read on until the page is full or the log gives out, so a
+        // page is as full as the base's would be.
+        let up = self.upper(scope);
+        let mut out = Vec::new();
+        for _ in 0..MAX_CHANGE_READS {
+            let ask = max - out.len();
+            let page = self.inner.changes(&up, root, cursor, ask)?;
+            let short = page.len() < ask;
+            out.extend(page.into_iter().filter_map(Overlay::shown_change));
+            if short || out.len() == max {
+                break;
+            }
+        }
+        Ok(out)
     }
 
     fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {

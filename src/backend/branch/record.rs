@@ -8,7 +8,8 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::{INTERNAL_SCOPE, Scope};
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Prefix of a branch record's name in its mount's root (a reserved name,
@@ -92,6 +93,48 @@ impl BranchRecord {
     }
 }
 
+/// Most branch records a [`RecordCache`] keeps (it starts over when full).
+const MAX_CACHED: usize = 4096;
+
+/// Branch records as this server last read them, by namespace and name: a
+/// call in a branch starts from its record at once and confirms it with
+/// the first read it makes anyway ([`super::Overlay::cached`]), so a Read
+/// in a branch costs no registry lookup of its own. Another server may
+/// discard a branch and fork it again under its name, so a record is only
+/// ever used once the registry confirmed it in the same call.
+#[derive(Default)]
+pub struct RecordCache {
+    records: Mutex<HashMap<(String, String), BranchRecord>>,
+}
+
+impl RecordCache {
+    /// The record of branch `name` of `namespace`, as last seen.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<BranchRecord> {
+        let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    /// Keeps `record` as the latest of its branch.
+    pub fn put(&self, record: &BranchRecord) {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        if records.len() >= MAX_CACHED {
+            records.clear();
+        }
+        records.insert(
+            (record.namespace.clone(), record.name.clone()),
+            record.clone(),
+        );
+    }
+
+    /// Forgets branch `name` of `namespace` (discarded, or seen to change).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        records.remove(&(namespace.to_owned(), name.to_owned()));
+    }
+}
+
 /// The branches of every mount of a backend that takes them
 /// ([`Backend::branch_mounts`]).
 pub struct Registry<'a> {
@@ -125,6 +168,22 @@ impl<'a> Registry<'a> {
         }
     }
 
+    /// The read that finds `record` in the registry now: its scope and path.
+    pub fn record_read(record: &BranchRecord) -> Result<(Scope, VfsPath)> {
+        Ok((
+            Registry::scope(&record.namespace),
+            record.mount.join(&record.name)?,
+        ))
+    }
+
+    /// True when `found`, what [`Registry::record_read`] read, is `record`.
+    pub fn confirms(record: &BranchRecord, found: Option<&[u8]>) -> Result<bool> {
+        let Some(data) = found else {
+            return Ok(false);
+        };
+        Ok(BranchRecord::decode(&record.mount.join(&record.name)?, data)? == *record)
+    }
+
     /// The branch `name` of `namespace`, if there is one.
     pub fn find(&self, namespace: &str, name: &str) -> Result<Option<BranchRecord>> {
         let scope = Registry::scope(namespace);
@@ -141,8 +200,7 @@ impl<'a> Registry<'a> {
 
     /// The branch `name` of `namespace` (NOT_FOUND naming it otherwise).
     pub fn get(&self, namespace: &str, name: &str) -> Result<BranchRecord> {
-        self.find(namespace, name)?
-            .ok_or_else(|| Error::NotFound(format!("branch {name:?} (no such branch)")))
+        self.find(namespace, name)?.ok_or_else(|| no_branch(name))
     }
 
     /// Records a new branch (ALREADY_EXISTS when its name is taken).
@@ -201,4 +259,9 @@ impl<'a> Registry<'a> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The error of a call naming a branch there is none of.
+pub fn no_branch(name: &str) -> Error {
+    Error::NotFound(format!("branch {name:?} (no such branch)"))
 }

@@ -72,6 +72,7 @@ pub use keys::ObjectKeys;
 use super::record::nanos;
 use super::{
     Backend, ChunkReader, ChunkSource, Keep, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
+    backoff,
 };
 use crate::change::{Change, ChangeCursor, Operation, Origin};
 use crate::entry::Entry;
@@ -149,14 +150,6 @@ fn next_version(floor: u64) -> u64 {
 /// A random blob id (never 0, which marks inline content).
 fn blob_id() -> u64 {
     rand::random::<u64>().max(1)
-}
-
-/// Sleeps a little more after each lost race (up to ~20 ms, jittered), so
-/// contending writers spread out.
-fn backoff(attempt: u32) {
-    let max = 1u64 << attempt.min(4);
-    let ms = rand::random_range(0..=max);
-    std::thread::sleep(Duration::from_millis(ms));
 }
 
 impl ObjectBackend {
@@ -336,6 +329,42 @@ impl Backend for ObjectBackend {
             data.to_vec(),
             super::ordered::file_entry(path.clone(), &file.meta),
         ))
+    }
+
+    /// The heads in one round trip (their GETs at once), then the blobs
+    /// of the large files found.
+    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<super::FilesRead> {
+        let mut asked = Vec::with_capacity(reads.len());
+        for (scope, path) in reads {
+            let ns = self.namespace(scope)?.to_owned();
+            let key = (path != &self.keys.mount)
+                .then(|| self.keys.head(&ns, path))
+                .transpose()?;
+            asked.push((ns, key));
+        }
+        let store = self.store();
+        let keys: Vec<(String, Option<String>)> = asked.clone();
+        let heads = self.run("reading files", async move {
+            let store = &store;
+            futures_util::future::try_join_all(keys.iter().map(|(ns, key)| async move {
+                match key {
+                    Some(key) => Ok(store.now(ns, key).await?.file().cloned()),
+                    None => Ok(None),
+                }
+            }))
+            .await
+        })?;
+        let mut out = Vec::with_capacity(reads.len());
+        for (((_, path), (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
+            out.push(match head {
+                Some(file) => Some((
+                    self.content(ns, path, &file)?.to_vec(),
+                    super::ordered::file_entry(path.clone(), &file.meta),
+                )),
+                None => None,
+            });
+        }
+        Ok(out)
     }
 
     fn read_chunks(
