@@ -172,7 +172,7 @@ impl<'a> Registry<'a> {
     pub fn record_read(record: &BranchRecord) -> Result<(Scope, VfsPath)> {
         Ok((
             Registry::scope(&record.namespace),
-            record.mount.join(&record.name)?,
+            Registry::record_path(&record.mount, &record.name)?,
         ))
     }
 
@@ -181,7 +181,8 @@ impl<'a> Registry<'a> {
         let Some(data) = found else {
             return Ok(false);
         };
-        Ok(BranchRecord::decode(&record.mount.join(&record.name)?, data)? == *record)
+        let path = Registry::record_path(&record.mount, &record.name)?;
+        Ok(BranchRecord::decode(&path, data)? == *record)
     }
 
     /// The branch `name` of `namespace`, if there is one.
