@@ -41,7 +41,9 @@
 //!   Delete, Move and Copy tools, and the Read tool's media reads;
 //! - `rewind`: labels, sessions and changeset ids in Watch and history, and
 //!   Rewind: a recorded turn undone byte for byte on the State, Store and
-//!   object tiers, conflicts, dry runs and selectors.
+//!   object tiers, conflicts, dry runs and selectors;
+//! - `search_index`: indexed Grep against the scan on two servers, under
+//!   random changes, on the State and Store tiers (docs/search-index.md).
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -71,6 +73,7 @@ mod object;
 mod rewind;
 mod sandbox;
 mod search;
+mod search_index;
 mod server;
 mod store;
 mod tools;
