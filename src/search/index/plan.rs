@@ -314,39 +314,33 @@ fn analyze(hir: &Hir) -> Info {
 
 /// A class is its members when few, else any single character.
 fn class_info(class: &Class) -> Info {
+    // (first, last) code of each range: characters, or bytes.
+    let ranges: Vec<(u32, u32)> = match class {
+        Class::Unicode(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        Class::Bytes(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+    };
+    let count: u32 = ranges.iter().map(|(lo, hi)| hi - lo + 1).sum();
+    if count > MAX_CLASS {
+        return Info::any(false);
+    }
     let mut set = Set::new();
-    match class {
-        Class::Unicode(c) => {
-            let count: u32 = c
-                .ranges()
-                .iter()
-                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
-                .sum();
-            if count > MAX_CLASS {
-                return Info::any(false);
-            }
-            for r in c.ranges() {
-                for ch in r.start()..=r.end() {
-                    let mut buf = [0; 4];
-                    let bytes = ch.encode_utf8(&mut buf).as_bytes();
-                    set.insert(bytes.iter().map(|&b| fold(b)).collect());
-                }
-            }
-        }
-        Class::Bytes(c) => {
-            let count: u32 = c
-                .ranges()
-                .iter()
-                .map(|r| u32::from(r.end()) - u32::from(r.start()) + 1)
-                .sum();
-            if count > MAX_CLASS {
-                return Info::any(false);
-            }
-            for r in c.ranges() {
-                for b in r.start()..=r.end() {
-                    set.insert(vec![fold(b)]);
-                }
-            }
+    for (lo, hi) in ranges {
+        for code in lo..=hi {
+            let bytes = match class {
+                Class::Unicode(_) => char::from_u32(code)
+                    .map(|ch| ch.to_string().into_bytes())
+                    .unwrap_or_default(),
+                Class::Bytes(_) => vec![code as u8],
+            };
+            set.insert(bytes.into_iter().map(fold).collect());
         }
     }
     Info::exact(set)
