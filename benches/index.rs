@@ -19,7 +19,7 @@ mod support;
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use agentvfs::search::index::segment::{Doc, Segment};
-use agentvfs::search::index::trigram;
+use agentvfs::search::index::{MAX_LEARN_BYTES, trigram};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -30,6 +30,10 @@ use tonic::transport::Channel;
 const MAX_FILE: u64 = 1 << 20;
 /// Budgets that never cut a benchmark short.
 const UNLIMITED: u64 = 1 << 40;
+/// Results a Grep stops at: dense queries over the whole kernel would
+/// otherwise hold gigabytes of matching lines in the client (both sides stop
+/// at the same result, so they still do the same work).
+const MAX_RESULTS: u64 = 100_000;
 
 /// (class, pattern, literal, case_insensitive).
 const QUERIES: &[(&str, &str, bool, bool)] = &[
@@ -205,6 +209,7 @@ async fn grep(
         literal: q.2,
         case_insensitive: q.3,
         max_visited: UNLIMITED,
+        max_results: MAX_RESULTS,
         max_duration_ms: 600_000,
         include_hidden: true,
         include_ignored: true,
@@ -305,9 +310,9 @@ async fn main() {
     let mut a = client(&indexed).await;
     let mut b = client(&scanned).await;
     for root in ["/c", "/memories/c"] {
-        // Two Greps: the first records the namespace's size, the second
-        // learns every file; the merge follows in the background.
-        for _ in 0..2 {
+        // The first Grep records the namespace's size, the next ones learn
+        // it (MAX_LEARN_BYTES each); the merge follows in the background.
+        for _ in 0..(bytes as u64 / MAX_LEARN_BYTES + 2) {
             grep(&mut a, root, &QUERIES[0]).await;
         }
         tokio::time::sleep(Duration::from_secs(10)).await;

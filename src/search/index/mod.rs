@@ -40,6 +40,10 @@ const DENSE_SHARE: f64 = 0.75;
 /// The overlay is merged into a new segment once it holds this many files
 /// and an eighth of the segment.
 const MERGE_MIN_FILES: usize = 256;
+/// Most bytes one Grep learns: trigram extraction runs at about 54 MB/s a
+/// core (docs/performance.md § Indexed search), so learning adds at most
+/// ~0.3 s to a Grep; a large namespace is learned over several Greps.
+pub const MAX_LEARN_BYTES: u64 = 16 << 20;
 
 /// Whether and from what size a tier indexes its namespaces
 /// (`[search]` in the configuration).
@@ -227,6 +231,8 @@ pub struct IndexedGrep {
     /// Learn unknown files (the namespace is large enough).
     learning: bool,
     learned: Vec<(Vec<u8>, Learned)>,
+    /// Bytes learned so far, up to [`MAX_LEARN_BYTES`].
+    learned_bytes: u64,
     walked: u64,
     /// Files ruled out without being read.
     skipped: u64,
@@ -257,6 +263,7 @@ impl IndexedGrep {
             query: query.clone(),
             learning: large,
             learned: Vec::new(),
+            learned_bytes: 0,
             walked: 0,
             skipped: 0,
         }
@@ -290,13 +297,14 @@ impl IndexedGrep {
                 _ => Verdict::Search { learn: false },
             },
             None => Verdict::Search {
-                learn: self.learning,
+                learn: self.learning && self.learned_bytes < MAX_LEARN_BYTES,
             },
         }
     }
 
     /// Records the content of a file [`IndexedGrep::check`] asked to learn.
     pub fn learn(&mut self, key: Vec<u8>, version: u64, data: &[u8]) {
+        self.learned_bytes += data.len() as u64;
         let trigrams = trigram::extract(data).ok().map(Arc::from);
         self.learned.push((key, (version, trigrams)));
     }
@@ -386,6 +394,25 @@ mod tests {
         assert_eq!(grep(&index, &changed, "goodbye"), ["c"]);
         // A pattern with no trigram is never narrowed.
         assert_eq!(grep(&index, &changed, "h.*"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn one_grep_learns_at_most_its_byte_budget() {
+        let index = Arc::new(NamespaceIndex::default());
+        // The largest file the index holds.
+        let big = "a".repeat(trigram::MAX_INDEXED_FILE_BYTES);
+        let files = [
+            ("a", 1, big.as_str()),
+            ("b", 2, big.as_str()),
+            ("c", 3, big.as_str()),
+        ];
+        grep(&index, &files, "needle");
+        grep(&index, &files, "needle");
+        // 8 MiB, then 16 MiB: the budget is spent before the third file.
+        assert_eq!(lock(&index.overlay).len(), 2);
+        grep(&index, &files, "needle");
+        assert_eq!(lock(&index.overlay).len(), 3);
+        assert!(grep(&index, &files, "needle").is_empty());
     }
 
     #[test]
