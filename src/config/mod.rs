@@ -313,6 +313,29 @@ mod tests {
     }
 
     #[test]
+    fn search_index_settings_have_defaults_and_bounds() {
+        assert_eq!(embedded_default().search, IndexSettings::default());
+        let mount = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        let c = parse(
+            "x.toml",
+            &format!("[search]\nindex = false\nindex_min_files = 5\n{mount}"),
+        );
+        let search = c.unwrap().search;
+        assert!(!search.enabled);
+        assert_eq!(search.min_files, 5);
+        let err = parse(
+            "x.toml",
+            &format!("[search]\nindex_min_files = 5000000000\n{mount}"),
+        );
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "x.toml:2: search index_min_files must be between 0 and 4294967295"
+        );
+        let err = parse("x.toml", &format!("[search]\nindex = \"yes\"\n{mount}"));
+        assert!(err.unwrap_err().to_string().starts_with("x.toml:2: "));
+    }
+
+    #[test]
     fn state_max_sessions_has_a_default_and_a_floor() {
         assert_eq!(
             embedded_default().state.max_sessions,
