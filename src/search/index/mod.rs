@@ -257,11 +257,16 @@ impl IndexedGrep {
                 filter = Some((segment, selected));
             }
         }
+        // A Grep the index does not narrow learns only while the index
+        // holds fewer files than the namespace has: once it covers the
+        // namespace, such a Grep skips the per-file lookups altogether.
+        let covered = index.files() as u64 >= index.walked.load(Relaxed);
+        let learning = large && (filter.is_some() || !covered);
         IndexedGrep {
             index,
             filter,
             query: query.clone(),
-            learning: large,
+            learning,
             learned: Vec::new(),
             learned_bytes: 0,
             walked: 0,
@@ -278,6 +283,9 @@ impl IndexedGrep {
     }
 
     fn decide(&self, key: &[u8], version: u64) -> Verdict {
+        if self.filter.is_none() && !self.learning {
+            return Verdict::Search { learn: false };
+        }
         if let Some((v, trigrams)) = lock(&self.index.overlay).get(key)
             && *v == version
         {
