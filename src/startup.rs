@@ -20,7 +20,10 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     for m in &config.mounts {
         let (backend, tier): (Arc<dyn Backend>, &'static str) = match &m.tier {
             TierConfig::State => (
-                Arc::new(StateBackend::new(m.prefix.clone(), config.state, m.keep)),
+                Arc::new(
+                    StateBackend::new(m.prefix.clone(), config.state, m.keep)
+                        .with_search_index(config.search),
+                ),
                 "state",
             ),
             TierConfig::Filesystem { root, journal } => {
@@ -53,7 +56,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                         other => format!("mount {}: {other}", m.prefix),
                     }
                 })?;
-                (Arc::new(store), "store")
+                (Arc::new(store.with_search_index(config.search)), "store")
             }
             TierConfig::Object {
                 bucket,

@@ -3,8 +3,9 @@
 //! (`agentvfs::text`, `agentvfs::format`: line windows, edits, numbering, regex
 //! windows, the apply_patch format), the configuration parser (`agentvfs::config::parse`), the
 //! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`), the
-//! AWS credentials file parser and the object tier's path-to-key encoding
-//! (`agentvfs::backend::object`).
+//! AWS credentials file parser, the object tier's path-to-key encoding
+//! (`agentvfs::backend::object`) and the search index's planner
+//! (`agentvfs::search::index::plan`: it never excludes a true match).
 //!
 //! Every property checks "never panics" plus agreement with a small,
 //! independently written reference (a naive model of the documented rule), so a
@@ -642,6 +643,22 @@ proptest! {
         let got: Vec<String> = applied.lines().map(str::to_owned).collect();
         prop_assert_eq!(got, expected);
     }
+
+    /// The planner never excludes a true match: every string the pattern
+    /// matches holds the trigrams its plan requires (docs/search-index.md §
+    /// Exactness).
+    #[test]
+    fn index_plan_never_excludes_a_match(pattern in index_pattern(), ci: bool, text in index_text()) {
+        check_plan(&pattern, false, ci, &text)?;
+        // The same pieces as a fixed string, and the text's own pieces as
+        // patterns (so some match for sure).
+        check_plan(&pattern, true, ci, &text)?;
+        if text.len() >= 3 {
+            let cut = text.char_indices().nth(text.chars().count() / 2).map_or(0, |(i, _)| i);
+            check_plan(&text[cut..], true, ci, &text)?;
+            check_plan(&text[..cut], false, ci, &text)?;
+        }
+    }
 }
 
 fn unnumber(content: &str, start: u64) -> Vec<String> {
@@ -760,4 +777,97 @@ fn mutate(
             *source = lines.join("\n");
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// The search index's planner (src/search/index/plan.rs)
+// ---------------------------------------------------------------------------
+
+/// Pattern pieces over a small alphabet, so random text matches often:
+/// literals in both cases, non-ASCII letters with case variants (the Kelvin
+/// sign folds to k), classes small and large, alternation, repetition and
+/// zero-width assertions; malformed combinations too.
+fn index_pattern() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "a",
+            "b",
+            "c",
+            "ab",
+            "abc",
+            "B",
+            "AbC",
+            "k",
+            "K",
+            "é",
+            "É",
+            "ß",
+            ".",
+            "*",
+            "+",
+            "?",
+            "(",
+            ")",
+            "(?:",
+            "(?i)",
+            "(?-i)",
+            "|",
+            "[ab]",
+            "[a-c]",
+            "[^a]",
+            "[a-z]",
+            "[Kk]",
+            "\\w",
+            "\\d",
+            "\\s",
+            "\\b",
+            "^",
+            "$",
+            "{2}",
+            "{1,3}",
+            "{0,2}",
+            "{3,}",
+            "\\x41",
+            "(?-u:\\xE9)",
+        ]),
+        1..10,
+    )
+    .prop_map(|p| p.concat())
+}
+
+/// Text lines over the same alphabet.
+fn index_text() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop::sample::select(vec![
+            "a", "b", "c", "A", "B", "C", "k", "K", "\u{212A}", "é", "É", "ß", "ẞ", " ", "1", "_",
+        ]),
+        0..40,
+    )
+    .prop_map(|p| p.concat())
+}
+
+/// Checks that every match of `pattern` in `text` satisfies its plan.
+fn check_plan(pattern: &str, literal: bool, ci: bool, text: &str) -> Result<(), TestCaseError> {
+    use agentvfs::search::index::{plan, trigram};
+    let query = plan::plan(pattern, literal, ci);
+    let source = if literal {
+        regex::escape(pattern)
+    } else {
+        pattern.to_owned()
+    };
+    let Ok(re) = regex::bytes::RegexBuilder::new(&source)
+        .case_insensitive(ci)
+        .build()
+    else {
+        return Ok(());
+    };
+    for m in re.find_iter(text.as_bytes()) {
+        let trigrams = trigram::extract(m.as_bytes()).unwrap_or_default();
+        prop_assert!(
+            query.matches(&trigrams),
+            "{pattern:?} (literal {literal}, -i {ci}) matched {:?} in {text:?}, which the plan {query:?} excludes",
+            String::from_utf8_lossy(m.as_bytes())
+        );
+    }
+    Ok(())
 }

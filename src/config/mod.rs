@@ -31,6 +31,7 @@ pub use principals::AccessConfig;
 
 use crate::access::Principal;
 use crate::backend::state::StateLimits;
+use crate::search::index::IndexSettings;
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
@@ -155,6 +156,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// The MCP endpoint.
     pub mcp: McpConfig,
+    /// The search index of the State and Store tiers (`[search]`).
+    pub search: IndexSettings,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +169,7 @@ struct RawConfig {
     tools: Option<tools::RawTools>,
     limits: Option<limits::RawLimits>,
     mcp: Option<mcp::RawMcp>,
+    search: Option<RawSearch>,
     #[serde(default, rename = "mount")]
     mounts: Vec<Spanned<mounts::RawMount>>,
     #[serde(default, rename = "principal")]
@@ -179,6 +183,29 @@ struct RawState {
     max_total_bytes: Option<u64>,
     idle_ttl_seconds: Option<u64>,
     max_sessions: Option<Spanned<usize>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSearch {
+    index: Option<bool>,
+    index_min_files: Option<Spanned<u64>>,
+}
+
+/// Validates `[search]`.
+fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettings, ConfigError> {
+    let default = IndexSettings::default();
+    Ok(IndexSettings {
+        enabled: raw.and_then(|s| s.index).unwrap_or(default.enabled),
+        min_files: src
+            .between(
+                raw.and_then(|s| s.index_min_files.as_ref()),
+                "search",
+                "index_min_files",
+                0..=u64::from(u32::MAX),
+            )?
+            .unwrap_or(default.min_files),
+    })
 }
 
 /// Parses and validates configuration text read from `file`.
@@ -220,6 +247,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         access,
         limits: limits::parse(&src, raw.limits.as_ref(), max_file_bytes)?,
         mcp: mcp::parse(&src, raw.mcp)?,
+        search: parse_search(&src, raw.search.as_ref())?,
     })
 }
 
@@ -282,6 +310,29 @@ mod tests {
         .unwrap();
         assert_eq!(c.principals.len(), 2);
         assert!(!c.access.anonymous);
+    }
+
+    #[test]
+    fn search_index_settings_have_defaults_and_bounds() {
+        assert_eq!(embedded_default().search, IndexSettings::default());
+        let mount = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
+        let c = parse(
+            "x.toml",
+            &format!("[search]\nindex = false\nindex_min_files = 5\n{mount}"),
+        );
+        let search = c.unwrap().search;
+        assert!(!search.enabled);
+        assert_eq!(search.min_files, 5);
+        let err = parse(
+            "x.toml",
+            &format!("[search]\nindex_min_files = 5000000000\n{mount}"),
+        );
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "x.toml:2: search index_min_files must be between 0 and 4294967295"
+        );
+        let err = parse("x.toml", &format!("[search]\nindex = \"yes\"\n{mount}"));
+        assert!(err.unwrap_err().to_string().starts_with("x.toml:2: "));
     }
 
     #[test]

@@ -17,10 +17,13 @@
 //! - `grep`: the ripgrep matcher and sink that collects one file's matches;
 //! - `rules`: which names are hidden or ignored by default (docs/contract.md § Glob and Grep);
 //! - `sorted`: the walk over tiers whose files live in an ordered key space;
+//! - `index`: the trigram index that narrows a Grep's candidate files
+//!   (docs/search-index.md);
 //! - `window`: the parallel, order-preserving file window any tier's Grep
 //!   can search files with (results still in walk order).
 
 mod grep;
+pub mod index;
 pub mod rules;
 mod run;
 pub mod sorted;

@@ -9,6 +9,7 @@
 //! reading what lies below it. Cost is therefore O(results walked), never a scan
 //! of the whole namespace.
 
+use super::index::{IndexedGrep, Verdict};
 use super::rules::{self, Skip};
 use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
 use crate::entry::{Entry, EntryKind};
@@ -29,6 +30,19 @@ pub trait SortedFiles {
 /// Walks every file of `part` in path order and feeds the run. The caller has
 /// checked that `part.top` is a directory.
 pub fn walk<S: SortedFiles>(run: &SearchRun, files: &mut S, part: &SearchPart) -> Result<()> {
+    walk_indexed(run, files, part, None)
+}
+
+/// [`walk`] with a Grep narrowed by the tier's search index: a file the
+/// index rules out is counted as searched without being read, which is what
+/// searching it would count (the index holds no binary file), so results and
+/// summary stay the scan's (docs/search-index.md § Exactness).
+pub fn walk_indexed<S: SortedFiles>(
+    run: &SearchRun,
+    files: &mut S,
+    part: &SearchPart,
+    mut index: Option<&mut IndexedGrep>,
+) -> Result<()> {
     let root = &run.spec().root;
     let (start, end) = part.top.subtree_range();
     let mut cursor = start.max(part.lo.clone());
@@ -69,14 +83,30 @@ pub fn walk<S: SortedFiles>(run: &SearchRun, files: &mut S, part: &SearchPart) -
             cursor = dir.subtree_range().1;
             continue;
         }
-        cursor = key;
-        cursor.push(0);
         if !run.visit() || count_skip(run, name) {
+            cursor = key;
+            cursor.push(0);
             continue;
         }
-        visit_file(run, files, searcher.as_mut(), &rel, entry)?;
+        let file = Visit {
+            rel: &rel,
+            key: &key,
+            entry,
+        };
+        visit_file(run, files, searcher.as_mut(), file, index.as_deref_mut())?;
+        cursor = key;
+        cursor.push(0);
     }
     Ok(())
+}
+
+/// A walked file.
+struct Visit<'a> {
+    /// Its path relative to the search root.
+    rel: &'a str,
+    /// Its order key.
+    key: &'a [u8],
+    entry: Entry,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -86,7 +116,13 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
     };
     if run.visit() {
         let name = entry.path.name().to_owned();
-        visit_file(run, files, FileSearcher::new(run).as_mut(), &name, entry)?;
+        let key = entry.path.order_key();
+        let file = Visit {
+            rel: &name,
+            key: &key,
+            entry,
+        };
+        visit_file(run, files, FileSearcher::new(run).as_mut(), file, None)?;
     }
     Ok(())
 }
@@ -95,9 +131,10 @@ fn visit_file<S: SortedFiles>(
     run: &SearchRun,
     files: &mut S,
     searcher: Option<&mut FileSearcher<'_>>,
-    rel: &str,
-    entry: Entry,
+    file: Visit<'_>,
+    index: Option<&mut IndexedGrep>,
 ) -> Result<()> {
+    let Visit { rel, key, entry } = file;
     match &run.spec().kind {
         SearchKind::Glob(glob) => {
             if glob.matcher.is_match(rel) {
@@ -113,8 +150,22 @@ fn visit_file<S: SortedFiles>(
                 return Ok(());
             };
             if searcher.wants(rel, entry.size) {
+                let learn = match index {
+                    Some(index) => match index.check(key, entry.version) {
+                        Verdict::Skip => {
+                            run.searched_file();
+                            return Ok(());
+                        }
+                        Verdict::Search { learn: true } => Some(index),
+                        Verdict::Search { learn: false } => None,
+                    },
+                    None => None,
+                };
                 match files.load(&entry) {
                     Ok(data) => {
+                        if let Some(index) = learn {
+                            index.learn(key.to_vec(), entry.version, data.as_ref());
+                        }
                         let modified = entry.modified;
                         if let Some(hits) =
                             searcher.search_slice(&entry.path, modified, data.as_ref())

@@ -5,6 +5,7 @@
 //! callers run it on a blocking thread, never on the async runtime: a pattern
 //! like `\p{L}{5000}` would otherwise stall every call sharing the worker.
 
+use super::index::plan::{Query, plan};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
@@ -65,6 +66,9 @@ pub struct GrepOptions {
     pub max_count_per_file: u64,
     /// Larger files are skipped and counted.
     pub max_file_bytes: u64,
+    /// The trigrams every match's file holds, for the search index
+    /// (docs/search-index.md).
+    pub plan: Query,
 }
 
 impl GrepOptions {
@@ -214,6 +218,7 @@ impl SearchSpec {
                 request.max_count_per_file
             },
             max_file_bytes: DEFAULT_MAX_GREP_FILE_BYTES,
+            plan: plan(request.pattern, request.literal, request.case_insensitive),
         };
         Ok(SearchSpec::new(root, SearchKind::Grep(options), budgets))
     }

@@ -44,6 +44,8 @@
 //!   object tiers, conflicts, dry runs and selectors;
 //! - `branch_tools`: the branch LLM tools over Invoke and MCP, and handles
 //!   bound to a branch.
+//! - `search_index`: indexed Grep against the scan on two servers, under
+//!   random changes, on the State and Store tiers (docs/search-index.md).
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -74,6 +76,7 @@ mod object;
 mod rewind;
 mod sandbox;
 mod search;
+mod search_index;
 mod server;
 mod store;
 mod tools;

@@ -456,6 +456,10 @@ pub trait Engine: Send + Sync + 'static {
     /// The tier's version counter and change signal.
     fn counters(&self) -> &Counters;
 
+    /// The name of the file set `scope` sees, distinct per set: the key of
+    /// its search index (docs/search-index.md).
+    fn index_key(&self, scope: &Scope) -> String;
+
     /// The storage of `scope` if it has any: `None` when the scope never
     /// stored a file. Never creates it.
     fn find(&self, scope: &Scope) -> Result<Option<Self::Scoped>>;

@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::{IndexSettings, IndexedGrep, Registry};
 use crate::search::sorted;
-use crate::search::{SearchPart, SearchRun};
+use crate::search::{SearchKind, SearchPart, SearchRun};
 use std::time::SystemTime;
 use tokio::sync::watch;
 
@@ -32,6 +33,8 @@ const RESTORE_CHUNK_BYTES: usize = 1 << 20;
 pub struct OrderedTier<E> {
     keys: MountKeys,
     engine: E,
+    /// The search index of each namespace (docs/search-index.md).
+    index: Registry,
 }
 
 /// The first file strictly below the directory `rel`, if any.
@@ -56,7 +59,14 @@ impl<E: Engine> OrderedTier<E> {
         OrderedTier {
             keys: MountKeys::new(mount),
             engine,
+            index: Registry::new(IndexSettings::default()),
         }
+    }
+
+    /// The tier with its search index set up as `[search]` says.
+    pub fn with_search_index(mut self, settings: IndexSettings) -> OrderedTier<E> {
+        self.index = Registry::new(settings);
+        self
     }
 
     /// The engine (for its own counters).
@@ -797,7 +807,18 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             let mut walk = Walk::new(&self.keys, files)?;
             if root_entry.is_directory() {
-                sorted::walk(run, &mut walk, part)
+                let mut index = match &run.spec().kind {
+                    SearchKind::Grep(grep) => self
+                        .index
+                        .get(&self.engine.index_key(scope))
+                        .map(|index| IndexedGrep::start(index, self.index.settings(), &grep.plan)),
+                    SearchKind::Glob(_) => None,
+                };
+                let walked = sorted::walk_indexed(run, &mut walk, part, index.as_mut());
+                if let Some(index) = index {
+                    index.finish();
+                }
+                walked
             } else {
                 sorted::search_one(run, &mut walk, root_entry)
             }

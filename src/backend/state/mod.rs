@@ -334,6 +334,11 @@ impl Engine for StateEngine {
         &self.counters
     }
 
+    fn index_key(&self, scope: &Scope) -> String {
+        // Sessions are found by (namespace, session); names hold no NUL.
+        format!("{}\0{}", scope.namespace, scope.session)
+    }
+
     fn find(&self, scope: &Scope) -> Result<Option<Arc<Session>>> {
         Ok(self.existing(scope))
     }

@@ -278,6 +278,10 @@ impl Engine for StoreEngine {
         &self.counters
     }
 
+    fn index_key(&self, scope: &Scope) -> String {
+        scope.namespace.clone()
+    }
+
     fn find(&self, scope: &Scope) -> Result<Option<NsId>> {
         self.namespace(scope)
     }

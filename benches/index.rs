@@ -1,0 +1,368 @@
+//! `cargo bench --bench index`: Grep with the search index (docs/search-index.md)
+//! against the same Grep scanning and against `rg`, on a source tree loaded
+//! into the State and Store tiers of two servers (one with
+//! `[search] index = false`), printed as a markdown table.
+//!
+//! Corpus: `AGENTVFS_INDEX_CORPUS=DIR`, else Debian's `linux-source-6.1`
+//! (installed with `apt-get` when missing and unpacked once under the target
+//! directory). Only UTF-8 files up to 1 MiB are loaded (Write takes text);
+//! `rg` searches the same files from a copy on disk.
+//!
+//! Rows (`AGENTVFS_BENCH_RUNS` runs per query and side, default 5): per
+//! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
+//! on the same files; hits and summaries are compared (they must be equal).
+//! Then the index built in-process from the corpus: size against the corpus
+//! and build speed on one core.
+
+mod support;
+
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use agentvfs::search::index::segment::{Doc, Segment};
+use agentvfs::search::index::{MAX_LEARN_BYTES, trigram};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::Served;
+use tonic::transport::Channel;
+
+/// Largest file loaded.
+const MAX_FILE: u64 = 1 << 20;
+/// Budgets that never cut a benchmark short.
+const UNLIMITED: u64 = 1 << 40;
+/// Results a Grep stops at: dense queries over the whole kernel would
+/// otherwise hold gigabytes of matching lines in the client (both sides stop
+/// at the same result, so they still do the same work).
+const MAX_RESULTS: u64 = 100_000;
+
+/// (class, pattern, literal, case_insensitive).
+const QUERIES: &[(&str, &str, bool, bool)] = &[
+    ("selective literal", "hello world", true, false),
+    ("selective literal", "EXPORT_SYMBOL_GPL(kvm_", true, false),
+    ("selective literal", "frobnicate", true, false),
+    ("selective literal", "This is the Linux kernel", true, false),
+    ("selective literal", "unreachable_code_here", true, false),
+    ("selective literal", "MODULE_AUTHOR(\"Linus", true, false),
+    ("selective literal", "deadbeefcafe", true, false),
+    ("selective literal", "struct serde_json", true, false),
+    ("selective regex", r"fn\s+parse_[a-z]+_header", false, false),
+    (
+        "selective regex",
+        r"kmalloc_array\([a-z_]+, sizeof",
+        false,
+        false,
+    ),
+    (
+        "selective regex",
+        r"(spin|mutex)_lock_irqsave_nested",
+        false,
+        false,
+    ),
+    ("selective regex", r"0x[dD][eE][aA][dD]", false, false),
+    (
+        "selective regex",
+        r"CONFIG_[A-Z_]+_DEBUG_FS\b",
+        false,
+        false,
+    ),
+    (
+        "selective regex",
+        r"impl\s+Drop\s+for\s+Served",
+        false,
+        false,
+    ),
+    ("-i", "hello world", false, true),
+    ("-i", "copyright holder", false, true),
+    ("-i", "frobnicate", false, true),
+    ("-i", "Panic_On_Oops", false, true),
+    ("-i", "undefined behaviour", false, true),
+    ("-i", "todo: remove", false, true),
+    ("medium", "static inline", true, false),
+    ("medium", "#include <linux/slab.h>", true, false),
+    ("medium", r"pub fn new\(", false, false),
+    ("medium", "GPL-2.0", true, false),
+    ("medium", "unsafe", true, false),
+    ("dense", "return", true, false),
+    ("dense", "the", true, false),
+    ("unindexable", r"\w+\(\)", false, false),
+    ("unindexable", "[{}]", false, false),
+    ("unindexable", "x", false, false),
+];
+
+/// The corpus directory: given, or linux-source-6.1 unpacked once.
+fn corpus() -> PathBuf {
+    if let Ok(dir) = std::env::var("AGENTVFS_INDEX_CORPUS") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
+    let out = Path::new(&target).join("index-corpus");
+    let tree = out.join("linux-source-6.1");
+    if tree.is_dir() {
+        return tree;
+    }
+    let tarball = Path::new("/usr/src/linux-source-6.1.tar.xz");
+    if !tarball.exists() {
+        let ok = Command::new("apt-get")
+            .args(["install", "-y", "linux-source-6.1"])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "apt-get install linux-source-6.1 failed; set AGENTVFS_INDEX_CORPUS"
+        );
+    }
+    std::fs::create_dir_all(&out).expect("corpus dir");
+    let ok = Command::new("tar")
+        .arg("-xf")
+        .arg(tarball)
+        .arg("-C")
+        .arg(&out)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "unpacking {} failed", tarball.display());
+    tree
+}
+
+/// (relative path, text) of every loadable file, in path order.
+fn load_files(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            if kind.is_dir() {
+                stack.push(path);
+            } else if kind.is_file()
+                && entry.metadata().is_ok_and(|m| m.len() <= MAX_FILE)
+                && let Ok(text) = std::fs::read_to_string(&path)
+                && let Ok(rel) = path.strip_prefix(root)
+                && let Some(rel) = rel.to_str()
+                && agentvfs::VfsPath::parse(&format!("/{rel}")).is_ok()
+            {
+                out.push((rel.to_owned(), text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn client(served: &Served) -> FilesystemClient<Channel> {
+    FilesystemClient::connect(served.url())
+        .await
+        .expect("connect")
+        .max_decoding_message_size(256 << 20)
+}
+
+fn server(dir: &Path, name: &str, index: bool) -> Served {
+    let home = dir.join(name);
+    std::fs::create_dir_all(&home).unwrap();
+    let config = format!(
+        "max_file_bytes = 67108864\n[state]\nmax_total_bytes = 17179869184\n\
+         [search]\nindex = {index}\n\
+         [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\
+         [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = {:?}\n",
+        home.join("store")
+    );
+    let file = home.join("agentvfs.toml");
+    std::fs::write(&file, config).unwrap();
+    Served::start([std::ffi::OsStr::new("--config"), file.as_os_str()], &home)
+}
+
+async fn load(served: &Served, root: &str, files: &[(String, String)]) {
+    let clients = futures_util::future::join_all((0..8).map(|_| client(served))).await;
+    let files = std::sync::Arc::new(files.to_vec());
+    let root = root.to_owned();
+    support::spread_calls(clients, files.len(), move |mut fs, i| {
+        let files = files.clone();
+        let root = root.clone();
+        async move {
+            let (rel, text) = &files[i];
+            fs.write(pb::WriteRequest {
+                path: format!("{root}/{rel}"),
+                content: text.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("write");
+        }
+    })
+    .await;
+}
+
+/// One Grep's matches, summary (elapsed zeroed) and time.
+async fn grep(
+    fs: &mut FilesystemClient<Channel>,
+    root: &str,
+    q: &(&str, &str, bool, bool),
+) -> (Vec<pb::GrepMatch>, pb::SearchSummary, Duration) {
+    let start = Instant::now();
+    let req = pb::GrepRequest {
+        pattern: q.1.into(),
+        path: root.into(),
+        literal: q.2,
+        case_insensitive: q.3,
+        max_visited: UNLIMITED,
+        max_results: MAX_RESULTS,
+        max_duration_ms: 600_000,
+        include_hidden: true,
+        include_ignored: true,
+        ..Default::default()
+    };
+    let mut stream = fs.grep(req).await.expect("grep").into_inner();
+    let mut matches = Vec::new();
+    let mut summary = None;
+    while let Some(msg) = stream.message().await.expect("grep stream") {
+        match msg.result.expect("result") {
+            pb::grep_response::Result::Batch(b) => matches.extend(b.matches),
+            pb::grep_response::Result::Summary(s) => summary = Some(s),
+        }
+    }
+    let mut summary = summary.expect("summary");
+    summary.elapsed_ms = 0;
+    (matches, summary, start.elapsed())
+}
+
+fn rg(dir: &Path, q: &(&str, &str, bool, bool)) -> Duration {
+    let start = Instant::now();
+    let mut cmd = Command::new("rg");
+    cmd.args(["-n", "--hidden", "--no-ignore", "-uu", "--no-messages"]);
+    if q.2 {
+        cmd.arg("-F");
+    }
+    if q.3 {
+        cmd.arg("-i");
+    }
+    cmd.arg("-e")
+        .arg(q.1)
+        .arg(dir)
+        .stdout(std::process::Stdio::null());
+    let _ = cmd.status();
+    start.elapsed()
+}
+
+fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
+    xs.sort_by(|a, b| a.total_cmp(b));
+    xs[((xs.len() - 1) as f64 * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[tokio::main]
+async fn main() {
+    let source = corpus();
+    let files = load_files(&source);
+    let bytes: usize = files.iter().map(|(_, t)| t.len()).sum();
+    println!(
+        "corpus: {} ({} files, {:.0} MB loadable)\n",
+        source.display(),
+        files.len(),
+        bytes as f64 / 1e6
+    );
+    let tmp = tempfile::tempdir().expect("temp dir");
+    // rg searches exactly the loaded files.
+    let disk = tmp.path().join("disk");
+    for (rel, text) in &files {
+        let path = disk.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    // The index built in-process: size and build speed on one core.
+    let start = Instant::now();
+    let docs: Vec<Doc> = files
+        .iter()
+        .enumerate()
+        .map(|(i, (rel, text))| Doc {
+            key: agentvfs::path::order_key(&format!("/c/{rel}")),
+            version: i as u64,
+            trigrams: trigram::extract(text.as_bytes()).ok(),
+        })
+        .collect();
+    let unindexed = docs.iter().filter(|d| d.trigrams.is_none()).count();
+    let segment = Segment::build(docs);
+    let build = start.elapsed();
+
+    let indexed = server(tmp.path(), "indexed", true);
+    let scanned = server(tmp.path(), "scanned", false);
+    let start = Instant::now();
+    for root in ["/c", "/memories/c"] {
+        load(&indexed, root, &files).await;
+        load(&scanned, root, &files).await;
+    }
+    println!(
+        "loaded both servers in {:.1} s\n",
+        start.elapsed().as_secs_f64()
+    );
+
+    println!(
+        "| tier | class | queries | indexed p50 ms | indexed p95 ms | scan p50 ms | rg p50 ms | scan / indexed | rg / indexed | equal |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut a = client(&indexed).await;
+    let mut b = client(&scanned).await;
+    for root in ["/c", "/memories/c"] {
+        // The first Grep records the namespace's size, the next ones learn
+        // it (MAX_LEARN_BYTES each); the merge follows in the background.
+        for _ in 0..(bytes as u64 / MAX_LEARN_BYTES + 2) {
+            grep(&mut a, root, &QUERIES[0]).await;
+        }
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        let classes = [
+            "selective literal",
+            "selective regex",
+            "-i",
+            "medium",
+            "dense",
+            "unindexable",
+        ];
+        for class in classes {
+            let (mut ti, mut ts, mut tr) = (Vec::new(), Vec::new(), Vec::new());
+            let mut equal = true;
+            let mut n = 0;
+            for q in QUERIES.iter().filter(|q| q.0 == class) {
+                n += 1;
+                for _ in 0..support::runs() {
+                    let (ma, sa, da) = grep(&mut a, root, q).await;
+                    let (mb, sb, db) = grep(&mut b, root, q).await;
+                    equal &= ma == mb && sa == sb;
+                    ti.push(ms(da));
+                    ts.push(ms(db));
+                }
+                for _ in 0..3 {
+                    tr.push(ms(rg(&disk, q)));
+                }
+            }
+            let (i50, i95, s50, r50) = (
+                pct(ti.clone(), 0.5),
+                pct(ti, 0.95),
+                pct(ts, 0.5),
+                pct(tr, 0.5),
+            );
+            let tier = if root == "/c" { "State" } else { "Store" };
+            println!(
+                "| {tier} | {class} | {n} | {i50:.1} | {i95:.1} | {s50:.1} | {r50:.1} | {:.1}× | {:.1}× | {} |",
+                s50 / i50,
+                r50 / i50,
+                if equal { "yes" } else { "NO" }
+            );
+        }
+    }
+    println!(
+        "\nindex built in-process: {} files ({} always scanned), {:.0} MB postings and path table \
+         = {:.2}× the corpus, {:.0} MB/s on one core",
+        segment.len(),
+        unindexed,
+        segment.bytes() as f64 / 1e6,
+        segment.bytes() as f64 / bytes as f64,
+        bytes as f64 / 1e6 / build.as_secs_f64()
+    );
+}

@@ -1,0 +1,441 @@
+//! The trigram index that narrows a Grep's candidate files
+//! (docs/search-index.md).
+//!
+//! One [`NamespaceIndex`] per tier namespace (a State session, a Store
+//! namespace), kept by the tier in a [`Registry`]. It holds an immutable
+//! [`segment::Segment`] and a small overlay of files learned since; both
+//! record, per path, the *version* of the content they indexed. A walked
+//! file is skipped without being read only when the index holds that very
+//! version and its trigrams rule the pattern out; any other file (changed
+//! since, unknown, or one the index cannot hold) is searched as before. Since
+//! a tier draws a new version for every change of a path, a changed path
+//! never matches a stale entry: it is dirty the moment the change is
+//! visible, in the same snapshot the walk reads.
+//!
+//! Layout:
+//! - `trigram`: what a file contributes, or why it is always scanned;
+//! - `plan`: pattern -> trigram query;
+//! - `segment`: the immutable path table and posting lists.
+
+pub mod plan;
+pub mod segment;
+pub mod trigram;
+
+use plan::Query;
+use segment::{Doc, Segment, Selected};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use trigram::Trigram;
+
+/// Default of `[search] index_min_files`: a namespace whose Greps walked
+/// fewer files is searched without the index (docs/performance.md §
+/// Indexed search has the measurement behind it).
+pub const DEFAULT_MIN_FILES: u64 = 2_000;
+/// Most namespaces indexed per tier; the least recently used goes first.
+pub const MAX_INDEXES: usize = 64;
+/// A selection of more than this share of the indexed files is not worth
+/// the lookups: the Grep scans as if there were no index.
+const DENSE_SHARE: f64 = 0.75;
+/// The overlay is merged into a new segment once it holds this many files
+/// and an eighth of the segment.
+const MERGE_MIN_FILES: usize = 256;
+/// Most bytes one Grep learns: trigram extraction runs at about 54 MB/s a
+/// core (docs/performance.md § Indexed search), so learning adds at most
+/// ~0.3 s to a Grep; a large namespace is learned over several Greps.
+pub const MAX_LEARN_BYTES: u64 = 16 << 20;
+
+/// Whether and from what size a tier indexes its namespaces
+/// (`[search]` in the configuration).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IndexSettings {
+    /// `[search] index`.
+    pub enabled: bool,
+    /// `[search] index_min_files`.
+    pub min_files: u64,
+}
+
+impl Default for IndexSettings {
+    fn default() -> IndexSettings {
+        IndexSettings {
+            enabled: true,
+            min_files: DEFAULT_MIN_FILES,
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update below is a single insert or swap: a panic cannot leave
+    // half of one behind.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The indexes of one tier, by namespace.
+pub struct Registry {
+    settings: IndexSettings,
+    indexes: Mutex<HashMap<String, (Arc<NamespaceIndex>, u64)>>,
+    uses: AtomicU64,
+}
+
+impl Registry {
+    /// An empty registry with these settings.
+    pub fn new(settings: IndexSettings) -> Registry {
+        Registry {
+            settings,
+            indexes: Mutex::new(HashMap::new()),
+            uses: AtomicU64::new(0),
+        }
+    }
+
+    /// The index of the namespace `key` (created when missing), or `None`
+    /// when indexing is off.
+    pub fn get(&self, key: &str) -> Option<Arc<NamespaceIndex>> {
+        if !self.settings.enabled {
+            return None;
+        }
+        let use_no = self.uses.fetch_add(1, Relaxed);
+        let mut indexes = lock(&self.indexes);
+        if !indexes.contains_key(key) && indexes.len() >= MAX_INDEXES {
+            let oldest = indexes
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                indexes.remove(&oldest);
+            }
+        }
+        let entry = indexes
+            .entry(key.to_owned())
+            .or_insert_with(|| (Arc::new(NamespaceIndex::default()), use_no));
+        entry.1 = use_no;
+        Some(entry.0.clone())
+    }
+
+    /// The settings the registry runs with.
+    pub fn settings(&self) -> IndexSettings {
+        self.settings
+    }
+}
+
+/// A file learned since the segment was built: its version and trigrams
+/// (`None`: always scanned).
+type Learned = (u64, Option<Arc<[Trigram]>>);
+
+/// The index of one namespace; see the module doc.
+#[derive(Default)]
+pub struct NamespaceIndex {
+    segment: RwLock<Arc<Segment>>,
+    overlay: Mutex<BTreeMap<Vec<u8>, Learned>>,
+    /// Most files one Grep of this namespace walked: decides whether the
+    /// namespace is large enough to index.
+    walked: AtomicU64,
+    merging: AtomicBool,
+}
+
+impl NamespaceIndex {
+    fn segment(&self) -> Arc<Segment> {
+        self.segment
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Files held: segment plus overlay (stale versions included).
+    pub fn files(&self) -> usize {
+        self.segment().len() + lock(&self.overlay).len()
+    }
+
+    /// Approximate bytes held.
+    pub fn bytes(&self) -> usize {
+        let overlay: usize = lock(&self.overlay)
+            .iter()
+            .map(|(k, (_, t))| k.len() + 32 + t.as_ref().map_or(0, |t| t.len() * 4))
+            .sum();
+        self.segment().bytes() + overlay
+    }
+
+    /// Merges the overlay into a new segment when it has grown, on a
+    /// background thread of low priority (one merge at a time).
+    fn maybe_merge(self: &Arc<Self>) {
+        let overlay = lock(&self.overlay).len();
+        if overlay < MERGE_MIN_FILES || overlay < self.segment().len() / 8 {
+            return;
+        }
+        if self.merging.swap(true, Relaxed) {
+            return;
+        }
+        let index = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("search-index-merge".into())
+            .spawn(move || {
+                index.merge();
+                index.merging.store(false, Relaxed);
+            });
+        if let Err(err) = spawned {
+            tracing::warn!(%err, "could not start a search index merge");
+            self.merging.store(false, Relaxed);
+        }
+    }
+
+    /// Builds segment + overlay into one segment and swaps it in; files
+    /// learned meanwhile stay in the overlay.
+    pub fn merge(&self) {
+        let started = std::time::Instant::now();
+        let old = self.segment();
+        let taken: BTreeMap<Vec<u8>, Learned> = lock(&self.overlay).clone();
+        let mut docs: BTreeMap<Vec<u8>, Doc> =
+            old.docs().into_iter().map(|d| (d.key.clone(), d)).collect();
+        for (key, (version, trigrams)) in &taken {
+            docs.insert(
+                key.clone(),
+                Doc {
+                    key: key.clone(),
+                    version: *version,
+                    trigrams: trigrams.as_ref().map(|t| t.to_vec()),
+                },
+            );
+        }
+        let merged = Arc::new(Segment::build(docs.into_values().collect()));
+        let mut overlay = lock(&self.overlay);
+        *self.segment.write().unwrap_or_else(|p| p.into_inner()) = merged.clone();
+        overlay.retain(|key, (version, _)| taken.get(key).is_none_or(|(v, _)| v != version));
+        tracing::info!(
+            files = merged.len(),
+            bytes = merged.bytes(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "search index merged"
+        );
+    }
+}
+
+/// What a Grep does with one walked file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The index rules a match out: the file is searched in name only
+    /// (counted as searched, never read).
+    Skip,
+    /// Search it; with `learn`, hand its content to [`IndexedGrep::learn`].
+    Search {
+        /// The index does not know this version yet.
+        learn: bool,
+    },
+}
+
+/// One Grep's use of a namespace's index: the candidate check per walked
+/// file, and the files it learns on the way.
+pub struct IndexedGrep {
+    index: Arc<NamespaceIndex>,
+    /// Set when the index narrows this Grep.
+    filter: Option<(Arc<Segment>, Selected)>,
+    query: Query,
+    /// Learn unknown files (the namespace is large enough).
+    learning: bool,
+    learned: Vec<(Vec<u8>, Learned)>,
+    /// Bytes learned so far, up to [`MAX_LEARN_BYTES`].
+    learned_bytes: u64,
+    walked: u64,
+    /// Files ruled out without being read.
+    skipped: u64,
+}
+
+impl IndexedGrep {
+    /// Starts a Grep whose matches all satisfy `query` on `index`.
+    pub fn start(
+        index: Arc<NamespaceIndex>,
+        settings: IndexSettings,
+        query: &Query,
+    ) -> IndexedGrep {
+        let large = index.walked.load(Relaxed) >= settings.min_files;
+        let mut filter = None;
+        if large && *query != Query::All {
+            let segment = index.segment();
+            let selected = segment.select(query);
+            let dense = selected
+                .count()
+                .is_none_or(|n| n as f64 > DENSE_SHARE * segment.len() as f64);
+            if !dense || segment.is_empty() {
+                filter = Some((segment, selected));
+            }
+        }
+        // A Grep the index does not narrow learns only while the index
+        // holds fewer files than the namespace has: once it covers the
+        // namespace, such a Grep skips the per-file lookups altogether.
+        let covered = index.files() as u64 >= index.walked.load(Relaxed);
+        let learning = large && (filter.is_some() || !covered);
+        IndexedGrep {
+            index,
+            filter,
+            query: query.clone(),
+            learning,
+            learned: Vec::new(),
+            learned_bytes: 0,
+            walked: 0,
+            skipped: 0,
+        }
+    }
+
+    /// Decides for the file with order key `key` at `version`.
+    pub fn check(&mut self, key: &[u8], version: u64) -> Verdict {
+        let verdict = self.decide(key, version);
+        self.walked += 1;
+        self.skipped += u64::from(verdict == Verdict::Skip);
+        verdict
+    }
+
+    fn decide(&self, key: &[u8], version: u64) -> Verdict {
+        if self.filter.is_none() && !self.learning {
+            return Verdict::Search { learn: false };
+        }
+        if let Some((v, trigrams)) = lock(&self.index.overlay).get(key)
+            && *v == version
+        {
+            return match (trigrams, &self.filter) {
+                (Some(t), Some(_)) if !self.query.matches(t) => Verdict::Skip,
+                _ => Verdict::Search { learn: false },
+            };
+        }
+        let segment = match &self.filter {
+            Some((segment, _)) => segment.clone(),
+            None if self.learning => self.index.segment(),
+            None => return Verdict::Search { learn: false },
+        };
+        match segment.find(key, version) {
+            Some(id) => match &self.filter {
+                Some((_, selected)) if !segment.unindexed(id) && !selected.has(id) => Verdict::Skip,
+                _ => Verdict::Search { learn: false },
+            },
+            None => Verdict::Search {
+                learn: self.learning && self.learned_bytes < MAX_LEARN_BYTES,
+            },
+        }
+    }
+
+    /// Records the content of a file [`IndexedGrep::check`] asked to learn.
+    pub fn learn(&mut self, key: Vec<u8>, version: u64, data: &[u8]) {
+        self.learned_bytes += data.len() as u64;
+        let trigrams = trigram::extract(data).ok().map(Arc::from);
+        self.learned.push((key, (version, trigrams)));
+    }
+
+    /// Ends the Grep: stores what it learned and how large the namespace
+    /// looked, and merges the overlay when it has grown.
+    pub fn finish(self) {
+        self.index.walked.fetch_max(self.walked, Relaxed);
+        if self.filter.is_some() {
+            tracing::info!(
+                walked = self.walked,
+                skipped = self.skipped,
+                learned = self.learned.len(),
+                "search index narrowed a grep"
+            );
+        }
+        if !self.learned.is_empty() {
+            let mut overlay = lock(&self.index.overlay);
+            for (key, learned) in self.learned {
+                overlay.insert(key, learned);
+            }
+        }
+        self.index.maybe_merge();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(min_files: u64) -> IndexSettings {
+        IndexSettings {
+            enabled: true,
+            min_files,
+        }
+    }
+
+    /// Runs one Grep over `files` (key, version, text) and returns the keys
+    /// it would search.
+    fn grep(
+        index: &Arc<NamespaceIndex>,
+        files: &[(&str, u64, &str)],
+        pattern: &str,
+    ) -> Vec<String> {
+        let query = plan::plan(pattern, false, false);
+        let mut g = IndexedGrep::start(index.clone(), settings(2), &query);
+        let mut searched = Vec::new();
+        for (key, version, text) in files {
+            match g.check(key.as_bytes(), *version) {
+                Verdict::Skip => {}
+                Verdict::Search { learn } => {
+                    if learn {
+                        g.learn(key.as_bytes().to_vec(), *version, text.as_bytes());
+                    }
+                    searched.push((*key).to_owned());
+                }
+            }
+        }
+        g.finish();
+        searched
+    }
+
+    #[test]
+    fn learns_then_narrows_and_a_new_version_is_searched_again() {
+        let index = Arc::new(NamespaceIndex::default());
+        let files = [
+            ("a", 1, "hello world"),
+            ("b", 2, "goodbye"),
+            ("c", 3, "bin\0ary"),
+        ];
+        // First Grep: namespace size unknown, nothing learned.
+        assert_eq!(grep(&index, &files, "hello"), ["a", "b", "c"]);
+        // Second: learns everything, still searches everything.
+        assert_eq!(grep(&index, &files, "hello"), ["a", "b", "c"]);
+        // Third: narrowed; the binary file is always searched.
+        assert_eq!(grep(&index, &files, "hello"), ["a", "c"]);
+        index.merge();
+        assert_eq!(index.segment().len(), 3);
+        assert_eq!(grep(&index, &files, "goodbye"), ["b", "c"]);
+        // b changed (new version): searched although its old text had no match.
+        let changed = [
+            ("a", 1, "hello world"),
+            ("b", 9, "hello"),
+            ("c", 3, "bin\0ary"),
+        ];
+        assert_eq!(grep(&index, &changed, "hello"), ["a", "b", "c"]);
+        assert_eq!(grep(&index, &changed, "goodbye"), ["c"]);
+        // A pattern with no trigram is never narrowed.
+        assert_eq!(grep(&index, &changed, "h.*"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn one_grep_learns_at_most_its_byte_budget() {
+        let index = Arc::new(NamespaceIndex::default());
+        // The largest file the index holds.
+        let big = "a".repeat(trigram::MAX_INDEXED_FILE_BYTES);
+        let files = [
+            ("a", 1, big.as_str()),
+            ("b", 2, big.as_str()),
+            ("c", 3, big.as_str()),
+        ];
+        grep(&index, &files, "needle");
+        grep(&index, &files, "needle");
+        // 8 MiB, then 16 MiB: the budget is spent before the third file.
+        assert_eq!(lock(&index.overlay).len(), 2);
+        grep(&index, &files, "needle");
+        assert_eq!(lock(&index.overlay).len(), 3);
+        assert!(grep(&index, &files, "needle").is_empty());
+    }
+
+    #[test]
+    fn the_registry_is_bounded_and_can_be_off() {
+        let off = Registry::new(IndexSettings {
+            enabled: false,
+            min_files: 0,
+        });
+        assert!(off.get("x").is_none());
+        let on = Registry::new(settings(0));
+        let first = on.get("ns0").unwrap();
+        for i in 1..=MAX_INDEXES {
+            on.get(&format!("ns{i}"));
+        }
+        assert_eq!(lock(&on.indexes).len(), MAX_INDEXES);
+        assert!(!Arc::ptr_eq(&first, &on.get("ns0").unwrap()));
+    }
+}

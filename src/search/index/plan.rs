@@ -1,0 +1,504 @@
+//! Grep pattern -> trigram query: which trigrams every file holding a match
+//! must contain.
+//!
+//! The approach of Russ Cox's `google/codesearch` (`index/regexp.go`), built
+//! on `regex-syntax`'s HIR: each node of the pattern is summarised by what
+//! any string it matches looks like ([`Info`]): its exact strings when there
+//! are few, else sets of possible prefixes and suffixes, plus a query every
+//! match satisfies. Concatenation crosses the sets, alternation unites them,
+//! and a set grown too large is turned into trigrams and cut down. Every step
+//! only weakens what is known, never strengthens it, so the final query holds
+//! for every string the pattern matches (docs/search-index.md § Exactness;
+//! `tests/fuzz.rs` checks it on random patterns).
+//!
+//! Strings are ASCII-folded as the index's trigrams are (see `trigram`), and
+//! the pattern is parsed as grep-regex parses it (case-insensitivity in the
+//! HIR's classes: `(?i)k` is `[Kk\u{212A}]`), so `-i` needs no special case.
+
+use super::trigram::{Trigram, fold, pack};
+use regex_syntax::hir::{Class, Hir, HirKind};
+use std::collections::BTreeSet;
+
+/// Most exact strings a node keeps before they become trigrams.
+const MAX_EXACT: usize = 16;
+/// Most strings of a prefix or suffix set.
+const MAX_SET: usize = 32;
+/// Largest character class expanded into its members.
+const MAX_CLASS: u32 = 16;
+/// Copies of a repeated node analysed; more only repeat what these say.
+const MAX_REPEAT: u32 = 3;
+
+/// A condition on a file's trigram set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Query {
+    /// Every file (no constraint).
+    All,
+    /// No file.
+    Nothing,
+    /// Files holding this trigram.
+    Trigram(Trigram),
+    /// Files satisfying every part.
+    And(Vec<Query>),
+    /// Files satisfying some part.
+    Or(Vec<Query>),
+}
+
+impl Query {
+    /// `self AND other`, simplified.
+    pub fn and(self, other: Query) -> Query {
+        self.join(other, true)
+    }
+
+    /// `self OR other`, simplified.
+    pub fn or(self, other: Query) -> Query {
+        self.join(other, false)
+    }
+
+    /// AND (`and`) or OR of two queries: the identity dropped, the absorbing
+    /// element kept alone, nested parts of the same kind flattened.
+    fn join(self, other: Query, and: bool) -> Query {
+        let (identity, absorbing) = if and {
+            (Query::All, Query::Nothing)
+        } else {
+            (Query::Nothing, Query::All)
+        };
+        if self == identity || self == other {
+            return other;
+        }
+        if other == identity {
+            return self;
+        }
+        if self == absorbing || other == absorbing {
+            return absorbing;
+        }
+        let mut parts = Vec::new();
+        for q in [self, other] {
+            match q {
+                Query::And(p) if and => parts.extend(p),
+                Query::Or(p) if !and => parts.extend(p),
+                q => parts.push(q),
+            }
+        }
+        if and {
+            Query::And(parts)
+        } else {
+            Query::Or(parts)
+        }
+    }
+
+    /// True when a file with these (sorted) trigrams satisfies the query.
+    pub fn matches(&self, trigrams: &[Trigram]) -> bool {
+        match self {
+            Query::All => true,
+            Query::Nothing => false,
+            Query::Trigram(t) => trigrams.binary_search(t).is_ok(),
+            Query::And(parts) => parts.iter().all(|q| q.matches(trigrams)),
+            Query::Or(parts) => parts.iter().any(|q| q.matches(trigrams)),
+        }
+    }
+
+    /// The query every string in `set` satisfies: for each string, all its
+    /// trigrams; no constraint when a string is shorter than 3 bytes.
+    fn any_of(set: &BTreeSet<Vec<u8>>) -> Query {
+        let mut out = Query::Nothing;
+        for s in set {
+            if s.len() < 3 {
+                return Query::All;
+            }
+            let all = s
+                .windows(3)
+                .map(|w| Query::Trigram(pack(w[0], w[1], w[2])))
+                .fold(Query::All, Query::and);
+            out = out.or(all);
+        }
+        out
+    }
+}
+
+/// The trigram query every match of Grep's `pattern` satisfies, parsed as
+/// grep-regex parses it (`literal`: a fixed string). `Query::All` when the
+/// pattern cannot be planned.
+pub fn plan(pattern: &str, literal: bool, case_insensitive: bool) -> Query {
+    let escaped;
+    let pattern = if literal {
+        escaped = regex_syntax::escape(pattern);
+        escaped.as_str()
+    } else {
+        pattern
+    };
+    let parsed = regex_syntax::ParserBuilder::new()
+        .nest_limit(250)
+        .utf8(false)
+        .case_insensitive(case_insensitive)
+        .build()
+        .parse(pattern);
+    match parsed {
+        Ok(hir) => plan_hir(&hir),
+        Err(_) => Query::All,
+    }
+}
+
+/// The trigram query every match of `hir` satisfies.
+pub fn plan_hir(hir: &Hir) -> Query {
+    let mut info = analyze(hir);
+    info.simplify(true);
+    info.add_exact();
+    info.query
+}
+
+type Set = BTreeSet<Vec<u8>>;
+
+/// What is known of every string a node matches.
+#[derive(Clone, Debug)]
+struct Info {
+    /// It may match the empty string.
+    can_empty: bool,
+    /// All the strings it matches, when few (folded).
+    exact: Option<Set>,
+    /// Without `exact`: every match starts with one of these.
+    prefix: Set,
+    /// Without `exact`: every match ends with one of these.
+    suffix: Set,
+    /// Every match's trigrams satisfy this.
+    query: Query,
+}
+
+fn set_of(s: &[u8]) -> Set {
+    BTreeSet::from([s.to_vec()])
+}
+
+fn min_len(set: &Set) -> usize {
+    set.iter().map(Vec::len).min().unwrap_or(0)
+}
+
+fn cross(a: &Set, b: &Set) -> Set {
+    let mut out = Set::new();
+    for x in a {
+        for y in b {
+            let mut s = x.clone();
+            s.extend_from_slice(y);
+            out.insert(s);
+        }
+    }
+    out
+}
+
+impl Info {
+    /// Matches exactly the strings in `set`.
+    fn exact(set: Set) -> Info {
+        Info {
+            can_empty: set.contains(&Vec::new()),
+            exact: Some(set),
+            prefix: Set::new(),
+            suffix: Set::new(),
+            query: Query::All,
+        }
+    }
+
+    /// Matches any string, the empty one included when `can_empty`.
+    fn any(can_empty: bool) -> Info {
+        Info {
+            can_empty,
+            exact: None,
+            prefix: set_of(b""),
+            suffix: set_of(b""),
+            query: Query::All,
+        }
+    }
+
+    /// Adds the trigrams of the exact strings to the query.
+    fn add_exact(&mut self) {
+        if let Some(exact) = &self.exact {
+            self.query = std::mem::replace(&mut self.query, Query::All).and(Query::any_of(exact));
+        }
+    }
+
+    /// Keeps the sets small: too many (or long enough) exact strings become
+    /// trigrams plus short prefixes and suffixes; long prefix and suffix sets
+    /// become trigrams and are cut to two bytes, then shorter while too many.
+    fn simplify(&mut self, force: bool) {
+        if let Some(exact) = &self.exact {
+            let shortest = min_len(exact);
+            if exact.len() > MAX_EXACT || (force && shortest >= 3) {
+                self.add_exact();
+                let exact = self.exact.take().unwrap_or_default();
+                for s in exact {
+                    let n = s.len();
+                    if n < 3 {
+                        self.prefix.insert(s.clone());
+                        self.suffix.insert(s);
+                    } else {
+                        self.prefix.insert(s[..2].to_vec());
+                        self.suffix.insert(s[n - 2..].to_vec());
+                    }
+                }
+            }
+        }
+        if self.exact.is_none() {
+            let prefix = std::mem::take(&mut self.prefix);
+            self.prefix = self.cut_set(prefix, false);
+            let suffix = std::mem::take(&mut self.suffix);
+            self.suffix = self.cut_set(suffix, true);
+        }
+    }
+
+    /// Adds the trigrams of `set` to the query and returns it cut to strings
+    /// of at most two bytes (fewer while it has more than [`MAX_SET`]).
+    /// Cutting a prefix keeps its start, a suffix its end: every match still
+    /// starts (ends) with one of the cut strings.
+    fn cut_set(&mut self, set: Set, suffix: bool) -> Set {
+        self.query = std::mem::replace(&mut self.query, Query::All).and(Query::any_of(&set));
+        let mut set = set;
+        let mut keep = 2;
+        loop {
+            set = set
+                .into_iter()
+                .map(|s| {
+                    if s.len() <= keep {
+                        s
+                    } else if suffix {
+                        s[s.len() - keep..].to_vec()
+                    } else {
+                        s[..keep].to_vec()
+                    }
+                })
+                .collect();
+            if set.len() <= MAX_SET || keep == 0 {
+                return set;
+            }
+            keep -= 1;
+        }
+    }
+}
+
+fn analyze(hir: &Hir) -> Info {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => Info::exact(set_of(b"")),
+        HirKind::Literal(lit) => {
+            Info::exact(set_of(&lit.0.iter().map(|&b| fold(b)).collect::<Vec<_>>()))
+        }
+        HirKind::Class(class) => class_info(class),
+        HirKind::Capture(cap) => analyze(&cap.sub),
+        HirKind::Repetition(rep) => {
+            let sub = analyze(&rep.sub);
+            if rep.min == 0 {
+                return match (&sub.exact, rep.max) {
+                    (Some(exact), Some(1)) => {
+                        let mut set = exact.clone();
+                        set.insert(Vec::new());
+                        Info::exact(set)
+                    }
+                    _ => Info::any(true),
+                };
+            }
+            let copies = rep.min.min(MAX_REPEAT);
+            let mut info = sub.clone();
+            for _ in 1..copies {
+                info = concat(info, sub.clone());
+            }
+            if rep.max != Some(copies) {
+                info = concat(info, Info::any(true));
+            }
+            info
+        }
+        HirKind::Concat(parts) => parts
+            .iter()
+            .fold(Info::exact(set_of(b"")), |acc, p| concat(acc, analyze(p))),
+        HirKind::Alternation(parts) => {
+            let mut parts = parts.iter().map(analyze);
+            let first = parts.next().unwrap_or_else(|| Info::exact(Set::new()));
+            parts.fold(first, alternate)
+        }
+    }
+}
+
+/// A class is its members when few, else any single character.
+fn class_info(class: &Class) -> Info {
+    // (first, last) code of each range: characters, or bytes.
+    let ranges: Vec<(u32, u32)> = match class {
+        Class::Unicode(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+        Class::Bytes(c) => c
+            .ranges()
+            .iter()
+            .map(|r| (u32::from(r.start()), u32::from(r.end())))
+            .collect(),
+    };
+    let count: u32 = ranges.iter().map(|(lo, hi)| hi - lo + 1).sum();
+    if count > MAX_CLASS {
+        return Info::any(false);
+    }
+    let mut set = Set::new();
+    for (lo, hi) in ranges {
+        for code in lo..=hi {
+            let bytes = match class {
+                Class::Unicode(_) => char::from_u32(code)
+                    .map(|ch| ch.to_string().into_bytes())
+                    .unwrap_or_default(),
+                Class::Bytes(_) => vec![code as u8],
+            };
+            set.insert(bytes.into_iter().map(fold).collect());
+        }
+    }
+    Info::exact(set)
+}
+
+fn concat(x: Info, y: Info) -> Info {
+    let mut xy = Info {
+        can_empty: x.can_empty && y.can_empty,
+        exact: None,
+        prefix: Set::new(),
+        suffix: Set::new(),
+        query: x.query.clone().and(y.query.clone()),
+    };
+    match (&x.exact, &y.exact) {
+        (Some(xe), Some(ye)) if xe.len() * ye.len() <= MAX_EXACT * MAX_EXACT => {
+            xy.exact = Some(cross(xe, ye));
+        }
+        _ => {
+            // A match is u v (u matches x, v matches y).
+            let (xs, xp) = x.edges();
+            let (ys, yp) = y.edges();
+            xy.query = xy.query.and(x.exact_query()).and(y.exact_query());
+            xy.prefix = match &x.exact {
+                Some(xe) => cross(xe, &yp),
+                None if x.can_empty => xp.union(&yp).cloned().collect(),
+                None => xp,
+            };
+            xy.suffix = match &y.exact {
+                Some(ye) => cross(&xs, ye),
+                None if y.can_empty => ys.union(&xs).cloned().collect(),
+                None => ys,
+            };
+            // The bytes around the seam: u ends with a string of xs, v
+            // starts with one of yp.
+            if xs.len() <= MAX_SET && yp.len() <= MAX_SET && min_len(&xs) + min_len(&yp) >= 3 {
+                xy.query = xy.query.and(Query::any_of(&cross(&xs, &yp)));
+            }
+        }
+    }
+    xy.simplify(false);
+    xy
+}
+
+impl Info {
+    /// (suffix set, prefix set): the exact strings when known.
+    fn edges(&self) -> (Set, Set) {
+        match &self.exact {
+            Some(exact) => (exact.clone(), exact.clone()),
+            None => (self.suffix.clone(), self.prefix.clone()),
+        }
+    }
+
+    /// The trigrams of the exact strings (no constraint without them).
+    fn exact_query(&self) -> Query {
+        self.exact.as_ref().map_or(Query::All, Query::any_of)
+    }
+}
+
+fn alternate(x: Info, y: Info) -> Info {
+    let can_empty = x.can_empty || y.can_empty;
+    if let (Some(xe), Some(ye)) = (&x.exact, &y.exact) {
+        let mut info = Info::exact(xe.union(ye).cloned().collect());
+        info.query = x.query.or(y.query);
+        info.can_empty = can_empty;
+        info.simplify(false);
+        return info;
+    }
+    let (_, xp) = x.edges();
+    let (_, yp) = y.edges();
+    let (xs, _) = x.edges();
+    let (ys, _) = y.edges();
+    let xq = x.query.clone().and(x.exact_query());
+    let yq = y.query.clone().and(y.exact_query());
+    let mut info = Info {
+        can_empty,
+        exact: None,
+        prefix: xp.union(&yp).cloned().collect(),
+        suffix: xs.union(&ys).cloned().collect(),
+        query: xq.or(yq),
+    };
+    info.simplify(false);
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Query {
+        let b = s.as_bytes();
+        Query::Trigram(pack(b[0], b[1], b[2]))
+    }
+
+    fn file(text: &str) -> Vec<Trigram> {
+        super::super::trigram::extract(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn a_literal_needs_all_its_trigrams() {
+        let q = plan("hello", false, false);
+        for tri in ["hel", "ell", "llo"] {
+            assert!(
+                matches!(&q, Query::And(parts) if parts.contains(&t(tri))),
+                "{q:?}"
+            );
+        }
+        assert!(q.matches(&file("say hello")));
+        assert!(!q.matches(&file("say help")));
+    }
+
+    #[test]
+    fn case_insensitive_and_case_sensitive_plan_the_folded_trigrams() {
+        let q = plan("HeLLo", false, true);
+        assert!(q.matches(&file("hello")));
+        assert!(q.matches(&file("HELLO")));
+        assert_eq!(plan("HeLLo", false, false), plan("hello", false, false));
+        // The Kelvin sign folds to k under (?i): the plan must allow it.
+        assert!(plan("kelvin", false, true).matches(&file("\u{212A}elvin")));
+    }
+
+    #[test]
+    fn alternation_is_an_or_and_short_branches_drop_the_constraint() {
+        let q = plan("foo|barbaz", false, false);
+        assert!(q.matches(&file("foo")));
+        assert!(q.matches(&file("barbaz")));
+        assert!(!q.matches(&file("bar baz")));
+        assert_eq!(plan("foo|ba", false, false), Query::All);
+    }
+
+    #[test]
+    fn patterns_without_a_required_trigram_plan_nothing() {
+        for p in [".", "a.*", "\\w+", "ab", "(abc)*", "x?y?z?", "^$"] {
+            assert_eq!(plan(p, false, false), Query::All, "{p}");
+        }
+    }
+
+    #[test]
+    fn concatenation_keeps_pieces_and_seams() {
+        let q = plan("foo\\w+bar", false, false);
+        assert!(q.matches(&file("foo_bar")));
+        assert!(!q.matches(&file("foo")));
+        let q = plan("ab[cd]ef", false, false);
+        assert!(q.matches(&file("abdef")));
+        assert!(!q.matches(&file("abxef")));
+        let q = plan("(ab){2,}", false, false);
+        assert!(q.matches(&file("abab")));
+        assert!(!q.matches(&file("ab ab")));
+    }
+
+    #[test]
+    fn literal_mode_escapes_the_pattern() {
+        let q = plan("a.b(c", true, false);
+        assert!(q.matches(&file("a.b(c")));
+        assert!(!q.matches(&file("axb(c")));
+    }
+
+    #[test]
+    fn an_unparsable_pattern_plans_nothing() {
+        assert_eq!(plan("a(", false, false), Query::All);
+    }
+}

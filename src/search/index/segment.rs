@@ -1,0 +1,268 @@
+//! An immutable segment: a path table in path order (doc id = position) and
+//! one posting list of doc ids per trigram, delta- and varint-encoded.
+
+use super::plan::Query;
+use super::trigram::Trigram;
+use std::collections::HashMap;
+
+/// One file as a segment is built from it.
+pub struct Doc {
+    /// The path's order key ([`crate::path::VfsPath::order_key`]).
+    pub key: Vec<u8>,
+    /// The version of the content indexed.
+    pub version: u64,
+    /// Its sorted distinct trigrams; `None`: always scanned.
+    pub trigrams: Option<Vec<Trigram>>,
+}
+
+/// Docs a query selects: all of them, or a bit per doc id.
+pub enum Selected {
+    /// No constraint.
+    All,
+    /// Bit `i` set: doc `i` may match.
+    Bits(Vec<u64>),
+}
+
+impl Selected {
+    /// True when doc `id` may match.
+    pub fn has(&self, id: u32) -> bool {
+        match self {
+            Selected::All => true,
+            Selected::Bits(bits) => bits
+                .get(id as usize / 64)
+                .is_some_and(|w| w >> (id % 64) & 1 == 1),
+        }
+    }
+
+    /// How many docs are selected (`None`: all).
+    pub fn count(&self) -> Option<u64> {
+        match self {
+            Selected::All => None,
+            Selected::Bits(bits) => Some(bits.iter().map(|w| u64::from(w.count_ones())).sum()),
+        }
+    }
+}
+
+/// An immutable segment; see the module doc.
+#[derive(Default)]
+pub struct Segment {
+    keys: Vec<Box<[u8]>>,
+    versions: Vec<u64>,
+    /// Bit per doc: always scanned.
+    unindexed: Vec<u64>,
+    /// Trigram -> (start, end) in `postings`.
+    lists: HashMap<Trigram, (u32, u32)>,
+    postings: Vec<u8>,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn decode(mut bytes: &[u8], mut each: impl FnMut(u32)) {
+    let mut doc = 0u32;
+    let mut first = true;
+    while !bytes.is_empty() {
+        let mut v = 0u32;
+        let mut shift = 0;
+        while let Some((&b, rest)) = bytes.split_first() {
+            bytes = rest;
+            v |= u32::from(b & 0x7F) << shift;
+            shift += 7;
+            if b < 0x80 {
+                break;
+            }
+        }
+        doc = if first { v } else { doc + v };
+        first = false;
+        each(doc);
+    }
+}
+
+fn set_bit(bits: &mut [u64], id: u32) {
+    bits[id as usize / 64] |= 1 << (id % 64);
+}
+
+impl Segment {
+    /// Builds a segment from docs sorted by key (distinct keys).
+    pub fn build(docs: Vec<Doc>) -> Segment {
+        let n = docs.len();
+        let mut lists: HashMap<Trigram, Vec<u32>> = HashMap::new();
+        let mut seg = Segment {
+            keys: Vec::with_capacity(n),
+            versions: Vec::with_capacity(n),
+            unindexed: vec![0; n.div_ceil(64)],
+            ..Segment::default()
+        };
+        for (id, doc) in docs.into_iter().enumerate() {
+            let id = id as u32;
+            match doc.trigrams {
+                Some(trigrams) => {
+                    for t in trigrams {
+                        lists.entry(t).or_default().push(id);
+                    }
+                }
+                None => set_bit(&mut seg.unindexed, id),
+            }
+            seg.keys.push(doc.key.into_boxed_slice());
+            seg.versions.push(doc.version);
+        }
+        seg.lists.reserve(lists.len());
+        for (t, ids) in lists {
+            let start = seg.postings.len() as u32;
+            let mut last = 0;
+            for (i, id) in ids.into_iter().enumerate() {
+                put_varint(&mut seg.postings, if i == 0 { id } else { id - last });
+                last = id;
+            }
+            seg.lists.insert(t, (start, seg.postings.len() as u32));
+        }
+        seg.postings.shrink_to_fit();
+        seg
+    }
+
+    /// Docs in the segment.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// True when the segment holds no doc.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Bytes of the postings and the path table, roughly.
+    pub fn bytes(&self) -> usize {
+        self.postings.len()
+            + self.lists.len() * 12
+            + self.keys.iter().map(|k| k.len() + 16).sum::<usize>()
+            + self.versions.len() * 8
+    }
+
+    /// The doc id of the path with `key` when its indexed version is
+    /// `version`.
+    pub fn find(&self, key: &[u8], version: u64) -> Option<u32> {
+        let id = self.keys.binary_search_by(|k| k.as_ref().cmp(key)).ok()?;
+        (self.versions[id] == version).then_some(id as u32)
+    }
+
+    /// True when doc `id` is always scanned.
+    pub fn unindexed(&self, id: u32) -> bool {
+        self.unindexed
+            .get(id as usize / 64)
+            .is_some_and(|w| w >> (id % 64) & 1 == 1)
+    }
+
+    fn posting_bits(&self, t: Trigram) -> Vec<u64> {
+        let mut bits = vec![0; self.keys.len().div_ceil(64)];
+        if let Some(&(start, end)) = self.lists.get(&t) {
+            decode(&self.postings[start as usize..end as usize], |id| {
+                set_bit(&mut bits, id)
+            });
+        }
+        bits
+    }
+
+    /// The docs whose trigrams satisfy `query` (unindexed docs are not
+    /// included: callers check [`Segment::unindexed`]).
+    pub fn select(&self, query: &Query) -> Selected {
+        match query {
+            Query::All => Selected::All,
+            Query::Nothing => Selected::Bits(vec![0; self.keys.len().div_ceil(64)]),
+            Query::Trigram(t) => Selected::Bits(self.posting_bits(*t)),
+            Query::And(parts) => {
+                let mut out = Selected::All;
+                for part in parts {
+                    out = match (out, self.select(part)) {
+                        (Selected::All, s) | (s, Selected::All) => s,
+                        (Selected::Bits(mut a), Selected::Bits(b)) => {
+                            a.iter_mut().zip(&b).for_each(|(x, y)| *x &= y);
+                            Selected::Bits(a)
+                        }
+                    };
+                }
+                out
+            }
+            Query::Or(parts) => {
+                let mut out = Selected::Bits(vec![0; self.keys.len().div_ceil(64)]);
+                for part in parts {
+                    out = match (out, self.select(part)) {
+                        (Selected::All, _) | (_, Selected::All) => return Selected::All,
+                        (Selected::Bits(mut a), Selected::Bits(b)) => {
+                            a.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
+                            Selected::Bits(a)
+                        }
+                    };
+                }
+                out
+            }
+        }
+    }
+
+    /// Every doc with its trigrams, decoded back (for a merge).
+    pub fn docs(&self) -> Vec<Doc> {
+        let mut per_doc: Vec<Vec<Trigram>> = vec![Vec::new(); self.keys.len()];
+        for (&t, &(start, end)) in &self.lists {
+            decode(&self.postings[start as usize..end as usize], |id| {
+                per_doc[id as usize].push(t)
+            });
+        }
+        per_doc
+            .into_iter()
+            .enumerate()
+            .map(|(id, mut trigrams)| {
+                let unindexed = self.unindexed(id as u32);
+                trigrams.sort_unstable();
+                Doc {
+                    key: self.keys[id].to_vec(),
+                    version: self.versions[id],
+                    trigrams: (!unindexed).then_some(trigrams),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(key: &str, version: u64, trigrams: Option<Vec<Trigram>>) -> Doc {
+        Doc {
+            key: key.as_bytes().to_vec(),
+            version,
+            trigrams,
+        }
+    }
+
+    #[test]
+    fn postings_round_trip_and_select_by_and_or() {
+        let docs = vec![
+            doc("a", 1, Some(vec![1, 2, 300])),
+            doc("b", 2, Some(vec![2, 300_000])),
+            doc("c", 3, None),
+            doc("d", 4, Some(vec![1, 2])),
+        ];
+        let seg = Segment::build(docs);
+        assert_eq!(seg.find(b"b", 2), Some(1));
+        assert_eq!(seg.find(b"b", 3), None);
+        assert_eq!(seg.find(b"e", 1), None);
+        assert!(seg.unindexed(2) && !seg.unindexed(0));
+        let q = Query::Trigram(1).and(Query::Trigram(2));
+        let s = seg.select(&q);
+        assert_eq!(
+            (0..4).map(|i| s.has(i)).collect::<Vec<_>>(),
+            [true, false, false, true]
+        );
+        let q = Query::Trigram(300).or(Query::Trigram(300_000));
+        assert_eq!(seg.select(&q).count(), Some(2));
+        let back = seg.docs();
+        assert_eq!(back[0].trigrams, Some(vec![1, 2, 300]));
+        assert_eq!(back[2].trigrams, None);
+        assert_eq!(back[3].key, b"d");
+    }
+}

@@ -1,0 +1,322 @@
+//! The search index (docs/search-index.md) against the scan, through two real
+//! servers: one indexing every namespace from its first Grep
+//! (`index_min_files = 0`), one with `[search] index = false`. Random trees
+//! under random writes, edits, deletes and moves, interleaved with random
+//! Greps (literal, regex, `-i`, globs, context, budgets) on the State and
+//! Store tiers: matches and summaries must be identical every time
+//! (elapsed time aside). A run of ~300 files also drives the overlay past a
+//! merge.
+//!
+//! `AGENTVFS_INDEX_SOAK=N` runs N rounds instead of the default few (a longer
+//! soak); `AGENTVFS_INDEX_SEED` replays one seed.
+
+use crate::util::{Server, grep_all};
+use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use tonic::transport::Channel;
+
+const MOUNTS: &str = r#"
+[[mount]]
+prefix = "/"
+tier = "state"
+
+[[mount]]
+prefix = "/memories"
+tier = "store"
+"#;
+
+/// Words files are made of: selective ones, frequent ones, case variants,
+/// non-ASCII text and a Kelvin sign (which `-i` folds to k).
+const WORDS: &[&str] = &[
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "needle",
+    "Needle",
+    "NEEDLE",
+    "haystack",
+    "fn",
+    "let",
+    "kelvin",
+    "\u{212A}elvin",
+    "café",
+    "Straße",
+    "foo_bar",
+    "foo",
+    "bar",
+    "x",
+    "1234",
+    "{",
+    "}",
+    "  ",
+    "\t",
+];
+
+/// Patterns a Grep may use, with `literal`.
+const PATTERNS: &[(&str, bool)] = &[
+    ("needle", false),
+    ("needle", true),
+    ("haystack", false),
+    ("alpha|gamma", false),
+    ("fo+_bar", false),
+    ("foo_bar", true),
+    (r"\d{4}", false),
+    ("kelvin", false),
+    ("café", false),
+    ("stra(ss|ß)e", false),
+    ("a.p.a", false),
+    ("let x", false),
+    (r"\bbeta\b", false),
+    ("{", true),
+    ("delt[ab]", false),
+    ("zzz_absent", false),
+    (".", false),
+    ("e", false),
+];
+
+const GLOBS: &[&str] = &["", "*.rs", "*.txt", "d1/**", "*.{rs,md}"];
+const DIRS: &[&str] = &[
+    "",
+    "d1/",
+    "d1/sub/",
+    "d2/",
+    ".hidden/",
+    "node_modules/",
+    "d2/deep/er/",
+];
+const NAMES: &[&str] = &[
+    "a.rs", "b.txt", "c.md", "d.rs", ".e.txt", "f", "g.txt", "h.rs",
+];
+
+fn random_text(rng: &mut StdRng) -> String {
+    if rng.random_ratio(1, 20) {
+        return "bin\0ary needle\n".to_owned();
+    }
+    let lines = rng.random_range(0..8);
+    let mut text = String::new();
+    for _ in 0..lines {
+        for _ in 0..rng.random_range(0..6) {
+            text.push_str(WORDS[rng.random_range(0..WORDS.len())]);
+            text.push(' ');
+        }
+        text.push('\n');
+    }
+    text
+}
+
+fn random_path(rng: &mut StdRng, root: &str) -> String {
+    let dir = DIRS[rng.random_range(0..DIRS.len())];
+    let name = NAMES[rng.random_range(0..NAMES.len())];
+    let n = rng.random_range(0..4);
+    format!("{root}/{dir}{n}{name}")
+}
+
+/// One of the two servers under test.
+struct Side {
+    fs: FilesystemClient<Channel>,
+    server: Server,
+}
+
+impl Side {
+    async fn start(config: &str) -> Side {
+        let server = Server::start_with(Some(&format!("{config}\n{MOUNTS}")), &[]);
+        Side {
+            fs: server.fs().await,
+            server,
+        }
+    }
+}
+
+/// The outcome of a change: its status code only (versions differ by
+/// nothing here, but messages name nothing random either).
+async fn change(fs: &mut FilesystemClient<Channel>, op: &Op) -> tonic::Code {
+    let result = match op {
+        Op::Write(path, text) => fs
+            .write(pb::WriteRequest {
+                path: path.clone(),
+                content: text.clone(),
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Op::Edit(path, old, new) => fs
+            .edit(pb::EditRequest {
+                path: path.clone(),
+                old_string: old.clone(),
+                new_string: new.clone(),
+                replace_all: true,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Op::Delete(path) => fs
+            .delete(pb::DeleteRequest {
+                path: path.clone(),
+                recursive: true,
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+        Op::Move(from, to) => fs
+            .r#move(pb::MoveRequest {
+                source: from.clone(),
+                destination: to.clone(),
+                ..Default::default()
+            })
+            .await
+            .map(drop),
+    };
+    match result {
+        Ok(()) => tonic::Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
+#[derive(Debug)]
+enum Op {
+    Write(String, String),
+    Edit(String, String, String),
+    Delete(String),
+    Move(String, String),
+}
+
+fn random_op(rng: &mut StdRng, root: &str) -> Op {
+    match rng.random_range(0..10) {
+        0..=4 => Op::Write(random_path(rng, root), random_text(rng)),
+        5..=6 => Op::Edit(
+            random_path(rng, root),
+            WORDS[rng.random_range(0..WORDS.len())].to_owned(),
+            WORDS[rng.random_range(0..WORDS.len())].to_owned(),
+        ),
+        7 => {
+            let dir = DIRS[rng.random_range(0..DIRS.len())];
+            let path = if rng.random_ratio(1, 3) && !dir.is_empty() {
+                format!("{root}/{}", dir.trim_end_matches('/'))
+            } else {
+                random_path(rng, root)
+            };
+            Op::Delete(path)
+        }
+        _ => Op::Move(random_path(rng, root), random_path(rng, root)),
+    }
+}
+
+fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
+    let (pattern, literal) = PATTERNS[rng.random_range(0..PATTERNS.len())];
+    let path = match rng.random_range(0..4) {
+        0 => format!("{root}/d1"),
+        1 => format!("{root}/d2/deep"),
+        _ => root.to_owned(),
+    };
+    pb::GrepRequest {
+        pattern: pattern.into(),
+        path,
+        glob: GLOBS[rng.random_range(0..GLOBS.len())].into(),
+        literal,
+        case_insensitive: rng.random_ratio(1, 3),
+        max_results: [0, 0, 0, 1, 5][rng.random_range(0..5)],
+        max_visited: [0, 0, 0, 3, 40][rng.random_range(0..5)],
+        include_hidden: rng.random_ratio(1, 4),
+        include_ignored: rng.random_ratio(1, 4),
+        before_context: rng.random_range(0..2),
+        after_context: rng.random_range(0..2),
+        max_count_per_file: [0, 0, 2][rng.random_range(0..3)],
+        ..Default::default()
+    }
+}
+
+/// A Grep's full answer with the elapsed time zeroed, or its error code
+/// and message with the elapsed time cut out.
+async fn answer(
+    fs: &mut FilesystemClient<Channel>,
+    req: &pb::GrepRequest,
+) -> Result<(Vec<pb::GrepMatch>, pb::SearchSummary), (tonic::Code, String)> {
+    match grep_all(fs, req.clone()).await {
+        Ok((matches, mut summary)) => {
+            summary.elapsed_ms = 0;
+            Ok((matches, summary))
+        }
+        Err(status) => {
+            let message = status.message();
+            // "... after visiting N entries in T ms without a result ...".
+            let message = match (message.find(" in "), message.find(" ms ")) {
+                (Some(from), Some(to)) if from < to => {
+                    format!("{}{}", &message[..from], &message[to + 3..])
+                }
+                _ => message.to_owned(),
+            };
+            Err((status.code(), message))
+        }
+    }
+}
+
+async fn differential(seed: u64, rounds: usize) {
+    let mut indexed = Side::start("[search]\nindex = true\nindex_min_files = 0").await;
+    let mut scanned = Side::start("[search]\nindex = false").await;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut greps = 0;
+    for root in ["/t", "/memories/t"] {
+        // A tree large enough that the overlay is merged into a segment.
+        for i in 0..300 {
+            let op = Op::Write(format!("{root}/bulk/{i:03}.txt"), random_text(&mut rng));
+            let a = change(&mut indexed.fs, &op).await;
+            assert_eq!(a, change(&mut scanned.fs, &op).await, "seed {seed}: {op:?}");
+        }
+        for round in 0..rounds {
+            for _ in 0..rng.random_range(1..6) {
+                let op = random_op(&mut rng, root);
+                let a = change(&mut indexed.fs, &op).await;
+                let b = change(&mut scanned.fs, &op).await;
+                assert_eq!(a, b, "seed {seed} round {round}: {op:?}");
+            }
+            for _ in 0..rng.random_range(1..4) {
+                let req = random_grep(&mut rng, root);
+                let a = answer(&mut indexed.fs, &req).await;
+                let b = answer(&mut scanned.fs, &req).await;
+                assert_eq!(a, b, "seed {seed} round {round}: {req:?}");
+                greps += 1;
+            }
+        }
+    }
+    assert!(greps > 0);
+    // The index did narrow Greps (the comparison above is not scan vs scan).
+    let logs = indexed.server.logs.lock().unwrap().clone();
+    let skipped: u64 = logs
+        .lines()
+        .filter(|l| l.contains("search index narrowed a grep"))
+        .filter_map(|l| {
+            l.split("skipped=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(skipped > 0, "seed {seed}: the index never skipped a file");
+    assert!(
+        logs.contains("search index merged"),
+        "seed {seed}: no merge ran"
+    );
+    assert!(!scanned.server.logs.lock().unwrap().contains("search index"));
+}
+
+/// Indexed Grep equals the scan under random changes (State and Store).
+#[tokio::test]
+async fn indexed_grep_equals_the_scan_under_random_changes() {
+    let rounds = std::env::var("AGENTVFS_INDEX_SOAK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40);
+    let seeds: Vec<u64> = match std::env::var("AGENTVFS_INDEX_SEED") {
+        Ok(seed) => vec![seed.parse().expect("AGENTVFS_INDEX_SEED is a number")],
+        Err(_) => vec![rand::random()],
+    };
+    for seed in seeds {
+        eprintln!("search index differential: seed {seed}, {rounds} rounds");
+        differential(seed, rounds).await;
+    }
+}
