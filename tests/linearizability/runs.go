@@ -25,11 +25,7 @@ type runSpec struct {
 	// whose calls are slow: a call in a branch on the object tier costs
 	// several S3 round trips.
 	maxOps int
-	// optIn keeps the run out of "all": it runs only when named. The
-	// branch runs are, until the torn read they find is fixed
-	// (docs/linearizability.md § Branch runs).
-	optIn bool
-	about string
+	about  string
 }
 
 // runs are the suite's runs, in the order they run. Every run kills one of
@@ -41,21 +37,15 @@ var runs = []runSpec{
 	{name: "object-2", tier: "object", servers: 2, about: "object tier (versitygw), two servers on one bucket"},
 	{name: "object-3", tier: "object", servers: 3, about: "object tier (versitygw), three servers on one bucket"},
 	{name: "object-proxy", tier: "object", servers: 2, proxy: true, pairs: true, about: "object tier, two servers, each one's S3 traffic through the fault-injecting proxy"},
-	{name: "store-branch", tier: "store", servers: 1, branch: true, optIn: true, about: "Store tier, one server, every call in a branch of the mount"},
-	{name: "object-2-branch", tier: "object", servers: 2, branch: true, maxOps: 6000, optIn: true, about: "object tier, two servers on one bucket, every call in a branch of the mount"},
+	{name: "store-branch", tier: "store", servers: 1, branch: true, about: "Store tier, one server, every call in a branch of the mount"},
+	{name: "object-2-branch", tier: "object", servers: 2, branch: true, maxOps: 6000, about: "object tier, two servers on one bucket, every call in a branch of the mount"},
 }
 
 // selectRuns returns the runs named in a comma-separated list ("all":
 // every run).
 func selectRuns(names string) ([]runSpec, error) {
 	if names == "" || names == "all" {
-		var all []runSpec
-		for _, r := range runs {
-			if !r.optIn {
-				all = append(all, r)
-			}
-		}
-		return all, nil
+		return runs, nil
 	}
 	var out []runSpec
 	for _, name := range strings.Split(names, ",") {

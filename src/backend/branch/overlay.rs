@@ -227,8 +227,33 @@ impl Overlay {
         sidecar::check_writable(path)
     }
 
-    /// Every layer's view of the file path `path` (below the root).
+    /// Every layer's view of the file path `path` (below the root), taken
+    /// again while it is torn (see [`Overlay::torn`]).
     fn find(&self, scope: &Scope, path: &VfsPath) -> Result<Found> {
+        let mut found = self.find_once(scope, path)?;
+        for attempt in 1..MAX_ATTEMPTS {
+            let untouched_base = match &found {
+                Found {
+                    upper: None,
+                    upper_dir: false,
+                    whiteout: None,
+                    based: true,
+                    base: Some(entry),
+                    ..
+                } => entry.version,
+                _ => break,
+            };
+            if !self.torn(&self.upper(scope), path, untouched_base)? {
+                break;
+            }
+            backoff(attempt);
+            found = self.find_once(scope, path)?;
+        }
+        Ok(found)
+    }
+
+    /// One look at every layer of `path`: separate reads, so possibly torn.
+    fn find_once(&self, scope: &Scope, path: &VfsPath) -> Result<Found> {
         let (up, base) = (self.upper(scope), self.base(scope));
         let inner = self.inner.as_ref();
         let upper = probe(inner, &up, path)?;
@@ -311,6 +336,24 @@ impl Overlay {
         }
         out.sort_by_key(|e| e.path.order_key());
         Ok(out)
+    }
+
+    /// True when a look at `path` that found neither the branch's file nor
+    /// its whiteout, and the base's file at `base_version`, was torn: the
+    /// branch's base record says the base had that very file when the
+    /// branch first changed the path, and from then on the branch holds a
+    /// file or a whiteout there (each change writes one of them in the same
+    /// commit; a whiteout is left out only where the base has no file), so
+    /// the look's separate reads straddled a change and must be taken
+    /// again (docs/linearizability.md § Branch runs). A base file of
+    /// another version is one the base made since: shown, not torn.
+    fn torn(&self, up: &Scope, path: &VfsPath, base_version: u64) -> Result<bool> {
+        let record = sidecar::base(path)?;
+        match self.inner.read(up, &record) {
+            Ok((data, _)) => Ok(BaseRecord::decode(&record, &data)?.version == Some(base_version)),
+            Err(Error::NotFound(_) | Error::NotDirectory(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Applies `intents` as one commit of the upper scope, with the
@@ -664,16 +707,33 @@ impl Backend for Overlay {
         let up = self.upper(scope);
         let mut reads = vec![
             (up.clone(), path.clone()),
-            (up, sidecar::whiteout(path)?),
+            (up.clone(), sidecar::whiteout(path)?),
             (base, path.clone()),
         ];
         let check = self.pending_check()?;
         reads.extend(check);
         let mut found = self.inner.read_files(&reads)?.into_iter();
-        let (upper, whiteout, below) = (found.next().flatten(), found.next(), found.next());
+        let (mut upper, mut whiteout, mut below) =
+            (found.next().flatten(), found.next(), found.next());
         if reads.len() > 3 {
             let record = found.next().flatten();
             self.confirm_with(record.as_ref().map(|(data, _)| data.as_slice()))?;
+        }
+        reads.truncate(3);
+        for attempt in 1..MAX_ATTEMPTS {
+            let untouched_base = match (&upper, whiteout.as_ref().map(Option::is_some)) {
+                (None, Some(false)) => below.as_ref().and_then(|b| b.as_ref()),
+                _ => None,
+            };
+            let Some((_, entry)) = untouched_base else {
+                break;
+            };
+            if !self.torn(&up, path, entry.version)? {
+                break;
+            }
+            backoff(attempt);
+            let mut again = self.inner.read_files(&reads)?.into_iter();
+            (upper, whiteout, below) = (again.next().flatten(), again.next(), again.next());
         }
         if let Some((data, entry)) = upper {
             return Ok((data, tagged(entry)));
@@ -867,17 +927,31 @@ impl Backend for Overlay {
                 backoff(attempt);
             }
             let entry = self.stat(scope, source)?;
+            if entry.is_directory() && pre.if_version.is_some() {
+                return Err(Error::InvalidArgument(
+                    "if_version applies to files, not directories".into(),
+                ));
+            }
             let target = probe(self, scope, destination)?;
-            if !entry.is_directory() {
-                match &target {
-                    Some(t) if t.is_directory() => {
-                        return Err(Error::IsDirectory(destination.to_string()));
-                    }
-                    Some(_) if pre.create_only => {
-                        return Err(Error::AlreadyExists(destination.to_string()));
-                    }
-                    _ => {}
+            let refusal = match &target {
+                Some(t) if t.is_directory() && !entry.is_directory() => {
+                    Some(Error::IsDirectory(destination.to_string()))
                 }
+                Some(_) if pre.create_only || entry.is_directory() => {
+                    Some(Error::AlreadyExists(destination.to_string()))
+                }
+                _ => None,
+            };
+            if let Some(refusal) = refusal {
+                // A refusal stands for one instant holding both ends as
+                // seen: the source unchanged since before the destination
+                // was looked at. Else the two looks straddled a change.
+                if probe(self, scope, source)?.map(|e| e.version) == Some(entry.version) {
+                    return Err(refusal);
+                }
+                continue;
+            }
+            if !entry.is_directory() {
                 let (data, read) = self.read(scope, source)?;
                 if let Some(expected) = pre.if_version
                     && expected != read.version
@@ -913,14 +987,6 @@ impl Backend for Overlay {
                     files_moved: 1,
                     version: done[1].0.version,
                 });
-            }
-            if pre.if_version.is_some() {
-                return Err(Error::InvalidArgument(
-                    "if_version applies to files, not directories".into(),
-                ));
-            }
-            if target.is_some() {
-                return Err(Error::AlreadyExists(destination.to_string()));
             }
             let mut intents = Vec::new();
             let mut bytes = 0;
