@@ -89,11 +89,17 @@ impl Files<'_> {
             .restore(self.scope(), path, version, if_version)
     }
 
-    /// A version's pieces gathered whole, its recorded `size` and what
-    /// arrives checked against the file size limit before memory is taken.
+    /// A version's pieces gathered whole, its recorded `size` charged to
+    /// the caller's memory share first.
     fn gather(&self, path: &VfsPath, size: u64, pieces: ChunkReader) -> Result<Vec<u8>> {
         Error::check_file_size(path, size, self.max_file_bytes())?;
         self.charge(size, "reading a version")?;
+        self.collect(path, size, pieces)
+    }
+
+    /// A version's pieces gathered whole (`size`: its recorded size), what
+    /// arrives checked against the file size limit.
+    fn collect(&self, path: &VfsPath, size: u64, pieces: ChunkReader) -> Result<Vec<u8>> {
         let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
         for piece in pieces {
             data.extend_from_slice(&piece?);
@@ -102,17 +108,26 @@ impl Files<'_> {
         Ok(data)
     }
 
-    /// The text of retained `version` for a diff: a tombstone is empty.
-    fn version_text(&self, path: &VfsPath, version: u64) -> Result<String> {
+    /// Retained `version` of `path` for a diff, not yet read: its record,
+    /// its pieces, and the bytes it holds (a tombstone none).
+    fn diff_side(&self, path: &VfsPath, version: u64) -> Result<(FileVersion, ChunkReader, u64)> {
         let (found, pieces) =
             self.backend()
                 .read_version(self.scope(), path, version, VERSION_PIECE_BYTES)?;
+        let size = if found.deleted { 0 } else { found.size };
+        Error::check_file_size(path, size, self.max_file_bytes())?;
+        Ok((found, pieces, size))
+    }
+
+    /// The text of a diff's side: a tombstone is empty.
+    fn side_text(&self, path: &VfsPath, side: (FileVersion, ChunkReader, u64)) -> Result<String> {
+        let (found, pieces, size) = side;
         let data = if found.deleted {
             Vec::new()
         } else {
-            self.gather(path, found.size, pieces)?
+            self.collect(path, size, pieces)?
         };
-        let shown = format!("{path} (version {version})");
+        let shown = format!("{path} (version {})", found.version);
         Ok(text::decode(&shown, &data)?.text.into_owned())
     }
 
@@ -137,11 +152,13 @@ impl Files<'_> {
                 .map(|newest| newest.version)
                 .ok_or_else(|| Error::NotFound(path.to_string()))?,
         };
-        let old = self.version_text(path, from)?;
-        let new = self.version_text(path, to)?;
-        // The diff's line tables and its answer: about three times the
-        // texts (measured on 120,000-line versions).
-        self.charge(3 * (old.len() + new.len()) as u64, "the diff")?;
+        let (old, new) = (self.diff_side(path, from)?, self.diff_side(path, to)?);
+        // Both texts, then the diff's line tables and its answer (about
+        // three times the texts, measured on 120,000-line versions), charged
+        // at once before anything is read: charged in steps, concurrent
+        // diffs past the share each held a part and none could finish.
+        self.charge(4 * (old.2 + new.2), "the diff")?;
+        let (old, new) = (self.side_text(path, old)?, self.side_text(path, new)?);
         let shown = path.as_str().trim_start_matches('/');
         Ok(VersionDiff {
             from_version: from,
