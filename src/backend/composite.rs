@@ -319,14 +319,14 @@ impl Backend for CompositeBackend {
 
     /// Read together by their tier when one mount owns them all (and none
     /// is a mount point, which only the mount table answers for).
-    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<super::FilesRead> {
-        let owners: Vec<Option<&Mount>> = reads.iter().map(|(_, p)| self.owner(p)).collect();
+    fn read_files(&self, reads: &[super::FileRead]) -> Result<super::FilesRead> {
+        let owners: Vec<Option<&Mount>> = reads.iter().map(|r| self.owner(&r.path)).collect();
         match owners.first() {
             Some(Some(first))
                 if owners
                     .iter()
                     .all(|o| o.is_some_and(|m| std::ptr::eq(m, *first)))
-                    && !reads.iter().any(|(_, p)| self.holds_mounts(p)) =>
+                    && !reads.iter().any(|r| self.holds_mounts(&r.path)) =>
             {
                 first.backend.read_files(reads)
             }

@@ -193,21 +193,64 @@ pub fn unmovable_mount(path: &VfsPath) -> Error {
     Error::InvalidArgument(format!("{path} is a mount root; a mount cannot be moved"))
 }
 
-/// What [`Backend::read_files`] answers: per path read, its file's content
-/// and metadata, or `None` where there is no file.
+/// One look of a [`Backend::read_files`] batch: the file at `path` in
+/// `scope`, with its content or only its metadata.
+#[derive(Clone, Debug)]
+pub struct FileRead {
+    /// The scope the path is read in.
+    pub scope: Scope,
+    /// The file's path.
+    pub path: VfsPath,
+    /// False: only whether a file is there and its metadata (its content
+    /// answers empty), for a look that rarely needs more, so a large file
+    /// is not fetched for nothing.
+    pub content: bool,
+}
+
+impl FileRead {
+    /// The file's content and metadata.
+    pub fn file(scope: Scope, path: VfsPath) -> FileRead {
+        FileRead {
+            scope,
+            path,
+            content: true,
+        }
+    }
+
+    /// The file's metadata only.
+    pub fn entry(scope: Scope, path: VfsPath) -> FileRead {
+        FileRead {
+            scope,
+            path,
+            content: false,
+        }
+    }
+}
+
+/// What [`Backend::read_files`] answers: per look, the file's content (empty
+/// for a metadata-only look) and metadata, or `None` where there is no file.
 pub type FilesRead = Vec<Option<(Vec<u8>, Entry)>>;
 
-/// [`Backend::read_files`] one read after another.
-pub fn read_each<B: Backend + ?Sized>(
-    backend: &B,
-    reads: &[(Scope, VfsPath)],
-) -> Result<FilesRead> {
+/// [`Backend::read_files`] one look after another.
+pub fn read_each<B: Backend + ?Sized>(backend: &B, reads: &[FileRead]) -> Result<FilesRead> {
     reads
         .iter()
-        .map(|(scope, path)| match backend.read(scope, path) {
-            Ok(found) => Ok(Some(found)),
-            Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => Ok(None),
-            Err(e) => Err(e),
+        .map(|read| {
+            let found = if read.content {
+                backend.read(&read.scope, &read.path)
+            } else {
+                backend
+                    .stat(&read.scope, &read.path)
+                    .map(|entry| (Vec::new(), entry))
+            };
+            match found {
+                Ok((_, entry)) if entry.is_directory() => Ok(None),
+                Ok(found) => Ok(Some(found)),
+                Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => {
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
         })
         .collect()
 }
@@ -260,12 +303,12 @@ pub trait Backend: Send + Sync {
     /// The whole content of a file and its metadata.
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)>;
 
-    /// The files at several paths, each in its own scope, read together
+    /// The files at several paths, each in its own scope, looked at together
     /// (`None` where no file is, whatever else is there): what a call in a
     /// branch reads of a file's layers at once (docs/branches.md). The
     /// default reads them in turn; a tier whose every read is a request
     /// (the object tier) sends them at once, so they cost one round trip.
-    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<FilesRead> {
+    fn read_files(&self, reads: &[FileRead]) -> Result<FilesRead> {
         read_each(self, reads)
     }
 

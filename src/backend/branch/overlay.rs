@@ -8,7 +8,7 @@ use super::walk::ViewFiles;
 use super::{BranchRecord, RecordCache, Registry, UPPER_BIT, no_branch};
 use crate::backend::changeset::{FileAction, FileChange, FileCommitted, MAX_CHANGESET_FILES};
 use crate::backend::{
-    Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, backoff,
+    Backend, ChunkReader, FileRead, MoveOutcome, Precondition, UpdateFn, WriteOutcome, backoff,
     check_directory_delete, mount_point_delete, restore_of_deletion, unmovable_mount,
 };
 use crate::change::{Change, ChangeCursor, ChangeKind, Operation};
@@ -70,6 +70,33 @@ fn probe(backend: &dyn Backend, scope: &Scope, path: &VfsPath) -> Result<Option<
     }
 }
 
+/// True when a look at a path that found neither the branch's file nor
+/// its whiteout, and the base's file at `base_version`, was torn, `kept`
+/// being the branch's base record of the path (stored at `record`): the
+/// record says the base had that very file when the branch first changed
+/// the path, and from then on the branch holds a file or a whiteout there
+/// (each change writes one of them in the same commit; a whiteout is left
+/// out only where the base has no file), so the look's separate reads
+/// straddled a change and must be taken again (docs/linearizability.md §
+/// Branch runs). A base file of another version is one the base made
+/// since: shown, not torn.
+fn torn(record: &VfsPath, kept: &[u8], base_version: u64) -> Result<bool> {
+    Ok(BaseRecord::decode(record, kept)?.version == Some(base_version))
+}
+
+/// What `look` finds, taken again after a `backoff` while it says it was
+/// torn (the last of `MAX_ATTEMPTS` looks is answered as it is).
+fn untorn<T>(mut look: impl FnMut() -> Result<(T, bool)>) -> Result<T> {
+    let (mut found, mut torn) = look()?;
+    let mut attempt = 1;
+    while torn && attempt < MAX_ATTEMPTS {
+        backoff(attempt);
+        (found, torn) = look()?;
+        attempt += 1;
+    }
+    Ok(found)
+}
+
 /// What one file path is, layer by layer.
 struct Found {
     /// The branch's file there.
@@ -99,6 +126,14 @@ impl Found {
             None => self.base_file().map(|e| e.version),
         }
     }
+}
+
+/// The file a Read in the branch shows at a path.
+struct Shown {
+    /// Its content and metadata (`None`: no file).
+    file: Option<(Vec<u8>, Entry)>,
+    /// The branch deleted the base's file there.
+    deleted: bool,
 }
 
 /// One file's part of a change made in the branch.
@@ -143,7 +178,7 @@ impl Overlay {
     }
 
     /// The registry's read confirming a cached record still pending.
-    fn pending_check(&self) -> Result<Option<(Scope, VfsPath)>> {
+    fn pending_check(&self) -> Result<Option<FileRead>> {
         match &self.cached {
             Some((_, done)) if done.get().is_none() => {
                 Registry::record_read(&self.record).map(Some)
@@ -228,11 +263,12 @@ impl Overlay {
     }
 
     /// Every layer's view of the file path `path` (below the root), taken
-    /// again while it is torn (see [`Overlay::torn`]).
+    /// again while it is torn (see [`torn`]).
     fn find(&self, scope: &Scope, path: &VfsPath) -> Result<Found> {
-        let mut found = self.find_once(scope, path)?;
-        for attempt in 1..MAX_ATTEMPTS {
-            let untouched_base = match &found {
+        let (up, record) = (self.upper(scope), sidecar::base(path)?);
+        untorn(|| {
+            let found = self.find_once(scope, path)?;
+            let torn = match &found {
                 Found {
                     upper: None,
                     upper_dir: false,
@@ -240,16 +276,74 @@ impl Overlay {
                     based: true,
                     base: Some(entry),
                     ..
-                } => entry.version,
-                _ => break,
+                } => {
+                    let kept = self
+                        .inner
+                        .read_files(&[FileRead::file(up.clone(), record.clone())]);
+                    match kept?.pop().flatten() {
+                        Some((kept, _)) => torn(&record, &kept, entry.version)?,
+                        None => false,
+                    }
+                }
+                _ => false,
             };
-            if !self.torn(&self.upper(scope), path, untouched_base)? {
-                break;
+            Ok((found, torn))
+        })
+    }
+
+    /// The file the branch shows at `path`, which it changed (it keeps the
+    /// base record `record` of it): its own, or the base's unless it deleted
+    /// that. One batch of reads, taken again while
+    /// torn (see [`torn`]).
+    fn read_changed(
+        &self,
+        up: &Scope,
+        base: &Scope,
+        path: &VfsPath,
+        record: &VfsPath,
+    ) -> Result<Shown> {
+        let reads = [
+            FileRead::file(up.clone(), path.clone()),
+            FileRead::entry(up.clone(), sidecar::whiteout(path)?),
+            FileRead::file(base.clone(), path.clone()),
+            FileRead::file(up.clone(), record.clone()),
+        ];
+        untorn(|| {
+            let mut found = self.inner.read_files(&reads)?.into_iter();
+            let mut next = || found.next().flatten();
+            let (upper, whiteout, below, kept) = (next(), next(), next(), next());
+            if let Some((data, entry)) = upper {
+                let file = Some((data, tagged(entry)));
+                return Ok((
+                    Shown {
+                        file,
+                        deleted: false,
+                    },
+                    false,
+                ));
             }
-            backoff(attempt);
-            found = self.find_once(scope, path)?;
-        }
-        Ok(found)
+            if whiteout.is_some() {
+                return Ok((
+                    Shown {
+                        file: None,
+                        deleted: true,
+                    },
+                    false,
+                ));
+            }
+            let torn = match (&below, &kept) {
+                (Some((_, entry)), Some((kept, _))) => torn(record, kept, entry.version)?,
+                _ => false,
+            };
+            let file = below;
+            Ok((
+                Shown {
+                    file,
+                    deleted: false,
+                },
+                torn,
+            ))
+        })
     }
 
     /// One look at every layer of `path`: separate reads, so possibly torn.
@@ -336,24 +430,6 @@ impl Overlay {
         }
         out.sort_by_key(|e| e.path.order_key());
         Ok(out)
-    }
-
-    /// True when a look at `path` that found neither the branch's file nor
-    /// its whiteout, and the base's file at `base_version`, was torn: the
-    /// branch's base record says the base had that very file when the
-    /// branch first changed the path, and from then on the branch holds a
-    /// file or a whiteout there (each change writes one of them in the same
-    /// commit; a whiteout is left out only where the base has no file), so
-    /// the look's separate reads straddled a change and must be taken
-    /// again (docs/linearizability.md § Branch runs). A base file of
-    /// another version is one the base made since: shown, not torn.
-    fn torn(&self, up: &Scope, path: &VfsPath, base_version: u64) -> Result<bool> {
-        let record = sidecar::base(path)?;
-        match self.inner.read(up, &record) {
-            Ok((data, _)) => Ok(BaseRecord::decode(&record, &data)?.version == Some(base_version)),
-            Err(Error::NotFound(_) | Error::NotDirectory(_)) => Ok(false),
-            Err(e) => Err(e),
-        }
     }
 
     /// Applies `intents` as one commit of the upper scope, with the
@@ -532,7 +608,9 @@ impl Overlay {
                         .or_else(|| sidecar::whited_out(&entry.path))
                         .unwrap_or(entry.path);
                     return Err(Error::Unsupported(format!(
-                        "{dir}: the branch deleted the base's file {file} below it and keeps                          that deletion until the branch is merged or discarded; a file cannot                          take the directory's place in the branch before then"
+                        "{dir}: the branch deleted the base's file {file} below it and keeps \
+                         that deletion until the branch is merged or discarded; a file cannot \
+                         take the directory's place in the branch before then"
                     )));
                 }
                 stale.push(FileChange {
@@ -701,51 +779,41 @@ impl Backend for Overlay {
             self.confirm()?;
             return self.inner.read(&base, path);
         }
-        // The branch's file, its whiteout and the base's file (and a cached
-        // record's confirmation) in one go: on the object tier one round
-        // trip (docs/performance.md § Branches).
-        let up = self.upper(scope);
+        // The branch's file, whether it keeps a base record of the path,
+        // and the base's file (and a cached record's confirmation) in one
+        // go: on the object tier one round trip (docs/performance.md §
+        // Branches). A path the branch never changed has no base record, so
+        // the base's file is what it shows.
+        let (up, record) = (self.upper(scope), sidecar::base(path)?);
         let mut reads = vec![
-            (up.clone(), path.clone()),
-            (up.clone(), sidecar::whiteout(path)?),
-            (base, path.clone()),
+            FileRead::file(up.clone(), path.clone()),
+            FileRead::entry(up.clone(), record.clone()),
+            FileRead::file(base.clone(), path.clone()),
         ];
         let check = self.pending_check()?;
+        let checking = check.is_some();
         reads.extend(check);
         let mut found = self.inner.read_files(&reads)?.into_iter();
-        let (mut upper, mut whiteout, mut below) =
-            (found.next().flatten(), found.next(), found.next());
-        if reads.len() > 3 {
-            let record = found.next().flatten();
-            self.confirm_with(record.as_ref().map(|(data, _)| data.as_slice()))?;
+        let (upper, based, below) = (found.next().flatten(), found.next().flatten(), found.next());
+        if checking {
+            let registered = found.next().flatten();
+            self.confirm_with(registered.as_ref().map(|(data, _)| data.as_slice()))?;
         }
-        reads.truncate(3);
-        for attempt in 1..MAX_ATTEMPTS {
-            let untouched_base = match (&upper, whiteout.as_ref().map(Option::is_some)) {
-                (None, Some(false)) => below.as_ref().and_then(|b| b.as_ref()),
-                _ => None,
-            };
-            let Some((_, entry)) = untouched_base else {
-                break;
-            };
-            if !self.torn(&up, path, entry.version)? {
-                break;
-            }
-            backoff(attempt);
-            let mut again = self.inner.read_files(&reads)?.into_iter();
-            (upper, whiteout, below) = (again.next().flatten(), again.next(), again.next());
-        }
-        if let Some((data, entry)) = upper {
-            return Ok((data, tagged(entry)));
-        }
-        let whited_out = whiteout.flatten().is_some();
-        if !whited_out && let Some(Some(file)) = below {
+        let shown = match (upper, based) {
+            (Some((data, entry)), _) => return Ok((data, tagged(entry))),
+            (None, None) => Shown {
+                file: below.flatten(),
+                deleted: false,
+            },
+            (None, Some(_)) => self.read_changed(&up, &base, path, &record)?,
+        };
+        if let Some(file) = shown.file {
             return Ok(file);
         }
         // No file to read: say what is there.
         match self.stat(scope, path) {
             Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-            Ok(_) if !whited_out => self.read(scope, path),
+            Ok(_) if !shown.deleted => self.read(scope, path),
             Ok(_) => Err(Error::NotFound(path.to_string())),
             Err(e) => Err(e),
         }

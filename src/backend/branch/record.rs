@@ -3,7 +3,7 @@
 //! as long as its tier keeps files (State: until its session idles out).
 
 use crate::access::Principal;
-use crate::backend::{Backend, Precondition};
+use crate::backend::{Backend, FileRead, Precondition};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::{INTERNAL_SCOPE, Scope};
@@ -169,8 +169,8 @@ impl<'a> Registry<'a> {
     }
 
     /// The read that finds `record` in the registry now: its scope and path.
-    pub fn record_read(record: &BranchRecord) -> Result<(Scope, VfsPath)> {
-        Ok((
+    pub fn record_read(record: &BranchRecord) -> Result<FileRead> {
+        Ok(FileRead::file(
             Registry::scope(&record.namespace),
             Registry::record_path(&record.mount, &record.name)?,
         ))

@@ -333,9 +333,9 @@ impl Backend for ObjectBackend {
 
     /// The heads in one round trip (their GETs at once), then the blobs
     /// of the large files found.
-    fn read_files(&self, reads: &[(Scope, VfsPath)]) -> Result<super::FilesRead> {
+    fn read_files(&self, reads: &[super::FileRead]) -> Result<super::FilesRead> {
         let mut asked = Vec::with_capacity(reads.len());
-        for (scope, path) in reads {
+        for super::FileRead { scope, path, .. } in reads {
             let ns = self.namespace(scope)?.to_owned();
             let key = (path != &self.keys.mount)
                 .then(|| self.keys.head(&ns, path))
@@ -355,10 +355,14 @@ impl Backend for ObjectBackend {
             .await
         })?;
         let mut out = Vec::with_capacity(reads.len());
-        for (((_, path), (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
+        for ((read, (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
+            let path = &read.path;
             out.push(match head {
                 Some(file) => Some((
-                    self.content(ns, path, &file)?.to_vec(),
+                    match read.content {
+                        true => self.content(ns, path, &file)?.to_vec(),
+                        false => Vec::new(),
+                    },
                     super::ordered::file_entry(path.clone(), &file.meta),
                 )),
                 None => None,
