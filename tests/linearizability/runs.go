@@ -38,6 +38,7 @@ var runs = []runSpec{
 	{name: "object-3", tier: "object", servers: 3, about: "object tier (versitygw), three servers on one bucket"},
 	{name: "object-proxy", tier: "object", servers: 2, proxy: true, pairs: true, about: "object tier, two servers, each one's S3 traffic through the fault-injecting proxy"},
 	{name: "store-branch", tier: "store", servers: 1, branch: true, about: "Store tier, one server, every call in a branch of the mount"},
+	{name: "filesystem-branch", tier: "filesystem", servers: 1, branch: true, about: "Filesystem tier, one server, every call in a branch of the mount (its changes in the server's data directory)"},
 	{name: "object-2-branch", tier: "object", servers: 2, branch: true, maxOps: 6000, about: "object tier, two servers on one bucket, every call in a branch of the mount"},
 }
 
