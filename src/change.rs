@@ -360,6 +360,37 @@ impl ChangeCursor {
         self.shards.insert(mount.clone(), positions);
     }
 
+    /// Exchanges the places kept under `a` with those kept under `b`: a
+    /// Watch in a branch keeps its place in the base's log of a mount under
+    /// a key no mount has, and swaps it in while the tier reads that log
+    /// (src/backend/branch/overlay.rs).
+    pub fn swap(&mut self, a: &VfsPath, b: &VfsPath) {
+        let (pa, pb) = (self.positions.remove(a), self.positions.remove(b));
+        let (sa, sb) = (self.shards.remove(a), self.shards.remove(b));
+        for (key, position) in [(b, pa), (a, pb)] {
+            if let Some(position) = position {
+                self.positions.insert(key.clone(), position);
+            }
+        }
+        for (key, logs) in [(b, sa), (a, sb)] {
+            if let Some(logs) = logs {
+                self.shards.insert(key.clone(), logs);
+            }
+        }
+    }
+
+    /// Takes `other`'s places under `key` in place of this cursor's.
+    pub fn copy_from(&mut self, other: &ChangeCursor, key: &VfsPath) {
+        self.positions.remove(key);
+        self.shards.remove(key);
+        if let Some(position) = other.positions.get(key) {
+            self.positions.insert(key.clone(), *position);
+        }
+        if let Some(logs) = other.shards.get(key) {
+            self.shards.insert(key.clone(), logs.clone());
+        }
+    }
+
     /// Sets the position in log `shard` of `mount`, a mount with several.
     pub fn set_shard(&mut self, mount: &VfsPath, shard: u64, seq: u64) {
         self.shards

@@ -865,3 +865,119 @@ async fn a_link_leaving_the_root_is_refused_inside_a_branch() {
     let refused = fs.read(req).await.unwrap_err();
     assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
 }
+
+/// Every event of a Watch of `root` in `branch` from `cursor` (the head
+/// when empty) up to the head, and the cursor after them.
+async fn watch_in(
+    fs: &mut FilesystemClient<Channel>,
+    branch: &str,
+    root: &str,
+    cursor: &str,
+) -> (Vec<pb::ChangeEvent>, String) {
+    let msg = pb::WatchRequest {
+        path: root.into(),
+        cursor: cursor.into(),
+        from_now: cursor.is_empty(),
+        stop_at_head: true,
+    };
+    let mut stream = fs.watch(in_branch(msg, branch)).await.unwrap().into_inner();
+    let (mut events, mut last) = (Vec::new(), String::new());
+    while let Some(msg) = stream.message().await.unwrap() {
+        events.extend(msg.events);
+        last = msg.cursor;
+    }
+    (events, last)
+}
+
+/// What a Watch event says: its path, kind, the move's other end, and
+/// whether the version is the branch's (top bit set).
+fn said(e: &pb::ChangeEvent) -> (String, i32, String, bool) {
+    (
+        e.path.clone(),
+        e.kind,
+        e.moved_path.clone(),
+        e.version >> 63 == 1,
+    )
+}
+
+/// A Watch in a branch reports what the branch shows change: its own
+/// changes, and the base's changes to files it has not changed (a base
+/// move with both ends), never the base's change to a file the branch
+/// changed; a cursor from it, the page's or one event's, resumes exactly
+/// (docs/branches.md § Working in a branch).
+async fn a_watch_in_a_branch_on(fs: &mut FilesystemClient<Channel>, root: &str) {
+    let (created, modified, deleted) = (
+        pb::ChangeKind::Created as i32,
+        pb::ChangeKind::Modified as i32,
+        pb::ChangeKind::Deleted as i32,
+    );
+    let p = |file: &str| format!("{root}/{file}");
+    let name = root.trim_start_matches('/').replace('/', "-");
+    for name in ["a", "b", "c"] {
+        write(fs, &p(name), "base\n").await;
+    }
+    fork(fs, &name, root).await;
+    let (none, head) = watch_in(fs, &name, root, "").await;
+    assert!(none.is_empty(), "{none:?}");
+    write_in(fs, &name, &p("a"), "mine\n").await;
+    write(fs, &p("a"), "theirs\n").await;
+    write(fs, &p("b"), "theirs\n").await;
+    let mv = pb::MoveRequest {
+        source: p("c"),
+        destination: p("d"),
+        ..Default::default()
+    };
+    fs.r#move(Request::new(mv)).await.unwrap();
+    let (events, after) = watch_in(fs, &name, root, &head).await;
+    let mut seen: Vec<_> = events.iter().map(said).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            (p("a"), created, String::new(), true),
+            (p("b"), modified, String::new(), false),
+            (p("c"), deleted, p("d"), false),
+            (p("d"), created, p("c"), false),
+        ],
+        "{root}: {events:?}"
+    );
+    // Resuming after the first event sends exactly the others.
+    let (rest, _) = watch_in(fs, &name, root, &events[0].cursor).await;
+    assert_eq!(
+        rest.iter().map(said).collect::<Vec<_>>(),
+        events[1..].iter().map(said).collect::<Vec<_>>(),
+        "{root}"
+    );
+    // The page's cursor resumes in both logs: one more change each.
+    write(fs, &p("b"), "again\n").await;
+    write_in(fs, &name, &p("e"), "new\n").await;
+    let (more, _) = watch_in(fs, &name, root, &after).await;
+    let mut seen: Vec<_> = more.iter().map(said).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        vec![
+            (p("b"), modified, String::new(), false),
+            (p("e"), created, String::new(), true),
+        ],
+        "{root}"
+    );
+    assert_eq!(read(fs, Some(&name), &p("a")).await.unwrap(), "mine\n");
+}
+
+#[tokio::test]
+async fn a_watch_in_a_branch_sees_the_base_where_the_branch_did_not_change_it() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for root in ["/scratch/w", "/memories/w", "/workspace/w"] {
+        a_watch_in_a_branch_on(&mut fs, root).await;
+    }
+}
+
+#[tokio::test]
+async fn a_watch_in_a_branch_sees_the_base_on_the_object_tier() {
+    let config = object_config();
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    a_watch_in_a_branch_on(&mut fs, "/shared/w").await;
+}

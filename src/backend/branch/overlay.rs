@@ -19,7 +19,7 @@ use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::{SearchPart, SearchRun, sorted};
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, OnceLock};
 use tokio::sync::watch;
 
@@ -30,6 +30,9 @@ const MAX_ATTEMPTS: u32 = 200;
 /// Most reads of the upper log one page of a branch's changes takes (each
 /// shown change comes with at most two of bookkeeping).
 const MAX_CHANGE_READS: usize = 4;
+/// The first name of the key a Watch in a branch keeps its place in the
+/// base's log under (see [`Overlay::base_log_key`]).
+const BASE_LOG_KEY: &str = ".avfs-base-log";
 /// Most bytes one Move of a directory in a branch carries (it copies the
 /// files it moves into the branch).
 const MAX_MOVE_BYTES: usize = 256 << 20;
@@ -648,10 +651,101 @@ impl Overlay {
         Some(change)
     }
 
-    /// True when a Watch of `root` reads the branch's log (it covers the
-    /// branch's root or lies in it); the base's otherwise.
-    fn watches_branch(&self, root: &VfsPath) -> bool {
-        self.within(root) || self.record.root.is_within(root)
+    /// The part of the branch a Watch of `root` covers (`None`: none, it
+    /// reads the base's log alone).
+    fn watched_branch_root(&self, root: &VfsPath) -> Option<VfsPath> {
+        if self.within(root) {
+            Some(root.clone())
+        } else if self.record.root.is_within(root) {
+            Some(self.record.root.clone())
+        } else {
+            None
+        }
+    }
+
+    /// Where a Watch in the branch keeps its place in the base's log of the
+    /// branch's mount, beside its place in the mount's log of the branch's
+    /// own changes: under a name no mount has (mount prefixes may not use
+    /// the reserved `.avfs-`, src/config).
+    fn base_log_key(&self) -> Result<VfsPath> {
+        let mut key = VfsPath::root().join(BASE_LOG_KEY)?;
+        for segment in self.record.mount.segments() {
+            key = key.join(segment)?;
+        }
+        Ok(key)
+    }
+
+    /// Up to about `max` changes of the base's logs under `root` that the
+    /// branch shows: every change outside the branch's root, and inside it
+    /// those of files the branch has not changed (it keeps no base record
+    /// of them now; a change to a file the branch changed since is not
+    /// shown, the branch's own change is). Changes of the branch's mount
+    /// name [`Overlay::base_log_key`] as their log, so a cursor taken after
+    /// one moves on in the base's log.
+    fn base_changes(
+        &self,
+        scope: &Scope,
+        root: &VfsPath,
+        cursor: &mut ChangeCursor,
+        max: usize,
+    ) -> Result<Vec<Change>> {
+        let (mount, key) = (&self.record.mount, self.base_log_key()?);
+        cursor.swap(mount, &key);
+        let read = self.inner.changes(&self.base(scope), root, cursor, max);
+        cursor.swap(mount, &key);
+        let page = match read {
+            Err(Error::Expired { what, oldest }) => {
+                let mut from = ChangeCursor::decode(&oldest)?;
+                from.swap(mount, &key);
+                from.copy_from(cursor, mount);
+                return Err(Error::Expired {
+                    what,
+                    oldest: from.encode(),
+                });
+            }
+            other => other?,
+        };
+        // Which of the files these changes name inside the branch's root
+        // the branch changed: one batch of base record lookups.
+        let inside = |path: &VfsPath| self.within(path) && *path != self.record.root;
+        let named: BTreeSet<VfsPath> = page
+            .iter()
+            .filter(|c| c.log == *mount)
+            .flat_map(|c| std::iter::once(&c.path).chain(&c.moved_path))
+            .filter(|p| inside(p))
+            .cloned()
+            .collect();
+        let up = self.upper(scope);
+        let lookups = named
+            .iter()
+            .map(|p| Ok(FileRead::entry(up.clone(), sidecar::base(p)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let found = self.inner.read_files(&lookups)?;
+        let touched: HashSet<VfsPath> = named
+            .into_iter()
+            .zip(found)
+            .filter_map(|(path, record)| record.map(|_| path))
+            .collect();
+        let mut out = Vec::with_capacity(page.len());
+        for mut change in page {
+            if change.log == *mount {
+                if touched.contains(&change.path) {
+                    continue;
+                }
+                if change
+                    .moved_path
+                    .as_ref()
+                    .is_some_and(|p| touched.contains(p))
+                {
+                    // The move's other end is a file the branch changed,
+                    // which this change does not show.
+                    change.moved_path = None;
+                }
+                change.log = key.clone();
+            }
+            out.push(change);
+        }
+        Ok(out)
     }
 }
 
@@ -1264,11 +1358,16 @@ impl Backend for Overlay {
 
     fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {
         self.confirm()?;
-        let scope = match self.watches_branch(root) {
-            true => self.upper(scope),
-            false => self.base(scope),
+        let Some(branch_root) = self.watched_branch_root(root) else {
+            return self.inner.watch_head(&self.base(scope), root, cursor);
         };
-        self.inner.watch_head(&scope, root, cursor)
+        self.inner
+            .watch_head(&self.upper(scope), &branch_root, cursor)?;
+        let key = self.base_log_key()?;
+        cursor.swap(&self.record.mount, &key);
+        let head = self.inner.watch_head(&self.base(scope), root, cursor);
+        cursor.swap(&self.record.mount, &key);
+        head
     }
 
     fn changes(
@@ -1279,22 +1378,26 @@ impl Backend for Overlay {
         max: usize,
     ) -> Result<Vec<Change>> {
         self.confirm()?;
-        if !self.watches_branch(root) {
+        let Some(branch_root) = self.watched_branch_root(root) else {
             return self.inner.changes(&self.base(scope), root, cursor, max);
-        }
-        // The upper log also holds the bookkeeping's changes, which are not
-        // shown: read on until the page is full or the log gives out, so a
-        // page is as full as the base's would be.
+        };
+        // The branch's own changes first. The upper log also holds the
+        // bookkeeping's changes, which are not shown: read on until the
+        // page is full or the log gives out, so a page is as full as the
+        // base's would be.
         let up = self.upper(scope);
         let mut out = Vec::new();
         for _ in 0..MAX_CHANGE_READS {
             let ask = max - out.len();
-            let page = self.inner.changes(&up, root, cursor, ask)?;
+            let page = self.inner.changes(&up, &branch_root, cursor, ask)?;
             let short = page.len() < ask;
             out.extend(page.into_iter().filter_map(Overlay::shown_change));
             if short || out.len() == max {
                 break;
             }
+        }
+        if out.len() < max {
+            out.extend(self.base_changes(scope, root, cursor, max - out.len())?);
         }
         Ok(out)
     }
