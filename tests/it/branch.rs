@@ -575,18 +575,28 @@ async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
 #[tokio::test]
 async fn kill_9_during_a_merge_leaves_it_all_or_nothing() {
     let mut server = Server::start();
-    kill_9_during_merges(&mut server, "/memories").await;
+    kill_9_during_merges(&mut server, "/memories", 30).await;
 }
 
 #[tokio::test]
 async fn kill_9_during_a_merge_on_the_filesystem_tier_leaves_it_all_or_nothing() {
     let mut server = Server::start();
-    kill_9_during_merges(&mut server, "/workspace").await;
+    kill_9_during_merges(&mut server, "/workspace", 30).await;
+}
+
+/// On the object tier a merge of 100 files takes about a second (one
+/// changeset of 100 files on S3), so the kill lands anywhere in it.
+#[tokio::test]
+async fn kill_9_during_a_merge_on_the_object_tier_leaves_it_all_or_nothing() {
+    let config = object_config();
+    let mut server = Server::start_with(Some(&config), &[]);
+    kill_9_during_merges(&mut server, "/shared", 1500).await;
 }
 
 /// Six merges of 100 files below `mount`, each cut by kill -9 after a
-/// random delay: every file before, or every file merged.
-async fn kill_9_during_merges(server: &mut Server, mount: &str) {
+/// random delay of up to `max_delay_ms`: every file before, or every file
+/// merged.
+async fn kill_9_during_merges(server: &mut Server, mount: &str, max_delay_ms: u64) {
     for trial in 0..6 {
         let mut fs = server.fs().await;
         let root = format!("{mount}/k{trial}");
@@ -598,7 +608,7 @@ async fn kill_9_during_merges(server: &mut Server, mount: &str) {
         for i in 0..100 {
             write_in(&mut fs, &name, &format!("{root}/f{i:03}.txt"), "after\n").await;
         }
-        let delay = std::time::Duration::from_micros(rand::random_range(0..30_000));
+        let delay = std::time::Duration::from_micros(rand::random_range(0..max_delay_ms * 1000));
         let mut merging = fs.clone();
         let req = pb::MergeBranchRequest {
             name: name.clone(),
