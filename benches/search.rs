@@ -9,8 +9,11 @@
 //! the result sets are identical (modulo order), then prints a markdown table
 //! of median wall times over `$AGENTVFS_BENCH_RUNS` runs (default 5, after one
 //! warm-up), their ratio, the time to the first streamed batch, and the
-//! server's peak memory (`VmHWM`). `AGENTVFS_BENCH_ONLY=glob` runs only the
-//! cases whose name contains that text.
+//! server's peak memory (`VmHWM`). Each case runs a second way too: through
+//! the `agentvfs` CLI (`agentvfs grep` / `agentvfs glob`), process start,
+//! connection and printing included, as rg and fd are timed.
+//! `AGENTVFS_BENCH_ONLY=glob` runs only the cases whose name contains that
+//! text.
 //!
 //! Both sides are configured alike: two threads (`-j2`; the machine these
 //! numbers were taken on has two cores, which the server's workers use), hidden
@@ -113,23 +116,35 @@ fn main() {
             .chain([&glob])
             .filter(|c| c.name.contains(&only))
         {
-            let ours = measure(runs, || rt.block_on(run_ours(&mut client, &case.kind)));
-            let theirs = measure(runs, || run_reference(&root, &case.kind));
-            let identical = ours.results == theirs.results;
-            if !identical {
-                report_difference(&ours.results, &theirs.results);
-            }
-            println!(
-                "| {tree} | {} | {:.1} ms | {:.1} ms | {:.2} | {} | {} | {} |",
-                case.name,
-                ms(ours.median),
-                ms(theirs.median),
-                ours.median.as_secs_f64() / theirs.median.as_secs_f64(),
-                ours.first_batch
-                    .map_or("-".into(), |d| format!("{:.1} ms", ms(d))),
-                ours.results.len(),
-                if identical { "yes" } else { "NO" },
+            let url = server.url();
+            let mut measured = measure(
+                runs,
+                &mut [
+                    Box::new(|| rt.block_on(run_ours(&mut client, &case.kind))),
+                    Box::new(|| run_cli(&url, &case.kind)),
+                    Box::new(|| run_reference(&root, &case.kind)),
+                ],
             );
+            let theirs = measured.pop().expect("the reference's");
+            let cli = measured.pop().expect("the CLI's");
+            let ours = measured.pop().expect("the gRPC client's");
+            for (how, ours) in [("", ours), (" (CLI, process start included)", cli)] {
+                let identical = ours.results == theirs.results;
+                if !identical {
+                    report_difference(&ours.results, &theirs.results);
+                }
+                println!(
+                    "| {tree} | {}{how} | {:.1} ms | {:.1} ms | {:.2} | {} | {} | {} |",
+                    case.name,
+                    ms(ours.median),
+                    ms(theirs.median),
+                    ours.median.as_secs_f64() / theirs.median.as_secs_f64(),
+                    ours.first_batch
+                        .map_or("-".into(), |d| format!("{:.1} ms", ms(d))),
+                    ours.results.len(),
+                    if identical { "yes" } else { "NO" },
+                );
+            }
         }
         println!(
             "| {tree} | server peak RSS (VmHWM) | {} | | | | | |",
@@ -154,24 +169,38 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// One warm-up, then `runs` timed runs; the median and the last result set.
-fn measure(runs: usize, mut f: impl FnMut() -> (Duration, Option<Duration>, Results)) -> Measured {
-    let (_, _, mut results) = f();
-    let mut times = Vec::new();
-    let mut firsts = Vec::new();
+/// One run of a search: its wall time, time to its first batch, results.
+type Run<'a> = Box<dyn FnMut() -> (Duration, Option<Duration>, Results) + 'a>;
+
+/// One warm-up of each way, then `runs` rounds running each way once in
+/// turn, so the machine's load (shared, and it moves) weighs on every way
+/// alike; per way the median and the last result set.
+fn measure(runs: usize, ways: &mut [Run<'_>]) -> Vec<Measured> {
+    let mut results: Vec<Results> = ways.iter_mut().map(|f| f().2).collect();
+    let mut times = vec![Vec::new(); ways.len()];
+    let mut firsts = vec![Vec::new(); ways.len()];
     for _ in 0..runs {
-        let (t, first, r) = f();
-        times.push(t);
-        firsts.extend(first);
-        results = r;
+        for (i, f) in ways.iter_mut().enumerate() {
+            let (t, first, r) = f();
+            times[i].push(t);
+            firsts[i].extend(first);
+            results[i] = r;
+        }
     }
-    times.sort();
-    firsts.sort();
-    Measured {
-        median: times[times.len() / 2],
-        first_batch: firsts.get(firsts.len() / 2).copied(),
-        results,
-    }
+    times
+        .into_iter()
+        .zip(firsts)
+        .zip(results)
+        .map(|((mut times, mut firsts), results)| {
+            times.sort();
+            firsts.sort();
+            Measured {
+                median: times[times.len() / 2],
+                first_batch: firsts.get(firsts.len() / 2).copied(),
+                results,
+            }
+        })
+        .collect()
 }
 
 async fn connect(url: &str) -> FilesystemClient<Channel> {
@@ -256,6 +285,73 @@ async fn run_ours(
         .flat_map(|b: pb::GlobBatch| b.entries)
         .map(|e| (e.path, 0));
     (elapsed, first, grep_results.chain(glob_results).collect())
+}
+
+/// The same search through the `agentvfs` CLI against the server at `url`,
+/// end to end as a person or a script runs it: the process's start, its
+/// connection and its printing included. Its output is parsed after the
+/// clock stops, as rg's and fd's is.
+fn run_cli(url: &str, kind: &Kind) -> (Duration, Option<Duration>, Results) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
+    let budgets = [
+        "--max-visited".to_owned(),
+        MAX_VISITED.to_string(),
+        "--max-duration-ms".to_owned(),
+        MAX_DURATION_MS.to_string(),
+    ];
+    match kind {
+        Kind::Grep {
+            pattern,
+            literal,
+            case_insensitive,
+        } => {
+            cmd.args(["grep", "--addr", url]).args(&budgets);
+            if *literal {
+                cmd.arg("-F");
+            }
+            if *case_insensitive {
+                cmd.arg("-i");
+            }
+            cmd.args(["--", pattern, "/workspace"]);
+        }
+        Kind::Glob(pattern) => {
+            cmd.args(["glob", "--addr", url]).args(&budgets);
+            cmd.args(["--", pattern, "/workspace"]);
+        }
+    }
+    let start = Instant::now();
+    let out = cmd.output().expect("the agentvfs CLI runs");
+    let elapsed = start.elapsed();
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("the CLI prints UTF-8");
+    let results = match kind {
+        // `path:line:text`, the path ending at the first `:<digits>:`.
+        Kind::Grep { .. } => text
+            .lines()
+            .map(|line| {
+                let bytes = line.as_bytes();
+                (0..bytes.len())
+                    .filter(|&i| bytes[i] == b':')
+                    .find_map(|i| {
+                        let digits = bytes[i + 1..].iter().take_while(|b| b.is_ascii_digit());
+                        let n = digits.count();
+                        (n > 0 && bytes.get(i + 1 + n) == Some(&b':')).then(|| {
+                            (
+                                line[..i].to_owned(),
+                                line[i + 1..i + 1 + n].parse().unwrap(),
+                            )
+                        })
+                    })
+                    .unwrap_or_else(|| panic!("not a grep line: {line}"))
+            })
+            .collect(),
+        Kind::Glob(_) => text.lines().map(|path| (path.to_owned(), 0)).collect(),
+    };
+    (elapsed, None, results)
 }
 
 fn check_summary(s: &pb::SearchSummary) {

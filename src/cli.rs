@@ -464,7 +464,11 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
     };
     let mut fs = FilesystemClient::with_interceptor(channel.clone(), headers.clone())
         .max_decoding_message_size(usize::MAX);
-    let mut out = std::io::stdout().lock();
+    // Buffered, and flushed after each streamed message: Rust's stdout
+    // alone writes every line with its own system call, which made
+    // `agentvfs glob` of 10,000 paths 1.75× fd's time, process start
+    // included (docs/performance.md § Search).
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let fail = |s: Status| describe_status(&s);
     let io = |e: std::io::Error| e.to_string();
     match verb {
@@ -635,6 +639,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                             writeln!(out, "{}{sep}{}{sep}{}", m.path, m.line_number, m.line)
                                 .map_err(io)?;
                         }
+                        out.flush().map_err(io)?;
                     }
                     Some(pb::grep_response::Result::Summary(s)) => print_summary(&s),
                     None => {}
@@ -803,6 +808,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                         for e in b.entries {
                             writeln!(out, "{}", e.path).map_err(io)?;
                         }
+                        out.flush().map_err(io)?;
                     }
                     Some(pb::glob_response::Result::Summary(s)) => print_summary(&s),
                     None => {}
