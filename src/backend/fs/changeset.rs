@@ -245,11 +245,23 @@ impl FsBackend {
     }
 
     /// The regular file at `path` now, if any, with its directory (`None`
-    /// when its parent is missing, so no file is there either).
+    /// when its parent is missing, so no file is there either). On a tier
+    /// serving a branch's changes, where directories are implied by the
+    /// files below them as on every other tier's branch (docs/branches.md
+    /// § What differs from the base), a directory there holding only empty
+    /// directories is removed first: a file may take its place.
     fn found(&self, path: &VfsPath) -> Result<(Option<OwnedFd>, Option<Stat>)> {
         match self.sandbox.parent(path, Links::Refuse) {
             Ok((dir, name)) => {
-                let st = self.current(path, &dir, name)?;
+                let st = match self.current(path, &dir, name) {
+                    Err(Error::IsDirectory(_)) if self.serves_internal => {
+                        let cname = std::ffi::CString::new(name)
+                            .map_err(|_| Error::InvalidArgument(format!("{path}: a NUL byte")))?;
+                        super::tree::remove_empty_tree(&dir, &cname, path)?;
+                        self.current(path, &dir, name)?
+                    }
+                    other => other?,
+                };
                 Ok((Some(dir), st))
             }
             Err(Error::NotFound(_)) => Ok((None, None)),
