@@ -10,11 +10,12 @@
 //!    the temporary file its new content goes to), then each new content
 //!    is written to its temporary file in the target's directory, given the
 //!    old file's owner and mode and its new version's time stamp, and
-//!    fsynced;
+//!    fsynced; then each directory holding one is fsynced, once;
 //! 3. commit point: the journal's record becomes `commit` (written to a
 //!    new file, fsynced, renamed over the record, directory fsynced);
 //! 4. apply: each temporary file is renamed over its path, each deleted
-//!    path unlinked; the directories are fsynced; the record is removed.
+//!    path unlinked; the directories are fsynced, each once however many
+//!    of the changeset's files it holds; the record is removed.
 //!
 //! A crash before the commit point leaves no file changed (the temporary
 //! files are removed at the next start; directories the prepare created
@@ -33,6 +34,7 @@
 
 use super::FsBackend;
 use super::sandbox::{self, Links, errno, file_type};
+use super::tree::identity;
 use super::write::keep_owner_and_mode;
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};
@@ -44,6 +46,7 @@ use rustix::fd::OwnedFd;
 use rustix::fs::FlockOperation;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -196,6 +199,24 @@ struct Prepared {
     temp: Option<(OwnedFd, String)>,
     /// Its size after the changeset.
     size: u64,
+}
+
+/// Fsyncs the directory of every prepared file, each directory once
+/// however many of the changeset's files it holds (a merge of 100 files of
+/// one directory syncs it once, not 100 times: docs/performance.md
+/// § Branches).
+fn sync_dirs<'a>(
+    prepared: impl IntoIterator<Item = &'a Prepared>,
+    changes: &[FileChange],
+) -> Result<()> {
+    let mut synced = HashSet::new();
+    for file in prepared {
+        let path = &changes[file.index].path;
+        if synced.insert(identity(path, &file.dir)?) {
+            rustix::fs::fsync(&file.dir).map_err(|e| errno(path, e))?;
+        }
+    }
+    Ok(())
 }
 
 impl FsBackend {
@@ -398,6 +419,15 @@ impl FsBackend {
             journal.remove(&id)?;
             return Err(e);
         }
+        // The temporary files' names, durable before the commit point: the
+        // next start takes a committed record's missing temporary file for
+        // one already renamed.
+        let written = prepared.iter().filter(|f| f.temp.is_some());
+        if let Err(e) = sync_dirs(written, changes) {
+            self.undo(&prepared, changes);
+            journal.remove(&id)?;
+            return Err(e);
+        }
         // 3. The commit point.
         intent.committed = true;
         match journal.write(&id, &intent) {
@@ -420,9 +450,7 @@ impl FsBackend {
             // The record stays: the next start finishes the apply.
             done.map_err(|e| errno(path, e))?;
         }
-        for file in &prepared {
-            rustix::fs::fsync(&file.dir).map_err(|e| errno(&changes[file.index].path, e))?;
-        }
+        sync_dirs(&prepared, changes)?;
         journal.remove(&id)?;
         self.outcomes(scope, changes, &prepared, &sizes)
     }
