@@ -14,7 +14,7 @@ use crate::scope::Scope;
 use crate::text::diff::{DiffCaps, unified};
 use crate::text::merge::merge3;
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -404,6 +404,7 @@ impl Files<'_> {
         self.refuse_bound("merge branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
         let record = overlay.record().clone();
+        check_resolutions(&record, resolutions, limits)?;
         let base_scope = record.base_scope(self.scope());
         let (touched, more) =
             overlay.touched(self.scope(), None, limits.max_operations, limits.max_bytes)?;
@@ -417,13 +418,30 @@ impl Files<'_> {
         // The ancestors and the branch's files are held until the answer
         // is sent, and the base's files are read beside them: charged to
         // the caller's share like a changeset's staging.
+        let changed: HashSet<&VfsPath> = touched.iter().map(|t| &t.path).collect();
+        if let Some(path) = resolutions.keys().find(|p| !changed.contains(p)) {
+            return Err(Error::InvalidArgument(format!(
+                "the resolution of {path}: branch {name:?} did not change that file, so a \
+                 merge has nothing of it to settle (resolve only the files the branch changed)"
+            )));
+        }
         let held: u64 = touched
             .iter()
             .map(|t| {
                 (t.ancestor.content.len() + t.branch.as_ref().map_or(0, |(d, _)| d.len())) as u64
             })
             .sum();
-        self.charge(held.saturating_mul(2), "merging the branch")?;
+        let resolved: u64 = resolutions
+            .values()
+            .map(|r| match r {
+                Resolution::Content(data) => data.len() as u64,
+                Resolution::Delete => 0,
+            })
+            .sum();
+        self.charge(
+            held.saturating_mul(2).saturating_add(resolved),
+            "merging the branch",
+        )?;
         let mut ops = Vec::new();
         let mut conflicts = Vec::new();
         for file in &touched {
@@ -482,6 +500,37 @@ impl Files<'_> {
             conflicts: Vec::new(),
             discarded: discard,
         })
+    }
+}
+
+/// Refuses, before anything is read, resolutions no merge of the branch of
+/// `record` can take: more than one changeset carries files
+/// (RESOURCE_EXHAUSTED naming the limit), or a file outside the branch's
+/// root (INVALID_ARGUMENT naming it). Docs: docs/branches.md § Merge.
+fn check_resolutions(
+    record: &BranchRecord,
+    resolutions: &BTreeMap<VfsPath, Resolution>,
+    limits: &ChangesetLimits,
+) -> Result<()> {
+    if resolutions.len() > limits.max_operations {
+        return Err(Error::TooLarge(format!(
+            "{} resolutions, more than the {} files one merge may carry ([limits] \
+             changeset_max_operations)",
+            resolutions.len(),
+            limits.max_operations
+        )));
+    }
+    let root = &record.root;
+    match resolutions
+        .keys()
+        .find(|p| !p.is_within(root) || *p == root)
+    {
+        Some(path) => Err(Error::InvalidArgument(format!(
+            "the resolution of {path}: outside branch {:?}, which forks {root}; a merge \
+             settles only files below the branch's root",
+            record.name
+        ))),
+        None => Ok(()),
     }
 }
 

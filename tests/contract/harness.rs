@@ -199,12 +199,15 @@ fn open(kind: Kind) -> (Mount, Option<tempfile::TempDir>) {
             (Arc::new(object), "object", None)
         }
         Kind::Filesystem => {
-            // The served root and, beside it, the changeset journal.
+            // The served root and, beside it, the changeset journal with
+            // the branches' directory in it, as `src/startup.rs` opens it.
             let dir = tempfile::tempdir().expect("temp dir for the filesystem root");
             let root = dir.path().join("root");
             std::fs::create_dir(&root).expect("the filesystem root");
+            let journal = dir.path().join("journal");
             let fs = FsBackend::open(vpath(FS_MOUNT), &root, MAX_FILE_BYTES, 1000)
-                .and_then(|fs| fs.with_journal(&dir.path().join("journal")))
+                .and_then(|fs| fs.with_journal(&journal))
+                .and_then(|fs| fs.with_branches(&journal.join("branches")))
                 .expect("open the filesystem root");
             (Arc::new(fs), "filesystem", Some(dir))
         }
@@ -277,10 +280,14 @@ impl Tier {
             mount,
             base,
             mount_points,
-            explicit_directories: kind == Kind::Filesystem,
-            honours_ignore_files: kind == Kind::Filesystem,
+            // In a branch directories are implied by files and a Move
+            // writes the moved files anew, on every tier, and search does
+            // not read ignore files (docs/branches.md § What differs from
+            // the base).
+            explicit_directories: kind == Kind::Filesystem && !branch,
+            honours_ignore_files: kind == Kind::Filesystem && !branch,
             keeps_created: kind != Kind::Filesystem,
-            tier_wide_versions: kind != Kind::Filesystem,
+            tier_wide_versions: kind != Kind::Filesystem || branch,
             keeps_history: kind != Kind::Filesystem,
             keeps_change_log: true,
             takes_changesets: true,
@@ -515,11 +522,6 @@ const BRANCH_NAME: &str = "contract";
 /// does (`Files::create_branch`, docs/branches.md § Fork), by the local
 /// principal in the default scope, and answers the overlay every call of
 /// the case goes through, with the scope naming the branch.
-///
-/// `Kind::Filesystem` joins here once Filesystem mounts take branches
-/// (today `create_branch` refuses them, FAILED_PRECONDITION naming the
-/// mount): its `contract_suite!` line then goes beside the others in
-/// `main.rs`'s `branch` module.
 fn fork(backend: Arc<dyn Backend>, mount: &VfsPath) -> (Arc<dyn Backend>, Scope) {
     let scope = Scope::default();
     let caller = Caller {

@@ -15,8 +15,8 @@
 //!   mount table holding State, Store and Filesystem, as `src/startup.rs`
 //!   builds it, with the case working in one of those mounts;
 //!   `composite::shared` adds the object tier and works in it;
-//! - `branch::state`, `branch::store`, `branch::object` and
-//!   `branch::composite::{root, memories, shared}`: the same, every call
+//! - `branch::state`, `branch::store`, `branch::fs`, `branch::object` and
+//!   `branch::composite::{root, memories, workspace, shared}`: the same, every call
 //!   made in a branch forked at the mount root (`harness::fork`, as the
 //!   service forks), through the branch's overlay (docs/branches.md § What
 //!   differs from the base; the cases branch on `Tier::branch` there).
@@ -282,13 +282,13 @@ mod composite {
 mod branch {
     contract_suite!(state, Setup::Branch(Kind::State));
     contract_suite!(store, Setup::Branch(Kind::Store));
+    contract_suite!(fs, Setup::Branch(Kind::Filesystem));
     contract_suite!(object, Setup::Branch(Kind::Object));
-    // The Filesystem tier joins here once its mounts take branches:
-    // contract_suite!(fs, Setup::Branch(Kind::Filesystem));
 
     mod composite {
         contract_suite!(root, Setup::CompositeBranch(Kind::State));
         contract_suite!(memories, Setup::CompositeBranch(Kind::Store));
+        contract_suite!(workspace, Setup::CompositeBranch(Kind::Filesystem));
         contract_suite!(shared, Setup::CompositeBranch(Kind::Object));
     }
 }

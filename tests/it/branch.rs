@@ -990,4 +990,119 @@ async fn a_watch_in_a_branch_sees_the_base_on_the_object_tier() {
     let server = Server::start_with(Some(&config), &[]);
     let mut fs = server.fs().await;
     a_watch_in_a_branch_on(&mut fs, "/shared/w").await;
+/// A resolution of `path` to `content`.
+fn resolve(path: &str, content: &str) -> pb::MergeResolution {
+    pb::MergeResolution {
+        path: path.into(),
+        resolution: Some(pb::merge_resolution::Resolution::Content(content.into())),
+    }
+}
+
+/// Hostile MergeBranch resolutions (docs/branches.md § Merge): 100,000 of
+/// them, a file outside the branch, a file twice, a file the branch did
+/// not change: each refused with an error naming the problem, nothing
+/// applied, the branch kept, and the server serving another client at
+/// once; a resolution of a file that merges cleanly is taken as that
+/// file's result.
+#[tokio::test]
+async fn hostile_merge_resolutions_are_refused() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    write(&mut fs, "/memories/h/a.md", "base a\n").await;
+    write(&mut fs, "/memories/h/b.md", "base b\n").await;
+    write(&mut fs, "/memories/other.md", "outside\n").await;
+    fork(&mut fs, "hostile", "/memories/h").await;
+    write_in(&mut fs, "hostile", "/memories/h/a.md", "branch a\n").await;
+    let refuse = async |fs: &mut FilesystemClient<Channel>, resolutions| {
+        let req = pb::MergeBranchRequest {
+            name: "hostile".into(),
+            resolutions,
+            discard: true,
+        };
+        fs.merge_branch(req).await.unwrap_err()
+    };
+
+    // 100,000 resolutions: refused by count while another client is served.
+    let many: Vec<_> = (0..100_000)
+        .map(|i| resolve(&format!("/memories/h/f{i}.md"), "x"))
+        .collect();
+    let mut other = server.fs().await;
+    let (refused, served) = tokio::join!(
+        refuse(&mut fs, many),
+        read(&mut other, None, "/memories/other.md")
+    );
+    assert_error(&refused, Code::ResourceExhausted, "INVALID_PARAM");
+    assert!(
+        refused.message().contains("100000 resolutions")
+            && refused.message().contains("changeset_max_operations"),
+        "{refused:?}"
+    );
+    assert!(served.unwrap().contains("outside"));
+
+    // Outside the branch's root, and its root itself.
+    for outside in ["/memories/other.md", "/memories/h", "/scratch/x.md"] {
+        let refused = refuse(&mut fs, vec![resolve(outside, "x")]).await;
+        assert_error(&refused, Code::InvalidArgument, "INVALID_PARAM");
+        assert!(
+            refused.message().contains(outside) && refused.message().contains("outside branch"),
+            "{refused:?}"
+        );
+    }
+
+    // A file twice.
+    let twice = vec![
+        resolve("/memories/h/a.md", "one\n"),
+        resolve("/memories/h/a.md", "two\n"),
+    ];
+    let refused = refuse(&mut fs, twice).await;
+    assert_error(&refused, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(
+        refused
+            .message()
+            .contains("/memories/h/a.md is resolved twice"),
+        "{refused:?}"
+    );
+
+    // A file of the root the branch did not change.
+    let unchanged = vec![resolve("/memories/h/b.md", "evil\n")];
+    let refused = refuse(&mut fs, unchanged).await;
+    assert_error(&refused, Code::InvalidArgument, "INVALID_PARAM");
+    assert!(
+        refused.message().contains("/memories/h/b.md")
+            && refused.message().contains("did not change"),
+        "{refused:?}"
+    );
+
+    // Nothing applied, the branch kept.
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/h/a.md").await.unwrap(),
+        "base a\n"
+    );
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/h/b.md").await.unwrap(),
+        "base b\n"
+    );
+    assert_eq!(
+        bytes(&mut fs, Some("hostile"), "/memories/h/a.md")
+            .await
+            .unwrap(),
+        "branch a\n"
+    );
+
+    // A resolution of a file that is no conflict is that file's result.
+    let merged = merge(
+        &mut fs,
+        "hostile",
+        vec![resolve("/memories/h/a.md", "settled\n")],
+    )
+    .await;
+    assert!(merged.conflicts.is_empty(), "{merged:?}");
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/h/a.md").await.unwrap(),
+        "settled\n"
+    );
+    assert_eq!(
+        bytes(&mut fs, None, "/memories/h/b.md").await.unwrap(),
+        "base b\n"
+    );
 }

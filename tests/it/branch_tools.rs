@@ -910,3 +910,82 @@ async fn mcp_calls_the_branch_tools_and_works_in_a_branch() {
     );
     assert_eq!(read(&mut fs, ADMIN, None, "/p/c.txt").await.unwrap(), "c\n");
 }
+
+/// Hostile BranchMerge resolutions through the tool (docs/branches.md
+/// § Merge): 100,000 of them, a file outside the branch, a file the branch
+/// did not change: each an error naming the problem, nothing applied, the
+/// branch kept; the server serves another caller meanwhile.
+#[tokio::test]
+async fn hostile_branch_merge_resolutions_are_refused() {
+    let server = Server::start_with(Some(CONFIG), &[]);
+    let mut fs = server.fs().await;
+    let mut admin = Agent::new(&server, ADMIN, None).await;
+    for (path, content) in [("/p/a.txt", "a\n"), ("/p/b.txt", "b\n"), ("/q.txt", "q\n")] {
+        write(&mut fs, ADMIN, None, path, content).await.unwrap();
+    }
+    admin
+        .ok("BranchCreate", json!({"name": "b1", "path": "/p"}))
+        .await;
+    write(&mut fs, ADMIN, Some("b1"), "/p/a.txt", "branch a\n")
+        .await
+        .unwrap();
+
+    let many = |count: usize| -> Value {
+        let resolutions: Vec<Value> = (0..count)
+            .map(|i| json!({"path": format!("p/f{i}.txt"), "content": "x"}))
+            .collect();
+        json!({"name": "b1", "resolutions": resolutions})
+    };
+    // 100,000 (8 MB of arguments): refused whole by the Tools service's
+    // message bound, the server serving another caller meanwhile.
+    let msg = pb::InvokeRequest {
+        name: "BranchMerge".into(),
+        arguments_json: many(100_000).to_string(),
+        tool_call_id: "call_hostile".into(),
+    };
+    let mut tools = ToolsClient::new(server.channel().await);
+    let (refused, served) = tokio::join!(
+        tools.invoke(request(msg, ADMIN, None)),
+        read(&mut fs, ADMIN, None, "/q.txt")
+    );
+    let refused = refused.unwrap_err();
+    assert_eq!(refused.code(), Code::OutOfRange, "{refused:?}");
+    assert!(
+        refused.message().contains("message length too large"),
+        "{refused:?}"
+    );
+    assert_eq!(served.unwrap(), "q\n");
+    // 2,000, within the message bound: more than a merge carries.
+    let env = admin.call("BranchMerge", many(2_000)).await;
+    tool_error(
+        &env,
+        "INVALID_PARAM",
+        "2000 resolutions, more than the 1000 files",
+    );
+
+    let env = admin
+        .call(
+            "BranchMerge",
+            json!({"name": "b1", "resolutions": [{"path": "q.txt", "content": "x"}]}),
+        )
+        .await;
+    tool_error(&env, "INVALID_PARAM", "/q.txt: outside branch \"b1\"");
+    let env = admin
+        .call(
+            "BranchMerge",
+            json!({"name": "b1", "resolutions": [{"path": "p/b.txt", "delete": true}]}),
+        )
+        .await;
+    tool_error(
+        &env,
+        "INVALID_PARAM",
+        "branch \"b1\" did not change that file",
+    );
+
+    assert_eq!(read(&mut fs, ADMIN, None, "/p/a.txt").await.unwrap(), "a\n");
+    assert_eq!(read(&mut fs, ADMIN, None, "/p/b.txt").await.unwrap(), "b\n");
+    assert_eq!(
+        read(&mut fs, ADMIN, Some("b1"), "/p/a.txt").await.unwrap(),
+        "branch a\n"
+    );
+}

@@ -477,10 +477,11 @@ impl Overlay {
                         {
                             return Err(Error::IsDirectory(path.to_string()));
                         }
-                        if found.upper_dir {
-                            // Only bookkeeping lies below: clear it, then
-                            // read again.
-                            self.clear_bookkeeping(&up, path)?;
+                        if found.upper_dir && self.clear_bookkeeping(&up, path)? {
+                            // Only bookkeeping lay below: cleared, read
+                            // again. (Empty directories alone, as a
+                            // Filesystem tier keeps them, give way to the
+                            // file in its commit.)
                             continue 'attempt;
                         }
                         self.check_parents(scope, path)?;
@@ -586,7 +587,8 @@ impl Overlay {
     /// records of files the branch made and deleted (nothing to merge) go.
     /// The deletion of a base's file must be kept for the merge, so its
     /// whiteout or base record refuses (FAILED_PRECONDITION naming it).
-    fn clear_bookkeeping(&self, up: &Scope, dir: &VfsPath) -> Result<()> {
+    /// True when something was deleted.
+    fn clear_bookkeeping(&self, up: &Scope, dir: &VfsPath) -> Result<bool> {
         let inner = self.inner.as_ref();
         let mut stale = Vec::new();
         let mut stack = vec![dir.clone()];
@@ -629,9 +631,9 @@ impl Overlay {
             }
         }
         if stale.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        raced(inner.commit(up, &stale)).map(drop)
+        raced(inner.commit(up, &stale)).map(|_| true)
     }
 
     /// Translates the upper scope's change events into the branch's: a

@@ -61,7 +61,9 @@ pub struct FsChanges {
     /// Changes kept.
     capacity: usize,
     log: Mutex<MemoryLog<Change>>,
-    changed: watch::Sender<u64>,
+    /// Bumped after every change logged; shared by every branch of one
+    /// mount (`super::scopes`), so one receiver wakes on all of them.
+    changed: Arc<watch::Sender<u64>>,
     /// Logical paths agentvfs changed, and when.
     own: Mutex<HashMap<VfsPath, Instant>>,
     /// The disk watcher, once a Watch started it.
@@ -74,14 +76,19 @@ pub type OwnChange = (VfsPath, ChangeKind, (u64, u64), Origin, Option<VfsPath>);
 
 impl FsChanges {
     /// The log of the mount of `sandbox` whose root is `host_root`,
-    /// keeping `capacity` changes.
-    pub fn new(sandbox: Arc<Sandbox>, host_root: &Path, capacity: usize) -> Arc<FsChanges> {
+    /// keeping `capacity` changes, bumping `changed` after each.
+    pub fn new(
+        sandbox: Arc<Sandbox>,
+        host_root: &Path,
+        capacity: usize,
+        changed: Arc<watch::Sender<u64>>,
+    ) -> Arc<FsChanges> {
         Arc::new(FsChanges {
             sandbox,
             host_root: std::path::absolute(host_root).unwrap_or_else(|_| host_root.into()),
             capacity,
             log: Mutex::new(MemoryLog::new()),
-            changed: watch::Sender::new(0),
+            changed,
             own: Mutex::new(HashMap::new()),
             disk: Mutex::new(None),
         })

@@ -10,11 +10,12 @@
 //!    the temporary file its new content goes to), then each new content
 //!    is written to its temporary file in the target's directory, given the
 //!    old file's owner and mode and its new version's time stamp, and
-//!    fsynced;
+//!    fsynced; then each directory holding one is fsynced, once;
 //! 3. commit point: the journal's record becomes `commit` (written to a
 //!    new file, fsynced, renamed over the record, directory fsynced);
 //! 4. apply: each temporary file is renamed over its path, each deleted
-//!    path unlinked; the directories are fsynced; the record is removed.
+//!    path unlinked; the directories are fsynced, each once however many
+//!    of the changeset's files it holds; the record is removed.
 //!
 //! A crash before the commit point leaves no file changed (the temporary
 //! files are removed at the next start; directories the prepare created
@@ -33,6 +34,7 @@
 
 use super::FsBackend;
 use super::sandbox::{self, Links, errno, file_type};
+use super::tree::identity;
 use super::write::keep_owner_and_mode;
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};
@@ -44,6 +46,7 @@ use rustix::fd::OwnedFd;
 use rustix::fs::FlockOperation;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat, Timestamps};
 use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -198,6 +201,24 @@ struct Prepared {
     size: u64,
 }
 
+/// Fsyncs the directory of every prepared file, each directory once
+/// however many of the changeset's files it holds (a merge of 100 files of
+/// one directory syncs it once, not 100 times: docs/performance.md
+/// § Branches).
+fn sync_dirs<'a>(
+    prepared: impl IntoIterator<Item = &'a Prepared>,
+    changes: &[FileChange],
+) -> Result<()> {
+    let mut synced = HashSet::new();
+    for file in prepared {
+        let path = &changes[file.index].path;
+        if synced.insert(identity(path, &file.dir)?) {
+            rustix::fs::fsync(&file.dir).map_err(|e| errno(path, e))?;
+        }
+    }
+    Ok(())
+}
+
 impl FsBackend {
     /// Finishes or undoes what changesets left in the journal when the
     /// server stopped (see the module doc). Runs before the tier serves.
@@ -245,11 +266,23 @@ impl FsBackend {
     }
 
     /// The regular file at `path` now, if any, with its directory (`None`
-    /// when its parent is missing, so no file is there either).
+    /// when its parent is missing, so no file is there either). On a tier
+    /// serving a branch's changes, where directories are implied by the
+    /// files below them as on every other tier's branch (docs/branches.md
+    /// § What differs from the base), a directory there holding only empty
+    /// directories is removed first: a file may take its place.
     fn found(&self, path: &VfsPath) -> Result<(Option<OwnedFd>, Option<Stat>)> {
         match self.sandbox.parent(path, Links::Refuse) {
             Ok((dir, name)) => {
-                let st = self.current(path, &dir, name)?;
+                let st = match self.current(path, &dir, name) {
+                    Err(Error::IsDirectory(_)) if self.serves_internal => {
+                        let cname = std::ffi::CString::new(name)
+                            .map_err(|_| Error::InvalidArgument(format!("{path}: a NUL byte")))?;
+                        super::tree::remove_empty_tree(&dir, &cname, path)?;
+                        self.current(path, &dir, name)?
+                    }
+                    other => other?,
+                };
                 Ok((Some(dir), st))
             }
             Err(Error::NotFound(_)) => Ok((None, None)),
@@ -386,6 +419,15 @@ impl FsBackend {
             journal.remove(&id)?;
             return Err(e);
         }
+        // The temporary files' names, durable before the commit point: the
+        // next start takes a committed record's missing temporary file for
+        // one already renamed.
+        let written = prepared.iter().filter(|f| f.temp.is_some());
+        if let Err(e) = sync_dirs(written, changes) {
+            self.undo(&prepared, changes);
+            journal.remove(&id)?;
+            return Err(e);
+        }
         // 3. The commit point.
         intent.committed = true;
         match journal.write(&id, &intent) {
@@ -408,9 +450,7 @@ impl FsBackend {
             // The record stays: the next start finishes the apply.
             done.map_err(|e| errno(path, e))?;
         }
-        for file in &prepared {
-            rustix::fs::fsync(&file.dir).map_err(|e| errno(&changes[file.index].path, e))?;
-        }
+        sync_dirs(&prepared, changes)?;
         journal.remove(&id)?;
         self.outcomes(scope, changes, &prepared, &sizes)
     }

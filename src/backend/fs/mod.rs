@@ -185,8 +185,22 @@ impl FsBackend {
         max_file_bytes: u64,
         change_log: usize,
     ) -> Result<FsBackend> {
+        let changed = Arc::new(watch::Sender::new(0));
+        FsBackend::open_signalling(mount, root, max_file_bytes, change_log, changed)
+    }
+
+    /// [`FsBackend::open`], its change log bumping `changed` after every
+    /// change (one sender for every branch of a mount: `scopes`).
+    fn open_signalling(
+        mount: VfsPath,
+        root: &Path,
+        max_file_bytes: u64,
+        change_log: usize,
+        changed: Arc<watch::Sender<u64>>,
+    ) -> Result<FsBackend> {
         let sandbox = Arc::new(Sandbox::open(mount, root)?);
-        let changes = (change_log > 0).then(|| FsChanges::new(sandbox.clone(), root, change_log));
+        let changes =
+            (change_log > 0).then(|| FsChanges::new(sandbox.clone(), root, change_log, changed));
         Ok(FsBackend {
             sandbox,
             max_file_bytes,
@@ -670,14 +684,15 @@ impl Backend for FsBackend {
         log.read(root, cursor, max)
     }
 
-    /// This log's signal and every open branch's (a Watch in a branch
-    /// reads its branch's log; one of the base wakes early at worst).
-    fn change_signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
+    /// This log's signal and the one every branch of the mount bumps (a
+    /// Watch in a branch reads its branch's log; one of the base wakes
+    /// early at worst).
+    fn change_signals(&self, _root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
         if let Some(log) = &self.changes {
             out.push(log.signal());
         }
         if let Some(scopes) = &self.internal {
-            scopes.signals(root, out);
+            scopes.signals(out);
         }
     }
 

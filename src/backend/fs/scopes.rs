@@ -41,6 +41,9 @@ pub(super) struct InternalScopes {
     /// The tiers opened so far, by scope name: one per scope, so the locks
     /// of a scope's paths are one set.
     open: Mutex<HashMap<String, Arc<FsBackend>>>,
+    /// Bumped after every change of every scope, those opened after a
+    /// Watch began included (a scope opens at its first call).
+    changed: Arc<watch::Sender<u64>>,
 }
 
 impl InternalScopes {
@@ -63,6 +66,7 @@ impl InternalScopes {
             max_file_bytes,
             change_log,
             open: Mutex::new(HashMap::new()),
+            changed: Arc::new(watch::Sender::new(0)),
         })
     }
 
@@ -92,11 +96,12 @@ impl InternalScopes {
         let files = home.join("files");
         std::fs::create_dir_all(&files)
             .map_err(|e| Error::Internal(format!("cannot create {}: {e}", files.display())))?;
-        let mut tier = FsBackend::open(
+        let mut tier = FsBackend::open_signalling(
             self.mount.clone(),
             &files,
             self.max_file_bytes,
             self.change_log,
+            self.changed.clone(),
         )?
         .with_journal(&home.join("journal"))?;
         tier.serves_internal = true;
@@ -127,12 +132,10 @@ impl InternalScopes {
         }
     }
 
-    /// The change signals of every scope open now (a Watch in a branch
-    /// waits on its scope's log).
-    pub(super) fn signals(&self, root: &VfsPath, out: &mut Vec<watch::Receiver<u64>>) {
-        for tier in self.opened().values() {
-            crate::backend::Backend::change_signals(tier.as_ref(), root, out);
-        }
+    /// The change signal of every scope, opened now or later (a Watch in
+    /// a branch waits on its scope's log, which may open after it began).
+    pub(super) fn signals(&self, out: &mut Vec<watch::Receiver<u64>>) {
+        out.push(self.changed.subscribe());
     }
 
     /// The directory of the internal scope `name`: its name without the

@@ -161,6 +161,26 @@ pub(super) fn remove_tree(
     Ok(count)
 }
 
+/// Removes the directory `name` in `parent` (`path`) when it and the
+/// directories below it hold nothing else, deepest first, each with
+/// `rmdir` (which removes only an empty directory, so a file another
+/// writer puts there meanwhile stays); IS_DIRECTORY naming `path` when
+/// something else is there (empty directories below it may be gone).
+pub(super) fn remove_empty_tree(parent: &OwnedFd, name: &CStr, path: &VfsPath) -> Result<()> {
+    let occupied = || Error::IsDirectory(path.to_string());
+    walk_tree(
+        parent,
+        name,
+        path,
+        |_, _, _| Err(occupied()),
+        |up, dir| match rustix::fs::unlinkat(up, dir, AtFlags::REMOVEDIR) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::NOTEMPTY | rustix::io::Errno::EXIST) => Err(occupied()),
+            Err(e) => Err(errno(path, e)),
+        },
+    )
+}
+
 /// Calls `f` with the directory, the chain of names below `name` and the
 /// name of every non-directory in the directory `name` in `parent` (`path`)
 /// and below it (links included, never followed).
