@@ -190,6 +190,7 @@ struct RawState {
 struct RawSearch {
     index: Option<bool>,
     index_min_files: Option<Spanned<u64>>,
+    index_bytes_per_principal: Option<Spanned<u64>>,
 }
 
 /// Validates `[search]`.
@@ -205,6 +206,14 @@ fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettin
                 0..=u64::from(u32::MAX),
             )?
             .unwrap_or(default.min_files),
+        bytes_per_principal: src
+            .between(
+                raw.and_then(|s| s.index_bytes_per_principal.as_ref()),
+                "search",
+                "index_bytes_per_principal",
+                0..=u64::MAX,
+            )?
+            .unwrap_or(default.bytes_per_principal),
     })
 }
 
@@ -318,11 +327,14 @@ mod tests {
         let mount = "[[mount]]\nprefix=\"/\"\ntier=\"state\"\n";
         let c = parse(
             "x.toml",
-            &format!("[search]\nindex = false\nindex_min_files = 5\n{mount}"),
+            &format!(
+                "[search]\nindex = false\nindex_min_files = 5\nindex_bytes_per_principal = 9\n{mount}"
+            ),
         );
         let search = c.unwrap().search;
         assert!(!search.enabled);
         assert_eq!(search.min_files, 5);
+        assert_eq!(search.bytes_per_principal, 9);
         let err = parse(
             "x.toml",
             &format!("[search]\nindex_min_files = 5000000000\n{mount}"),

@@ -5,7 +5,10 @@
 //! Greps (literal, regex, `-i`, globs, context, budgets) on the State and
 //! Store tiers: matches and summaries must be identical every time
 //! (elapsed time aside). A run of ~300 files also drives the overlay past a
-//! merge.
+//! merge. Narrowed Greps walk the index's path table, taken once and then
+//! replayed from the change log over file and directory writes, deletes and
+//! moves, hidden and ignored directories, and visited budgets that run out
+//! in the middle of the walk.
 //!
 //! `AGENTVFS_INDEX_SOAK=N` runs N rounds instead of the default few (a longer
 //! soak); `AGENTVFS_INDEX_SEED` replays one seed.
@@ -200,6 +203,14 @@ fn random_op(rng: &mut StdRng, root: &str) -> Op {
             };
             Op::Delete(path)
         }
+        8 if rng.random_ratio(1, 2) => {
+            // A whole directory moves (to a fresh or a taken name).
+            let dir = |rng: &mut StdRng| {
+                let dir = DIRS[rng.random_range(1..DIRS.len())];
+                format!("{root}/{}", dir.trim_end_matches('/'))
+            };
+            Op::Move(dir(rng), dir(rng))
+        }
         _ => Op::Move(random_path(rng, root), random_path(rng, root)),
     }
 }
@@ -218,7 +229,7 @@ fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
         literal,
         case_insensitive: rng.random_ratio(1, 3),
         max_results: [0, 0, 0, 1, 5][rng.random_range(0..5)],
-        max_visited: [0, 0, 0, 3, 40][rng.random_range(0..5)],
+        max_visited: [0, 0, 0, 3, 40, 150][rng.random_range(0..6)],
         include_hidden: rng.random_ratio(1, 4),
         include_ignored: rng.random_ratio(1, 4),
         before_context: rng.random_range(0..2),
@@ -301,6 +312,12 @@ async fn differential(seed: u64, rounds: usize) {
         logs.contains("search index merged"),
         "seed {seed}: no merge ran"
     );
+    for walked in ["path table taken", "path table replayed"] {
+        assert!(
+            logs.contains(&format!("search index {walked}")),
+            "seed {seed}: no {walked}"
+        );
+    }
     assert!(!scanned.server.logs.lock().unwrap().contains("search index"));
 }
 
@@ -319,4 +336,102 @@ async fn indexed_grep_equals_the_scan_under_random_changes() {
         eprintln!("search index differential: seed {seed}, {rounds} rounds");
         differential(seed, rounds).await;
     }
+}
+
+/// The share of the index one principal may grow (`[search]
+/// index_bytes_per_principal`) in the test below.
+const INDEX_SHARE: u64 = 200_000;
+
+/// The largest `bytes=` the server logged for the index of `owner`.
+fn index_bytes_of(logs: &str, owner: &str) -> u64 {
+    logs.lines()
+        .filter(|l| l.contains("search index size") && l.contains(&format!("owner={owner} ")))
+        .filter_map(|l| {
+            l.split("bytes=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Attack: a principal greps a large tree again and again so the server's
+/// index grows without bound. The indexes a principal's Greps made hold at
+/// most its share (past it by one file's entry at most); its Greps still
+/// answer exactly, and another principal's index still grows and narrows
+/// its Greps.
+#[tokio::test]
+async fn one_principal_cannot_grow_the_index_past_its_share() {
+    const GREEDY: &str = "greedy-token-001";
+    const OTHER: &str = "other-token-0001";
+    let grants = r#"grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }]"#;
+    let config = format!(
+        "[search]\nindex = true\nindex_min_files = 0\nindex_bytes_per_principal = {INDEX_SHARE}\n\
+         [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\
+         [[principal]]\nname = \"greedy\"\ntoken = \"{GREEDY}\"\nnamespace = \"g\"\n{grants}\n\
+         [[principal]]\nname = \"other\"\ntoken = \"{OTHER}\"\nnamespace = \"o\"\n{grants}\n"
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    // Greedy: 300 files of ~1,000 distinct trigrams each (~1.2 MB of index);
+    // other: 300 small ones. Every seventh holds the needle.
+    let mut expected = [Vec::new(), Vec::new()];
+    for (side, token) in [GREEDY, OTHER].into_iter().enumerate() {
+        for i in 0..300 {
+            let mut text = String::new();
+            let words = if side == 0 { 250 } else { 3 };
+            for _ in 0..words {
+                text.push_str(&format!("t{} ", rng.random::<u32>()));
+            }
+            if i % 7 == 0 {
+                text.push_str("needle");
+                expected[side].push(format!("/big/{i:03}.txt"));
+            }
+            let req = pb::WriteRequest {
+                path: format!("/big/{i:03}.txt"),
+                content: text,
+                ..Default::default()
+            };
+            fs.write(crate::util::as_token(req, token)).await.unwrap();
+        }
+    }
+    let grep = |token: &str| {
+        let req = pb::GrepRequest {
+            pattern: "needle".into(),
+            path: "/big".into(),
+            ..Default::default()
+        };
+        crate::util::as_token(req, token)
+    };
+    let paths = |matches: Vec<pb::GrepMatch>| -> Vec<String> {
+        matches.into_iter().map(|m| m.path).collect()
+    };
+    for _ in 0..8 {
+        let (matches, _) = grep_all(&mut fs, grep(GREEDY)).await.unwrap();
+        assert_eq!(paths(matches), expected[0]);
+    }
+    let greedy = index_bytes_of(&server.logs.lock().unwrap(), "greedy");
+    assert!(
+        (INDEX_SHARE..INDEX_SHARE + 16_384).contains(&greedy),
+        "greedy's index holds {greedy} bytes, its share is {INDEX_SHARE}"
+    );
+    for _ in 0..4 {
+        let (matches, summary) = grep_all(&mut fs, grep(OTHER)).await.unwrap();
+        assert_eq!(paths(matches), expected[1]);
+        assert_eq!(summary.files_searched, 300);
+    }
+    let logs = server.logs.lock().unwrap().clone();
+    let other = index_bytes_of(&logs, "other");
+    assert!(other > 0 && other < INDEX_SHARE, "other's index: {other}");
+    // Other's last Grep was narrowed by its index (and walked its table).
+    let last = logs
+        .lines()
+        .rfind(|l| l.contains("search index narrowed a grep"))
+        .expect("a narrowed grep");
+    assert!(!last.contains("skipped=0 "), "{last}");
+    assert_eq!(index_bytes_of(&logs, "greedy"), greedy);
 }

@@ -166,6 +166,11 @@ pub trait Frozen: Files {
     /// The content of the file at `rel` (`path`), usually the file `cursor`
     /// stands on.
     fn load(&self, cursor: &Self::Cursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Self::Data>;
+
+    /// Where the scope's change log stood in this view: read with its files,
+    /// so every change the view shows is numbered at or before `head`
+    /// (docs/search-index.md § The path table).
+    fn log_bounds(&self) -> Result<LogBounds>;
 }
 
 /// One change as an engine's log keeps it: paths as keys relative to the

@@ -24,6 +24,7 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 
 mod changeset;
+mod table;
 
 /// Pieces a restore reads a past version in: the size of a Store chunk, so
 /// a large version streams into its new blob one chunk at a time.
@@ -805,14 +806,25 @@ impl<E: Engine> Backend for OrderedTier<E> {
             let Some(files) = files else {
                 return Ok(());
             };
-            let mut walk = Walk::new(&self.keys, files)?;
             if root_entry.is_directory() {
                 let mut index = match &run.spec().kind {
                     SearchKind::Grep(grep) => self
                         .index
-                        .get(&self.engine.index_key(scope))
+                        .get(&self.engine.index_key(scope), &scope.principal.owner)
                         .map(|index| IndexedGrep::start(index, self.index.settings(), &grep.plan)),
                     SearchKind::Glob(_) => None,
+                };
+                // A narrowed Grep walks the namespace's path table, so the
+                // files it rules out are never sought in the tier.
+                let table = match &mut index {
+                    Some(grep) if grep.narrows() => {
+                        self.path_table(scope, files, (root, &rel), grep)?
+                    }
+                    _ => None,
+                };
+                let mut walk = match table {
+                    Some(table) => Walk::over_table(&self.keys, files, table)?,
+                    None => Walk::new(&self.keys, files)?,
                 };
                 let walked = sorted::walk_indexed(run, &mut walk, part, index.as_mut());
                 if let Some(index) = index {
@@ -820,7 +832,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 }
                 walked
             } else {
-                sorted::search_one(run, &mut walk, root_entry)
+                sorted::search_one(run, &mut Walk::new(&self.keys, files)?, root_entry)
             }
         })
     }

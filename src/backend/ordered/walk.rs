@@ -1,12 +1,16 @@
 //! The search walk's view of an ordered tier: [`SortedFiles`] over a
 //! [`Frozen`] scope, translating the walk's full-path order keys into the
-//! tier's relative keys.
+//! tier's relative keys; or over the namespace's path table at the view's
+//! log position, so that only the files searched are read from the tier
+//! (docs/search-index.md § The path table).
 
 use super::keys::{MountKeys, Seek};
 use super::{Cursor, Frozen, file_entry, path_of};
 use crate::entry::Entry;
 use crate::error::Result;
+use crate::search::index::table::PathTable;
 use crate::search::sorted::SortedFiles;
+use std::sync::Arc;
 
 /// One scan over a frozen scope, fed to `search::sorted`.
 pub struct Walk<'a, F: Frozen + 'a> {
@@ -15,6 +19,8 @@ pub struct Walk<'a, F: Frozen + 'a> {
     cursor: F::Cursor<'a>,
     /// The full order key of the entry `seek` returned last.
     last: Option<Vec<u8>>,
+    /// Seeks answered from this table instead of the cursor.
+    table: Option<Arc<PathTable>>,
 }
 
 impl<'a, F: Frozen> Walk<'a, F> {
@@ -25,7 +31,20 @@ impl<'a, F: Frozen> Walk<'a, F> {
             files,
             cursor: files.scan(b"", true)?,
             last: None,
+            table: None,
         })
+    }
+
+    /// A walk of `table`, which holds the files of `files` (at its log
+    /// position) below the directory walked: content is read from `files`.
+    pub fn over_table(
+        keys: &'a MountKeys,
+        files: &'a F,
+        table: Arc<PathTable>,
+    ) -> Result<Walk<'a, F>> {
+        let mut walk = Walk::new(keys, files)?;
+        walk.table = Some(table);
+        Ok(walk)
     }
 }
 
@@ -33,6 +52,9 @@ impl<F: Frozen> SortedFiles for Walk<'_, F> {
     type Data = F::Data;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
+        if let Some(table) = &self.table {
+            return table.seek(from).map(|row| Ok(row.entry.clone()));
+        }
         // The walk asks for "the key right after the last one" for every
         // file; a `next` is far cheaper than a fresh seek.
         let successor = self.last.as_ref().is_some_and(|last| {

@@ -12,6 +12,7 @@
 
 use super::{FileMap, FileRecord, SessionData, StateEngine};
 use crate::backend::ordered::{Cursor, Files, Frozen, keys};
+use crate::change::LogBounds;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use std::ops::Bound;
@@ -70,7 +71,10 @@ impl StateSpace<'_> {
             files.push(file.clone());
             cursor.next();
         }
-        Snapshot { files }
+        Snapshot {
+            files,
+            log: self.data.log.bounds(),
+        }
     }
 }
 
@@ -130,6 +134,9 @@ impl Files for StateSpace<'_> {
 /// order.
 pub struct Snapshot {
     pub(super) files: Vec<Arc<FileRecord>>,
+    /// The session's log bounds when the snapshot was taken (under the
+    /// same lock).
+    pub(super) log: LogBounds,
 }
 
 impl Snapshot {
@@ -209,5 +216,9 @@ impl Frozen for Snapshot {
             Some(file) => Ok(file.data.clone()),
             None => Err(Error::NotFound(path.to_string())),
         }
+    }
+
+    fn log_bounds(&self) -> Result<LogBounds> {
+        Ok(self.log)
     }
 }

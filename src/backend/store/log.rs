@@ -141,6 +141,18 @@ impl StoreEngine {
             .unwrap_or(0))
     }
 
+    /// The log's bounds as `snapshot` sees them.
+    pub(super) fn log_bounds_at(
+        &self,
+        snapshot: &SnapshotWithThreadMode<'_, DB>,
+    ) -> Result<LogBounds> {
+        Ok(LogBounds {
+            epoch: self.log_epoch,
+            trimmed: self.counter_at(snapshot, LOG_TRIMMED_KEY)?,
+            head: self.counter_at(snapshot, LOG_HEAD_KEY)?,
+        })
+    }
+
     /// Numbers `logged` (changes of namespace `ns`) and adds their records
     /// (and, past the log's bound, the dropping of its oldest ones) to
     /// `batch`, then writes it, all under the log's mutex: numbers follow
@@ -194,16 +206,11 @@ impl StoreEngine {
         max: usize,
     ) -> Result<LogRead> {
         let snapshot = self.db.snapshot();
-        let trimmed = self.counter_at(&snapshot, LOG_TRIMMED_KEY)?;
-        let head = self.counter_at(&snapshot, LOG_HEAD_KEY)?;
         let mut read = LogRead {
-            bounds: LogBounds {
-                epoch: self.log_epoch,
-                trimmed,
-                head,
-            },
+            bounds: self.log_bounds_at(&snapshot)?,
             entries: Vec::new(),
         };
+        let LogBounds { trimmed, head, .. } = read.bounds;
         let Some(ns) = self.namespace(scope)? else {
             return Ok(read);
         };

@@ -20,6 +20,7 @@ use super::{CF_CHUNKS, CF_META, CF_VERSIONS};
 use super::{KeyName, StoreCursor, StoreEngine, StoreSpace, bounded, db_error};
 use crate::backend::ordered::{Cursor, Files, Frozen};
 use crate::backend::record::{self, Meta};
+use crate::change::LogBounds;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use rocksdb::{DB, DBPinnableSlice, ReadOptions, SnapshotWithThreadMode};
@@ -151,5 +152,12 @@ impl Frozen for StoreSpace<'_> {
         }
         opts.fill_cache(false);
         self.store.assemble(&opts, path, &meta)
+    }
+
+    fn log_bounds(&self) -> Result<LogBounds> {
+        match self.snapshot {
+            Some(snapshot) => self.store.log_bounds_at(snapshot),
+            None => self.store.log_bounds_at(&self.store.db.snapshot()),
+        }
     }
 }

@@ -15,10 +15,13 @@
 //! Layout:
 //! - `trigram`: what a file contributes, or why it is always scanned;
 //! - `plan`: pattern -> trigram query;
-//! - `segment`: the immutable path table and posting lists.
+//! - `segment`: the immutable doc table and posting lists;
+//! - `table`: the namespace's path table a narrowed Grep walks instead of
+//!   the tier (docs/search-index.md § The path table).
 
 pub mod plan;
 pub mod segment;
+pub mod table;
 pub mod trigram;
 
 use plan::Query;
@@ -26,6 +29,7 @@ use segment::{Doc, Segment, Selected};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use table::PathTable;
 use trigram::Trigram;
 
 /// Default of `[search] index_min_files`: a namespace whose Greps walked
@@ -44,6 +48,13 @@ const MERGE_MIN_FILES: usize = 256;
 /// core (docs/performance.md § Indexed search), so learning adds at most
 /// ~0.3 s to a Grep; a large namespace is learned over several Greps.
 pub const MAX_LEARN_BYTES: u64 = 16 << 20;
+/// Default of `[search] index_bytes_per_principal`: what the indexes one
+/// principal's Greps made may hold together (docs/search-index.md §
+/// Memory); the index of the Linux sources (947 MB) holds about 140 MB.
+pub const DEFAULT_BYTES_PER_PRINCIPAL: u64 = 512 << 20;
+/// What one learned file costs beyond its key and trigrams (its overlay
+/// entry).
+const LEARNED_OVERHEAD_BYTES: u64 = 32;
 
 /// Whether and from what size a tier indexes its namespaces
 /// (`[search]` in the configuration).
@@ -53,6 +64,8 @@ pub struct IndexSettings {
     pub enabled: bool,
     /// `[search] index_min_files`.
     pub min_files: u64,
+    /// `[search] index_bytes_per_principal`.
+    pub bytes_per_principal: u64,
 }
 
 impl Default for IndexSettings {
@@ -60,6 +73,7 @@ impl Default for IndexSettings {
         IndexSettings {
             enabled: true,
             min_files: DEFAULT_MIN_FILES,
+            bytes_per_principal: DEFAULT_BYTES_PER_PRINCIPAL,
         }
     }
 }
@@ -87,9 +101,15 @@ impl Registry {
         }
     }
 
-    /// The index of the namespace `key` (created when missing), or `None`
-    /// when indexing is off.
-    pub fn get(&self, key: &str) -> Option<Arc<NamespaceIndex>> {
+    /// The index of the namespace `key` (created when missing, made by the
+    /// principal `owner`), with the bytes a Grep of `owner` may still add to
+    /// it; `None` when indexing is off.
+    ///
+    /// An index is charged to the principal whose Grep made it: together,
+    /// the indexes a principal made hold at most `bytes_per_principal`, so
+    /// its Greps stop growing them there (they still search, and use what is
+    /// indexed), and other principals' indexes are not touched.
+    pub fn get(&self, key: &str, owner: &str) -> Option<(Arc<NamespaceIndex>, u64)> {
         if !self.settings.enabled {
             return None;
         }
@@ -104,11 +124,24 @@ impl Registry {
                 indexes.remove(&oldest);
             }
         }
-        let entry = indexes
-            .entry(key.to_owned())
-            .or_insert_with(|| (Arc::new(NamespaceIndex::default()), use_no));
+        let entry = indexes.entry(key.to_owned()).or_insert_with(|| {
+            let index = NamespaceIndex {
+                owner: owner.to_owned(),
+                ..NamespaceIndex::default()
+            };
+            (Arc::new(index), use_no)
+        });
         entry.1 = use_no;
-        Some(entry.0.clone())
+        let index = entry.0.clone();
+        let held: u64 = indexes
+            .values()
+            .filter(|(i, _)| i.owner == index.owner)
+            .map(|(i, _)| i.size.load(Relaxed))
+            .sum();
+        Some((
+            index,
+            self.settings.bytes_per_principal.saturating_sub(held),
+        ))
     }
 
     /// The settings the registry runs with.
@@ -130,6 +163,13 @@ pub struct NamespaceIndex {
     /// namespace is large enough to index.
     walked: AtomicU64,
     merging: AtomicBool,
+    /// The path table narrowed Greps walk, at the newest log position one
+    /// of them brought it to.
+    table: Mutex<Option<Arc<PathTable>>>,
+    /// The principal it is charged to (whose Grep made it).
+    owner: String,
+    /// [`NamespaceIndex::bytes`] when it last changed.
+    size: AtomicU64,
 }
 
 impl NamespaceIndex {
@@ -149,9 +189,37 @@ impl NamespaceIndex {
     pub fn bytes(&self) -> usize {
         let overlay: usize = lock(&self.overlay)
             .iter()
-            .map(|(k, (_, t))| k.len() + 32 + t.as_ref().map_or(0, |t| t.len() * 4))
+            .map(|(k, (_, t))| {
+                k.len() + LEARNED_OVERHEAD_BYTES as usize + t.as_ref().map_or(0, |t| t.len() * 4)
+            })
             .sum();
-        self.segment().bytes() + overlay
+        let table = self.table().map_or(0, |t| t.bytes());
+        self.segment().bytes() + overlay + table
+    }
+
+    /// The path table, if one was taken.
+    pub fn table(&self) -> Option<Arc<PathTable>> {
+        lock(&self.table).clone()
+    }
+
+    /// Keeps `table` unless the one held is of the same log and newer.
+    pub fn keep_table(&self, table: Arc<PathTable>) {
+        let mut held = lock(&self.table);
+        let newer = held
+            .as_ref()
+            .is_some_and(|h| h.at().epoch == table.at().epoch && h.at().seq > table.at().seq);
+        if !newer {
+            *held = Some(table);
+        }
+        drop(held);
+        self.measure();
+    }
+
+    /// Records what it holds now, for its principal's share; logged.
+    fn measure(&self) {
+        let bytes = self.bytes() as u64;
+        self.size.store(bytes, Relaxed);
+        tracing::debug!(owner = %self.owner, bytes, "search index size");
     }
 
     /// Merges the overlay into a new segment when it has grown, on a
@@ -199,6 +267,8 @@ impl NamespaceIndex {
         let mut overlay = lock(&self.overlay);
         *self.segment.write().unwrap_or_else(|p| p.into_inner()) = merged.clone();
         overlay.retain(|key, (version, _)| taken.get(key).is_none_or(|(v, _)| v != version));
+        drop(overlay);
+        self.measure();
         tracing::info!(
             files = merged.len(),
             bytes = merged.bytes(),
@@ -233,15 +303,20 @@ pub struct IndexedGrep {
     learned: Vec<(Vec<u8>, Learned)>,
     /// Bytes learned so far, up to [`MAX_LEARN_BYTES`].
     learned_bytes: u64,
+    /// What the index may still grow by for this Grep's principal.
+    room: u64,
+    /// What this Grep's learning adds to the index.
+    grown: u64,
     walked: u64,
     /// Files ruled out without being read.
     skipped: u64,
 }
 
 impl IndexedGrep {
-    /// Starts a Grep whose matches all satisfy `query` on `index`.
+    /// Starts a Grep whose matches all satisfy `query` on `index`, which
+    /// it may grow by `room` bytes (see [`Registry::get`]).
     pub fn start(
-        index: Arc<NamespaceIndex>,
+        (index, room): (Arc<NamespaceIndex>, u64),
         settings: IndexSettings,
         query: &Query,
     ) -> IndexedGrep {
@@ -269,9 +344,33 @@ impl IndexedGrep {
             learning,
             learned: Vec::new(),
             learned_bytes: 0,
+            room,
+            grown: 0,
             walked: 0,
             skipped: 0,
         }
+    }
+
+    /// True when the index narrows this Grep: it may skip files, so walking
+    /// the path table instead of the tier pays.
+    pub fn narrows(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// The namespace's index this Grep uses.
+    pub fn index(&self) -> &NamespaceIndex {
+        &self.index
+    }
+
+    /// Bytes the index may still grow by for this Grep's principal.
+    pub fn room(&self) -> u64 {
+        self.room.saturating_sub(self.grown)
+    }
+
+    /// Counts `bytes` the index grew by for this Grep besides what it
+    /// learns (a path table taken).
+    pub fn grew(&mut self, bytes: u64) {
+        self.grown += bytes;
     }
 
     /// Decides for the file with order key `key` at `version`.
@@ -305,7 +404,9 @@ impl IndexedGrep {
                 _ => Verdict::Search { learn: false },
             },
             None => Verdict::Search {
-                learn: self.learning && self.learned_bytes < MAX_LEARN_BYTES,
+                learn: self.learning
+                    && self.learned_bytes < MAX_LEARN_BYTES
+                    && self.grown < self.room,
             },
         }
     }
@@ -313,7 +414,10 @@ impl IndexedGrep {
     /// Records the content of a file [`IndexedGrep::check`] asked to learn.
     pub fn learn(&mut self, key: Vec<u8>, version: u64, data: &[u8]) {
         self.learned_bytes += data.len() as u64;
-        let trigrams = trigram::extract(data).ok().map(Arc::from);
+        let trigrams: Option<Arc<[Trigram]>> = trigram::extract(data).ok().map(Arc::from);
+        self.grown += key.len() as u64
+            + LEARNED_OVERHEAD_BYTES
+            + trigrams.as_ref().map_or(0, |t| 4 * t.len() as u64);
         self.learned.push((key, (version, trigrams)));
     }
 
@@ -334,6 +438,8 @@ impl IndexedGrep {
             for (key, learned) in self.learned {
                 overlay.insert(key, learned);
             }
+            drop(overlay);
+            self.index.measure();
         }
         self.index.maybe_merge();
     }
@@ -347,6 +453,7 @@ mod tests {
         IndexSettings {
             enabled: true,
             min_files,
+            bytes_per_principal: u64::MAX,
         }
     }
 
@@ -358,7 +465,7 @@ mod tests {
         pattern: &str,
     ) -> Vec<String> {
         let query = plan::plan(pattern, false, false);
-        let mut g = IndexedGrep::start(index.clone(), settings(2), &query);
+        let mut g = IndexedGrep::start((index.clone(), u64::MAX), settings(2), &query);
         let mut searched = Vec::new();
         for (key, version, text) in files {
             match g.check(key.as_bytes(), *version) {
@@ -427,15 +534,55 @@ mod tests {
     fn the_registry_is_bounded_and_can_be_off() {
         let off = Registry::new(IndexSettings {
             enabled: false,
-            min_files: 0,
+            ..settings(0)
         });
-        assert!(off.get("x").is_none());
+        assert!(off.get("x", "p").is_none());
         let on = Registry::new(settings(0));
-        let first = on.get("ns0").unwrap();
+        let first = on.get("ns0", "p").unwrap().0;
         for i in 1..=MAX_INDEXES {
-            on.get(&format!("ns{i}"));
+            on.get(&format!("ns{i}"), "p");
         }
         assert_eq!(lock(&on.indexes).len(), MAX_INDEXES);
-        assert!(!Arc::ptr_eq(&first, &on.get("ns0").unwrap()));
+        assert!(!Arc::ptr_eq(&first, &on.get("ns0", "p").unwrap().0));
+    }
+
+    #[test]
+    fn a_principal_grows_its_indexes_up_to_its_share_only() {
+        let registry = Registry::new(IndexSettings {
+            bytes_per_principal: 1_000,
+            ..settings(0)
+        });
+        let files: Vec<(String, u64, String)> = (0..50)
+            .map(|i| {
+                (
+                    format!("f{i:02}"),
+                    i,
+                    format!("text number {i} of many words"),
+                )
+            })
+            .collect();
+        let files: Vec<(&str, u64, &str)> = files
+            .iter()
+            .map(|(k, v, t)| (k.as_str(), *v, t.as_str()))
+            .collect();
+        for _ in 0..3 {
+            let (index, room) = registry.get("a", "p").unwrap();
+            let query = plan::plan("needle", false, false);
+            let mut g = IndexedGrep::start((index, room), settings(0), &query);
+            for (key, version, text) in &files {
+                if let Verdict::Search { learn: true } = g.check(key.as_bytes(), *version) {
+                    g.learn(key.as_bytes().to_vec(), *version, text.as_bytes());
+                }
+            }
+            g.finish();
+        }
+        let (index, room) = registry.get("a", "p").unwrap();
+        let held = index.bytes() as u64;
+        // One file's entry at most past the share; learning stopped there.
+        assert!((1_000..1_300).contains(&held), "{held}");
+        assert_eq!(room, 0);
+        assert!(lock(&index.overlay).len() < files.len());
+        // Another principal's index has its own share.
+        assert_eq!(registry.get("b", "q").unwrap().1, 1_000);
     }
 }

@@ -1,0 +1,177 @@
+//! The path table of a namespace: every file below one directory, in path
+//! order, with its metadata, as of one position of the namespace's change
+//! log (docs/search-index.md § The path table). A Grep whose frozen view is
+//! at that very position walks the table instead of the tier's key space.
+
+use crate::change::LogPosition;
+use crate::entry::Entry;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Most files a table holds: a larger namespace is walked on the tier.
+pub const MAX_TABLE_FILES: usize = 1_000_000;
+
+/// One file of a table.
+pub struct Row {
+    /// Its path's order key ([`crate::path::VfsPath::order_key`]).
+    pub key: Box<[u8]>,
+    /// Its entry, as the tier's walk would give it.
+    pub entry: Entry,
+}
+
+impl Row {
+    /// The row of `entry`.
+    pub fn of(entry: Entry) -> Row {
+        Row {
+            key: entry.path.order_key().into_boxed_slice(),
+            entry,
+        }
+    }
+
+    /// Bytes it holds in a table, roughly: its key, its path, the rest of
+    /// the entry and its place in the table.
+    pub fn bytes(&self) -> usize {
+        self.key.len() + self.entry.path.as_str().len() + std::mem::size_of::<Row>() + 24
+    }
+}
+
+/// A namespace's files below one directory at one log position; immutable
+/// (a newer position is a new table sharing the unchanged rows).
+pub struct PathTable {
+    at: LogPosition,
+    /// The order-key range `[lo, hi)` it holds every file of.
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    rows: Vec<Arc<Row>>,
+    bytes: usize,
+}
+
+impl PathTable {
+    /// The table of `rows` (in key order, all within `[lo, hi)`) at `at`.
+    pub fn new(at: LogPosition, (lo, hi): (Vec<u8>, Vec<u8>), rows: Vec<Row>) -> PathTable {
+        let rows: Vec<Arc<Row>> = rows.into_iter().map(Arc::new).collect();
+        PathTable::of_rows(at, (lo, hi), rows)
+    }
+
+    fn of_rows(at: LogPosition, (lo, hi): (Vec<u8>, Vec<u8>), rows: Vec<Arc<Row>>) -> PathTable {
+        let bytes = rows.iter().map(|r| r.bytes()).sum::<usize>() + lo.len() + hi.len();
+        PathTable {
+            at,
+            lo,
+            hi,
+            rows,
+            bytes,
+        }
+    }
+
+    /// The log position it is current at.
+    pub fn at(&self) -> LogPosition {
+        self.at
+    }
+
+    /// True when it holds every file of the key range `[lo, hi)`.
+    pub fn covers(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.lo.as_slice() <= lo && hi <= self.hi.as_slice()
+    }
+
+    /// True when the order key `key` lies in the range it holds.
+    pub fn holds_key(&self, key: &[u8]) -> bool {
+        self.lo.as_slice() <= key && key < self.hi.as_slice()
+    }
+
+    /// Files held.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when it holds no file.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Bytes held, roughly.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The first row whose key is `>= from`.
+    pub fn seek(&self, from: &[u8]) -> Option<&Row> {
+        let at = self.rows.partition_point(|r| &*r.key < from);
+        self.rows.get(at).map(|r| &**r)
+    }
+
+    /// This table moved to `at`: each key of `changes` (all within the
+    /// range held) replaced by its row, or removed when `None`.
+    pub fn advance(&self, at: LogPosition, changes: BTreeMap<Vec<u8>, Option<Row>>) -> PathTable {
+        let mut rows = Vec::with_capacity(self.rows.len() + changes.len());
+        let mut old = self.rows.iter().peekable();
+        for (key, row) in changes {
+            while let Some(r) = old.next_if(|r| *r.key < *key) {
+                rows.push(r.clone());
+            }
+            old.next_if(|r| *r.key == *key);
+            rows.extend(row.map(Arc::new));
+        }
+        rows.extend(old.cloned());
+        PathTable::of_rows(at, (self.lo.clone(), self.hi.clone()), rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::EntryKind;
+    use crate::path::VfsPath;
+    use std::time::SystemTime;
+
+    fn row(path: &str, version: u64) -> Row {
+        Row::of(Entry {
+            path: VfsPath::parse(path).unwrap(),
+            kind: EntryKind::File,
+            size: 1,
+            modified: SystemTime::UNIX_EPOCH,
+            created: SystemTime::UNIX_EPOCH,
+            version,
+        })
+    }
+
+    fn at(seq: u64) -> LogPosition {
+        LogPosition { epoch: 7, seq }
+    }
+
+    #[test]
+    fn advancing_replaces_adds_and_removes_rows_in_order() {
+        let top = VfsPath::parse("/d").unwrap();
+        let table = PathTable::new(
+            at(1),
+            top.subtree_range(),
+            vec![row("/d/a", 1), row("/d/b", 2), row("/d/c/x", 3)],
+        );
+        assert!(table.covers(&top.subtree_range().0, &top.subtree_range().1));
+        assert!(!table.holds_key(&VfsPath::parse("/e").unwrap().order_key()));
+        let mut changes = BTreeMap::new();
+        changes.insert(row("/d/b", 4).key.to_vec(), Some(row("/d/b", 4)));
+        changes.insert(row("/d/a", 0).key.to_vec(), None);
+        changes.insert(row("/d/c/w", 5).key.to_vec(), Some(row("/d/c/w", 5)));
+        changes.insert(row("/d/zz", 0).key.to_vec(), None);
+        let next = table.advance(at(3), changes);
+        let seen: Vec<(String, u64)> = next
+            .rows
+            .iter()
+            .map(|r| (r.entry.path.to_string(), r.entry.version))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("/d/b".to_owned(), 4),
+                ("/d/c/w".to_owned(), 5),
+                ("/d/c/x".to_owned(), 3)
+            ]
+        );
+        assert_eq!(next.at(), at(3));
+        let found = next.seek(&row("/d/c", 0).key).unwrap();
+        assert_eq!(found.entry.version, 5);
+        assert!(next.seek(&row("/d/zz", 0).key).is_none());
+        assert_eq!(table.len(), 3);
+    }
+}
