@@ -337,6 +337,13 @@ impl Sandbox {
                         Ok(()) | Err(Errno::EXIST) => {}
                         Err(e) => return Err(errno(&logical, e)),
                     }
+                    // The new directory's name, durable before anything
+                    // below it is: a file fsynced in a directory whose own
+                    // entry is lost in a crash is lost with it (a committed
+                    // changeset's temporary file among them,
+                    // src/backend/fs/changeset.rs). Also when another
+                    // writer made it just now, which may not have synced yet.
+                    rustix::fs::fsync(&dir).map_err(|e| errno(&logical, e))?;
                     rustix::fs::openat2(&dir, segment, DIR_FLAGS, Mode::empty(), resolve)
                 }
                 other => other,
