@@ -990,6 +990,8 @@ async fn a_watch_in_a_branch_sees_the_base_on_the_object_tier() {
     let server = Server::start_with(Some(&config), &[]);
     let mut fs = server.fs().await;
     a_watch_in_a_branch_on(&mut fs, "/shared/w").await;
+}
+
 /// A resolution of `path` to `content`.
 fn resolve(path: &str, content: &str) -> pb::MergeResolution {
     pb::MergeResolution {
