@@ -89,8 +89,14 @@ impl<'a> ViewFiles<'a> {
                 None if dir.is_within(&ignore.mount) => ignore.mount.clone(),
                 None => return,
             };
+            // The walk has listed the directories it is in: no read for a
+            // file their listing lacks (most directories have none).
+            let listed = self.listings.iter().find(|(d, _)| *d == next);
             let mut problems = Vec::new();
             let level = level_of(run, &next, &mut problems, |_, path| {
+                if listed.is_some_and(|(_, l)| !l.iter().any(|e| e.path == *path)) {
+                    return Ok(None);
+                }
                 let (data, _) = self.overlay.read(self.scope, path)?;
                 read_text(path, data.as_slice()).map(Some)
             });
