@@ -430,6 +430,10 @@ impl Backend for CompositeBackend {
         self.route(mount)?.drop_scope(scope, mount)
     }
 
+    fn ignore_files_root(&self, path: &VfsPath) -> Option<VfsPath> {
+        self.owner(path)?.backend.ignore_files_root(path)
+    }
+
     fn mount_of(&self, path: &VfsPath) -> Option<VfsPath> {
         self.owner(path).map(|m| m.prefix.clone())
     }

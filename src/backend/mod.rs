@@ -419,6 +419,16 @@ pub trait Backend: Send + Sync {
         self.write(scope, destination, data, pre)
     }
 
+    /// The mount root whose `.ignore` and `.gitignore` files, from it down,
+    /// apply to a search at `path`: the Filesystem tier's mount; `None` for
+    /// tiers whose searches read no ignore files. A search in a branch
+    /// reads them through the branch (docs/branches.md § On the Filesystem
+    /// tier).
+    fn ignore_files_root(&self, path: &VfsPath) -> Option<VfsPath> {
+        let _ = path;
+        None
+    }
+
     /// The mount owning `path`: the mount table's answer; `None` from a tier
     /// on its own (it owns every path it is asked about). Changesets use it
     /// to refuse spanning mounts before any work.

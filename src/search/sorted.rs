@@ -14,6 +14,7 @@ use super::rules::{self, Skip};
 use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
+use crate::path::VfsPath;
 
 /// A tier's ordered file set, as the walk needs it.
 pub trait SortedFiles {
@@ -25,6 +26,15 @@ pub trait SortedFiles {
 
     /// The content of a file returned by `seek`.
     fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
+
+    /// Why the search's rules skip `path` (a directory when `is_dir`): the
+    /// shared hidden/default-ignore name rules, which are all an ordered
+    /// tier has; a branch of a Filesystem mount adds its ignore files.
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        let _ = is_dir;
+        let spec = run.spec();
+        rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
+    }
 }
 
 /// Walks every file of `part` in path order and feeds the run. The caller has
@@ -64,26 +74,33 @@ pub fn walk_indexed<S: SortedFiles>(
             break;
         };
         let mut parts: Vec<&str> = rel.split('/').collect();
-        let name = parts.pop().unwrap_or_default();
+        parts.pop();
         let common = dirs.iter().zip(&parts).take_while(|(a, b)| a == b).count();
         dirs.truncate(common);
         let mut pruned = None;
-        for (depth, dir) in parts.iter().enumerate().skip(common) {
+        // The directory above `dir`, joined once per directory entered.
+        let mut above: Option<VfsPath> = None;
+        for dir in parts.iter().skip(common) {
             if !run.visit() {
                 return Ok(());
             }
-            if count_skip(run, dir) {
-                pruned = Some(depth);
+            let path = match above.take() {
+                Some(above) => above,
+                None => root.join_relative(&parts[..common].join("/"))?,
+            }
+            .join(dir)?;
+            if count_skip(run, files.skip(run, &path, true)) {
+                pruned = Some(path);
                 break;
             }
             dirs.push((*dir).to_owned());
+            above = Some(path);
         }
-        if let Some(depth) = pruned {
-            let dir = root.join_relative(&parts[..=depth].join("/"))?;
+        if let Some(dir) = pruned {
             cursor = dir.subtree_range().1;
             continue;
         }
-        if !run.visit() || count_skip(run, name) {
+        if !run.visit() || count_skip(run, files.skip(run, &entry.path, false)) {
             cursor = key;
             cursor.push(0);
             continue;
@@ -181,10 +198,9 @@ fn visit_file<S: SortedFiles>(
     Ok(())
 }
 
-/// Applies the default hidden/ignore rules to one name, counting a skip.
-fn count_skip(run: &SearchRun, name: &str) -> bool {
-    let spec = run.spec();
-    match rules::skip_name(name, spec.include_hidden, spec.include_ignored) {
+/// Counts a skip, if any; true when there was one.
+fn count_skip(run: &SearchRun, skip: Option<Skip>) -> bool {
+    match skip {
         Some(Skip::Hidden) => run.skipped_hidden(),
         Some(Skip::Ignored) => run.skipped_ignored(),
         None => return false,

@@ -281,11 +281,10 @@ impl Tier {
             base,
             mount_points,
             // In a branch directories are implied by files and a Move
-            // writes the moved files anew, on every tier, and search does
-            // not read ignore files (docs/branches.md § What differs from
-            // the base).
+            // writes the moved files anew, on every tier (docs/branches.md
+            // § What differs from the base).
             explicit_directories: kind == Kind::Filesystem && !branch,
-            honours_ignore_files: kind == Kind::Filesystem && !branch,
+            honours_ignore_files: kind == Kind::Filesystem,
             keeps_created: kind != Kind::Filesystem,
             tier_wide_versions: kind != Kind::Filesystem || branch,
             keeps_history: kind != Kind::Filesystem,

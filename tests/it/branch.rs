@@ -7,7 +7,7 @@
 //! on the Filesystem tier, the served directory untouched until a merge
 //! and links that leave the root refused inside a branch.
 
-use crate::util::{Server, assert_error, grep_all, write};
+use crate::util::{Server, assert_error, glob_all, grep_all, write};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use tonic::transport::Channel;
@@ -1106,5 +1106,128 @@ async fn hostile_merge_resolutions_are_refused() {
     assert_eq!(
         bytes(&mut fs, None, "/memories/h/b.md").await.unwrap(),
         "base b\n"
+    );
+}
+
+/// A Grep and a Glob with their summaries (elapsed time left out), as
+/// `branch` (or the base) shows the tree below `path`.
+async fn searched(
+    fs: &mut FilesystemClient<Channel>,
+    branch: Option<&str>,
+    path: &str,
+) -> (
+    Vec<pb::GrepMatch>,
+    pb::SearchSummary,
+    Vec<String>,
+    pb::SearchSummary,
+) {
+    let grep = pb::GrepRequest {
+        pattern: "needle".into(),
+        path: path.into(),
+        ..Default::default()
+    };
+    let glob = pb::GlobRequest {
+        pattern: "**".into(),
+        path: path.into(),
+        ..Default::default()
+    };
+    let (grep, glob) = match branch {
+        Some(b) => (in_branch(grep, b), in_branch(glob, b)),
+        None => (Request::new(grep), Request::new(glob)),
+    };
+    let (hits, mut grep_summary) = grep_all(fs, grep).await.unwrap();
+    let (paths, mut glob_summary) = glob_all(fs, glob).await.unwrap();
+    grep_summary.elapsed_ms = 0;
+    glob_summary.elapsed_ms = 0;
+    (hits, grep_summary, paths, glob_summary)
+}
+
+/// A search in a branch of a Filesystem mount applies the `.ignore` and
+/// `.gitignore` files as the branch has them (docs/branches.md § On the
+/// Filesystem tier): one the branch changed or deleted as changed or
+/// deleted, one above the branch's root as the base has it. Grep and Glob
+/// in the branch give what the base gives once the branch is merged, hits
+/// and summaries alike (a bad rule the branch wrote reported as on the
+/// base), and the base is unaffected before the merge.
+#[tokio::test]
+async fn a_search_in_a_branch_applies_the_ignore_files_as_the_branch_has_them() {
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    for (path, content) in [
+        ("/workspace/.ignore", "*.bak\n"),
+        ("/workspace/ig/.gitignore", "*.log\n"),
+        ("/workspace/ig/a.log", "needle a.log\n"),
+        ("/workspace/ig/a.tmp", "needle a.tmp\n"),
+        ("/workspace/ig/keep.txt", "needle keep\n"),
+        ("/workspace/ig/sub/.ignore", "b.txt\n"),
+        ("/workspace/ig/sub/b.txt", "needle b\n"),
+        ("/workspace/ig/sub/c.txt", "needle c\n"),
+        ("/workspace/z.txt", "needle z\n"),
+    ] {
+        write(&mut fs, path, content).await;
+    }
+    let base_before = [
+        searched(&mut fs, None, "/workspace").await,
+        searched(&mut fs, None, "/workspace/ig").await,
+    ];
+    let (hits, summary, paths, _) = &base_before[1];
+    assert_eq!(
+        paths,
+        &[
+            "/workspace/ig/a.tmp",
+            "/workspace/ig/keep.txt",
+            "/workspace/ig/sub/c.txt"
+        ]
+    );
+    assert_eq!(hits.len(), 3);
+    assert_eq!((summary.skipped_ignored, summary.skipped_hidden), (2, 2));
+
+    fork(&mut fs, "ig", "/workspace/ig").await;
+    write_in(&mut fs, "ig", "/workspace/ig/.gitignore", "*.tmp\nx[z-a]\n").await;
+    write_in(&mut fs, "ig", "/workspace/ig/new.log", "needle new.log\n").await;
+    write_in(&mut fs, "ig", "/workspace/ig/new.tmp", "needle new.tmp\n").await;
+    write_in(&mut fs, "ig", "/workspace/ig/old.bak", "needle old.bak\n").await;
+    write_in(&mut fs, "ig", "/workspace/ig/sub/d.txt", "needle d\n").await;
+    let delete = pb::DeleteRequest {
+        path: "/workspace/ig/sub/.ignore".into(),
+        ..Default::default()
+    };
+    fs.delete(in_branch(delete, "ig")).await.unwrap();
+
+    let in_branch_now = [
+        searched(&mut fs, Some("ig"), "/workspace").await,
+        searched(&mut fs, Some("ig"), "/workspace/ig").await,
+    ];
+    let (_, summary, paths, _) = &in_branch_now[1];
+    assert_eq!(
+        paths,
+        &[
+            "/workspace/ig/a.log",
+            "/workspace/ig/keep.txt",
+            "/workspace/ig/new.log",
+            "/workspace/ig/sub/b.txt",
+            "/workspace/ig/sub/c.txt",
+            "/workspace/ig/sub/d.txt",
+        ]
+    );
+    assert_eq!(summary.skipped_ignored, 3, "a.tmp, new.tmp, old.bak");
+    assert_eq!(summary.problems.len(), 1, "{:?}", summary.problems);
+    assert_eq!(summary.problems[0].path, "/workspace/ig/.gitignore");
+    assert!(summary.problems[0].message.contains("x[z-a]"));
+    let base_now = [
+        searched(&mut fs, None, "/workspace").await,
+        searched(&mut fs, None, "/workspace/ig").await,
+    ];
+    assert_eq!(base_now, base_before, "the base before the merge");
+
+    let merged = merge(&mut fs, "ig", Vec::new()).await;
+    assert!(merged.conflicts.is_empty(), "{merged:?}");
+    let base_merged = [
+        searched(&mut fs, None, "/workspace").await,
+        searched(&mut fs, None, "/workspace/ig").await,
+    ];
+    assert_eq!(
+        in_branch_now, base_merged,
+        "the branch against the merged base"
     );
 }

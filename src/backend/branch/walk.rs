@@ -7,14 +7,24 @@
 //! of the directories on the path to the last file found are kept, and a
 //! binary search picks the first entry at or after the seek key, so a walk
 //! lists each directory once and costs O(log n) per file within one.
+//!
+//! On a Filesystem mount the walk applies the `.ignore` and `.gitignore`
+//! files of every directory from the mount root down, as the tier's own
+//! walk does, read through the branch (a file the branch wrote, changed or
+//! deleted as the branch has it) and matched by the tier's own rules
+//! ([`ignore_rules`]), so skips and counts are the base's for the same tree.
 
 use super::Overlay;
 use crate::backend::Backend;
+use crate::backend::fs::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::SearchRun;
+use crate::search::rules::Skip;
 use crate::search::sorted::SortedFiles;
+use std::sync::Arc;
 
 /// A branch's files under one directory, for `search::sorted::walk`.
 pub struct ViewFiles<'a> {
@@ -23,16 +33,76 @@ pub struct ViewFiles<'a> {
     top: VfsPath,
     /// Listings of the directories from `top` down to the last one entered.
     listings: Vec<(VfsPath, Vec<Entry>)>,
+    /// The ignore rules in force, on a mount that has ignore files.
+    ignore: Option<IgnoreFiles>,
+}
+
+/// The ignore rules of the directories from the mount root down to the
+/// last one a skip was asked below.
+struct IgnoreFiles {
+    mount: VfsPath,
+    dirs: Vec<VfsPath>,
+    /// By `dirs` index.
+    levels: Vec<Arc<Level>>,
 }
 
 impl<'a> ViewFiles<'a> {
     /// The files below `top` as `scope` sees them in the branch.
     pub fn new(overlay: &'a Overlay, scope: &'a Scope, top: VfsPath) -> ViewFiles<'a> {
+        let ignore = overlay
+            .inner()
+            .ignore_files_root(&top)
+            .map(|mount| IgnoreFiles {
+                mount,
+                dirs: Vec::new(),
+                levels: Vec::new(),
+            });
         ViewFiles {
             overlay,
             scope,
             top,
             listings: Vec::new(),
+            ignore,
+        }
+    }
+
+    /// Puts in force the ignore rules of the directories from the mount
+    /// root down to `dir`, reading those not read yet through the branch.
+    fn enter_levels(&mut self, run: &SearchRun, dir: &VfsPath) {
+        let Some(ignore) = &mut self.ignore else {
+            return;
+        };
+        while ignore.dirs.last().is_some_and(|d| !dir.is_within(d)) {
+            ignore.dirs.pop();
+            ignore.levels.pop();
+        }
+        loop {
+            let next = match ignore.dirs.last() {
+                Some(last) if last == dir => return,
+                Some(last) => {
+                    let rel = dir.relative_to(last).unwrap_or_default();
+                    match last.join(rel.split('/').next().unwrap_or(rel)) {
+                        Ok(next) => next,
+                        Err(_) => return,
+                    }
+                }
+                None if dir.is_within(&ignore.mount) => ignore.mount.clone(),
+                None => return,
+            };
+            // The walk has listed the directories it is in: no read for a
+            // file their listing lacks (most directories have none).
+            let listed = self.listings.iter().find(|(d, _)| *d == next);
+            let mut problems = Vec::new();
+            let level = level_of(run, &next, &mut problems, |_, path| {
+                if listed.is_some_and(|(_, l)| !l.iter().any(|e| e.path == *path)) {
+                    return Ok(None);
+                }
+                let (data, _) = self.overlay.read(self.scope, path)?;
+                read_text(path, data.as_slice()).map(Some)
+            });
+            ignore_rules::report(run, self.scope, problems, !next.is_within(&self.top));
+            ignore.dirs.push(next);
+            ignore.levels.push(Arc::new(level));
         }
     }
 
@@ -101,5 +171,11 @@ impl SortedFiles for ViewFiles<'_> {
         self.overlay
             .read(self.scope, &entry.path)
             .map(|(data, _)| data)
+    }
+
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        self.enter_levels(run, &path.parent());
+        let levels = self.ignore.as_ref().map_or(&[][..], |i| &i.levels[..]);
+        skip_of(run, levels, path.as_str(), is_dir)
     }
 }

@@ -5,7 +5,9 @@
 //! hidden/default-ignore name rules ([`crate::search::rules`]).
 //!
 //! Both the ordered walk ([`super::search`]) and the read-ahead workers
-//! ([`super::prefetch`]) use it; it depends on neither.
+//! ([`super::prefetch`]) use it; it depends on neither. A search in a branch
+//! of a Filesystem mount uses it too, reading the ignore files as the branch
+//! shows them (`src/backend/branch/walk.rs`).
 //!
 //! Ignore files follow ripgrep: rules in deeper directories win, and any
 //! `.ignore` match wins over any `.gitignore` match. Unlike ripgrep,
@@ -17,8 +19,10 @@
 
 use super::ignore_cache::{self, Compiled};
 use super::sandbox::{READ_FLAGS, errno};
+use crate::access::Op;
 use crate::error::Error;
 use crate::path::VfsPath;
+use crate::scope::Scope;
 use crate::search::SearchRun;
 use crate::search::rules::{self, Skip};
 use ignore::Match;
@@ -89,6 +93,30 @@ pub fn load_level(
     present: impl Fn(&str) -> bool,
     problems: &mut Vec<Problem>,
 ) -> Level {
+    level_of(run, dir, problems, |name, path| {
+        if !present(name) {
+            return Ok(None);
+        }
+        // Not following links.
+        let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+        let file =
+            rustix::fs::openat(fd, name, flags, Mode::empty()).map_err(|e| errno(path, e))?;
+        read_text(path, std::fs::File::from(file)).map(Some)
+    })
+}
+
+/// The ignore rules of `dir`, from the texts of its ignore files as `read`
+/// finds them (given each file's name and logical path; `None` or
+/// `NotFound` when there is no such file): the walk of the Filesystem tier
+/// reads them from disk ([`load_level`]), a search in a branch of a
+/// Filesystem mount through the branch (`src/backend/branch/walk.rs`).
+/// Unreadable files and bad rules go to `problems`.
+pub fn level_of(
+    run: &SearchRun,
+    dir: &VfsPath,
+    problems: &mut Vec<Problem>,
+    mut read: impl FnMut(&str, &VfsPath) -> Result<Option<String>, Error>,
+) -> Level {
     let mut level = Level {
         prefix_len: if dir.is_root() {
             1
@@ -101,43 +129,47 @@ pub fn load_level(
         return level;
     }
     for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
-        if present(name) {
-            *slot = load_ignore_file(fd, dir, name, problems);
+        let Ok(path) = dir.join(name) else {
+            continue;
+        };
+        let text = match read(name, &path) {
+            Ok(Some(text)) => text,
+            Ok(None) | Err(Error::NotFound(_)) => continue,
+            Err(err) => {
+                problems.push((path.to_string(), err));
+                continue;
+            }
+        };
+        let compiled = ignore_cache::compiled(text);
+        for message in &compiled.errors {
+            problems.push((path.to_string(), Error::InvalidArgument(message.clone())));
         }
+        *slot = Some(compiled);
     }
     level
 }
 
-/// Reads one ignore file (not following links) into a matcher of paths
-/// relative to `dir`.
-fn load_ignore_file(
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    name: &str,
-    problems: &mut Vec<Problem>,
-) -> Option<Arc<Compiled>> {
-    let path = dir.join(name).ok()?;
-    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+/// The text of the ignore file at `path`, read from `reader`: at most
+/// [`MAX_IGNORE_FILE_BYTES`] of it, which must be UTF-8.
+pub fn read_text(path: &VfsPath, reader: impl Read) -> Result<String, Error> {
     let mut text = String::new();
-    let read = rustix::fs::openat(fd, name, flags, Mode::empty())
-        .map_err(|e| errno(&path, e))
-        .and_then(|f| {
-            std::fs::File::from(f)
-                .take(MAX_IGNORE_FILE_BYTES)
-                .read_to_string(&mut text)
-                .map_err(|e| Error::io(path.as_str(), e))
-        });
-    match read {
-        Ok(_) => {}
-        Err(Error::NotFound(_)) => return None,
-        Err(err) => {
-            problems.push((path.to_string(), err));
-            return None;
+    reader
+        .take(MAX_IGNORE_FILE_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| Error::io(path.as_str(), e))?;
+    Ok(text)
+}
+
+/// Reports the `problems` met loading the ignore files of the directories
+/// above a search's top (`above_top`) or below it: above it, only those of
+/// files the caller may read (their text is not the caller's to see).
+pub fn report(run: &SearchRun, scope: &Scope, problems: Vec<Problem>, above_top: bool) {
+    for (path, err) in problems {
+        let readable = !above_top
+            || VfsPath::parse(&path)
+                .is_ok_and(|p| scope.principal.ops_on(&p).contains(Op::ReadFile));
+        if readable {
+            run.problem(path, err);
         }
     }
-    let compiled = ignore_cache::compiled(text);
-    for message in &compiled.errors {
-        problems.push((path.to_string(), Error::InvalidArgument(message.clone())));
-    }
-    Some(compiled)
 }

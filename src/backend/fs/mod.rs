@@ -696,6 +696,10 @@ impl Backend for FsBackend {
         }
     }
 
+    fn ignore_files_root(&self, _path: &VfsPath) -> Option<VfsPath> {
+        Some(self.sandbox.mount().clone())
+    }
+
     fn branch_mounts(&self) -> Vec<VfsPath> {
         match self.internal {
             Some(_) => vec![self.sandbox.mount().clone()],

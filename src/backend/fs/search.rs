@@ -27,10 +27,9 @@
 //! workers open each file beneath its directory's handle (`grep_file`) and
 //! search it, and results come out in walk order, bounded as described there.
 
-use super::ignore_rules::{Level, load_level, skip_of};
+use super::ignore_rules::{self, Level, load_level, skip_of};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
-use crate::access::Op;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -232,14 +231,7 @@ impl Walk<'_> {
             let fd = sandbox.open_at(&dir, DIR_FLAGS, Links::Follow(rule))?;
             let mut problems = Vec::new();
             let level = load_level(run, &fd, &dir, |_| true, &mut problems);
-            for (path, err) in problems {
-                // Above the granted top: report only what the caller may read.
-                let readable = VfsPath::parse(&path)
-                    .is_ok_and(|p| scope.principal.ops_on(&p).contains(Op::ReadFile));
-                if readable {
-                    run.problem(path, err);
-                }
-            }
+            ignore_rules::report(run, scope, problems, true);
             self.levels.push(Arc::new(level));
             let rel = top.relative_to(&dir).unwrap_or_default();
             let next = rel.split('/').next().unwrap_or(rel);
