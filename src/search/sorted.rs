@@ -30,8 +30,7 @@ pub trait SortedFiles {
     /// Why the search's rules skip `path` (a directory when `is_dir`): the
     /// shared hidden/default-ignore name rules, which are all an ordered
     /// tier has; a branch of a Filesystem mount adds its ignore files.
-    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
-        let _ = is_dir;
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, _is_dir: bool) -> Option<Skip> {
         let spec = run.spec();
         rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
     }

@@ -881,38 +881,53 @@ impl Backend for Overlay {
         // Branches). A path the branch never changed has no base record, so
         // the base's file is what it shows.
         let (up, record) = (self.upper(scope), sidecar::base(path)?);
-        let mut reads = vec![
-            FileRead::file(up.clone(), path.clone()),
-            FileRead::entry(up.clone(), record.clone()),
-            FileRead::file(base.clone(), path.clone()),
-        ];
-        let check = self.pending_check()?;
-        let checking = check.is_some();
-        reads.extend(check);
-        let mut found = self.inner.read_files(&reads)?.into_iter();
-        let (upper, based, below) = (found.next().flatten(), found.next().flatten(), found.next());
-        if checking {
-            let registered = found.next().flatten();
-            self.confirm_with(registered.as_ref().map(|(data, _)| data.as_slice()))?;
+        for attempt in 0..MAX_ATTEMPTS {
+            if attempt > 0 {
+                backoff(attempt);
+            }
+            let mut reads = vec![
+                FileRead::file(up.clone(), path.clone()),
+                FileRead::entry(up.clone(), record.clone()),
+                FileRead::file(base.clone(), path.clone()),
+            ];
+            let check = self.pending_check()?;
+            let checking = check.is_some();
+            reads.extend(check);
+            let mut found = self.inner.read_files(&reads)?.into_iter();
+            let (upper, based, below) =
+                (found.next().flatten(), found.next().flatten(), found.next());
+            if checking {
+                let registered = found.next().flatten();
+                self.confirm_with(registered.as_ref().map(|(data, _)| data.as_slice()))?;
+            }
+            let shown = match (upper, based) {
+                (Some((data, entry)), _) => return Ok((data, tagged(entry))),
+                (None, None) => Shown {
+                    file: below.flatten(),
+                    deleted: false,
+                },
+                (None, Some(_)) => self.read_changed(&up, &base, path, &record)?,
+            };
+            if let Some(file) = shown.file {
+                return Ok(file);
+            }
+            // No file to read: say what is there. A file that appeared
+            // since the look is looked at again, a bounded number of times
+            // (it once recursed, unbounded, under a writer that kept
+            // creating and deleting the file).
+            match self.stat(scope, path) {
+                Ok(entry) if entry.is_directory() => {
+                    return Err(Error::IsDirectory(path.to_string()));
+                }
+                Ok(_) if !shown.deleted => {}
+                Ok(_) => return Err(Error::NotFound(path.to_string())),
+                Err(e) => return Err(e),
+            }
         }
-        let shown = match (upper, based) {
-            (Some((data, entry)), _) => return Ok((data, tagged(entry))),
-            (None, None) => Shown {
-                file: below.flatten(),
-                deleted: false,
-            },
-            (None, Some(_)) => self.read_changed(&up, &base, path, &record)?,
-        };
-        if let Some(file) = shown.file {
-            return Ok(file);
-        }
-        // No file to read: say what is there.
-        match self.stat(scope, path) {
-            Ok(entry) if entry.is_directory() => Err(Error::IsDirectory(path.to_string())),
-            Ok(_) if !shown.deleted => self.read(scope, path),
-            Ok(_) => Err(Error::NotFound(path.to_string())),
-            Err(e) => Err(e),
-        }
+        Err(Error::Unavailable(format!(
+            "{path} in branch {:?} changed between every look of {MAX_ATTEMPTS}; try again",
+            self.record.name
+        )))
     }
 
     fn read_chunks(
