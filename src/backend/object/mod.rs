@@ -83,6 +83,7 @@ use crate::scope::Scope;
 use crate::search::{SearchPart, SearchRun};
 use bucket::Bucket;
 use cache::ContentCache;
+use futures_util::{StreamExt, TryStreamExt};
 use state::Store;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -346,13 +347,18 @@ impl Backend for ObjectBackend {
         let keys: Vec<(String, Option<String>)> = asked.clone();
         let heads = self.run("reading files", async move {
             let store = &store;
-            futures_util::future::try_join_all(keys.iter().map(|(ns, key)| async move {
-                match key {
-                    Some(key) => Ok(store.now(ns, key).await?.file().cloned()),
-                    None => Ok(None),
-                }
-            }))
-            .await
+            // At most FETCH_CONCURRENCY requests at once, in order: a
+            // Watch page in a branch looks up a base record per change.
+            futures_util::stream::iter(keys)
+                .map(|(ns, key)| async move {
+                    match key {
+                        Some(key) => Ok(store.now(&ns, &key).await?.file().cloned()),
+                        None => Ok(None),
+                    }
+                })
+                .buffered(FETCH_CONCURRENCY)
+                .try_collect::<Vec<_>>()
+                .await
         })?;
         let mut out = Vec::with_capacity(reads.len());
         for ((read, (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
