@@ -135,6 +135,18 @@ impl CompositeBackend {
             .collect()
     }
 
+    /// The one mount owning every path of `reads`, when there is one and
+    /// none of the paths is a mount point (which only the mount table
+    /// answers for).
+    fn sole_owner(&self, reads: &[super::FileRead]) -> Option<&Mount> {
+        let first = self.owner(&reads.first()?.path)?;
+        let sole = reads.iter().all(|r| {
+            self.owner(&r.path).is_some_and(|m| std::ptr::eq(m, first))
+                && !self.holds_mounts(&r.path)
+        });
+        sole.then_some(first)
+    }
+
     /// True when `dir` is a mount point or lies above one.
     fn holds_mounts(&self, dir: &VfsPath) -> bool {
         self.mounts.iter().any(|m| m.prefix.is_within(dir))
@@ -320,17 +332,17 @@ impl Backend for CompositeBackend {
     /// Read together by their tier when one mount owns them all (and none
     /// is a mount point, which only the mount table answers for).
     fn read_files(&self, reads: &[super::FileRead]) -> Result<super::FilesRead> {
-        let owners: Vec<Option<&Mount>> = reads.iter().map(|r| self.owner(&r.path)).collect();
-        match owners.first() {
-            Some(Some(first))
-                if owners
-                    .iter()
-                    .all(|o| o.is_some_and(|m| std::ptr::eq(m, *first)))
-                    && !reads.iter().any(|r| self.holds_mounts(&r.path)) =>
-            {
-                first.backend.read_files(reads)
-            }
-            _ => super::read_each(self, reads),
+        match self.sole_owner(reads) {
+            Some(owner) => owner.backend.read_files(reads),
+            None => super::read_each(self, reads),
+        }
+    }
+
+    /// Traced by their tier when one mount owns them all, as `read_files`.
+    fn read_files_traced(&self, reads: &[super::FileRead]) -> Result<Option<super::TracedReads>> {
+        match self.sole_owner(reads) {
+            Some(owner) => owner.backend.read_files_traced(reads),
+            None => Ok(None),
         }
     }
 
@@ -424,6 +436,12 @@ impl Backend for CompositeBackend {
             .iter()
             .flat_map(|m| m.backend.branch_mounts())
             .collect()
+    }
+
+    fn branch_record_lease(&self, mount: &VfsPath) -> std::time::Duration {
+        self.owner(mount).map_or(std::time::Duration::ZERO, |m| {
+            m.backend.branch_record_lease(mount)
+        })
     }
 
     fn drop_scope(&self, scope: &Scope, mount: &VfsPath) -> Result<()> {

@@ -231,6 +231,10 @@ impl FileRead {
 /// for a metadata-only look) and metadata, or `None` where there is no file.
 pub type FilesRead = Vec<Option<(Vec<u8>, Entry)>>;
 
+/// What [`Backend::read_files_traced`] answers: [`FilesRead`], and per look
+/// whether the scope keeps a trace at the path where it holds no file.
+pub type TracedReads = (FilesRead, Vec<bool>);
+
 /// [`Backend::read_files`] one look after another.
 pub fn read_each<B: Backend + ?Sized>(backend: &B, reads: &[FileRead]) -> Result<FilesRead> {
     reads
@@ -312,6 +316,20 @@ pub trait Backend: Send + Sync {
         read_each(self, reads)
     }
 
+    /// [`Backend::read_files`], telling too of each path with no file
+    /// whether its scope keeps a *trace* there: what a file deleted, or a
+    /// changeset that checked the path, leaves. A path without one was never
+    /// written nor checked by a changeset in that scope. `None`, the
+    /// default: the tier keeps no traces; the object tier does, since its
+    /// heads are never removed (docs/object-storage.md § Heads). A Read in a
+    /// branch uses it to tell a path the branch never changed from the
+    /// file's own read, with no read of the path's base record
+    /// (docs/branches.md § Across servers).
+    fn read_files_traced(&self, reads: &[FileRead]) -> Result<Option<TracedReads>> {
+        let _ = reads;
+        Ok(None)
+    }
+
     /// A file's metadata and its content as pieces of at most `max_chunk`
     /// bytes. The default reads the whole file first; tiers that store files
     /// in chunks override it to fetch one piece at a time.
@@ -389,6 +407,17 @@ pub trait Backend: Send + Sync {
     /// keep files by scope and take changesets. None by default.
     fn branch_mounts(&self) -> Vec<VfsPath> {
         Vec::new()
+    }
+
+    /// How long a server may trust a branch record of `mount` it confirmed,
+    /// for Reads in the branch, without reading the registry again
+    /// (docs/branches.md § Discard). Zero, the default, for tiers one server
+    /// owns: a registry read there costs no round trip. A tier that servers
+    /// share gives a lease, and every discard of a branch there waits it out
+    /// between removing the branch's record and clearing its changes.
+    fn branch_record_lease(&self, mount: &VfsPath) -> std::time::Duration {
+        let _ = mount;
+        std::time::Duration::ZERO
     }
 
     /// Drops what an internal `scope` (a discarded branch's changes) still

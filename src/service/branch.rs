@@ -16,7 +16,7 @@ use crate::text::merge::merge3;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Most files one page of a branch's diff holds.
 pub const MAX_DIFF_PAGE: usize = 1000;
@@ -129,6 +129,26 @@ pub struct Merged {
     pub discarded: bool,
 }
 
+/// A discarded branch: its record is removed; its changes are cleared
+/// after `wait`, the lease other servers may still read them under
+/// ([`crate::backend::Backend::branch_record_lease`]).
+pub struct Discarding {
+    /// How long to wait before clearing.
+    pub wait: Duration,
+    /// The branch whose changes are still to clear (`None`: cleared).
+    overlay: Option<Overlay>,
+}
+
+impl Discarding {
+    /// Deletes the discarded branch's changes, for `scope`'s caller.
+    pub fn clear(&self, scope: &Scope) -> Result<()> {
+        match &self.overlay {
+            Some(overlay) => overlay.clear(scope),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The branch a caller names: the overlay its calls go through. A record
 /// `records` keeps is used at once and confirmed by the call's first read
 /// (`Overlay::cached`); otherwise the registry is read first.
@@ -139,11 +159,18 @@ pub(super) fn overlay(
 ) -> Result<Overlay> {
     let scope = &caller.scope;
     Scope::check_name("branch", &scope.branch)?;
-    if let Some(record) = records.get(&scope.namespace, &scope.branch) {
-        return Ok(Overlay::cached(backend.clone(), record, records.clone()));
+    if let Some((record, lease_end)) = records.get(&scope.namespace, &scope.branch) {
+        return Ok(Overlay::cached(
+            backend.clone(),
+            record,
+            records.clone(),
+            lease_end,
+        ));
     }
+    let sent = Instant::now();
     let overlay = overlay_named(backend, scope, &scope.branch)?;
-    records.put(overlay.record());
+    let lease = backend.branch_record_lease(&overlay.record().mount);
+    records.put(overlay.record(), (!lease.is_zero()).then(|| sent + lease));
     Ok(overlay)
 }
 
@@ -264,6 +291,7 @@ impl Files<'_> {
             namespace: scope.namespace.clone(),
             created: SystemTime::now(),
             creator: self.caller().principal.name.clone(),
+            fork: format!("{:016x}", rand::random::<u64>()),
         };
         Registry::new(backend).create(&record)?;
         Ok(record)
@@ -315,18 +343,34 @@ impl Files<'_> {
         Ok(out)
     }
 
-    /// Deletes the branch `name` and everything it holds (write grant on
-    /// its root).
+    /// Discards the branch `name` (write grant on its root): removes its
+    /// record, so that it is gone at once for every later call, and answers
+    /// what is left to do, clearing its changes once the record's lease is
+    /// over (docs/branches.md § Discard).
     pub fn discard_branch(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
         name: &str,
-    ) -> Result<()> {
+    ) -> Result<Discarding> {
         self.refuse_bound("discard branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
         self.check_within(&overlay.record().root, Op::Write)?;
-        overlay.clear(self.scope())?;
-        Registry::new(backend.as_ref()).remove(overlay.record())
+        let registry = Registry::new(backend.as_ref());
+        if overlay.record().fork.is_empty() {
+            // A record written before forks had ids: its scope is the one
+            // a new fork of its name would use, so it is cleared first.
+            overlay.clear(self.scope())?;
+            registry.remove(overlay.record())?;
+            return Ok(Discarding {
+                wait: Duration::ZERO,
+                overlay: None,
+            });
+        }
+        registry.remove(overlay.record())?;
+        Ok(Discarding {
+            wait: backend.branch_record_lease(&overlay.record().mount),
+            overlay: Some(overlay),
+        })
     }
 
     /// One page of the files branch `name` changed, against its base now:
@@ -392,13 +436,13 @@ impl Files<'_> {
     /// three-way (the base when the branch first changed it, the branch,
     /// the base now), every file guarded by the base's version now.
     /// Conflicts not settled by `resolutions` are answered and nothing is
-    /// applied. `discard` deletes the branch after a merge that applied.
+    /// applied. The branch is kept: the service discards it after a merge
+    /// that applied when asked to.
     pub fn merge_branch(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
         name: &str,
         resolutions: &BTreeMap<VfsPath, Resolution>,
-        discard: bool,
         limits: &ChangesetLimits,
     ) -> Result<Merged> {
         self.refuse_bound("merge branches")?;
@@ -491,14 +535,11 @@ impl Files<'_> {
             false => Files::new(backend.as_ref(), &base_caller, self.max_file_bytes())
                 .commit(&ops, limits)?,
         };
-        if discard {
-            self.discard_branch(backend, name)?;
-        }
         Ok(Merged {
             changeset,
             files,
             conflicts: Vec::new(),
-            discarded: discard,
+            discarded: false,
         })
     }
 }

@@ -198,23 +198,36 @@ impl Service {
         let forget = name.clone();
         let merged = self
             .run_on_base(caller, move |files, backend| {
-                files.merge_branch(backend, &name, &resolutions, discard, &limits)
+                files.merge_branch(backend, &name, &resolutions, &limits)
             })
             .await;
         self.forget_branch(caller, &forget);
-        merged
+        let mut merged = merged?;
+        if discard && merged.conflicts.is_empty() {
+            self.discard_branch(caller, forget).await?;
+            merged.discarded = true;
+        }
+        Ok(merged)
     }
 
-    /// Deletes branch `name` and its changes.
+    /// Deletes branch `name` and its changes. The record goes first, so
+    /// the branch is gone for every later call; its changes are cleared
+    /// once no server may still read them under a lease (docs/branches.md
+    /// § Discard): the wait is a timer, holding no thread.
     pub async fn discard_branch(&self, caller: &Caller, name: String) -> Result<()> {
         let forget = name.clone();
-        let discarded = self
+        let discarding = self
             .run_on_base(caller, move |files, backend| {
                 files.discard_branch(backend, &name)
             })
             .await;
         self.forget_branch(caller, &forget);
-        discarded
+        let discarding = discarding?;
+        if !discarding.wait.is_zero() {
+            tokio::time::sleep(discarding.wait).await;
+        }
+        self.run_on_base(caller, move |files, _| discarding.clear(files.scope()))
+            .await
     }
 
     /// Drops this server's record of the caller's branch `name` (forked,

@@ -446,6 +446,71 @@ async fn a_branch_another_server_discards_or_forks_again_is_seen() {
     );
 }
 
+/// On the object tier a discard removes the branch's record, waits out
+/// the lease other servers may read it under, then clears its changes
+/// (docs/branches.md § Discard). Killed at a random point of that, the
+/// branch is gone or whole, and a branch forked again under its name
+/// starts from the base, never from what the killed discard left.
+#[tokio::test]
+async fn kill_9_during_a_discard_leaves_nothing_a_new_fork_of_the_name_sees() {
+    let config = object_config();
+    let mut server = Server::start_with(Some(&config), &[]);
+    for trial in 0..4 {
+        let mut fs = server.fs().await;
+        let root = format!("/shared/d{trial}");
+        for i in 0..5 {
+            write(&mut fs, &format!("{root}/f{i}.txt"), "base\n").await;
+        }
+        fork(&mut fs, "d", &root).await;
+        for i in 0..5 {
+            write_in(&mut fs, "d", &format!("{root}/f{i}.txt"), "branch\n").await;
+        }
+        let delay = std::time::Duration::from_micros(rand::random_range(0..800_000));
+        let mut discarding = fs.clone();
+        let call = tokio::spawn(async move {
+            discarding
+                .discard_branch(pb::DiscardBranchRequest { name: "d".into() })
+                .await
+        });
+        tokio::time::sleep(delay).await;
+        server.crash_and_restart();
+        let acknowledged = matches!(call.await, Ok(Ok(_)));
+        let mut fs = server.fs().await;
+        let mut seen = std::collections::BTreeSet::new();
+        for i in 0..5 {
+            match read(&mut fs, Some("d"), &format!("{root}/f{i}.txt")).await {
+                Ok(content) => seen.insert(content),
+                Err(s) => {
+                    assert_eq!(s.code(), Code::NotFound, "trial {trial}: {s:?}");
+                    seen.insert("gone".into())
+                }
+            };
+        }
+        assert_eq!(seen.len(), 1, "trial {trial} after {delay:?}: {seen:?}");
+        if acknowledged {
+            assert!(
+                seen.contains("gone"),
+                "trial {trial}: an acknowledged discard was undone"
+            );
+        }
+        if seen.contains("gone") {
+            fork(&mut fs, "d", &root).await;
+            for i in 0..5 {
+                assert_eq!(
+                    read(&mut fs, Some("d"), &format!("{root}/f{i}.txt"))
+                        .await
+                        .unwrap(),
+                    "base\n",
+                    "trial {trial} after {delay:?}: a new fork shows the discarded one's change"
+                );
+            }
+        }
+        fs.discard_branch(pb::DiscardBranchRequest { name: "d".into() })
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn a_branch_lists_searches_moves_and_refuses_what_it_cannot_do() {
     let server = Server::start();

@@ -21,6 +21,7 @@ use crate::search::{SearchPart, SearchRun, sorted};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 use tokio::sync::watch;
 
 /// Times a change in a branch is tried against racing writers of the same
@@ -41,10 +42,23 @@ const MAX_MOVE_BYTES: usize = 256 << 20;
 pub struct Overlay {
     inner: Arc<dyn Backend>,
     record: BranchRecord,
-    /// For a record taken from a cache: the cache, and whether the
-    /// registry confirmed the record yet (every call confirms it first;
-    /// a Read with the reads of the file's layers).
-    cached: Option<(Arc<RecordCache>, OnceLock<()>)>,
+    /// For a record taken from a cache: how this call may use it.
+    cached: Option<Kept>,
+}
+
+/// A record taken from a [`RecordCache`], and what this call knows of it.
+struct Kept {
+    cache: Arc<RecordCache>,
+    /// Set once the registry confirmed the record in this call (every call
+    /// confirms it first, a Read with the reads of the file's layers,
+    /// unless the record is leased).
+    confirmed: OnceLock<()>,
+    /// The end of the record's lease, when its tier leases records
+    /// ([`Backend::branch_record_lease`]): until then a Read may use it
+    /// unconfirmed, if the Read ends before it.
+    lease_end: Option<Instant>,
+    /// Set once this call found the lease over.
+    lease_spent: OnceLock<()>,
 }
 
 /// The version a file the branch changed shows.
@@ -172,33 +186,72 @@ impl Overlay {
         inner: Arc<dyn Backend>,
         record: BranchRecord,
         cache: Arc<RecordCache>,
+        lease_end: Option<Instant>,
     ) -> Overlay {
         Overlay {
             inner,
             record,
-            cached: Some((cache, OnceLock::new())),
+            cached: Some(Kept {
+                cache,
+                confirmed: OnceLock::new(),
+                lease_end,
+                lease_spent: OnceLock::new(),
+            }),
         }
     }
 
     /// The registry's read confirming a cached record still pending.
     fn pending_check(&self) -> Result<Option<FileRead>> {
         match &self.cached {
-            Some((_, done)) if done.get().is_none() => {
+            Some(kept) if kept.confirmed.get().is_none() => {
                 Registry::record_read(&self.record).map(Some)
             }
             _ => Ok(None),
         }
     }
 
+    /// The end of the lease a Read may use the record under instead of
+    /// confirming it: `None` when the record is not leased, is confirmed
+    /// in this call already, or its lease is over.
+    fn lease(&self) -> Option<Instant> {
+        let kept = self.cached.as_ref()?;
+        if kept.confirmed.get().is_some() || kept.lease_spent.get().is_some() {
+            return None;
+        }
+        kept.lease_end.filter(|end| Instant::now() < *end)
+    }
+
+    /// True when a Read that used the lease ending at `lease` (if any) ended
+    /// within it: every read it made was then answered before any discard
+    /// of the branch cleared its changes, since a discard waits a whole
+    /// lease after removing the record (docs/branches.md § Discard).
+    /// Otherwise the lease is spent, and the Read must be taken again,
+    /// confirming the record.
+    fn ended_within(&self, lease: Option<Instant>) -> bool {
+        match (lease, &self.cached) {
+            (Some(end), Some(kept)) if Instant::now() >= end => {
+                let _ = kept.lease_spent.set(());
+                false
+            }
+            _ => true,
+        }
+    }
+
     /// Confirms a cached record with `found`, what the registry holds now
-    /// (NOT_FOUND when the branch is gone; UNAVAILABLE, to be tried again,
-    /// when it was forked again since).
-    fn confirm_with(&self, found: Option<&[u8]>) -> Result<()> {
-        let Some((cache, done)) = &self.cached else {
+    /// as a read sent at `sent` found it (NOT_FOUND when the branch is
+    /// gone; UNAVAILABLE, to be tried again, when it was forked again
+    /// since), and renews its lease from `sent`.
+    fn confirm_with(&self, found: Option<&[u8]>, sent: Instant) -> Result<()> {
+        let Some(kept) = &self.cached else {
             return Ok(());
         };
+        let cache = &kept.cache;
         if Registry::confirms(&self.record, found)? {
-            let _ = done.set(());
+            let _ = kept.confirmed.set(());
+            let lease = self.inner.branch_record_lease(&self.record.mount);
+            if !lease.is_zero() {
+                cache.put(&self.record, Some(sent + lease));
+            }
             return Ok(());
         }
         cache.forget(&self.record.namespace, &self.record.name);
@@ -216,8 +269,9 @@ impl Overlay {
         let Some(check) = self.pending_check()? else {
             return Ok(());
         };
+        let sent = Instant::now();
         let found = self.inner.read_files(&[check])?.pop().flatten();
-        self.confirm_with(found.as_ref().map(|(data, _)| data.as_slice()))
+        self.confirm_with(found.as_ref().map(|(data, _)| data.as_slice()), sent)
     }
 
     /// The branch served.
@@ -875,11 +929,16 @@ impl Backend for Overlay {
             self.confirm()?;
             return self.inner.read(&base, path);
         }
-        // The branch's file, whether it keeps a base record of the path,
-        // and the base's file (and a cached record's confirmation) in one
-        // go: on the object tier one round trip (docs/performance.md §
-        // Branches). A path the branch never changed has no base record, so
-        // the base's file is what it shows.
+        // The branch's file, whether it changed the path, and the base's
+        // file (and a cached record's confirmation, unless it is leased) in
+        // one go: on the object tier one round trip (docs/performance.md §
+        // Branches). A path the branch never changed shows the base's file.
+        // It changed the path if it keeps a base record of it; a tier that
+        // keeps traces tells that from the branch's read of the file itself
+        // (every change of a path in the branch writes or checks the path in
+        // its commit, so leaves a trace, before its base record can be
+        // seen; a trace alone, as an aborted commit leaves, only costs the
+        // second look below).
         let (up, record) = (self.upper(scope), sidecar::base(path)?);
         for attempt in 0..MAX_ATTEMPTS {
             if attempt > 0 {
@@ -887,27 +946,45 @@ impl Backend for Overlay {
             }
             let mut reads = vec![
                 FileRead::file(up.clone(), path.clone()),
-                FileRead::entry(up.clone(), record.clone()),
                 FileRead::file(base.clone(), path.clone()),
             ];
-            let check = self.pending_check()?;
+            let lease = self.lease();
+            let check = match lease {
+                Some(_) => None,
+                None => self.pending_check()?,
+            };
             let checking = check.is_some();
             reads.extend(check);
-            let mut found = self.inner.read_files(&reads)?.into_iter();
-            let (upper, based, below) =
-                (found.next().flatten(), found.next().flatten(), found.next());
+            let sent = Instant::now();
+            let (found, based) = match self.inner.read_files_traced(&reads)? {
+                Some((found, traces)) => (found, traces[0]),
+                None => {
+                    reads.push(FileRead::entry(up.clone(), record.clone()));
+                    let mut found = self.inner.read_files(&reads)?;
+                    let based = found.pop().flatten().is_some();
+                    (found, based)
+                }
+            };
+            let mut found = found.into_iter();
+            let (upper, below) = (found.next().flatten(), found.next());
             if checking {
                 let registered = found.next().flatten();
-                self.confirm_with(registered.as_ref().map(|(data, _)| data.as_slice()))?;
+                self.confirm_with(registered.as_ref().map(|(data, _)| data.as_slice()), sent)?;
             }
             let shown = match (upper, based) {
-                (Some((data, entry)), _) => return Ok((data, tagged(entry))),
-                (None, None) => Shown {
+                (Some((data, entry)), _) => Shown {
+                    file: Some((data, tagged(entry))),
+                    deleted: false,
+                },
+                (None, false) => Shown {
                     file: below.flatten(),
                     deleted: false,
                 },
-                (None, Some(_)) => self.read_changed(&up, &base, path, &record)?,
+                (None, true) => self.read_changed(&up, &base, path, &record)?,
             };
+            if !self.ended_within(lease) {
+                continue;
+            }
             if let Some(file) = shown.file {
                 return Ok(file);
             }
@@ -1214,6 +1291,10 @@ impl Backend for Overlay {
 
     fn branch_mounts(&self) -> Vec<VfsPath> {
         self.inner.branch_mounts()
+    }
+
+    fn branch_record_lease(&self, mount: &VfsPath) -> std::time::Duration {
+        self.inner.branch_record_lease(mount)
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {

@@ -10,7 +10,7 @@ use crate::scope::{INTERNAL_SCOPE, Scope};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Prefix of a branch record's name in its mount's root (a reserved name,
 /// `sidecar::RESERVED_PREFIX`, which no mount prefix may use).
@@ -33,13 +33,21 @@ pub struct BranchRecord {
     pub created: SystemTime,
     /// The principal that forked it.
     pub creator: String,
+    /// A random id drawn at the fork, naming its upper scope: a branch
+    /// forked again under a discarded one's name starts from an empty
+    /// scope, whatever the discarded one left (docs/branches.md §
+    /// Discard). Empty in records written before forks had ids.
+    pub fork: String,
 }
 
 impl BranchRecord {
     /// The scope holding the branch's own changes: a session and a namespace
     /// whose names ([`INTERNAL_SCOPE`]) no caller can send.
     pub fn upper_scope(&self, scope: &Scope) -> Scope {
-        let name = format!("{INTERNAL_SCOPE}branch.{}.{}", self.namespace, self.name);
+        let mut name = format!("{INTERNAL_SCOPE}branch.{}.{}", self.namespace, self.name);
+        if !self.fork.is_empty() {
+            name = format!("{name}.{}", self.fork);
+        }
         Scope {
             session: name.clone(),
             namespace: name,
@@ -72,6 +80,7 @@ impl BranchRecord {
             "namespace": self.namespace,
             "created_ms": created,
             "creator": self.creator,
+            "fork": self.fork,
         })
         .to_string()
         .into_bytes()
@@ -89,6 +98,7 @@ impl BranchRecord {
             namespace: text("namespace")?,
             created: UNIX_EPOCH + Duration::from_millis(v["created_ms"].as_u64().ok_or_else(bad)?),
             creator: text("creator")?,
+            fork: v["fork"].as_str().unwrap_or_default().to_owned(),
         })
     }
 }
@@ -100,31 +110,46 @@ const MAX_CACHED: usize = 4096;
 /// call in a branch starts from its record at once and confirms it with
 /// the first read it makes anyway ([`super::Overlay::cached`]), so a Read
 /// in a branch costs no registry lookup of its own. Another server may
-/// discard a branch and fork it again under its name, so a record is only
-/// ever used once the registry confirmed it in the same call.
+/// discard a branch and fork it again under its name, so a record is used
+/// only once the registry confirmed it in the same call, or, on a tier
+/// whose records are leased ([`Backend::branch_record_lease`]), by a Read
+/// that ends within the lease of its last confirmation.
 #[derive(Default)]
 pub struct RecordCache {
-    records: Mutex<HashMap<(String, String), BranchRecord>>,
+    records: Mutex<HashMap<(String, String), Cached>>,
+}
+
+/// A kept record and the end of its lease.
+#[derive(Clone)]
+struct Cached {
+    record: BranchRecord,
+    lease_end: Option<Instant>,
 }
 
 impl RecordCache {
-    /// The record of branch `name` of `namespace`, as last seen.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<BranchRecord> {
+    /// The record of branch `name` of `namespace`, as last seen, and the
+    /// instant its lease ends (`None`: not leased).
+    pub fn get(&self, namespace: &str, name: &str) -> Option<(BranchRecord, Option<Instant>)> {
         let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         records
             .get(&(namespace.to_owned(), name.to_owned()))
-            .cloned()
+            .map(|c| (c.record.clone(), c.lease_end))
     }
 
-    /// Keeps `record` as the latest of its branch.
-    pub fn put(&self, record: &BranchRecord) {
+    /// Keeps `record` as the latest of its branch, leased until
+    /// `lease_end`: the instant the read that found it in the registry was
+    /// sent, plus the tier's lease.
+    pub fn put(&self, record: &BranchRecord, lease_end: Option<Instant>) {
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         if records.len() >= MAX_CACHED {
             records.clear();
         }
         records.insert(
             (record.namespace.clone(), record.name.clone()),
-            record.clone(),
+            Cached {
+                record: record.clone(),
+                lease_end,
+            },
         );
     }
 

@@ -99,6 +99,11 @@ const MAX_ATTEMPTS: u32 = 200;
 const BLOB_PIECE_BYTES: u64 = 1 << 20;
 /// How often a server with watchers looks for other servers' changes.
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// How long a server trusts a branch record it confirmed, for Reads in the
+/// branch ([`Backend::branch_record_lease`]): a Read in a branch then sends
+/// one GET fewer (docs/performance.md § Branches), at the price of every
+/// discard on this tier waiting this long.
+const BRANCH_RECORD_LEASE: Duration = Duration::from_millis(500);
 
 /// Settings of an object mount.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -307,6 +312,59 @@ impl ObjectBackend {
     }
 }
 
+impl ObjectBackend {
+    /// The heads of `reads`, fetched at once: each file, and whether a head
+    /// with no file is there (a trace, [`Backend::read_files_traced`]).
+    fn read_heads(&self, reads: &[super::FileRead]) -> Result<super::TracedReads> {
+        let mut asked = Vec::with_capacity(reads.len());
+        for super::FileRead { scope, path, .. } in reads {
+            let ns = self.namespace(scope)?.to_owned();
+            let key = (path != &self.keys.mount)
+                .then(|| self.keys.head(&ns, path))
+                .transpose()?;
+            asked.push((ns, key));
+        }
+        let store = self.store();
+        let keys: Vec<(String, Option<String>)> = asked.clone();
+        let heads = self.run("reading files", async move {
+            let store = &store;
+            // At most FETCH_CONCURRENCY requests at once, in order: a
+            // Watch page in a branch looks up a base record per change.
+            futures_util::stream::iter(keys)
+                .map(|(ns, key)| async move {
+                    match key {
+                        Some(key) => {
+                            let now = store.now(&ns, &key).await?;
+                            let trace = now.head.is_some() && now.file().is_none();
+                            Ok((now.file().cloned(), trace))
+                        }
+                        None => Ok((None, false)),
+                    }
+                })
+                .buffered(FETCH_CONCURRENCY)
+                .try_collect::<Vec<_>>()
+                .await
+        })?;
+        let mut out = Vec::with_capacity(reads.len());
+        let mut traces = Vec::with_capacity(reads.len());
+        for ((read, (ns, _)), (head, trace)) in reads.iter().zip(&asked).zip(heads) {
+            traces.push(trace);
+            let path = &read.path;
+            out.push(match head {
+                Some(file) => Some((
+                    match read.content {
+                        true => self.content(ns, path, &file)?.to_vec(),
+                        false => Vec::new(),
+                    },
+                    super::ordered::file_entry(path.clone(), &file.meta),
+                )),
+                None => None,
+            });
+        }
+        Ok((out, traces))
+    }
+}
+
 impl Backend for ObjectBackend {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
         self.list_dir(self.namespace(scope)?, dir)
@@ -335,46 +393,11 @@ impl Backend for ObjectBackend {
     /// The heads in one round trip (their GETs at once), then the blobs
     /// of the large files found.
     fn read_files(&self, reads: &[super::FileRead]) -> Result<super::FilesRead> {
-        let mut asked = Vec::with_capacity(reads.len());
-        for super::FileRead { scope, path, .. } in reads {
-            let ns = self.namespace(scope)?.to_owned();
-            let key = (path != &self.keys.mount)
-                .then(|| self.keys.head(&ns, path))
-                .transpose()?;
-            asked.push((ns, key));
-        }
-        let store = self.store();
-        let keys: Vec<(String, Option<String>)> = asked.clone();
-        let heads = self.run("reading files", async move {
-            let store = &store;
-            // At most FETCH_CONCURRENCY requests at once, in order: a
-            // Watch page in a branch looks up a base record per change.
-            futures_util::stream::iter(keys)
-                .map(|(ns, key)| async move {
-                    match key {
-                        Some(key) => Ok(store.now(&ns, &key).await?.file().cloned()),
-                        None => Ok(None),
-                    }
-                })
-                .buffered(FETCH_CONCURRENCY)
-                .try_collect::<Vec<_>>()
-                .await
-        })?;
-        let mut out = Vec::with_capacity(reads.len());
-        for ((read, (ns, _)), head) in reads.iter().zip(&asked).zip(heads) {
-            let path = &read.path;
-            out.push(match head {
-                Some(file) => Some((
-                    match read.content {
-                        true => self.content(ns, path, &file)?.to_vec(),
-                        false => Vec::new(),
-                    },
-                    super::ordered::file_entry(path.clone(), &file.meta),
-                )),
-                None => None,
-            });
-        }
-        Ok(out)
+        Ok(self.read_heads(reads)?.0)
+    }
+
+    fn read_files_traced(&self, reads: &[super::FileRead]) -> Result<Option<super::TracedReads>> {
+        self.read_heads(reads).map(Some)
     }
 
     fn read_chunks(
@@ -465,6 +488,10 @@ impl Backend for ObjectBackend {
 
     fn branch_mounts(&self) -> Vec<VfsPath> {
         vec![self.keys.mount.clone()]
+    }
+
+    fn branch_record_lease(&self, _mount: &VfsPath) -> Duration {
+        BRANCH_RECORD_LEASE
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
