@@ -74,7 +74,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 };
                 let tier = ObjectBackend::open(m.prefix.clone(), options)
                     .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;
-                (Arc::new(tier), "object")
+                (Arc::new(tier.with_search_index(config.search)), "object")
             }
         };
         mounts.push(Mount {

@@ -46,6 +46,8 @@
 //!   bound to a branch.
 //! - `search_index`: indexed Grep against the scan on two servers, under
 //!   random changes, on the State and Store tiers (docs/search-index.md).
+//! - `search_index_object`: the same on the object tier, across three
+//!   servers on one bucket.
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -77,6 +79,7 @@ mod rewind;
 mod sandbox;
 mod search;
 mod search_index;
+mod search_index_object;
 mod server;
 mod store;
 mod tools;

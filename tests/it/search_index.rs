@@ -94,7 +94,7 @@ const NAMES: &[&str] = &[
     "a.rs", "b.txt", "c.md", "d.rs", ".e.txt", "f", "g.txt", "h.rs",
 ];
 
-fn random_text(rng: &mut StdRng) -> String {
+pub(super) fn random_text(rng: &mut StdRng) -> String {
     if rng.random_ratio(1, 20) {
         return "bin\0ary needle\n".to_owned();
     }
@@ -135,7 +135,7 @@ impl Side {
 
 /// The outcome of a change: its status code only (versions differ by
 /// nothing here, but messages name nothing random either).
-async fn change(fs: &mut FilesystemClient<Channel>, op: &Op) -> tonic::Code {
+pub(super) async fn change(fs: &mut FilesystemClient<Channel>, op: &Op) -> tonic::Code {
     let result = match op {
         Op::Write(path, text) => fs
             .write(pb::WriteRequest {
@@ -179,14 +179,14 @@ async fn change(fs: &mut FilesystemClient<Channel>, op: &Op) -> tonic::Code {
 }
 
 #[derive(Debug)]
-enum Op {
+pub(super) enum Op {
     Write(String, String),
     Edit(String, String, String),
     Delete(String),
     Move(String, String),
 }
 
-fn random_op(rng: &mut StdRng, root: &str) -> Op {
+pub(super) fn random_op(rng: &mut StdRng, root: &str) -> Op {
     match rng.random_range(0..10) {
         0..=4 => Op::Write(random_path(rng, root), random_text(rng)),
         5..=6 => Op::Edit(
@@ -215,7 +215,7 @@ fn random_op(rng: &mut StdRng, root: &str) -> Op {
     }
 }
 
-fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
+pub(super) fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
     let (pattern, literal) = PATTERNS[rng.random_range(0..PATTERNS.len())];
     let path = match rng.random_range(0..4) {
         0 => format!("{root}/d1"),
@@ -241,7 +241,7 @@ fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
 
 /// A Grep's full answer with the elapsed time zeroed, or its error code
 /// and message with the elapsed time cut out.
-async fn answer(
+pub(super) async fn answer(
     fs: &mut FilesystemClient<Channel>,
     req: &pb::GrepRequest,
 ) -> Result<(Vec<pb::GrepMatch>, pb::SearchSummary), (tonic::Code, String)> {
@@ -262,6 +262,22 @@ async fn answer(
             Err((status.code(), message))
         }
     }
+}
+
+/// The files a server's narrowed Greps ruled out without reading them, as
+/// its logs say.
+pub(super) fn skipped_files(logs: &str) -> u64 {
+    logs.lines()
+        .filter(|l| l.contains("search index narrowed a grep"))
+        .filter_map(|l| {
+            l.split("skipped=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
 }
 
 async fn differential(seed: u64, rounds: usize) {
@@ -295,19 +311,10 @@ async fn differential(seed: u64, rounds: usize) {
     assert!(greps > 0);
     // The index did narrow Greps (the comparison above is not scan vs scan).
     let logs = indexed.server.logs.lock().unwrap().clone();
-    let skipped: u64 = logs
-        .lines()
-        .filter(|l| l.contains("search index narrowed a grep"))
-        .filter_map(|l| {
-            l.split("skipped=")
-                .nth(1)?
-                .split_whitespace()
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum();
-    assert!(skipped > 0, "seed {seed}: the index never skipped a file");
+    assert!(
+        skipped_files(&logs) > 0,
+        "seed {seed}: the index never skipped a file"
+    );
     assert!(
         logs.contains("search index merged"),
         "seed {seed}: no merge ran"

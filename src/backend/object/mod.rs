@@ -80,7 +80,8 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::{SearchPart, SearchRun};
+use crate::search::index::{IndexSettings, IndexedGrep, Registry};
+use crate::search::{SearchKind, SearchPart, SearchRun};
 use bucket::Bucket;
 use cache::ContentCache;
 use futures_util::{StreamExt, TryStreamExt};
@@ -146,6 +147,9 @@ pub struct ObjectBackend {
     feed: Arc<log::Feed>,
     /// What searches know of each namespace's keys between them.
     catalogs: Arc<catalog::Catalogs>,
+    /// The search index of each namespace (docs/search-index.md § The
+    /// object tier).
+    index: Registry,
 }
 
 /// The version after `floor`: larger than it, and than the clock in µs.
@@ -197,10 +201,17 @@ impl ObjectBackend {
             catalogs: Arc::new(catalog::Catalogs::new(
                 options.bucket.timeout + options.bucket.request_timeout + Duration::from_secs(10),
             )),
+            index: Registry::new(IndexSettings::default()),
         };
         tier.sweep_now_and_then()?;
         tier.poll_while_watched()?;
         Ok(tier)
+    }
+
+    /// The tier with its search index set up as `[search]` says.
+    pub fn with_search_index(mut self, settings: IndexSettings) -> ObjectBackend {
+        self.index = Registry::new(settings);
+        self
     }
 
     /// The tier's view of its bucket for futures it runs.
@@ -504,8 +515,23 @@ impl Backend for ObjectBackend {
         }
         self.lookup_missing(&ns, root)?;
         let catalog = self.fresh_catalog(&ns)?;
+        // A Grep skips the files the index rules out at the version their
+        // heads show: a change on any server gives its path a new version
+        // in its head, so the index is exact across servers without a log
+        // (docs/search-index.md § The object tier).
+        let mut index = match &run.spec().kind {
+            SearchKind::Grep(grep) => self
+                .index
+                .get(&ns, &scope.principal.owner)
+                .map(|index| IndexedGrep::start(index, self.index.settings(), &grep.plan)),
+            SearchKind::Glob(_) => None,
+        };
         let mut files = walk::Walk::new(self, ns, part, catalog)?.for_run(run);
-        crate::search::sorted::walk(run, &mut files, part)
+        let walked = crate::search::sorted::walk_indexed(run, &mut files, part, index.as_mut());
+        if let Some(index) = index {
+            index.finish();
+        }
+        walked
     }
 
     fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {

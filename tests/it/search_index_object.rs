@@ -1,0 +1,73 @@
+//! The search index on the object tier (docs/search-index.md § The object
+//! tier) against the scan, across servers: three real servers on one
+//! bucket, one indexing (`index_min_files = 0`), one scanning
+//! (`[search] index = false`) and one more that makes half of the changes.
+//! Random writes, edits, deletes and moves, made through the indexing
+//! server or the other one, interleaved with random Greps: the indexing
+//! server's matches and summaries must equal the scanning server's every
+//! time, including after files it indexed were changed by another server.
+
+use super::search_index::{Op, answer, change, random_grep, random_op, random_text, skipped_files};
+use crate::util::Server;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A server configuration: State at `/`, the object tier at `/shared`
+/// under `key_prefix`, and `search`'s `[search]` table.
+fn config(search: &str, key_prefix: &str) -> String {
+    let bucket = crate::s3::s3().bucket("agentvfs-it");
+    format!(
+        "{search}\n\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\n\
+         prefix = \"/shared\"\ntier = \"object\"\nbucket = \"{bucket}\"\n\
+         key_prefix = \"{key_prefix}\"\npath_style = true\n"
+    )
+}
+
+#[tokio::test]
+async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
+    let seed: u64 = match std::env::var("AGENTVFS_INDEX_SEED") {
+        Ok(seed) => seed.parse().expect("AGENTVFS_INDEX_SEED is a number"),
+        Err(_) => rand::random(),
+    };
+    eprintln!("object search index differential: seed {seed}");
+    let prefix = format!("idx-{:016x}", rand::random::<u64>());
+    let indexing = Server::start_with(
+        Some(&config(
+            "[search]\nindex = true\nindex_min_files = 0",
+            &prefix,
+        )),
+        &[],
+    );
+    let scanning = Server::start_with(Some(&config("[search]\nindex = false", &prefix)), &[]);
+    let other = Server::start_with(Some(&config("[search]\nindex = false", &prefix)), &[]);
+    let (mut a, mut scan, mut b) = (indexing.fs().await, scanning.fs().await, other.fs().await);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let root = "/shared/t";
+    for i in 0..120 {
+        let op = Op::Write(format!("{root}/bulk/{i:03}.txt"), random_text(&mut rng));
+        change(&mut b, &op).await;
+    }
+    let mut greps = 0;
+    for round in 0..25 {
+        for _ in 0..rng.random_range(1..5) {
+            let op = random_op(&mut rng, root);
+            let writer = if rng.random_bool(0.5) { &mut a } else { &mut b };
+            change(writer, &op).await;
+        }
+        for _ in 0..rng.random_range(1..4) {
+            let req = random_grep(&mut rng, root);
+            let indexed = answer(&mut a, &req).await;
+            let scanned = answer(&mut scan, &req).await;
+            assert_eq!(indexed, scanned, "seed {seed} round {round}: {req:?}");
+            greps += 1;
+        }
+    }
+    assert!(greps > 0);
+    // The index did rule files out (the comparison is not scan vs scan).
+    let logs = indexing.logs.lock().unwrap().clone();
+    assert!(
+        skipped_files(&logs) > 0,
+        "seed {seed}: the index never skipped a file"
+    );
+    assert!(!scanning.logs.lock().unwrap().contains("search index"));
+}
