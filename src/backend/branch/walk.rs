@@ -6,7 +6,11 @@
 //! Each seek descends from the top through cached listings: the listings
 //! of the directories on the path to the last file found are kept, and a
 //! binary search picks the first entry at or after the seek key, so a walk
-//! lists each directory once and costs O(log n) per file within one.
+//! lists each directory once (the base's, then the branch's:
+//! `Overlay::merged_listing`) and costs O(log n) per file within one. A
+//! file's content is one read of the layer its directory's listing found
+//! it in (`Overlay::read_listed`), the torn-look checks of a full Read
+//! only where the branch keeps a base record of it or it changed since.
 //!
 //! On a Filesystem mount the walk applies the `.ignore` and `.gitignore`
 //! files of every directory from the mount root down, as the tier's own
@@ -15,10 +19,11 @@
 //! ([`ignore_rules`]), so skips and counts are the base's for the same tree.
 
 use super::Overlay;
+use super::overlay::Listing;
 use crate::backend::Backend;
 use crate::backend::fs::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::entry::Entry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::SearchRun;
@@ -32,7 +37,7 @@ pub struct ViewFiles<'a> {
     scope: &'a Scope,
     top: VfsPath,
     /// Listings of the directories from `top` down to the last one entered.
-    listings: Vec<(VfsPath, Vec<Entry>)>,
+    listings: Vec<(VfsPath, Listing)>,
     /// The ignore rules in force, on a mount that has ignore files.
     ignore: Option<IgnoreFiles>,
 }
@@ -94,10 +99,13 @@ impl<'a> ViewFiles<'a> {
             let listed = self.listings.iter().find(|(d, _)| *d == next);
             let mut problems = Vec::new();
             let level = level_of(run, &next, &mut problems, |_, path| {
-                if listed.is_some_and(|(_, l)| !l.iter().any(|e| e.path == *path)) {
-                    return Ok(None);
-                }
-                let (data, _) = self.overlay.read(self.scope, path)?;
+                let data = match listed {
+                    Some((_, listing)) => match listing.entries.iter().find(|e| e.path == *path) {
+                        Some(entry) => self.overlay.read_listed(self.scope, listing, entry)?,
+                        None => return Ok(None),
+                    },
+                    None => self.overlay.read(self.scope, path)?.0,
+                };
                 read_text(path, data.as_slice()).map(Some)
             });
             ignore_rules::report(run, self.scope, problems, !next.is_within(&self.top));
@@ -106,15 +114,20 @@ impl<'a> ViewFiles<'a> {
         }
     }
 
-    /// The listing of `dir`, from the cache when it is on the current path.
+    /// The listing of `dir`, from the cache when it is on the current path
+    /// (the deeper listings kept: the next seek descends through them
+    /// again). A directory gone since its parent was listed, or holding
+    /// only the branch's bookkeeping, lists empty.
     fn listing(&mut self, dir: &VfsPath) -> Result<usize> {
         if let Some(at) = self.listings.iter().position(|(d, _)| d == dir) {
-            self.listings.truncate(at + 1);
             return Ok(at);
         }
         self.listings.retain(|(d, _)| dir.is_within(d));
-        let entries = self.overlay.list(self.scope, dir)?;
-        self.listings.push((dir.clone(), entries));
+        let listing = match self.overlay.merged_listing(self.scope, dir, false) {
+            Err(Error::NotFound(_)) if *dir != self.top => Listing::empty(),
+            other => other?,
+        };
+        self.listings.push((dir.clone(), listing));
         Ok(self.listings.len() - 1)
     }
 
@@ -123,13 +136,14 @@ impl<'a> ViewFiles<'a> {
         let at = self.listing(dir)?;
         let start = self.listings[at]
             .1
+            .entries
             .partition_point(|e| end_key(e).as_slice() <= from);
         let mut index = start;
         loop {
             let Some(entry) = self
                 .listings
                 .get(at)
-                .and_then(|(_, l)| l.get(index))
+                .and_then(|(_, l)| l.entries.get(index))
                 .cloned()
             else {
                 return Ok(None);
@@ -138,8 +152,6 @@ impl<'a> ViewFiles<'a> {
                 if let Some(found) = self.first_from(&entry.path, from)? {
                     return Ok(Some(found));
                 }
-                // The descent replaced deeper listings; ours is still `at`.
-                self.listing(dir)?;
             } else if entry.path.order_key().as_slice() >= from {
                 return Ok(Some(entry));
             }
@@ -168,9 +180,14 @@ impl SortedFiles for ViewFiles<'_> {
     }
 
     fn load(&mut self, entry: &Entry) -> Result<Vec<u8>> {
-        self.overlay
-            .read(self.scope, &entry.path)
-            .map(|(data, _)| data)
+        let parent = entry.path.parent();
+        match self.listings.iter().find(|(d, _)| *d == parent) {
+            Some((_, listing)) => self.overlay.read_listed(self.scope, listing, entry),
+            None => self
+                .overlay
+                .read(self.scope, &entry.path)
+                .map(|(data, _)| data),
+        }
     }
 
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
