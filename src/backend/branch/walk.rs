@@ -15,18 +15,19 @@
 //! On a Filesystem mount the walk applies the `.ignore` and `.gitignore`
 //! files of every directory from the mount root down, as the tier's own
 //! walk does, read through the branch (a file the branch wrote, changed or
-//! deleted as the branch has it) and matched by the tier's own rules
-//! ([`ignore_rules`]), so skips and counts are the base's for the same tree.
+//! deleted as the branch has it) and matched by the search engine's rules
+//! ([`ignore_rules`], which the tier's walk uses too), so skips and counts
+//! are the base's for the same tree.
 
 use super::Overlay;
 use super::overlay::Listing;
 use crate::backend::Backend;
-use crate::backend::fs::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::SearchRun;
+use crate::search::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::search::rules::Skip;
 use crate::search::sorted::SortedFiles;
 use std::sync::Arc;
