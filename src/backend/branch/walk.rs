@@ -30,6 +30,7 @@ use crate::search::SearchRun;
 use crate::search::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::search::rules::Skip;
 use crate::search::sorted::SortedFiles;
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// A branch's files under one directory, for `search::sorted::walk`.
@@ -138,7 +139,7 @@ impl<'a> ViewFiles<'a> {
         let start = self.listings[at]
             .1
             .entries
-            .partition_point(|e| end_key(e).as_slice() <= from);
+            .partition_point(|e| before(e, from));
         let mut index = start;
         loop {
             let Some(entry) = self
@@ -153,7 +154,7 @@ impl<'a> ViewFiles<'a> {
                 if let Some(found) = self.first_from(&entry.path, from)? {
                     return Ok(Some(found));
                 }
-            } else if entry.path.order_key().as_slice() >= from {
+            } else if compare_key(&entry, None, from) != Ordering::Less {
                 return Ok(Some(entry));
             }
             index += 1;
@@ -161,15 +162,21 @@ impl<'a> ViewFiles<'a> {
     }
 }
 
-/// The first key past an entry and everything below it.
-fn end_key(entry: &Entry) -> Vec<u8> {
-    if entry.is_directory() {
-        entry.path.subtree_range().1
-    } else {
-        let mut key = entry.path.order_key();
-        key.push(0);
-        key
-    }
+/// How the key of `entry`, followed by `suffix`, compares with `key`,
+/// without building it: an order key is the path with `/` as NUL
+/// (`VfsPath::order_key`).
+fn compare_key(entry: &Entry, suffix: Option<u8>, key: &[u8]) -> Ordering {
+    let bytes = entry.path.as_str().bytes();
+    let own = bytes.map(|b| if b == b'/' { 0 } else { b }).chain(suffix);
+    own.cmp(key.iter().copied())
+}
+
+/// True when `entry` and everything below it lie before `key`: the first
+/// key past a directory's subtree is its key and 1
+/// (`VfsPath::subtree_range`), past a file its key and 0.
+fn before(entry: &Entry, key: &[u8]) -> bool {
+    let past = if entry.is_directory() { 1 } else { 0 };
+    compare_key(entry, Some(past), key) != Ordering::Greater
 }
 
 impl SortedFiles for ViewFiles<'_> {
