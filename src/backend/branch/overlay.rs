@@ -314,25 +314,40 @@ impl Overlay {
 
     /// The file the branch shows at `path`, which it changed (it keeps the
     /// base record `record` of it): its own, or the base's unless it deleted
-    /// that. One batch of reads, taken again while
-    /// torn (see [`torn`]).
+    /// that. The first look takes what `Read`'s first batch found (no file
+    /// of the branch's, the base's file `below`) and reads only the
+    /// whiteout and the record; a torn look (see [`torn`]) is taken again
+    /// whole, every layer in one batch.
     fn read_changed(
         &self,
         up: &Scope,
         base: &Scope,
         path: &VfsPath,
         record: &VfsPath,
+        below: Option<(Vec<u8>, Entry)>,
     ) -> Result<Shown> {
-        let reads = [
+        // In the order of the first look: the first batch's two layers,
+        // then the whiteout and the record.
+        let whole = [
             FileRead::file(up.clone(), path.clone()),
-            FileRead::entry(up.clone(), sidecar::whiteout(path)?),
             FileRead::file(base.clone(), path.clone()),
+            FileRead::entry(up.clone(), sidecar::whiteout(path)?),
             FileRead::file(up.clone(), record.clone()),
         ];
+        let mut first = Some(below);
         untorn(|| {
-            let mut found = self.inner.read_files(&reads)?.into_iter();
-            let mut next = || found.next().flatten();
-            let (upper, whiteout, below, kept) = (next(), next(), next(), next());
+            let (upper, below, whiteout, kept) = match first.take() {
+                Some(below) => {
+                    let mut found = self.inner.read_files(&whole[2..])?.into_iter();
+                    let mut next = || found.next().flatten();
+                    (None, below, next(), next())
+                }
+                None => {
+                    let mut found = self.inner.read_files(&whole)?.into_iter();
+                    let mut next = || found.next().flatten();
+                    (next(), next(), next(), next())
+                }
+            };
             if let Some((data, entry)) = upper {
                 let file = Some((data, tagged(entry)));
                 return Ok((
@@ -982,7 +997,7 @@ impl Backend for Overlay {
                     file: below.flatten(),
                     deleted: false,
                 },
-                (None, Some(_)) => self.read_changed(&up, &base, path, &record)?,
+                (None, Some(_)) => self.read_changed(&up, &base, path, &record, below.flatten())?,
             };
             if let Some(file) = shown.file {
                 return Ok(file);
