@@ -17,7 +17,8 @@
 //!    results must count alike (the same visits, skips and hits).
 //!
 //! Printed as markdown tables. `AGENTVFS_BENCH_ONLY=search` measures only
-//! the searches. Needs versitygw (`scripts/versitygw
+//! the searches; the object tier's searches run only when
+//! `AGENTVFS_BENCH_TIERS` names it. Needs versitygw (`scripts/versitygw
 //! install`, then `AGENTVFS_VERSITYGW`). `AGENTVFS_BENCH_SCALE=0.1` shrinks
 //! the rounds and reads (not the 10,000 files) for a quick run;
 //! `AGENTVFS_BENCH_TIERS=object` (tags, comma-separated: `state`, `store`,
@@ -54,6 +55,8 @@ const READ_TARGET: f64 = 1.2;
 const SEARCH_DIRS: usize = 500;
 const SEARCH_FILES: usize = 20;
 const IGNORE_EVERY: usize = 10;
+/// The searches' time budget: the default cuts the object tier's short.
+const SEARCH_MAX_MS: u64 = 120_000;
 /// Files of the searched tree the branch changes (every how many'th).
 const SEARCH_CHANGE_EVERY: usize = 50;
 
@@ -371,6 +374,7 @@ async fn timed_search(
             pattern: "needle".into(),
             path: top.into(),
             literal: true,
+            max_duration_ms: SEARCH_MAX_MS,
             ..Default::default()
         };
         let mut stream = fs.grep(on(req, branch)).await.expect("grep").into_inner();
@@ -386,6 +390,7 @@ async fn timed_search(
             pattern: "**/*.txt".into(),
             path: top.into(),
             paths_only: true,
+            max_duration_ms: SEARCH_MAX_MS,
             ..Default::default()
         };
         let mut stream = fs.glob(on(req, branch)).await.expect("glob").into_inner();
@@ -531,7 +536,11 @@ async fn main() {
             let row = measure(&mut fs, tier).await;
             print_row(tier, &row, &mut missed);
         }
-        searched.push((tier.name, searches(&mut fs, tier).await));
+        // The object tier's searches only when named: on the shared
+        // machine a listing of its 10,000-object tree timed out (30 s).
+        if tier.tag != "object" || !only.is_empty() {
+            searched.push((tier.name, searches(&mut fs, tier).await));
+        }
     }
     println!(
         "\n| {SEARCH_DIRS} directories of {SEARCH_FILES} files over gRPC, medians | Grep on the base | \
