@@ -16,6 +16,9 @@
 //! - `run`: budgets, counters and the batching, back-pressured output;
 //! - `grep`: the ripgrep matcher and sink that collects one file's matches;
 //! - `rules`: which names are hidden or ignored by default (docs/contract.md § Glob and Grep);
+//! - `ignore_rules` and `ignore_cache`: the rules of `.ignore` and
+//!   `.gitignore` files, compiled once per text and matched during a walk
+//!   (the walker reads the files);
 //! - `sorted`: the walk over tiers whose files live in an ordered key space;
 //! - `index`: the trigram index that narrows a Grep's candidate files
 //!   (docs/search-index.md);
@@ -23,6 +26,8 @@
 //!   can search files with (results still in walk order).
 
 mod grep;
+mod ignore_cache;
+pub mod ignore_rules;
 pub mod index;
 pub mod rules;
 mod run;

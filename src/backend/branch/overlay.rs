@@ -153,6 +153,24 @@ struct Shown {
     deleted: bool,
 }
 
+/// One directory as the branch shows it, for a search's walk.
+pub(super) struct Listing {
+    /// The entries shown, in path order (the branch's files tagged).
+    pub entries: Vec<Entry>,
+    /// The names the branch keeps a base record of (it changed them).
+    based: HashSet<VfsPath>,
+}
+
+impl Listing {
+    /// An empty directory's.
+    pub fn empty() -> Listing {
+        Listing {
+            entries: Vec::new(),
+            based: HashSet::new(),
+        }
+    }
+}
+
 /// One file's part of a change made in the branch.
 struct Intent {
     path: VfsPath,
@@ -463,6 +481,127 @@ impl Overlay {
             dir = dir.parent();
         }
         Ok(())
+    }
+
+    /// What the branch shows in `dir` (the base's listing outside the
+    /// branch's root or mount): one listing of
+    /// the base's directory, then one of the branch's, merged. The base is
+    /// listed first, so a name the branch's listing shows no change of was
+    /// untouched by the branch from the base's listing until the branch's:
+    /// a base file listed with it is one the branch showed then (what
+    /// [`Overlay::read_listed`] relies on). With `prune`, a directory of the
+    /// branch holding only bookkeeping is left out, as `list` answers; a
+    /// search's walk passes `false` and finds no file below it instead.
+    pub(super) fn merged_listing(
+        &self,
+        scope: &Scope,
+        dir: &VfsPath,
+        prune: bool,
+    ) -> Result<Listing> {
+        let below = self.inner.list(&self.base(scope), dir);
+        if !self.within(dir) {
+            return Ok(Listing {
+                entries: below?,
+                based: HashSet::new(),
+            });
+        }
+        let upper = match self.inner.list(&self.upper(scope), dir) {
+            Ok(entries) => Some(entries),
+            Err(Error::NotFound(_) | Error::NotDirectory(_)) => None,
+            Err(e) => return Err(e),
+        };
+        let below = match below {
+            Ok(entries) => Some(entries),
+            Err(Error::NotFound(_)) => None,
+            Err(Error::NotDirectory(_)) if upper.is_none() => {
+                return match self.stat(scope, dir) {
+                    Ok(_) => Err(Error::NotDirectory(dir.to_string())),
+                    Err(e) => Err(e),
+                };
+            }
+            Err(Error::NotDirectory(_)) => None,
+            Err(e) => return Err(e),
+        };
+        if upper.is_none() && below.is_none() {
+            return match self.stat(scope, dir) {
+                Ok(_) => Err(Error::NotDirectory(dir.to_string())),
+                Err(e) => Err(e),
+            };
+        }
+        let base_lists = below.is_some();
+        let upper = upper.unwrap_or_default();
+        let whiteouts: HashSet<VfsPath> = upper
+            .iter()
+            .filter_map(|e| sidecar::whited_out(&e.path))
+            .collect();
+        let based: HashSet<VfsPath> = upper
+            .iter()
+            .filter_map(|e| sidecar::based(&e.path))
+            .collect();
+        let mut shown: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
+        for entry in below.unwrap_or_default() {
+            if entry.is_directory() || !whiteouts.contains(&entry.path) {
+                shown.insert(entry.path.order_key(), entry);
+            }
+        }
+        let mut merged_dirs = Vec::new();
+        for entry in upper {
+            if sidecar::is_reserved(entry.path.name()) {
+                continue;
+            }
+            if entry.is_directory() {
+                merged_dirs.push(entry.path.clone());
+                shown.entry(entry.path.order_key()).or_insert(entry);
+            } else {
+                shown.insert(entry.path.order_key(), tagged(entry));
+            }
+        }
+        for dir in merged_dirs.into_iter().filter(|_| prune) {
+            // A mount below the branch's root lists as the mount table
+            // shows it.
+            if self.within(&dir) && !self.shows_entries(scope, &dir)? {
+                shown.remove(&dir.order_key());
+            }
+        }
+        if shown.is_empty() && !base_lists && *dir != self.record.root {
+            // The upper scope holds only bookkeeping here (the files the
+            // branch made below are gone): no directory, as on the base.
+            return Err(Error::NotFound(dir.to_string()));
+        }
+        Ok(Listing {
+            entries: shown.into_values().collect(),
+            based,
+        })
+    }
+
+    /// The content of `entry`, a file of `listing` (as
+    /// [`Overlay::merged_listing`] gave it): one read of the layer the
+    /// listing found it in, where that read shows what the branch showed
+    /// at the listing or shows now (the branch's own file; the base's file
+    /// at the listed version, of a name the branch had not changed). Else,
+    /// the file changed since or the branch keeps a base record of it, a
+    /// full [`Backend::read`] with its torn-look checks.
+    pub(super) fn read_listed(
+        &self,
+        scope: &Scope,
+        listing: &Listing,
+        entry: &Entry,
+    ) -> Result<Vec<u8>> {
+        let path = &entry.path;
+        let upper = untag(entry.version).is_some();
+        if upper || !listing.based.contains(path) {
+            let layer = match upper {
+                true => self.upper(scope),
+                false => self.base(scope),
+            };
+            let read = FileRead::file(layer, path.clone());
+            if let Some((data, found)) = self.inner.read_files(&[read])?.pop().flatten()
+                && (upper || found.version == entry.version)
+            {
+                return Ok(data);
+            }
+        }
+        self.read(scope, path).map(|(data, _)| data)
     }
 
     /// Every file the branch shows below `dir`, in path order.
@@ -835,70 +974,7 @@ fn put(data: Bytes) -> FileAction {
 impl Backend for Overlay {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
         self.confirm()?;
-        let base = self.base(scope);
-        if !self.within(dir) {
-            return self.inner.list(&base, dir);
-        }
-        let upper = match self.inner.list(&self.upper(scope), dir) {
-            Ok(entries) => Some(entries),
-            Err(Error::NotFound(_) | Error::NotDirectory(_)) => None,
-            Err(e) => return Err(e),
-        };
-        let below = match self.inner.list(&base, dir) {
-            Ok(entries) => Some(entries),
-            Err(Error::NotFound(_)) => None,
-            Err(Error::NotDirectory(_)) if upper.is_none() => {
-                return match self.stat(scope, dir) {
-                    Ok(_) => Err(Error::NotDirectory(dir.to_string())),
-                    Err(e) => Err(e),
-                };
-            }
-            Err(Error::NotDirectory(_)) => None,
-            Err(e) => return Err(e),
-        };
-        if upper.is_none() && below.is_none() {
-            return match self.stat(scope, dir) {
-                Ok(_) => Err(Error::NotDirectory(dir.to_string())),
-                Err(e) => Err(e),
-            };
-        }
-        let base_lists = below.is_some();
-        let upper = upper.unwrap_or_default();
-        let whiteouts: HashSet<VfsPath> = upper
-            .iter()
-            .filter_map(|e| sidecar::whited_out(&e.path))
-            .collect();
-        let mut shown: BTreeMap<Vec<u8>, Entry> = BTreeMap::new();
-        for entry in below.unwrap_or_default() {
-            if entry.is_directory() || !whiteouts.contains(&entry.path) {
-                shown.insert(entry.path.order_key(), entry);
-            }
-        }
-        let mut merged_dirs = Vec::new();
-        for entry in upper {
-            if sidecar::is_reserved(entry.path.name()) {
-                continue;
-            }
-            if entry.is_directory() {
-                merged_dirs.push(entry.path.clone());
-                shown.entry(entry.path.order_key()).or_insert(entry);
-            } else {
-                shown.insert(entry.path.order_key(), tagged(entry));
-            }
-        }
-        for dir in merged_dirs {
-            // A mount below the branch's root lists as the mount table
-            // shows it.
-            if self.within(&dir) && !self.shows_entries(scope, &dir)? {
-                shown.remove(&dir.order_key());
-            }
-        }
-        if shown.is_empty() && !base_lists && *dir != self.record.root {
-            // The upper scope holds only bookkeeping here (the files the
-            // branch made below are gone): no directory, as on the base.
-            return Err(Error::NotFound(dir.to_string()));
-        }
-        Ok(shown.into_values().collect())
+        Ok(self.merged_listing(scope, dir, true)?.entries)
     }
 
     fn stat(&self, scope: &Scope, path: &VfsPath) -> Result<Entry> {

@@ -6,24 +6,31 @@
 //! Each seek descends from the top through cached listings: the listings
 //! of the directories on the path to the last file found are kept, and a
 //! binary search picks the first entry at or after the seek key, so a walk
-//! lists each directory once and costs O(log n) per file within one.
+//! lists each directory once (the base's, then the branch's:
+//! `Overlay::merged_listing`) and costs O(log n) per file within one. A
+//! file's content is one read of the layer its directory's listing found
+//! it in (`Overlay::read_listed`), the torn-look checks of a full Read
+//! only where the branch keeps a base record of it or it changed since.
 //!
 //! On a Filesystem mount the walk applies the `.ignore` and `.gitignore`
 //! files of every directory from the mount root down, as the tier's own
 //! walk does, read through the branch (a file the branch wrote, changed or
-//! deleted as the branch has it) and matched by the tier's own rules
-//! ([`ignore_rules`]), so skips and counts are the base's for the same tree.
+//! deleted as the branch has it) and matched by the search engine's rules
+//! ([`ignore_rules`], which the tier's walk uses too), so skips and counts
+//! are the base's for the same tree.
 
 use super::Overlay;
+use super::overlay::Listing;
 use crate::backend::Backend;
-use crate::backend::fs::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::entry::Entry;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::SearchRun;
+use crate::search::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::search::rules::Skip;
 use crate::search::sorted::SortedFiles;
+use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// A branch's files under one directory, for `search::sorted::walk`.
@@ -32,7 +39,7 @@ pub struct ViewFiles<'a> {
     scope: &'a Scope,
     top: VfsPath,
     /// Listings of the directories from `top` down to the last one entered.
-    listings: Vec<(VfsPath, Vec<Entry>)>,
+    listings: Vec<(VfsPath, Listing)>,
     /// The ignore rules in force, on a mount that has ignore files.
     ignore: Option<IgnoreFiles>,
 }
@@ -94,10 +101,13 @@ impl<'a> ViewFiles<'a> {
             let listed = self.listings.iter().find(|(d, _)| *d == next);
             let mut problems = Vec::new();
             let level = level_of(run, &next, &mut problems, |_, path| {
-                if listed.is_some_and(|(_, l)| !l.iter().any(|e| e.path == *path)) {
-                    return Ok(None);
-                }
-                let (data, _) = self.overlay.read(self.scope, path)?;
+                let data = match listed {
+                    Some((_, listing)) => match listing.entries.iter().find(|e| e.path == *path) {
+                        Some(entry) => self.overlay.read_listed(self.scope, listing, entry)?,
+                        None => return Ok(None),
+                    },
+                    None => self.overlay.read(self.scope, path)?.0,
+                };
                 read_text(path, data.as_slice()).map(Some)
             });
             ignore_rules::report(run, self.scope, problems, !next.is_within(&self.top));
@@ -106,15 +116,20 @@ impl<'a> ViewFiles<'a> {
         }
     }
 
-    /// The listing of `dir`, from the cache when it is on the current path.
+    /// The listing of `dir`, from the cache when it is on the current path
+    /// (the deeper listings kept: the next seek descends through them
+    /// again). A directory gone since its parent was listed, or holding
+    /// only the branch's bookkeeping, lists empty.
     fn listing(&mut self, dir: &VfsPath) -> Result<usize> {
         if let Some(at) = self.listings.iter().position(|(d, _)| d == dir) {
-            self.listings.truncate(at + 1);
             return Ok(at);
         }
         self.listings.retain(|(d, _)| dir.is_within(d));
-        let entries = self.overlay.list(self.scope, dir)?;
-        self.listings.push((dir.clone(), entries));
+        let listing = match self.overlay.merged_listing(self.scope, dir, false) {
+            Err(Error::NotFound(_)) if *dir != self.top => Listing::empty(),
+            other => other?,
+        };
+        self.listings.push((dir.clone(), listing));
         Ok(self.listings.len() - 1)
     }
 
@@ -123,13 +138,14 @@ impl<'a> ViewFiles<'a> {
         let at = self.listing(dir)?;
         let start = self.listings[at]
             .1
-            .partition_point(|e| end_key(e).as_slice() <= from);
+            .entries
+            .partition_point(|e| before(e, from));
         let mut index = start;
         loop {
             let Some(entry) = self
                 .listings
                 .get(at)
-                .and_then(|(_, l)| l.get(index))
+                .and_then(|(_, l)| l.entries.get(index))
                 .cloned()
             else {
                 return Ok(None);
@@ -138,9 +154,7 @@ impl<'a> ViewFiles<'a> {
                 if let Some(found) = self.first_from(&entry.path, from)? {
                     return Ok(Some(found));
                 }
-                // The descent replaced deeper listings; ours is still `at`.
-                self.listing(dir)?;
-            } else if entry.path.order_key().as_slice() >= from {
+            } else if compare_key(&entry, None, from) != Ordering::Less {
                 return Ok(Some(entry));
             }
             index += 1;
@@ -148,15 +162,21 @@ impl<'a> ViewFiles<'a> {
     }
 }
 
-/// The first key past an entry and everything below it.
-fn end_key(entry: &Entry) -> Vec<u8> {
-    if entry.is_directory() {
-        entry.path.subtree_range().1
-    } else {
-        let mut key = entry.path.order_key();
-        key.push(0);
-        key
-    }
+/// How the key of `entry`, followed by `suffix`, compares with `key`,
+/// without building it: an order key is the path with `/` as NUL
+/// (`VfsPath::order_key`).
+fn compare_key(entry: &Entry, suffix: Option<u8>, key: &[u8]) -> Ordering {
+    let bytes = entry.path.as_str().bytes();
+    let own = bytes.map(|b| if b == b'/' { 0 } else { b }).chain(suffix);
+    own.cmp(key.iter().copied())
+}
+
+/// True when `entry` and everything below it lie before `key`: the first
+/// key past a directory's subtree is its key and 1
+/// (`VfsPath::subtree_range`), past a file its key and 0.
+fn before(entry: &Entry, key: &[u8]) -> bool {
+    let past = if entry.is_directory() { 1 } else { 0 };
+    compare_key(entry, Some(past), key) != Ordering::Greater
 }
 
 impl SortedFiles for ViewFiles<'_> {
@@ -168,9 +188,14 @@ impl SortedFiles for ViewFiles<'_> {
     }
 
     fn load(&mut self, entry: &Entry) -> Result<Vec<u8>> {
-        self.overlay
-            .read(self.scope, &entry.path)
-            .map(|(data, _)| data)
+        let parent = entry.path.parent();
+        match self.listings.iter().find(|(d, _)| *d == parent) {
+            Some((_, listing)) => self.overlay.read_listed(self.scope, listing, entry),
+            None => self
+                .overlay
+                .read(self.scope, &entry.path)
+                .map(|(data, _)| data),
+        }
     }
 
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {

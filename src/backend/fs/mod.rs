@@ -61,8 +61,9 @@
 //! Edit), `read` (opening a file as one version), `moves` (Move), `copy` (Copy, by reflink), `tree`
 //! (walks of a directory for recursive Delete and Move), `changes` (the
 //! change log and the disk's own events), `search` and `prefetch` (Glob and
-//! Grep), `sandbox` (confinement beneath the root), `ignore_rules` and
-//! `ignore_cache` (what a search leaves out); this file holds the locks,
+//! Grep), `sandbox` (confinement beneath the root), `ignore_files` (reading
+//! the ignore files a search's rules come from, `crate::search::ignore_rules`
+//! compiling and matching them); this file holds the locks,
 //! listings, stats, Edit and Delete.
 //!
 //! Errors: the kernel's `EACCES`/`EPERM` become `PERMISSION_DENIED` naming the
@@ -73,8 +74,7 @@
 pub mod changes;
 mod changeset;
 mod copy;
-pub mod ignore_cache;
-pub mod ignore_rules;
+mod ignore_files;
 mod moves;
 pub mod prefetch;
 mod read;

@@ -32,10 +32,11 @@
 //! machine. The rest is mostly CPU fd does not spend (the `lstat` per result
 //! that Glob's entries carry, gRPC encoding).
 
-use super::ignore_rules::{Level, Problem, load_level, skip_of};
+use super::ignore_files::load_level;
 use super::sandbox::{DIR_FLAGS, errno, file_type, for_each_entry};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
+use crate::search::ignore_rules::{Level, Problem, skip_of};
 use crate::search::rules::Skip;
 use crate::search::{SearchKind, SearchRun};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};

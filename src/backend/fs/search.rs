@@ -14,7 +14,7 @@
 //! mangled. Per entry, in order: `run.visit()` (visited budget, time budget,
 //! cancellation), the shared hidden/default-ignore rules
 //! ([`crate::search::rules`]), then the `.ignore`/`.gitignore` rules
-//! ([`super::ignore_rules`], which follow ripgrep), those of the directories
+//! (`crate::search::ignore_rules`, which follow ripgrep), those of the directories
 //! above the search root (up to the mount root) included. Every skip is
 //! counted.
 //!
@@ -27,13 +27,14 @@
 //! workers open each file beneath its directory's handle (`grep_file`) and
 //! search it, and results come out in walk order, bounded as described there.
 
-use super::ignore_rules::{self, Level, load_level, skip_of};
+use super::ignore_files::load_level;
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::ignore_rules::{self, Level, skip_of};
 use crate::search::rules::Skip;
 use crate::search::window::{self, Window};
 use crate::search::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};

@@ -1,13 +1,15 @@
-//! The ignore rules in force during a walk of the Filesystem tier: one
+//! The ignore rules in force during a walk of a Filesystem mount: one
 //! [`Level`] per directory from the mount root down, holding that
 //! directory's `.ignore` and `.gitignore` rules, and [`skip_of`], which
 //! decides whether a path is skipped by them or by the shared
-//! hidden/default-ignore name rules ([`crate::search::rules`]).
+//! hidden/default-ignore name rules ([`super::rules`]).
 //!
-//! Both the ordered walk ([`super::search`]) and the read-ahead workers
-//! ([`super::prefetch`]) use it; it depends on neither. A search in a branch
-//! of a Filesystem mount uses it too, reading the ignore files as the branch
-//! shows them (`src/backend/branch/walk.rs`).
+//! The rules are compiled and matched here; the files are read by whoever
+//! walks, through [`level_of`]'s reader: the Filesystem tier's ordered walk
+//! and read-ahead workers from disk (`src/backend/fs/ignore_files.rs`), a
+//! search in a branch of a Filesystem mount as the branch shows them
+//! (`src/backend/branch/walk.rs`). So the tiers call this module, never the
+//! other way.
 //!
 //! Ignore files follow ripgrep: rules in deeper directories win, and any
 //! `.ignore` match wins over any `.gitignore` match. Unlike ripgrep,
@@ -17,18 +19,15 @@
 //! is matched with the `ignore` crate's gitignore matcher, compiled once per
 //! distinct file text ([`super::ignore_cache`]).
 
+use super::SearchRun;
 use super::ignore_cache::{self, Compiled};
-use super::sandbox::{READ_FLAGS, errno};
+use super::rules::{self, Skip};
 use crate::access::Op;
 use crate::error::Error;
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::SearchRun;
-use crate::search::rules::{self, Skip};
 use ignore::Match;
-use rustix::fs::{Mode, OFlags};
 use std::io::Read;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 /// Ignore files larger than this are not read (reported as a problem).
@@ -84,32 +83,12 @@ fn ignored_by_files(levels: &[Arc<Level>], path: &str, is_dir: bool) -> bool {
     false
 }
 
-/// Reads the ignore files of `dir` (open as `fd`) that `present` says exist;
-/// unreadable files and bad rules go to `problems`.
-pub fn load_level(
-    run: &SearchRun,
-    fd: &OwnedFd,
-    dir: &VfsPath,
-    present: impl Fn(&str) -> bool,
-    problems: &mut Vec<Problem>,
-) -> Level {
-    level_of(run, dir, problems, |name, path| {
-        if !present(name) {
-            return Ok(None);
-        }
-        // Not following links.
-        let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
-        let file =
-            rustix::fs::openat(fd, name, flags, Mode::empty()).map_err(|e| errno(path, e))?;
-        read_text(path, std::fs::File::from(file)).map(Some)
-    })
-}
-
 /// The ignore rules of `dir`, from the texts of its ignore files as `read`
 /// finds them (given each file's name and logical path; `None` or
 /// `NotFound` when there is no such file): the walk of the Filesystem tier
-/// reads them from disk ([`load_level`]), a search in a branch of a
-/// Filesystem mount through the branch (`src/backend/branch/walk.rs`).
+/// reads them from disk (`src/backend/fs/ignore_files.rs`), a search in a
+/// branch of a Filesystem mount through the branch
+/// (`src/backend/branch/walk.rs`).
 /// Unreadable files and bad rules go to `problems`.
 pub fn level_of(
     run: &SearchRun,
