@@ -6,19 +6,24 @@
 //! (`search::index::persist`). No path reaches this column family, and it
 //! is never in the user's tree.
 //!
-//! Invariants: a save is one `WriteBatch` that deletes the namespace's old
-//! pieces and writes the new ones, so after a crash the old copy or the new
-//! one is there, whole; it lands after the writes the index describes (one
-//! write-ahead log), so an index never survives a write it saw. A load reads
-//! the pieces from one iterator (one view) and answers them only when they
-//! are numbered 0, 1, 2, ... without a gap; the checksum inside the bytes
-//! catches the rest.
+//! Invariants:
+//! - a save is one `WriteBatch` that deletes the namespace's old pieces and
+//!   writes the new ones, then a flush of the column family, so after a
+//!   crash the old copy or the new one is there, whole;
+//! - it bypasses the write-ahead log (a restart would otherwise replay every
+//!   copy ever saved since the last flush, tens of times the index), and
+//!   syncs the log first: every write the index saw is durable before the
+//!   index is, also across a power loss with `sync = false`, so versions
+//!   the index names are never handed out again (`open`);
+//! - a load reads the pieces from one iterator (one view) and answers them
+//!   only when they are numbered 0, 1, 2, ... without a gap; the checksum
+//!   inside the bytes catches the rest.
 
 use super::keys::{self, NsId};
 use super::{CF_INDEX, StoreEngine, bounded, db_error};
 use crate::error::Result;
 use crate::search::index::persist::Keeper;
-use rocksdb::WriteBatch;
+use rocksdb::{WriteBatch, WriteOptions};
 
 /// Largest piece of a persisted index in one RocksDB value.
 const PIECE_BYTES: usize = 4 << 20;
@@ -41,11 +46,26 @@ impl StoreEngine {
             .copied()
     }
 
-    /// Stages the removal of every piece of `ns`'s index.
-    fn drop_index(&self, batch: &mut WriteBatch, ns: NsId) -> Result<()> {
+    /// Replaces `ns`'s index by `bytes` (none: drops it), durably and
+    /// atomically (see the module doc).
+    fn put_index(&self, ns: NsId, bytes: Option<&[u8]>) -> Result<()> {
         let cf = self.cf(CF_INDEX)?;
+        let mut batch = WriteBatch::default();
         batch.delete_range_cf(cf, ns.to_be_bytes(), (ns + 1).to_be_bytes());
-        Ok(())
+        for (n, chunk) in bytes.unwrap_or_default().chunks(PIECE_BYTES).enumerate() {
+            batch.put_cf(cf, piece(ns, n as u32), chunk);
+        }
+        self.db
+            .flush_wal(true)
+            .map_err(db_error("sync the log before the search index"))?;
+        let mut no_log = WriteOptions::default();
+        no_log.disable_wal(true);
+        self.db
+            .write_opt(batch, &no_log)
+            .map_err(db_error("save the search index"))?;
+        self.db
+            .flush_cf(cf)
+            .map_err(db_error("flush the search index"))
     }
 }
 
@@ -76,28 +96,16 @@ impl Keeper for StoreEngine {
     }
 
     fn save(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        let Some(ns) = self.namespace_named(key) else {
-            return Ok(());
-        };
-        let mut batch = WriteBatch::default();
-        self.drop_index(&mut batch, ns)?;
-        let cf = self.cf(CF_INDEX)?;
-        for (n, chunk) in bytes.chunks(PIECE_BYTES).enumerate() {
-            batch.put_cf(cf, piece(ns, n as u32), chunk);
+        match self.namespace_named(key) {
+            Some(ns) => self.put_index(ns, Some(bytes)),
+            None => Ok(()),
         }
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(db_error("save the search index"))
     }
 
     fn forget(&self, key: &str) -> Result<()> {
-        let Some(ns) = self.namespace_named(key) else {
-            return Ok(());
-        };
-        let mut batch = WriteBatch::default();
-        self.drop_index(&mut batch, ns)?;
-        self.db
-            .write_opt(batch, &self.write_options)
-            .map_err(db_error("drop the search index"))
+        match self.namespace_named(key) {
+            Some(ns) => self.put_index(ns, None),
+            None => Ok(()),
+        }
     }
 }

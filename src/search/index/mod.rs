@@ -258,13 +258,6 @@ impl Registry {
     /// until the server restarts.
     pub fn checked(&self, key: &str, mismatch: Option<String>) {
         if let Some(what) = mismatch {
-            let mismatches = self.mismatches.fetch_add(1, Relaxed) + 1;
-            tracing::warn!(
-                namespace = key,
-                mismatches,
-                what,
-                "search index self-check failed: the index is off for this namespace"
-            );
             if let Some((index, _)) = lock(&self.indexes).get(key) {
                 index.off.store(true, Relaxed);
             }
@@ -273,6 +266,13 @@ impl Registry {
             {
                 tracing::warn!(namespace = key, %err, "could not drop the persisted search index");
             }
+            let mismatches = self.mismatches.fetch_add(1, Relaxed) + 1;
+            tracing::warn!(
+                namespace = key,
+                mismatches,
+                what,
+                "search index self-check failed: the index is off for this namespace"
+            );
         }
         self.checking.store(false, Relaxed);
     }
