@@ -361,11 +361,13 @@ impl NamespaceIndex {
         tracing::debug!(owner = %self.owner, bytes, "search index size");
     }
 
-    /// Merges the overlay into a new segment when it has grown, on a
-    /// background thread of low priority (one merge at a time).
-    fn maybe_merge(self: &Arc<Self>) {
+    /// Merges the overlay into a new segment when it has grown, or with
+    /// `now` when it holds anything, on a background thread of low
+    /// priority (one merge at a time).
+    fn maybe_merge(self: &Arc<Self>, now: bool) {
         let overlay = lock(&self.overlay).len();
-        if overlay < MERGE_MIN_FILES || overlay < self.segment().len() / 8 {
+        let grown = overlay >= MERGE_MIN_FILES && overlay >= self.segment().len() / 8;
+        if !(grown || (now && overlay > 0)) {
             return;
         }
         if self.merging.swap(true, Relaxed) {
@@ -605,9 +607,16 @@ impl IndexedGrep {
     }
 
     /// Ends the Grep: stores what it learned and how large the namespace
-    /// looked, and merges the overlay when it has grown.
+    /// looked, and merges the overlay when it has grown, or when this
+    /// Grep's learning made the index cover the namespace (so a persisted
+    /// copy holds all of it: docs/search-index.md § Persistence).
     pub fn finish(self) {
-        self.index.walked.fetch_max(self.walked, Relaxed);
+        let walked = self
+            .index
+            .walked
+            .fetch_max(self.walked, Relaxed)
+            .max(self.walked);
+        let before = self.index.files() as u64;
         if self.filter.is_some() {
             tracing::info!(
                 walked = self.walked,
@@ -624,7 +633,8 @@ impl IndexedGrep {
             drop(overlay);
             self.index.measure();
         }
-        self.index.maybe_merge();
+        let covered_now = before < walked && self.index.files() as u64 >= walked;
+        self.index.maybe_merge(covered_now);
     }
 }
 
@@ -708,9 +718,13 @@ mod tests {
         grep(&index, &files, "needle");
         grep(&index, &files, "needle");
         // 8 MiB, then 16 MiB: the budget is spent before the third file.
-        assert_eq!(lock(&index.overlay).len(), 2);
+        assert_eq!(index.files(), 2);
         grep(&index, &files, "needle");
-        assert_eq!(lock(&index.overlay).len(), 3);
+        // That Grep made the index cover the namespace: a merge follows.
+        while index.merging.load(Relaxed) {
+            std::thread::yield_now();
+        }
+        assert_eq!(index.files(), 3);
         assert!(grep(&index, &files, "needle").is_empty());
     }
 
