@@ -10,6 +10,12 @@
 //! moves, hidden and ignored directories, and visited budgets that run out
 //! in the middle of the walk.
 //!
+//! The Store's persisted index (docs/search-index.md § Persistence): kill -9
+//! while Greps learn, merge and persist and writes go on, then Greps equal
+//! to the scan's after every restart; and faults in the stored copy made
+//! from outside the server (a flipped byte, caught by the checksum; a copy
+//! that decodes but rules out a matching file, caught by the self-check).
+//!
 //! `AGENTVFS_INDEX_SOAK=N` runs N rounds instead of the default few (a longer
 //! soak); `AGENTVFS_INDEX_SEED` replays one seed.
 

@@ -105,24 +105,26 @@ impl<'b> Reader<'b> {
     }
 }
 
-/// The bytes of `saved`.
+/// The bytes of `saved` (written once: the checksum is filled in last).
 pub fn encode(saved: &Saved) -> Vec<u8> {
-    let mut body = Vec::with_capacity(saved.segment.bytes() + 64);
-    body.put_u64(saved.walked);
-    saved.segment.encode_into(&mut body);
-    let mut table = Vec::new();
-    match &saved.table {
-        Some(t) if t.encode_into(&mut table) => {
-            body.push(1);
-            body.extend_from_slice(&table);
-        }
-        _ => body.push(0),
-    }
-    let mut out = Vec::with_capacity(HEADER_BYTES + body.len());
+    let mut out = Vec::with_capacity(HEADER_BYTES + saved.segment.bytes() + 64);
     out.extend_from_slice(MAGIC);
     out.push(FORMAT);
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
+    out.extend_from_slice(&[0; 4]);
+    out.put_u64(saved.walked);
+    saved.segment.encode_into(&mut out);
+    let before_table = out.len();
+    out.push(1);
+    let kept = saved
+        .table
+        .as_ref()
+        .is_some_and(|t| t.encode_into(&mut out));
+    if !kept {
+        out.truncate(before_table);
+        out.push(0);
+    }
+    let crc = crc32fast::hash(&out[HEADER_BYTES..]);
+    out[5..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
     out
 }
 
