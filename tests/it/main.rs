@@ -45,7 +45,9 @@
 //! - `branch_tools`: the branch LLM tools over Invoke and MCP, and handles
 //!   bound to a branch.
 //! - `search_index`: indexed Grep against the scan on two servers, under
-//!   random changes, on the State and Store tiers (docs/search-index.md).
+//!   random changes, on the State and Store tiers; the Store's persisted
+//!   index under kill -9 and stored faults, and the self-check
+//!   (docs/search-index.md).
 
 #[path = "../support/launch.rs"]
 mod launch;
