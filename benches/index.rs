@@ -11,8 +11,12 @@
 //! Rows (`AGENTVFS_BENCH_RUNS` runs per query and side, default 5): per
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
-//! Then the index built in-process from the corpus: size against the corpus
-//! and build speed on one core.
+//! Then the Store's cold start: the indexed server restarted on its
+//! persisted index (docs/search-index.md § Persistence), timed from the
+//! start of the process to the first selective Grep answered, against the
+//! same restart of the unindexed server's Store (same files, no persisted
+//! index). Then the index built in-process from the corpus: size against
+//! the corpus and build speed on one core.
 
 mod support;
 
@@ -247,6 +251,37 @@ fn rg(dir: &Path, q: &(&str, &str, bool, bool)) -> Duration {
     start.elapsed()
 }
 
+/// A restart timed: from the process's start to serving, to the first
+/// Grep's answer, and the second Grep's own time.
+struct ColdStart {
+    ready: Duration,
+    first: Duration,
+    second: Duration,
+    answer: (Vec<pb::GrepMatch>, pb::SearchSummary),
+}
+
+/// Starts the server of `name` (index on) and answers `q` twice under the
+/// Store's root.
+async fn cold_start(dir: &Path, name: &str, q: &(&str, &str, bool, bool)) -> (Served, ColdStart) {
+    let start = Instant::now();
+    let served = server(dir, name, true);
+    let mut fs = client(&served).await;
+    let ready = start.elapsed();
+    let (matches, summary, _) = grep(&mut fs, "/memories/c", q).await;
+    let first = start.elapsed();
+    let (_, _, second) = grep(&mut fs, "/memories/c", q).await;
+    let answer = (matches, summary);
+    (
+        served,
+        ColdStart {
+            ready,
+            first,
+            second,
+            answer,
+        },
+    )
+}
+
 fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
     xs.sort_by(|a, b| a.total_cmp(b));
     xs[((xs.len() - 1) as f64 * p).round() as usize]
@@ -356,6 +391,36 @@ async fn main() {
             );
         }
     }
+    // Cold start: both servers restarted (kill -9, as a crash), the
+    // indexed one on its persisted index, the other with none.
+    drop((a, b, indexed, scanned));
+    let q = &QUERIES[2];
+    let (_indexed, warm) = cold_start(tmp.path(), "indexed", q).await;
+    let (_scanned, cold) = cold_start(tmp.path(), "scanned", q).await;
+    println!(
+        "\nStore cold start, selective Grep {:?} (ms from the process's start):\n\n\
+         | restart | serving | first Grep answered | second Grep alone |\n|---|---|---|---|",
+        q.1
+    );
+    for (name, c) in [
+        ("on the persisted index", &warm),
+        ("no persisted index", &cold),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.1} |",
+            ms(c.ready),
+            ms(c.first),
+            ms(c.second)
+        );
+    }
+    println!(
+        "\nequal: {}",
+        if warm.answer == cold.answer {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
     println!(
         "\nindex built in-process: {} files ({} always scanned), {:.0} MB postings and path table \
          = {:.2}× the corpus, {:.0} MB/s on one core",

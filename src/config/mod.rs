@@ -191,6 +191,7 @@ struct RawSearch {
     index: Option<bool>,
     index_min_files: Option<Spanned<u64>>,
     index_bytes_per_principal: Option<Spanned<u64>>,
+    index_self_check: Option<Spanned<f64>>,
 }
 
 /// Validates `[search]`.
@@ -214,6 +215,18 @@ fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettin
                 0..=u64::MAX,
             )?
             .unwrap_or(default.bytes_per_principal),
+        self_check_per_million: match raw.and_then(|s| s.index_self_check.as_ref()) {
+            None => default.self_check_per_million,
+            Some(f) if (0.0..=1.0).contains(f.get_ref()) => {
+                (f.get_ref() * 1_000_000.0).round() as u32
+            }
+            Some(f) => {
+                return Err(src.at(
+                    f.span().start,
+                    "search index_self_check must be a fraction between 0 and 1",
+                ));
+            }
+        },
     })
 }
 
@@ -328,13 +341,23 @@ mod tests {
         let c = parse(
             "x.toml",
             &format!(
-                "[search]\nindex = false\nindex_min_files = 5\nindex_bytes_per_principal = 9\n{mount}"
+                "[search]\nindex = false\nindex_min_files = 5\nindex_bytes_per_principal = 9\n\
+                 index_self_check = 0.25\n{mount}"
             ),
         );
         let search = c.unwrap().search;
         assert!(!search.enabled);
         assert_eq!(search.min_files, 5);
         assert_eq!(search.bytes_per_principal, 9);
+        assert_eq!(search.self_check_per_million, 250_000);
+        let err = parse(
+            "x.toml",
+            &format!("[search]\nindex_self_check = 1.5\n{mount}"),
+        );
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "x.toml:2: search index_self_check must be a fraction between 0 and 1"
+        );
         let err = parse(
             "x.toml",
             &format!("[search]\nindex_min_files = 5000000000\n{mount}"),

@@ -31,7 +31,7 @@ pub const REGEX_SIZE_LIMIT: usize = 10 << 20;
 pub const REGEX_DFA_SIZE_LIMIT: usize = 10 << 20;
 
 /// What to look for.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum SearchKind {
     /// Paths matching a glob.
     Glob(GlobOptions),
@@ -40,7 +40,7 @@ pub enum SearchKind {
 }
 
 /// Glob search (docs/contract.md § Glob and Grep).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct GlobOptions {
     /// Pattern relative to the root; `*`/`?` never cross `/`.
     pub matcher: GlobSet,
@@ -51,7 +51,7 @@ pub struct GlobOptions {
 }
 
 /// Grep search.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct GrepOptions {
     /// The compiled regex (line terminator set, which enables grep-searcher's
     /// fast whole-buffer path).
@@ -82,7 +82,7 @@ impl GrepOptions {
 /// A glob restricting which files Grep searches. Like ripgrep's `-g`, a glob
 /// without `/` matches the file name at any depth; one with `/` matches the
 /// path relative to the search root.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct FileFilter {
     matcher: GlobSet,
     whole_path: bool,
@@ -113,7 +113,7 @@ impl FileFilter {
 }
 
 /// Everything a search needs, validated.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SearchSpec {
     /// Where the search starts (a directory, or a file for Grep).
     pub root: VfsPath,

@@ -45,9 +45,11 @@
 //! - `branch_tools`: the branch LLM tools over Invoke and MCP, and handles
 //!   bound to a branch.
 //! - `search_index`: indexed Grep against the scan on two servers, under
-//!   random changes, on the State and Store tiers (docs/search-index.md).
-//! - `search_index_object`: the same on the object tier, across three
-//!   servers on one bucket.
+//!   random changes, on the State and Store tiers; the Store's persisted
+//!   index under kill -9 and stored faults, and the self-check
+//!   (docs/search-index.md).
+//! - `search_index_object`: the same differential on the object tier, across
+//!   three servers on one bucket.
 
 #[path = "../support/launch.rs"]
 mod launch;

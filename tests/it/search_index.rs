@@ -10,12 +10,20 @@
 //! moves, hidden and ignored directories, and visited budgets that run out
 //! in the middle of the walk.
 //!
+//! The Store's persisted index (docs/search-index.md § Persistence): kill -9
+//! while Greps learn, merge and persist and writes go on, then Greps equal
+//! to the scan's after every restart; and faults in the stored copy made
+//! from outside the server (a flipped byte, caught by the checksum; a copy
+//! that decodes but rules out a matching file, caught by the self-check).
+//!
 //! `AGENTVFS_INDEX_SOAK=N` runs N rounds instead of the default few (a longer
 //! soak); `AGENTVFS_INDEX_SEED` replays one seed.
 
 use crate::util::{Server, grep_all};
 use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
+use agentvfs::search::index::persist;
+use agentvfs::search::index::segment::Segment;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use tonic::transport::Channel;
@@ -441,4 +449,230 @@ async fn one_principal_cannot_grow_the_index_past_its_share() {
         .expect("a narrowed grep");
     assert!(!last.contains("skipped=0 "), "{last}");
     assert_eq!(index_bytes_of(&logs, "greedy"), greedy);
+}
+
+/// A server whose Store (`/memories`, in `store/` of its working
+/// directory) keeps its index across restarts, with `search` as its
+/// `[search]` section.
+fn store_server(search: &str) -> Server {
+    let config = format!(
+        "[search]\n{search}\n\
+         [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\
+         [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = \"store\"\n"
+    );
+    Server::start_with(Some(&config), &[])
+}
+
+/// kill -9 while Greps learn, merge and persist the Store's index and
+/// writes go on: after every restart the server loads what was persisted
+/// (or learns anew) and its Greps still equal the scan's.
+#[tokio::test]
+async fn the_persisted_store_index_survives_kill_9_and_equals_the_scan() {
+    let seed: u64 = rand::random();
+    eprintln!("persisted index under kill -9: seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut indexed = store_server("index_min_files = 0\nindex_self_check = 0");
+    let mut scanned = Side::start("[search]\nindex = false").await;
+    let mut fs = indexed.fs().await;
+    let mut logs = String::new();
+    let root = "/memories/t";
+    for round in 0..5 {
+        // Enough new files for the overlay to pass a merge each round.
+        for i in 0..300 {
+            let op = Op::Write(format!("{root}/r{round}/{i:03}.txt"), random_text(&mut rng));
+            let a = change(&mut fs, &op).await;
+            assert_eq!(a, change(&mut scanned.fs, &op).await, "seed {seed}: {op:?}");
+        }
+        for step in 0..6 {
+            for _ in 0..rng.random_range(1..4) {
+                let op = random_op(&mut rng, root);
+                let a = change(&mut fs, &op).await;
+                assert_eq!(a, change(&mut scanned.fs, &op).await, "seed {seed}: {op:?}");
+            }
+            let req = random_grep(&mut rng, root);
+            let a = answer(&mut fs, &req).await;
+            assert_eq!(
+                a,
+                answer(&mut scanned.fs, &req).await,
+                "seed {seed} round {round} step {step}: {req:?}"
+            );
+        }
+        // A Grep of the whole tree learns this round's files, so a merge and
+        // a persist start; crash at a random point of them (or after).
+        let learn = pb::GrepRequest {
+            pattern: "needle".into(),
+            path: root.into(),
+            ..Default::default()
+        };
+        let a = answer(&mut fs, &learn).await;
+        assert_eq!(a, answer(&mut scanned.fs, &learn).await, "seed {seed}");
+        tokio::time::sleep(std::time::Duration::from_millis(rng.random_range(0..40))).await;
+        logs.push_str(&indexed.logs.lock().unwrap());
+        indexed.crash_and_restart();
+        fs = indexed.fs().await;
+    }
+    for _ in 0..10 {
+        let req = random_grep(&mut rng, root);
+        let a = answer(&mut fs, &req).await;
+        assert_eq!(
+            a,
+            answer(&mut scanned.fs, &req).await,
+            "seed {seed}: {req:?}"
+        );
+    }
+    logs.push_str(&indexed.logs.lock().unwrap());
+    for step in ["search index persisted", "search index loaded"] {
+        assert!(logs.contains(step), "seed {seed}: no {step}");
+    }
+    assert!(!logs.contains("self-check failed"), "seed {seed}");
+}
+
+/// Persisted index pieces: (RocksDB key, value).
+type Pieces = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The pieces of the Store's persisted indexes in `store` (a stopped
+/// server's directory), as RocksDB keeps them, opened as another program
+/// (or a failing disk) would.
+fn index_pieces(store: &std::path::Path) -> (rocksdb::DB, Pieces) {
+    fn max(_: &[u8], old: Option<&[u8]>, ops: &rocksdb::MergeOperands) -> Option<Vec<u8>> {
+        let word = |b: &[u8]| u64::from_be_bytes(b.try_into().unwrap_or([0; 8]));
+        let most = old.into_iter().chain(ops).map(word).max().unwrap_or(0);
+        Some(most.to_be_bytes().to_vec())
+    }
+    let mut opts = rocksdb::Options::default();
+    opts.set_merge_operator_associative("agentvfs.max", max);
+    let cfs = rocksdb::DB::list_cf(&opts, store).unwrap();
+    // Every column family with the merge operator: WAL recovery replays the
+    // counters' merges into the default one.
+    let descriptors = cfs
+        .iter()
+        .map(|name| rocksdb::ColumnFamilyDescriptor::new(name, opts.clone()));
+    let db = rocksdb::DB::open_cf_descriptors(&opts, store, descriptors).unwrap();
+    let pieces = db
+        .iterator_cf(db.cf_handle("index").unwrap(), rocksdb::IteratorMode::Start)
+        .map(|item| {
+            let (k, v) = item.unwrap();
+            (k.to_vec(), v.to_vec())
+        })
+        .collect();
+    (db, pieces)
+}
+
+/// Replaces every persisted index piece by `pieces`.
+fn put_pieces(db: &rocksdb::DB, pieces: &[(Vec<u8>, Vec<u8>)]) {
+    let cf = db.cf_handle("index").unwrap();
+    let mut batch = rocksdb::WriteBatch::default();
+    batch.delete_range_cf(cf, [0u8; 4], [0xff; 4]);
+    for (k, v) in pieces {
+        batch.put_cf(cf, k, v);
+    }
+    db.write(batch).unwrap();
+}
+
+/// Faults in the persisted Store index, made as a disk or a bug would make
+/// them, with the self-check on for every narrowed Grep: bytes flipped are
+/// caught by the checksum at load (the index is dropped and learned anew);
+/// an index that decodes but rules out a matching file gives one wrong
+/// answer, which the self-check finds: the mismatch is logged and the
+/// namespace's Greps scan from then on.
+#[tokio::test]
+async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check() {
+    let mut server = store_server("index_min_files = 0\nindex_self_check = 1.0");
+    let mut fs = server.fs().await;
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    let mut expected = Vec::new();
+    for i in 0..300 {
+        let mut text = format!("w{} w{}\n", rng.random::<u32>(), rng.random::<u32>());
+        if i % 7 == 0 {
+            text.push_str("the needle\n");
+            expected.push(format!("/memories/c/{i:03}.txt"));
+        }
+        crate::util::write(&mut fs, &format!("/memories/c/{i:03}.txt"), &text).await;
+    }
+    let grep = pb::GrepRequest {
+        pattern: "needle".into(),
+        path: "/memories/c".into(),
+        ..Default::default()
+    };
+    let paths = |matches: Vec<pb::GrepMatch>| -> Vec<String> {
+        matches.into_iter().map(|m| m.path).collect()
+    };
+    let learn = async |server: &Server, fs: &mut FilesystemClient<Channel>| {
+        for _ in 0..3 {
+            let (matches, _) = grep_all(fs, grep.clone()).await.unwrap();
+            assert_eq!(paths(matches), expected);
+        }
+        let persisted = "search index persisted";
+        assert!(
+            server
+                .wait_for_log(persisted, std::time::Duration::from_secs(20))
+                .await
+        );
+    };
+    learn(&server, &mut fs).await;
+    let store = server.workdir().join("store");
+
+    // A disk flips a bit: the checksum refuses the copy at load.
+    server.kill();
+    {
+        let (db, mut pieces) = index_pieces(&store);
+        assert!(!pieces.is_empty(), "no persisted index");
+        let last = pieces[0].1.len() - 1;
+        pieces[0].1[last] ^= 0x20;
+        put_pieces(&db, &pieces);
+    }
+    server.crash_and_restart();
+    fs = server.fs().await;
+    learn(&server, &mut fs).await;
+    let logs = server.logs.lock().unwrap().clone();
+    assert!(logs.contains("checksum mismatch"), "{logs}");
+    assert!(!logs.contains("search index loaded"));
+    assert!(!logs.contains("self-check failed"));
+
+    // A bug persists an index that decodes but rules out a matching file.
+    server.kill();
+    let victim = "/memories/c/007.txt";
+    {
+        let (db, pieces) = index_pieces(&store);
+        let bytes: Vec<u8> = pieces.iter().flat_map(|(_, v)| v.clone()).collect();
+        let mut saved = persist::decode(&bytes).expect("the persisted index decodes");
+        let mut docs = saved.segment.docs();
+        let doc = docs
+            .iter_mut()
+            .find(|d| d.key.ends_with(b"007.txt"))
+            .expect("the victim is indexed");
+        doc.trigrams = Some(Vec::new());
+        saved.segment = std::sync::Arc::new(Segment::build(docs));
+        let bytes = persist::encode(&saved);
+        let ns = pieces[0].0[..4].to_vec();
+        put_pieces(&db, &[([ns, vec![0; 4]].concat(), bytes)]);
+    }
+    server.crash_and_restart();
+    fs = server.fs().await;
+    let (matches, _) = grep_all(&mut fs, grep.clone()).await.unwrap();
+    let wrong: Vec<String> = expected.iter().filter(|p| *p != victim).cloned().collect();
+    assert_eq!(paths(matches), wrong, "the tampered index was not used");
+    let failed = "search index self-check failed";
+    assert!(
+        server
+            .wait_for_log(failed, std::time::Duration::from_secs(20))
+            .await
+    );
+    let logs = server.logs.lock().unwrap().clone();
+    let line = logs.lines().find(|l| l.contains(failed)).unwrap();
+    assert!(
+        line.contains("WARN") && line.contains("namespace=") && line.contains("mismatches=1"),
+        "{line}"
+    );
+    for _ in 0..2 {
+        let (matches, summary) = grep_all(&mut fs, grep.clone()).await.unwrap();
+        assert_eq!(paths(matches), expected);
+        assert_eq!(summary.files_searched, 300);
+    }
+    // The index is off: nothing more is narrowed, and the copy is gone.
+    let logs = server.logs.lock().unwrap().clone();
+    let after = &logs[logs.find(failed).unwrap()..];
+    assert!(!after.contains("search index narrowed a grep"), "{after}");
+    server.kill();
+    assert!(index_pieces(&store).1.is_empty());
 }

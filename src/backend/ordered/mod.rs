@@ -60,7 +60,9 @@ use crate::error::Result;
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::persist::Keeper;
 use keys::MountKeys;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 use tokio::sync::watch;
@@ -464,6 +466,12 @@ pub trait Engine: Send + Sync + 'static {
     /// The name of the file set `scope` sees, distinct per set: the key of
     /// its search index (docs/search-index.md).
     fn index_key(&self, scope: &Scope) -> String;
+
+    /// Where the tier keeps its namespaces' search indexes across restarts
+    /// (docs/search-index.md § Persistence); `None`: in memory only.
+    fn index_keeper(self: Arc<Self>) -> Option<Arc<dyn Keeper>> {
+        None
+    }
 
     /// The storage of `scope` if it has any: `None` when the scope never
     /// stored a file. Never creates it.

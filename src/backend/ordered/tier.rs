@@ -2,7 +2,6 @@
 //! engine (see the module doc of `ordered`).
 
 use super::keys::{self, MountKeys};
-use super::walk::Walk;
 use super::{
     Content, Cursor, Engine, FileMeta, Files, History, HistoryChange, Logged, Past, Space, Stored,
     Streamed, file_entry, path_of,
@@ -17,25 +16,48 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::index::{IndexSettings, IndexedGrep, Registry};
-use crate::search::sorted;
-use crate::search::{SearchKind, SearchPart, SearchRun};
+use crate::search::index::{IndexSettings, Registry};
+use crate::search::{SearchPart, SearchRun};
+use std::sync::Arc;
 use std::time::SystemTime;
 use tokio::sync::watch;
 
 mod changeset;
+mod check;
 mod table;
 
 /// Pieces a restore reads a past version in: the size of a Store chunk, so
 /// a large version streams into its new blob one chunk at a time.
 const RESTORE_CHUNK_BYTES: usize = 1 << 20;
 
-/// A tier made of an [`Engine`] mounted at a prefix.
+/// A tier made of an [`Engine`] mounted at a prefix. Cloning it is cheap
+/// and shares everything (a background self-check holds a clone).
 pub struct OrderedTier<E> {
     keys: MountKeys,
-    engine: E,
+    engine: Arc<E>,
     /// The search index of each namespace (docs/search-index.md).
-    index: Registry,
+    index: Arc<Registry>,
+}
+
+impl<E> Clone for OrderedTier<E> {
+    fn clone(&self) -> OrderedTier<E> {
+        OrderedTier {
+            keys: self.keys.clone(),
+            engine: self.engine.clone(),
+            index: self.index.clone(),
+        }
+    }
+}
+
+/// How a walk of a namespace uses its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IndexUse {
+    /// As a request does: narrow, learn, merge.
+    Request,
+    /// As a self-check's indexed run: narrow, learn nothing.
+    Check,
+    /// Not at all: the plain scan.
+    Scan,
 }
 
 /// The first file strictly below the directory `rel`, if any.
@@ -57,16 +79,19 @@ fn version_check(if_version: Option<u64>) -> Precondition {
 impl<E: Engine> OrderedTier<E> {
     /// The tier of `engine`, answering for paths below `mount`.
     pub(crate) fn mounted(mount: VfsPath, engine: E) -> OrderedTier<E> {
+        let engine = Arc::new(engine);
+        let keeper = engine.clone().index_keeper();
         OrderedTier {
             keys: MountKeys::new(mount),
             engine,
-            index: Registry::new(IndexSettings::default()),
+            index: Arc::new(Registry::new(IndexSettings::default(), keeper)),
         }
     }
 
     /// The tier with its search index set up as `[search]` says.
     pub fn with_search_index(mut self, settings: IndexSettings) -> OrderedTier<E> {
-        self.index = Registry::new(settings);
+        let keeper = self.engine.clone().index_keeper();
+        self.index = Arc::new(Registry::new(settings, keeper));
         self
     }
 
@@ -799,42 +824,14 @@ impl<E: Engine> Backend for OrderedTier<E> {
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
-        let root = &part.top;
-        let rel = self.keys.rel(root)?;
-        self.engine.freeze(scope, &rel, |files| {
-            let root_entry = self.lookup(files, root, &rel)?;
-            let Some(files) = files else {
-                return Ok(());
-            };
-            if root_entry.is_directory() {
-                let mut index = match &run.spec().kind {
-                    SearchKind::Grep(grep) => self
-                        .index
-                        .get(&self.engine.index_key(scope), &scope.principal.owner)
-                        .map(|index| IndexedGrep::start(index, self.index.settings(), &grep.plan)),
-                    SearchKind::Glob(_) => None,
-                };
-                // A narrowed Grep walks the namespace's path table, so the
-                // files it rules out are never sought in the tier.
-                let table = match &mut index {
-                    Some(grep) if grep.narrows() => {
-                        self.path_table(scope, files, (root, &rel), grep)?
-                    }
-                    _ => None,
-                };
-                let mut walk = match table {
-                    Some(table) => Walk::over_table(&self.keys, files, table)?,
-                    None => Walk::new(&self.keys, files)?,
-                };
-                let walked = sorted::walk_indexed(run, &mut walk, part, index.as_mut());
-                if let Some(index) = index {
-                    index.finish();
-                }
-                walked
-            } else {
-                sorted::search_one(run, &mut Walk::new(&self.keys, files)?, root_entry)
-            }
-        })
+        let rel = self.keys.rel(&part.top)?;
+        let (outcome, narrowed) = self.engine.freeze(scope, &rel, |files| {
+            Ok(self.search_view(scope, files, run, part, IndexUse::Request))
+        })?;
+        if let Some(key) = narrowed {
+            self.maybe_check(scope, run.spec(), part, key);
+        }
+        outcome
     }
 
     fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {

@@ -12,7 +12,8 @@
 //! when it is small); the `chunks` column family holds large files in 1 MiB
 //! chunks keyed by blob id; the `versions` column family holds past versions
 //! and tombstones (history), each the value it had as the current record;
-//! the `log` column family holds each namespace's change log; the `default`
+//! the `log` column family holds each namespace's change log; the `index`
+//! column family holds each namespace's persisted search index; the `default`
 //! column family holds the namespace name → id table, the generation
 //! counter, the change log's epoch, head and trim point, and the markers of
 //! uploads in progress. Directories are implied by file keys (`ordered`).
@@ -54,6 +55,7 @@
 //!
 //! Files by protocol: `open` (opening a store, the namespace table),
 //! `space` (one namespace's files: lookups, scans, a search's snapshot),
+//! `index` (the persisted search indexes),
 //! `write` (how a change is staged into one batch and applied), `upload`
 //! (WriteBytes' chunks before their commit), `read` (whole and streamed
 //! content), `history` (past versions and tombstones), `log` (the change
@@ -76,6 +78,7 @@
 //! in-process 1 KiB writes and reads cost 1–1.5× bare RocksDB.
 
 mod history;
+mod index;
 mod keys;
 mod locks;
 mod log;
@@ -90,6 +93,7 @@ use super::{ChunkSource, Keep};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::persist::Keeper;
 use keys::NsId;
 use locks::PathLocks;
 use rocksdb::{
@@ -109,6 +113,8 @@ const CF_CHUNKS: &str = "chunks";
 const CF_VERSIONS: &str = "versions";
 /// Column family of the change log.
 const CF_LOG: &str = "log";
+/// Column family of the persisted search indexes (`index`).
+const CF_INDEX: &str = "index";
 /// Key (default column family) of the generation counter.
 const GENERATION_KEY: &[u8] = b"generation";
 /// Key (default column family) of the change log's epoch, drawn at random
@@ -280,6 +286,10 @@ impl Engine for StoreEngine {
 
     fn index_key(&self, scope: &Scope) -> String {
         scope.namespace.clone()
+    }
+
+    fn index_keeper(self: Arc<Self>) -> Option<Arc<dyn Keeper>> {
+        Some(self)
     }
 
     fn find(&self, scope: &Scope) -> Result<Option<NsId>> {

@@ -17,7 +17,7 @@
 use super::keys::{self, NsId};
 use super::locks::PathLocks;
 use super::{
-    CF_CHUNKS, CF_LOG, CF_META, CF_VERSIONS, GENERATION_KEY, LOG_EPOCH_KEY, LOG_HEAD_KEY,
+    CF_CHUNKS, CF_INDEX, CF_LOG, CF_META, CF_VERSIONS, GENERATION_KEY, LOG_EPOCH_KEY, LOG_HEAD_KEY,
     LOG_TRIMMED_KEY, LogState, NAMESPACE_PREFIX, StoreBackend, StoreEngine, StoreOptions, db_error,
     decode_u64,
 };
@@ -85,6 +85,7 @@ impl OrderedTier<StoreEngine> {
             ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::BLOB_BYTES)),
             ColumnFamilyDescriptor::new(CF_VERSIONS, table(keys::NS_BYTES)),
             ColumnFamilyDescriptor::new(CF_LOG, table(keys::NS_BYTES)),
+            ColumnFamilyDescriptor::new(CF_INDEX, table(keys::NS_BYTES)),
         ];
         let db = DB::open_cf_descriptors(&db_options, dir, cfs).map_err(|e| {
             if e.to_string().contains("lock file") {

@@ -17,13 +17,17 @@
 //! - `plan`: pattern -> trigram query;
 //! - `segment`: the immutable doc table and posting lists;
 //! - `table`: the namespace's path table a narrowed Grep walks instead of
-//!   the tier (docs/search-index.md § The path table).
+//!   the tier (docs/search-index.md § The path table);
+//! - `persist`: an index as bytes, kept by a tier across restarts
+//!   (docs/search-index.md § Persistence).
 
+pub mod persist;
 pub mod plan;
 pub mod segment;
 pub mod table;
 pub mod trigram;
 
+use persist::Keeper;
 use plan::Query;
 use segment::{Doc, Segment, Selected};
 use std::collections::{BTreeMap, HashMap};
@@ -55,6 +59,9 @@ pub const DEFAULT_BYTES_PER_PRINCIPAL: u64 = 512 << 20;
 /// What one learned file costs beyond its key and trigrams (its overlay
 /// entry).
 const LEARNED_OVERHEAD_BYTES: u64 = 32;
+/// Default of `[search] index_self_check`, in parts per million: one
+/// narrowed Grep in a hundred is checked against a scan.
+pub const DEFAULT_SELF_CHECK_PER_MILLION: u32 = 10_000;
 
 /// Whether and from what size a tier indexes its namespaces
 /// (`[search]` in the configuration).
@@ -66,6 +73,8 @@ pub struct IndexSettings {
     pub min_files: u64,
     /// `[search] index_bytes_per_principal`.
     pub bytes_per_principal: u64,
+    /// `[search] index_self_check`, in parts per million (0 to 1,000,000).
+    pub self_check_per_million: u32,
 }
 
 impl Default for IndexSettings {
@@ -74,7 +83,23 @@ impl Default for IndexSettings {
             enabled: true,
             min_files: DEFAULT_MIN_FILES,
             bytes_per_principal: DEFAULT_BYTES_PER_PRINCIPAL,
+            self_check_per_million: DEFAULT_SELF_CHECK_PER_MILLION,
         }
+    }
+}
+
+/// Lowers the calling thread's OS priority to the lowest (nice 19), for
+/// background work (merges, self-checks) that must not slow requests.
+/// Best effort: a failure only leaves the priority as it was.
+pub fn lower_priority() {
+    // SAFETY: gettid and setpriority take no pointers; on Linux,
+    // PRIO_PROCESS with a thread id changes only that thread.
+    let failed = unsafe {
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, 19) != 0
+    };
+    if failed {
+        tracing::debug!("could not lower a background thread's priority");
     }
 }
 
@@ -89,15 +114,61 @@ pub struct Registry {
     settings: IndexSettings,
     indexes: Mutex<HashMap<String, (Arc<NamespaceIndex>, u64)>>,
     uses: AtomicU64,
+    /// Where the tier keeps its indexes across restarts (Store), if it does.
+    keeper: Option<Arc<dyn Keeper>>,
+    /// A self-check is running (at most one per tier).
+    checking: AtomicBool,
+    /// Self-checks that found the index and the scan disagreeing.
+    mismatches: AtomicU64,
 }
 
 impl Registry {
-    /// An empty registry with these settings.
-    pub fn new(settings: IndexSettings) -> Registry {
+    /// An empty registry with these settings, keeping its indexes in
+    /// `keeper` when given.
+    pub fn new(settings: IndexSettings, keeper: Option<Arc<dyn Keeper>>) -> Registry {
         Registry {
             settings,
             indexes: Mutex::new(HashMap::new()),
             uses: AtomicU64::new(0),
+            keeper,
+            checking: AtomicBool::new(false),
+            mismatches: AtomicU64::new(0),
+        }
+    }
+
+    /// The persisted index of `key`, if one is kept, fits in `room` and
+    /// decodes; one that does not decode is dropped (docs/search-index.md
+    /// § Persistence).
+    fn load(&self, key: &str, room: u64) -> Option<persist::Saved> {
+        let keeper = self.keeper.as_ref()?;
+        let bytes = match keeper.load(key) {
+            Ok(bytes) => bytes?,
+            Err(err) => {
+                tracing::warn!(namespace = key, %err, "could not read the persisted search index");
+                return None;
+            }
+        };
+        if bytes.len() as u64 > room {
+            tracing::info!(
+                namespace = key,
+                bytes = bytes.len(),
+                "persisted search index not loaded: over the principal's share"
+            );
+            return None;
+        }
+        match persist::decode(&bytes) {
+            Ok(saved) => Some(saved),
+            Err(why) => {
+                tracing::warn!(
+                    namespace = key,
+                    why,
+                    "persisted search index dropped: it does not decode"
+                );
+                if let Err(err) = keeper.forget(key) {
+                    tracing::warn!(namespace = key, %err, "could not drop the persisted search index");
+                }
+                None
+            }
         }
     }
 
@@ -114,6 +185,13 @@ impl Registry {
             return None;
         }
         let use_no = self.uses.fetch_add(1, Relaxed);
+        let known = lock(&self.indexes).contains_key(key);
+        // Read outside the registry's lock: other namespaces' Greps go on.
+        let saved = if known {
+            None
+        } else {
+            self.load(key, self.room_of(owner))
+        };
         let mut indexes = lock(&self.indexes);
         if !indexes.contains_key(key) && indexes.len() >= MAX_INDEXES {
             let oldest = indexes
@@ -127,21 +205,76 @@ impl Registry {
         let entry = indexes.entry(key.to_owned()).or_insert_with(|| {
             let index = NamespaceIndex {
                 owner: owner.to_owned(),
+                key: key.to_owned(),
+                keeper: self.keeper.clone(),
                 ..NamespaceIndex::default()
             };
+            if let Some(saved) = saved {
+                index.walked.store(saved.walked, Relaxed);
+                *index.segment.write().unwrap_or_else(|p| p.into_inner()) = saved.segment;
+                *lock(&index.table) = saved.table;
+                index.measure();
+                tracing::info!(
+                    namespace = key,
+                    files = index.files(),
+                    at = index.table().map_or(0, |t| t.at().seq),
+                    "search index loaded"
+                );
+            }
             (Arc::new(index), use_no)
         });
         entry.1 = use_no;
         let index = entry.0.clone();
-        let held: u64 = indexes
+        if index.off.load(Relaxed) {
+            return None;
+        }
+        drop(indexes);
+        Some((index, self.room_of(owner)))
+    }
+
+    /// What the indexes made by `owner` may still grow by.
+    fn room_of(&self, owner: &str) -> u64 {
+        let held: u64 = lock(&self.indexes)
             .values()
-            .filter(|(i, _)| i.owner == index.owner)
+            .filter(|(i, _)| i.owner == owner)
             .map(|(i, _)| i.size.load(Relaxed))
             .sum();
-        Some((
-            index,
-            self.settings.bytes_per_principal.saturating_sub(held),
-        ))
+        self.settings.bytes_per_principal.saturating_sub(held)
+    }
+
+    /// True when a Grep that `index` narrowed is picked for a self-check
+    /// (sampled at `index_self_check`) and no other check runs: the caller
+    /// then runs it and calls [`Registry::checked`].
+    pub fn start_check(&self) -> bool {
+        let per_million = self.settings.self_check_per_million;
+        per_million > 0
+            && rand::random_range(0..1_000_000) < per_million
+            && !self.checking.swap(true, Relaxed)
+    }
+
+    /// Ends the self-check [`Registry::start_check`] began; with
+    /// `mismatch`, the index of `key` and the scan disagreed: logged,
+    /// counted, and that index switched off (its persisted copy dropped)
+    /// until the server restarts.
+    pub fn checked(&self, key: &str, mismatch: Option<String>) {
+        if let Some(what) = mismatch {
+            if let Some((index, _)) = lock(&self.indexes).get(key) {
+                index.off.store(true, Relaxed);
+            }
+            if let Some(keeper) = &self.keeper
+                && let Err(err) = keeper.forget(key)
+            {
+                tracing::warn!(namespace = key, %err, "could not drop the persisted search index");
+            }
+            let mismatches = self.mismatches.fetch_add(1, Relaxed) + 1;
+            tracing::warn!(
+                namespace = key,
+                mismatches,
+                what,
+                "search index self-check failed: the index is off for this namespace"
+            );
+        }
+        self.checking.store(false, Relaxed);
     }
 
     /// The settings the registry runs with.
@@ -170,6 +303,12 @@ pub struct NamespaceIndex {
     owner: String,
     /// [`NamespaceIndex::bytes`] when it last changed.
     size: AtomicU64,
+    /// Its namespace's key in the registry (and its keeper).
+    key: String,
+    /// Where each merge saves it, if the tier keeps indexes.
+    keeper: Option<Arc<dyn Keeper>>,
+    /// Switched off by a failed self-check: Greps scan.
+    off: AtomicBool,
 }
 
 impl NamespaceIndex {
@@ -222,11 +361,13 @@ impl NamespaceIndex {
         tracing::debug!(owner = %self.owner, bytes, "search index size");
     }
 
-    /// Merges the overlay into a new segment when it has grown, on a
-    /// background thread of low priority (one merge at a time).
-    fn maybe_merge(self: &Arc<Self>) {
+    /// Merges the overlay into a new segment when it has grown, or with
+    /// `now` when it holds anything, on a background thread of low
+    /// priority (one merge at a time).
+    fn maybe_merge(self: &Arc<Self>, now: bool) {
         let overlay = lock(&self.overlay).len();
-        if overlay < MERGE_MIN_FILES || overlay < self.segment().len() / 8 {
+        let grown = overlay >= MERGE_MIN_FILES && overlay >= self.segment().len() / 8;
+        if !(grown || (now && overlay > 0)) {
             return;
         }
         if self.merging.swap(true, Relaxed) {
@@ -236,6 +377,7 @@ impl NamespaceIndex {
         let spawned = std::thread::Builder::new()
             .name("search-index-merge".into())
             .spawn(move || {
+                lower_priority();
                 index.merge();
                 index.merging.store(false, Relaxed);
             });
@@ -275,6 +417,37 @@ impl NamespaceIndex {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "search index merged"
         );
+        self.save(merged);
+    }
+
+    /// Hands `segment` and the path table held now to the tier's keeper
+    /// (docs/search-index.md § Persistence).
+    fn save(&self, segment: Arc<Segment>) {
+        let Some(keeper) = &self.keeper else {
+            return;
+        };
+        if self.off.load(Relaxed) {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let saved = persist::Saved {
+            walked: self.walked.load(Relaxed),
+            segment,
+            table: self.table(),
+        };
+        let bytes = persist::encode(&saved);
+        match keeper.save(&self.key, &bytes) {
+            Ok(()) => tracing::info!(
+                namespace = %self.key,
+                bytes = bytes.len(),
+                at = saved.table.map_or(0, |t| t.at().seq),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "search index persisted"
+            ),
+            Err(err) => {
+                tracing::warn!(namespace = %self.key, %err, "could not persist the search index")
+            }
+        }
     }
 }
 
@@ -351,6 +524,18 @@ impl IndexedGrep {
         }
     }
 
+    /// This Grep learning nothing (a self-check's run: it must leave the
+    /// index as it found it).
+    pub fn without_learning(mut self) -> IndexedGrep {
+        self.learning = false;
+        self
+    }
+
+    /// The namespace's key in its registry.
+    pub fn key(&self) -> &str {
+        &self.index.key
+    }
+
     /// True when the index narrows this Grep: it may skip files, so walking
     /// the path table instead of the tier pays.
     pub fn narrows(&self) -> bool {
@@ -422,9 +607,16 @@ impl IndexedGrep {
     }
 
     /// Ends the Grep: stores what it learned and how large the namespace
-    /// looked, and merges the overlay when it has grown.
+    /// looked, and merges the overlay when it has grown, or when this
+    /// Grep's learning made the index cover the namespace (so a persisted
+    /// copy holds all of it: docs/search-index.md § Persistence).
     pub fn finish(self) {
-        self.index.walked.fetch_max(self.walked, Relaxed);
+        let walked = self
+            .index
+            .walked
+            .fetch_max(self.walked, Relaxed)
+            .max(self.walked);
+        let before = self.index.files() as u64;
         if self.filter.is_some() {
             tracing::info!(
                 walked = self.walked,
@@ -441,7 +633,8 @@ impl IndexedGrep {
             drop(overlay);
             self.index.measure();
         }
-        self.index.maybe_merge();
+        let covered_now = before < walked && self.index.files() as u64 >= walked;
+        self.index.maybe_merge(covered_now);
     }
 }
 
@@ -454,6 +647,7 @@ mod tests {
             enabled: true,
             min_files,
             bytes_per_principal: u64::MAX,
+            self_check_per_million: 0,
         }
     }
 
@@ -524,20 +718,27 @@ mod tests {
         grep(&index, &files, "needle");
         grep(&index, &files, "needle");
         // 8 MiB, then 16 MiB: the budget is spent before the third file.
-        assert_eq!(lock(&index.overlay).len(), 2);
+        assert_eq!(index.files(), 2);
         grep(&index, &files, "needle");
-        assert_eq!(lock(&index.overlay).len(), 3);
+        // That Grep made the index cover the namespace: a merge follows.
+        while index.merging.load(Relaxed) {
+            std::thread::yield_now();
+        }
+        assert_eq!(index.files(), 3);
         assert!(grep(&index, &files, "needle").is_empty());
     }
 
     #[test]
     fn the_registry_is_bounded_and_can_be_off() {
-        let off = Registry::new(IndexSettings {
-            enabled: false,
-            ..settings(0)
-        });
+        let off = Registry::new(
+            IndexSettings {
+                enabled: false,
+                ..settings(0)
+            },
+            None,
+        );
         assert!(off.get("x", "p").is_none());
-        let on = Registry::new(settings(0));
+        let on = Registry::new(settings(0), None);
         let first = on.get("ns0", "p").unwrap().0;
         for i in 1..=MAX_INDEXES {
             on.get(&format!("ns{i}"), "p");
@@ -548,10 +749,13 @@ mod tests {
 
     #[test]
     fn a_principal_grows_its_indexes_up_to_its_share_only() {
-        let registry = Registry::new(IndexSettings {
-            bytes_per_principal: 1_000,
-            ..settings(0)
-        });
+        let registry = Registry::new(
+            IndexSettings {
+                bytes_per_principal: 1_000,
+                ..settings(0)
+            },
+            None,
+        );
         let files: Vec<(String, u64, String)> = (0..50)
             .map(|i| {
                 (

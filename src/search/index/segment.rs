@@ -1,6 +1,7 @@
 //! An immutable segment: a path table in path order (doc id = position) and
 //! one posting list of doc ids per trigram, delta- and varint-encoded.
 
+use super::persist::{Bytes, Reader};
 use super::plan::Query;
 use super::trigram::Trigram;
 use std::collections::HashMap;
@@ -63,6 +64,9 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
+/// Calls `each` with every doc id of a posting list. Never panics, also on
+/// damaged bytes (a persisted segment is checked with it): arithmetic
+/// wraps, and [`Segment::decode_from`] refuses ids out of order or range.
 fn decode(mut bytes: &[u8], mut each: impl FnMut(u32)) {
     let mut doc = 0u32;
     let mut first = true;
@@ -71,13 +75,13 @@ fn decode(mut bytes: &[u8], mut each: impl FnMut(u32)) {
         let mut shift = 0;
         while let Some((&b, rest)) = bytes.split_first() {
             bytes = rest;
-            v |= u32::from(b & 0x7F) << shift;
-            shift += 7;
+            v |= u32::from(b & 0x7F).wrapping_shl(shift);
+            shift = shift.wrapping_add(7);
             if b < 0x80 {
                 break;
             }
         }
-        doc = if first { v } else { doc + v };
+        doc = if first { v } else { doc.wrapping_add(v) };
         first = false;
         each(doc);
     }
@@ -203,6 +207,75 @@ impl Segment {
         }
     }
 
+    /// Appends the segment in the persisted format (docs/search-index.md §
+    /// Persistence): docs (key, version), always-scan bits, lists by
+    /// trigram, postings.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        out.put_u64(self.keys.len() as u64);
+        for (key, version) in self.keys.iter().zip(&self.versions) {
+            out.put_bytes(key);
+            out.put_u64(*version);
+        }
+        self.unindexed.iter().for_each(|w| out.put_u64(*w));
+        let mut lists: Vec<(&Trigram, &(u32, u32))> = self.lists.iter().collect();
+        lists.sort_unstable();
+        out.put_u64(lists.len() as u64);
+        for (t, (start, end)) in lists {
+            out.put_u64(u64::from(*t));
+            out.put_u64(u64::from(*start));
+            out.put_u64(u64::from(*end));
+        }
+        out.put_bytes(&self.postings);
+    }
+
+    /// Reads back what [`Segment::encode_into`] wrote, checking everything a
+    /// lookup relies on: keys strictly ascending, every list inside the
+    /// postings, every doc id in range and ascending within its list.
+    pub fn decode_from(r: &mut Reader<'_>) -> Option<Segment> {
+        let n = usize::try_from(r.u64()?).ok()?;
+        let mut seg = Segment {
+            keys: Vec::with_capacity(n.min(r.left())),
+            versions: Vec::with_capacity(n.min(r.left())),
+            ..Segment::default()
+        };
+        for _ in 0..n {
+            let key: Box<[u8]> = r.bytes()?.into();
+            if seg.keys.last().is_some_and(|last| *last >= key) {
+                return None;
+            }
+            seg.keys.push(key);
+            seg.versions.push(r.u64()?);
+        }
+        for _ in 0..n.div_ceil(64) {
+            seg.unindexed.push(r.u64()?);
+        }
+        let lists = usize::try_from(r.u64()?).ok()?;
+        let mut ranges = Vec::with_capacity(lists.min(r.left()));
+        for _ in 0..lists {
+            let t = Trigram::try_from(r.u64()?).ok()?;
+            let start = u32::try_from(r.u64()?).ok()?;
+            let end = u32::try_from(r.u64()?).ok()?;
+            ranges.push((t, (start, end)));
+        }
+        seg.postings = r.bytes()?.to_vec();
+        for (t, (start, end)) in ranges {
+            let list = seg.postings.get(start as usize..end as usize)?;
+            if list.is_empty() || list.last().is_some_and(|b| *b >= 0x80) {
+                return None;
+            }
+            let mut ok = true;
+            let mut last: Option<u32> = None;
+            decode(list, |id| {
+                ok &= (id as usize) < n && last.is_none_or(|l| l < id);
+                last = Some(id);
+            });
+            if !ok || seg.lists.insert(t, (start, end)).is_some() {
+                return None;
+            }
+        }
+        Some(seg)
+    }
+
     /// Every doc with its trigrams, decoded back (for a merge).
     pub fn docs(&self) -> Vec<Doc> {
         let mut per_doc: Vec<Vec<Trigram>> = vec![Vec::new(); self.keys.len()];
@@ -264,5 +337,14 @@ mod tests {
         assert_eq!(back[0].trigrams, Some(vec![1, 2, 300]));
         assert_eq!(back[2].trigrams, None);
         assert_eq!(back[3].key, b"d");
+        let mut bytes = Vec::new();
+        seg.encode_into(&mut bytes);
+        let again = Segment::decode_from(&mut Reader::new(&bytes)).unwrap();
+        assert_eq!(again.select(&q).count(), Some(2));
+        assert_eq!(again.find(b"b", 2), Some(1));
+        assert!(again.unindexed(2));
+        for cut in 0..bytes.len() {
+            assert!(Segment::decode_from(&mut Reader::new(&bytes[..cut])).is_none());
+        }
     }
 }

@@ -3,10 +3,13 @@
 //! log (docs/search-index.md § The path table). A Grep whose frozen view is
 //! at that very position walks the table instead of the tier's key space.
 
+use super::persist::{Bytes, Reader};
 use crate::change::LogPosition;
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
+use crate::path::VfsPath;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most files a table holds: a larger namespace is walked on the tier.
 pub const MAX_TABLE_FILES: usize = 1_000_000;
@@ -100,6 +103,66 @@ impl PathTable {
         self.rows.get(at).map(|r| &**r)
     }
 
+    /// Appends the table in the persisted format (docs/search-index.md §
+    /// Persistence): its log position, range and rows (path, size, times,
+    /// version); `false` (nothing usable written) when a time cannot be
+    /// kept as nanoseconds since 1970.
+    pub fn encode_into(&self, out: &mut Vec<u8>) -> bool {
+        let nanos = |t: SystemTime| {
+            let n = t.duration_since(UNIX_EPOCH).ok()?.as_nanos();
+            u64::try_from(n).ok()
+        };
+        out.put_u64(self.at.epoch);
+        out.put_u64(self.at.seq);
+        out.put_bytes(&self.lo);
+        out.put_bytes(&self.hi);
+        out.put_u64(self.rows.len() as u64);
+        for row in &self.rows {
+            let e = &row.entry;
+            let (Some(modified), Some(created)) = (nanos(e.modified), nanos(e.created)) else {
+                return false;
+            };
+            out.put_bytes(e.path.as_str().as_bytes());
+            for n in [e.size, modified, created, e.version] {
+                out.put_u64(n);
+            }
+        }
+        true
+    }
+
+    /// Reads back what [`PathTable::encode_into`] wrote; `None` unless
+    /// every path parses and the rows are in key order within the range.
+    pub fn decode_from(r: &mut Reader<'_>) -> Option<PathTable> {
+        let at = LogPosition {
+            epoch: r.u64()?,
+            seq: r.u64()?,
+        };
+        let lo = r.bytes()?.to_vec();
+        let hi = r.bytes()?.to_vec();
+        let n = usize::try_from(r.u64()?).ok()?;
+        let mut rows: Vec<Row> = Vec::with_capacity(n.min(r.left()));
+        for _ in 0..n {
+            let path = VfsPath::parse(std::str::from_utf8(r.bytes()?).ok()?).ok()?;
+            let size = r.u64()?;
+            let time = |n: u64| UNIX_EPOCH + Duration::from_nanos(n);
+            let (modified, created) = (time(r.u64()?), time(r.u64()?));
+            let row = Row::of(Entry {
+                path,
+                kind: EntryKind::File,
+                size,
+                modified,
+                created,
+                version: r.u64()?,
+            });
+            let ordered = rows.last().is_none_or(|last| last.key < row.key);
+            if !ordered || *row.key < *lo || *row.key >= *hi {
+                return None;
+            }
+            rows.push(row);
+        }
+        Some(PathTable::new(at, (lo, hi), rows))
+    }
+
     /// This table moved to `at`: each key of `changes` (all within the
     /// range held) replaced by its row, or removed when `None`.
     pub fn advance(&self, at: LogPosition, changes: BTreeMap<Vec<u8>, Option<Row>>) -> PathTable {
@@ -173,5 +236,14 @@ mod tests {
         assert_eq!(found.entry.version, 5);
         assert!(next.seek(&row("/d/zz", 0).key).is_none());
         assert_eq!(table.len(), 3);
+        let mut bytes = Vec::new();
+        assert!(next.encode_into(&mut bytes));
+        let back = PathTable::decode_from(&mut Reader::new(&bytes)).unwrap();
+        assert_eq!(back.at(), at(3));
+        assert_eq!(back.bytes(), next.bytes());
+        assert_eq!(back.seek(&row("/d/c", 0).key).unwrap().entry, found.entry);
+        for cut in 0..bytes.len() {
+            assert!(PathTable::decode_from(&mut Reader::new(&bytes[..cut])).is_none());
+        }
     }
 }

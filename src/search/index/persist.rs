@@ -1,0 +1,199 @@
+//! A namespace's index as bytes, so a tier can keep it across restarts
+//! (docs/search-index.md § Persistence).
+//!
+//! Layout (little-endian): `magic "AVIX" (4) | format (1) | CRC-32 of the
+//! rest (4) | walked (8) | segment | table present (1) [| path table]`.
+//! Integers are 8 bytes, byte strings an 8-byte length then the bytes
+//! ([`Bytes`]). The segment and the path table write and check their own
+//! parts (`segment`, `table`).
+//!
+//! Invariants: [`decode`] never trusts its input: a wrong magic, format or
+//! checksum, a short or overlong buffer, or parts that fail their own
+//! checks give `Err`, never a panic or a partial index. Where the bytes are
+//! kept is the tier's business ([`Keeper`]).
+
+use super::segment::Segment;
+use super::table::PathTable;
+use crate::error::Result;
+use std::sync::Arc;
+
+/// The first bytes of a persisted index.
+const MAGIC: &[u8; 4] = b"AVIX";
+/// The format written; another one is not read (the index is learned anew).
+const FORMAT: u8 = 1;
+/// Bytes before the checksummed part: magic, format, checksum.
+const HEADER_BYTES: usize = 4 + 1 + 4;
+
+/// Where a tier keeps its namespaces' indexes across restarts, by the
+/// namespace's index key (`Engine::index_key`).
+pub trait Keeper: Send + Sync {
+    /// The bytes last saved for `key`, if any.
+    fn load(&self, key: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Replaces what is kept for `key` by `bytes`, atomically: after a
+    /// crash, the old bytes or the new ones are there, whole.
+    fn save(&self, key: &str, bytes: &[u8]) -> Result<()>;
+
+    /// Drops what is kept for `key`.
+    fn forget(&self, key: &str) -> Result<()>;
+}
+
+/// What a persisted index holds.
+pub struct Saved {
+    /// Most files one Grep of the namespace walked (the size threshold).
+    pub walked: u64,
+    /// Its segment.
+    pub segment: Arc<Segment>,
+    /// Its path table, at the log position it records.
+    pub table: Option<Arc<PathTable>>,
+}
+
+/// Appending the persisted format's integers and byte strings.
+pub trait Bytes {
+    /// Appends `v`, 8 bytes little-endian.
+    fn put_u64(&mut self, v: u64);
+    /// Appends the length of `b`, then `b`.
+    fn put_bytes(&mut self, b: &[u8]);
+}
+
+impl Bytes for Vec<u8> {
+    fn put_u64(&mut self, v: u64) {
+        self.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn put_bytes(&mut self, b: &[u8]) {
+        self.put_u64(b.len() as u64);
+        self.extend_from_slice(b);
+    }
+}
+
+/// Reads what [`Bytes`] wrote; `None` when the input runs short.
+pub struct Reader<'b> {
+    rest: &'b [u8],
+}
+
+impl<'b> Reader<'b> {
+    /// A reader of `bytes` from their start.
+    pub fn new(bytes: &'b [u8]) -> Reader<'b> {
+        Reader { rest: bytes }
+    }
+
+    /// Bytes not read yet (bounds what a length read from the input may
+    /// reserve).
+    pub fn left(&self) -> usize {
+        self.rest.len()
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'b [u8]> {
+        if n > self.rest.len() {
+            return None;
+        }
+        let (head, tail) = self.rest.split_at(n);
+        self.rest = tail;
+        Some(head)
+    }
+
+    /// The next 8-byte integer.
+    pub fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+
+    /// The next byte string.
+    pub fn bytes(&mut self) -> Option<&'b [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        self.take(n)
+    }
+}
+
+/// The bytes of `saved` (written once: the checksum is filled in last).
+pub fn encode(saved: &Saved) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_BYTES + saved.segment.bytes() + 64);
+    out.extend_from_slice(MAGIC);
+    out.push(FORMAT);
+    out.extend_from_slice(&[0; 4]);
+    out.put_u64(saved.walked);
+    saved.segment.encode_into(&mut out);
+    let before_table = out.len();
+    out.push(1);
+    let kept = saved
+        .table
+        .as_ref()
+        .is_some_and(|t| t.encode_into(&mut out));
+    if !kept {
+        out.truncate(before_table);
+        out.push(0);
+    }
+    let crc = crc32fast::hash(&out[HEADER_BYTES..]);
+    out[5..HEADER_BYTES].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// Reads back what [`encode`] wrote; `Err` says why it cannot be used.
+pub fn decode(bytes: &[u8]) -> std::result::Result<Saved, &'static str> {
+    if bytes.len() < HEADER_BYTES || &bytes[..4] != MAGIC {
+        return Err("not a persisted search index");
+    }
+    if bytes[4] != FORMAT {
+        return Err("another format");
+    }
+    let body = &bytes[HEADER_BYTES..];
+    if crc32fast::hash(body).to_le_bytes() != bytes[5..HEADER_BYTES] {
+        return Err("checksum mismatch");
+    }
+    let mut r = Reader::new(body);
+    let walked = r.u64().ok_or("truncated")?;
+    let segment = Segment::decode_from(&mut r).ok_or("segment does not decode")?;
+    let table = match r.take(1).ok_or("truncated")? {
+        [0] => None,
+        [1] => Some(Arc::new(
+            PathTable::decode_from(&mut r).ok_or("path table does not decode")?,
+        )),
+        _ => return Err("bad path table flag"),
+    };
+    if r.left() != 0 {
+        return Err("trailing bytes");
+    }
+    Ok(Saved {
+        walked,
+        segment: Arc::new(segment),
+        table,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::index::segment::Doc;
+
+    #[test]
+    fn an_index_round_trips_and_any_damage_is_refused() {
+        let segment = Segment::build(vec![
+            Doc {
+                key: b"a".to_vec(),
+                version: 3,
+                trigrams: Some(vec![1, 2]),
+            },
+            Doc {
+                key: b"b".to_vec(),
+                version: 4,
+                trigrams: None,
+            },
+        ]);
+        let saved = Saved {
+            walked: 9,
+            segment: Arc::new(segment),
+            table: None,
+        };
+        let bytes = encode(&saved);
+        let back = decode(&bytes).unwrap();
+        assert_eq!(back.walked, 9);
+        assert_eq!(back.segment.find(b"b", 4), Some(1));
+        assert!(back.table.is_none());
+        for at in 0..bytes.len() {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x10;
+            assert!(decode(&bad).is_err(), "flip at {at}");
+            assert!(decode(&bytes[..at]).is_err(), "cut at {at}");
+        }
+    }
+}
