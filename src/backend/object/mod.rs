@@ -201,7 +201,7 @@ impl ObjectBackend {
             catalogs: Arc::new(catalog::Catalogs::new(
                 options.bucket.timeout + options.bucket.request_timeout + Duration::from_secs(10),
             )),
-            index: Registry::new(IndexSettings::default()),
+            index: Registry::new(IndexSettings::default(), None),
         };
         tier.sweep_now_and_then()?;
         tier.poll_while_watched()?;
@@ -210,7 +210,7 @@ impl ObjectBackend {
 
     /// The tier with its search index set up as `[search]` says.
     pub fn with_search_index(mut self, settings: IndexSettings) -> ObjectBackend {
-        self.index = Registry::new(settings);
+        self.index = Registry::new(settings, None);
         self
     }
 
