@@ -4,8 +4,10 @@
 //! windows, the apply_patch format), the configuration parser (`agentvfs::config::parse`), the
 //! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`), the
 //! AWS credentials file parser, the object tier's path-to-key encoding
-//! (`agentvfs::backend::object`) and the search index's planner
-//! (`agentvfs::search::index::plan`: it never excludes a true match).
+//! (`agentvfs::backend::object`), the search index's planner
+//! (`agentvfs::search::index::plan`: it never excludes a true match) and its
+//! persisted form (`agentvfs::search::index::persist`: it decodes only what
+//! it encoded).
 //!
 //! Every property checks "never panics" plus agreement with a small,
 //! independently written reference (a naive model of the documented rule), so a
@@ -31,6 +33,8 @@ use agentvfs::backend::object::{ObjectKeys, parse_credentials};
 use agentvfs::change::{ChangeCursor, LogPosition};
 use agentvfs::config::{self, ConfigError};
 use agentvfs::path::{self, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, VfsPath};
+use agentvfs::search::index::persist;
+use agentvfs::search::index::segment::{Doc, Segment};
 use agentvfs::text::{self, EditSpec};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -444,6 +448,54 @@ proptest! {
         if let Ok(t) = text::decode("/f", &data) {
             prop_assert_eq!(t.lossy, std::str::from_utf8(&data).is_err());
         }
+    }
+
+    /// A persisted search index (`search::index::persist`) decodes only
+    /// what `encode` wrote: arbitrary bytes, and damaged encodings whose
+    /// checksum is made right again (so the segment's and the path table's
+    /// own decoders see the damage), give `Err` or an index, never a panic.
+    #[test]
+    fn persisted_index_decode_never_panics(
+        docs in prop::collection::btree_map(
+            prop::collection::vec(any::<u8>(), 1..6),
+            (any::<u64>(), prop::option::of(prop::collection::vec(any::<u32>(), 0..6))),
+            0..6,
+        ),
+        walked in any::<u64>(),
+        noise in prop::collection::vec(any::<u8>(), 0..64),
+        damage in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..4),
+    ) {
+        prop_assert!(persist::decode(&noise).is_err());
+        let docs = docs
+            .into_iter()
+            .map(|(key, (version, trigrams))| Doc {
+                key,
+                version,
+                trigrams: trigrams.map(|mut t| {
+                    t.sort_unstable();
+                    t.dedup();
+                    t
+                }),
+            })
+            .collect();
+        let saved = persist::Saved {
+            walked,
+            segment: std::sync::Arc::new(Segment::build(docs)),
+            table: None,
+        };
+        let bytes = persist::encode(&saved);
+        prop_assert_eq!(persist::decode(&bytes).map(|s| s.walked), Ok(walked));
+        // Magic, format and checksum come first; the checksum covers the rest.
+        const HEADER: usize = 9;
+        let mut bad = bytes.clone();
+        for (at, byte) in damage {
+            let at = HEADER + at.index(bad.len() - HEADER);
+            bad[at] ^= byte | 1;
+        }
+        let crc = crc32fast::hash(&bad[HEADER..]).to_le_bytes();
+        bad[5..HEADER].copy_from_slice(&crc);
+        let _ = persist::decode(&bad);
+        let _ = persist::decode(&bad[..bad.len() / 2]);
     }
 
     /// The configuration parser never panics on arbitrary text, and every

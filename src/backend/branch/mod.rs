@@ -30,8 +30,10 @@
 //! Files: `record` (the registry of branches), `overlay` (the `Backend`
 //! that serves calls made in a branch), `sidecar` (the sidecar names and
 //! the base record's format), `touched` (what a branch changed, for diff,
-//! merge and size), `walk` (the ordered walk a search in a branch takes).
+//! merge and size), `walk` (the ordered walk a search in a branch takes),
+//! `listing` (one directory as the branch shows it, for that walk).
 
+mod listing;
 mod overlay;
 mod record;
 mod sidecar;

@@ -3,6 +3,7 @@
 //! describes. Paths outside the branch's root read the base as it is and
 //! cannot be changed from the branch.
 
+use super::listing::Listing;
 use super::sidecar::{self, BaseRecord};
 use super::walk::ViewFiles;
 use super::{BranchRecord, RecordCache, Registry, UPPER_BIT, no_branch};
@@ -151,24 +152,6 @@ struct Shown {
     file: Option<(Vec<u8>, Entry)>,
     /// The branch deleted the base's file there.
     deleted: bool,
-}
-
-/// One directory as the branch shows it, for a search's walk.
-pub(super) struct Listing {
-    /// The entries shown, in path order (the branch's files tagged).
-    pub entries: Vec<Entry>,
-    /// The names the branch keeps a base record of (it changed them).
-    based: HashSet<VfsPath>,
-}
-
-impl Listing {
-    /// An empty directory's.
-    pub fn empty() -> Listing {
-        Listing {
-            entries: Vec::new(),
-            based: HashSet::new(),
-        }
-    }
 }
 
 /// One file's part of a change made in the branch.

@@ -20,7 +20,7 @@
 //! are the base's for the same tree.
 
 use super::Overlay;
-use super::overlay::Listing;
+use super::listing::Listing;
 use crate::backend::Backend;
 use crate::entry::Entry;
 use crate::error::{Error, Result};

@@ -19,8 +19,10 @@
 //! - `table`: the namespace's path table a narrowed Grep walks instead of
 //!   the tier (docs/search-index.md § The path table);
 //! - `persist`: an index as bytes, kept by a tier across restarts
-//!   (docs/search-index.md § Persistence).
+//!   (docs/search-index.md § Persistence);
+//! - `codec`: the integers and byte strings those bytes are made of.
 
+pub mod codec;
 pub mod persist;
 pub mod plan;
 pub mod segment;

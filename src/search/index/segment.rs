@@ -1,7 +1,7 @@
 //! An immutable segment: a path table in path order (doc id = position) and
 //! one posting list of doc ids per trigram, delta- and varint-encoded.
 
-use super::persist::{Bytes, Reader};
+use super::codec::{Bytes, Reader};
 use super::plan::Query;
 use super::trigram::Trigram;
 use std::collections::HashMap;

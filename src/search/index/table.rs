@@ -3,7 +3,7 @@
 //! log (docs/search-index.md § The path table). A Grep whose frozen view is
 //! at that very position walks the table instead of the tier's key space.
 
-use super::persist::{Bytes, Reader};
+use super::codec::{Bytes, Reader};
 use crate::change::LogPosition;
 use crate::entry::{Entry, EntryKind};
 use crate::path::VfsPath;
