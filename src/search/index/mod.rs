@@ -118,6 +118,10 @@ pub struct Registry {
     uses: AtomicU64,
     /// Where the tier keeps its indexes across restarts (Store), if it does.
     keeper: Option<Arc<dyn Keeper>>,
+    /// Held while a persisted index is loaded and put in place: Greps
+    /// racing to one unloaded namespace read and decode it once, and loads
+    /// (each up to a principal's share) never add up in memory.
+    loading: Mutex<()>,
     /// A self-check is running (at most one per tier).
     checking: AtomicBool,
     /// Self-checks that found the index and the scan disagreeing.
@@ -133,6 +137,7 @@ impl Registry {
             indexes: Mutex::new(HashMap::new()),
             uses: AtomicU64::new(0),
             keeper,
+            loading: Mutex::new(()),
             checking: AtomicBool::new(false),
             mismatches: AtomicU64::new(0),
         }
@@ -188,11 +193,21 @@ impl Registry {
         }
         let use_no = self.uses.fetch_add(1, Relaxed);
         let known = lock(&self.indexes).contains_key(key);
-        // Read outside the registry's lock: other namespaces' Greps go on.
+        // Read outside the registry's lock: Greps of loaded namespaces go
+        // on. The load lock is kept until the index is in place, so a Grep
+        // that waited on it finds the index known and loads nothing.
+        let mut loading = None;
         let saved = if known {
             None
         } else {
-            self.load(key, self.room_of(owner))
+            let guard = lock(&self.loading);
+            let loaded_meanwhile = lock(&self.indexes).contains_key(key);
+            let saved = match loaded_meanwhile {
+                true => None,
+                false => self.load(key, self.room_of(owner)),
+            };
+            loading = Some(guard);
+            saved
         };
         let mut indexes = lock(&self.indexes);
         if !indexes.contains_key(key) && indexes.len() >= MAX_INDEXES {
@@ -231,6 +246,7 @@ impl Registry {
             return None;
         }
         drop(indexes);
+        drop(loading);
         Some((index, self.room_of(owner)))
     }
 
