@@ -11,6 +11,7 @@ use crate::backend::state::StateBackend;
 use crate::backend::store::{StoreBackend, StoreOptions};
 use crate::config::{self, Config, TierConfig};
 use crate::error::Error;
+use crate::search::index::IndexSettings;
 use crate::server::App;
 use std::sync::Arc;
 
@@ -18,11 +19,15 @@ use std::sync::Arc;
 pub fn build_app(config: &Config) -> Result<App, String> {
     let mut mounts = Vec::new();
     for m in &config.mounts {
+        let search = IndexSettings {
+            enabled: m.index.unwrap_or(config.search.enabled),
+            ..config.search
+        };
         let (backend, tier): (Arc<dyn Backend>, &'static str) = match &m.tier {
             TierConfig::State => (
                 Arc::new(
                     StateBackend::new(m.prefix.clone(), config.state, m.keep)
-                        .with_search_index(config.search),
+                        .with_search_index(search),
                 ),
                 "state",
             ),
@@ -40,6 +45,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 )
                 .and_then(|fs| fs.with_journal(&journal))
                 .and_then(|fs| fs.with_branches(&journal.join("branches")))
+                .and_then(|fs| fs.with_search_index(search, &journal.join("search-index")))
                 .map_err(|e| format!("mount {}: {e}", m.prefix))?;
                 (Arc::new(fs), "filesystem")
             }
@@ -56,7 +62,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                         other => format!("mount {}: {other}", m.prefix),
                     }
                 })?;
-                (Arc::new(store.with_search_index(config.search)), "store")
+                (Arc::new(store.with_search_index(search)), "store")
             }
             TierConfig::Object {
                 bucket,
@@ -74,7 +80,7 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                 };
                 let tier = ObjectBackend::open(m.prefix.clone(), options)
                     .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;
-                (Arc::new(tier.with_search_index(config.search)), "object")
+                (Arc::new(tier.with_search_index(search)), "object")
             }
         };
         mounts.push(Mount {

@@ -78,6 +78,9 @@ pub struct MountConfig {
     /// What it keeps of its past: `history_versions`, `history_seconds`,
     /// `change_log` (a Filesystem mount keeps no history).
     pub keep: Keep,
+    /// `index`: this mount's Greps use the search index; `None` follows
+    /// `[search] index` (docs/search-index.md § Configuration).
+    pub index: Option<bool>,
 }
 
 /// Default changes a State session's log and a Filesystem mount's log
@@ -107,6 +110,7 @@ pub(super) struct RawMount {
     cache_bytes: Option<Spanned<u64>>,
     timeout_seconds: Option<Spanned<u64>>,
     request_timeout_seconds: Option<Spanned<u64>>,
+    index: Option<bool>,
 }
 
 /// Validates the mount table: at least one mount, no two at one prefix.
@@ -135,7 +139,12 @@ pub(super) fn parse(
         }
         let tier = parse_tier(src, span, &prefix, m)?;
         let keep = parse_keep(src, &prefix, m, &tier)?;
-        mounts.push(MountConfig { prefix, tier, keep });
+        mounts.push(MountConfig {
+            prefix,
+            tier,
+            keep,
+            index: m.index,
+        });
     }
     if mounts.is_empty() {
         return Err(src.whole("no [[mount]] configured"));

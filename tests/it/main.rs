@@ -48,6 +48,9 @@
 //!   random changes, on the State and Store tiers; the Store's persisted
 //!   index under kill -9 and stored faults, and the self-check
 //!   (docs/search-index.md).
+//! - `search_index_fs`: the same differential on the Filesystem tier, with
+//!   the tree changed on disk by this process and kill -9 of the indexing
+//!   server.
 //! - `search_index_object`: the same differential on the object tier, across
 //!   three servers on one bucket.
 
@@ -81,6 +84,7 @@ mod rewind;
 mod sandbox;
 mod search;
 mod search_index;
+mod search_index_fs;
 mod search_index_object;
 mod server;
 mod store;

@@ -118,7 +118,7 @@ pub(super) fn random_text(rng: &mut StdRng) -> String {
     text
 }
 
-fn random_path(rng: &mut StdRng, root: &str) -> String {
+pub(super) fn random_path(rng: &mut StdRng, root: &str) -> String {
     let dir = DIRS[rng.random_range(0..DIRS.len())];
     let name = NAMES[rng.random_range(0..NAMES.len())];
     let n = rng.random_range(0..4);
@@ -270,6 +270,17 @@ pub(super) async fn answer(
             Err((status.code(), message))
         }
     }
+}
+
+/// The seed of a differential run named `what`: `AGENTVFS_INDEX_SEED`, else
+/// a random one; printed, so a failure can be replayed.
+pub(super) fn seed(what: &str) -> u64 {
+    let seed = match std::env::var("AGENTVFS_INDEX_SEED") {
+        Ok(seed) => seed.parse().expect("AGENTVFS_INDEX_SEED is a number"),
+        Err(_) => rand::random(),
+    };
+    eprintln!("{what} search index differential: seed {seed}");
+    seed
 }
 
 /// The files a server's narrowed Greps ruled out without reading them, as

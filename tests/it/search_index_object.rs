@@ -7,7 +7,9 @@
 //! server's matches and summaries must equal the scanning server's every
 //! time, including after files it indexed were changed by another server.
 
-use super::search_index::{Op, answer, change, random_grep, random_op, random_text, skipped_files};
+use super::search_index::{
+    Op, answer, change, random_grep, random_op, random_text, seed, skipped_files,
+};
 use crate::util::Server;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -25,11 +27,7 @@ fn config(search: &str, key_prefix: &str) -> String {
 
 #[tokio::test]
 async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
-    let seed: u64 = match std::env::var("AGENTVFS_INDEX_SEED") {
-        Ok(seed) => seed.parse().expect("AGENTVFS_INDEX_SEED is a number"),
-        Err(_) => rand::random(),
-    };
-    eprintln!("object search index differential: seed {seed}");
+    let seed = seed("object");
     let prefix = format!("idx-{:016x}", rand::random::<u64>());
     let indexing = Server::start_with(
         Some(&config(

@@ -75,6 +75,7 @@ pub mod changes;
 mod changeset;
 mod copy;
 mod ignore_files;
+mod index;
 mod moves;
 pub mod prefetch;
 mod read;
@@ -94,6 +95,7 @@ use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::{VfsPath, check_name};
 use crate::scope::Scope;
+use crate::search::index::IndexSettings;
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use changes::FsChanges;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
@@ -152,6 +154,9 @@ pub struct FsBackend {
     /// This tier serves one internal scope's directory (a branch's): every
     /// call is that scope's.
     serves_internal: bool,
+    /// The mount's search index, once [`FsBackend::with_search_index`]
+    /// turned it on.
+    index: Option<Arc<index::FsIndex>>,
 }
 
 /// The rule of [`Links::Follow`] for `scope`'s caller reaching `path` with
@@ -211,6 +216,7 @@ impl FsBackend {
             host_root: root.canonicalize().unwrap_or_else(|_| root.to_owned()),
             internal: None,
             serves_internal: false,
+            index: None,
         })
     }
 
@@ -252,6 +258,25 @@ impl FsBackend {
             }
             None => Ok(None),
         }
+    }
+
+    /// The tier with its search index as `settings` say, kept across
+    /// restarts in `dir` (the server's data directory, never below the
+    /// served root): docs/search-index.md § The Filesystem tier.
+    pub fn with_search_index(mut self, settings: IndexSettings, dir: &Path) -> Result<FsBackend> {
+        if !settings.enabled {
+            return Ok(self);
+        }
+        let resolved = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        if resolved.starts_with(&self.host_root) {
+            return Err(Error::InvalidArgument(format!(
+                "the search index {} lies inside the served directory",
+                dir.display()
+            )));
+        }
+        let index = index::FsIndex::new(self.sandbox.mount(), settings, dir);
+        self.index = Some(Arc::new(index));
+        Ok(self)
     }
 
     /// The tier taking changesets, with its intent journal in `dir` (the
@@ -656,7 +681,8 @@ impl Backend for FsBackend {
             SearchKind::Grep(_) => GREP_OPS,
         };
         let rule = link_rule(scope, &part.top, family);
-        search::search(&self.sandbox, scope, &rule, run, part)
+        let index = self.index.as_deref();
+        search::search(&self.sandbox, scope, &rule, run, part, index)
     }
 
     fn watch_head(&self, scope: &Scope, root: &VfsPath, cursor: &mut ChangeCursor) -> Result<()> {

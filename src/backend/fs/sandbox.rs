@@ -454,7 +454,7 @@ const TIMESTAMP_RANGE: std::ops::RangeInclusive<i64> = -62_135_596_800..=253_402
 /// carry: a file whose time stamp is absurd (any process may set one, up to
 /// `i64::MIN` seconds) is shown at the nearest end of that range instead of
 /// breaking the listing of its directory.
-fn time(secs: i64, nanos: u64) -> SystemTime {
+pub(super) fn time(secs: i64, nanos: u64) -> SystemTime {
     let secs = secs.clamp(*TIMESTAMP_RANGE.start(), *TIMESTAMP_RANGE.end());
     let nanos = Duration::from_nanos(nanos.min(999_999_999));
     if secs >= 0 {

@@ -28,6 +28,7 @@
 //! search it, and results come out in walk order, bounded as described there.
 
 use super::ignore_files::load_level;
+use super::index::{FsIndex, Peek, SharedGrep};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use crate::entry::{Entry, EntryKind};
@@ -54,6 +55,7 @@ pub fn search(
     rule: &dyn Fn(&VfsPath) -> Result<()>,
     run: &SearchRun,
     part: &SearchPart,
+    index: Option<&FsIndex>,
 ) -> Result<()> {
     let top = &part.top;
     let fd = sandbox.open_at(top, READ_FLAGS | OFlags::NONBLOCK, Links::Follow(rule))?;
@@ -77,24 +79,50 @@ pub fn search(
         return Ok(());
     }
     let listing = Listing::read(run, fd, top, &walk.levels)?;
-    std::thread::scope(|scope| {
+    let indexed = match (&run.spec().kind, index) {
+        (SearchKind::Grep(grep), Some(index)) => index.start(scope, &grep.plan),
+        _ => None,
+    };
+    let walked = std::thread::scope(|scope| {
         for _ in 0..if read_ahead { PREFETCHERS } else { 0 } {
             scope.spawn(|| prefetch.work(run));
         }
         let _close = CloseOnDrop(prefetch);
-        walk_with(&mut walk, listing)
-    })
+        walk_with(&mut walk, listing, indexed.as_ref())
+    });
+    if let Some(indexed) = indexed {
+        indexed.finish();
+    }
+    walked
 }
 
 /// Walks from the search's top directory (`listing`), with Grep workers when the run is
-/// a Grep.
-fn walk_with(walk: &mut Walk<'_>, listing: Listing) -> Result<()> {
+/// a Grep, narrowed by `index` when given.
+fn walk_with(walk: &mut Walk<'_>, listing: Listing, index: Option<&SharedGrep>) -> Result<()> {
     let run = walk.run;
     match &run.spec().kind {
         SearchKind::Glob(_) => walk.dir(listing, &mut Glob),
-        SearchKind::Grep(_) => {
-            let grep =
-                |searcher: &mut FileSearcher<'_>, file: &FileTask| grep_file(run, searcher, file);
+        SearchKind::Grep(options) => {
+            let grep = |searcher: &mut FileSearcher<'_>, file: &FileTask| {
+                let peek = index.map(|index| {
+                    (
+                        index,
+                        index.peek(&file.dir, &file.path, options.max_file_bytes),
+                    )
+                });
+                match peek {
+                    // Counted as the scan counts it: searched, no hits
+                    // (an indexed file holds no NUL byte).
+                    Some((_, Peek::RuledOut)) => {
+                        run.searched_file();
+                        None
+                    }
+                    Some((index, Peek::Search { learn: true })) => {
+                        grep_file(run, searcher, file, Some(index))
+                    }
+                    _ => grep_file(run, searcher, file, None),
+                }
+            };
             window::grep_in_order(run, grep, |files| walk.dir(listing, files))
         }
     }
@@ -124,12 +152,17 @@ struct FileTask {
 }
 
 /// Opens and searches one file; failures are soft (problems of the run).
+/// With `learn`, the file is read whole and handed to that index first,
+/// when it may learn it.
 fn grep_file(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
     task: &FileTask,
+    learn: Option<&SharedGrep>,
 ) -> Option<FileHits> {
     let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    // Before the `fstat`: the file must have been settled at that instant.
+    let now = std::time::SystemTime::now();
     let opened = rustix::fs::openat(&*task.dir, task.path.name(), flags, Mode::empty())
         .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
     let (fd, st) = match opened {
@@ -144,7 +177,13 @@ fn grep_file(
     if file_type(&st) != FileType::RegularFile || !searcher.within_size(st.st_size as u64) {
         return None;
     }
-    searcher.search_reader(&task.path, sandbox::modified(&st), std::fs::File::from(fd))
+    let modified = sandbox::modified(&st);
+    if let Some(data) = learn.and_then(|index| index.read_and_learn(&task.path, &fd, &st, now)) {
+        // Searched as a stream still, as the scan reads it (binary
+        // detection differs for a slice: `search::grep`).
+        return searcher.search_reader(&task.path, modified, data.as_slice());
+    }
+    searcher.search_reader(&task.path, modified, std::fs::File::from(fd))
 }
 
 /// What the walk does with the files it keeps.

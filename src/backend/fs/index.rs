@@ -1,0 +1,292 @@
+//! The Filesystem tier's search index (docs/search-index.md § The
+//! Filesystem tier): a Grep skips the files the mount's trigram index rules
+//! out, and learns the others as it reads them.
+//!
+//! Other programs change the served tree without telling agentvfs, so an
+//! indexed file is recognised by its metadata, not by a version agentvfs
+//! drew: its [`fingerprint`] hashes the device, inode, size, modification
+//! and status-change times of an `lstat`. The kernel sets a file's status
+//! change time (ctime) to the current time on every change of its content or
+//! name, and no call sets it to anything else. Two states of one file that
+//! differ in content therefore differ in ctime, unless both changes fell in
+//! one tick of the file system's timestamps.
+//!
+//! Invariants:
+//! - A file is learned only when it is [`settled`]: its ctime lies further
+//!   in the past, at the `lstat` taken before its content is read, than any
+//!   timestamp granularity ([`SETTLED_AFTER`]). Any later change then gets a
+//!   later ctime, so the fingerprint seen at learning names exactly the
+//!   content read after it, and no other state the file can take.
+//! - A file is skipped only when its `lstat`, taken as the Grep reaches it,
+//!   gives the fingerprint of a learned state: the file then holds the
+//!   content learned, which the index rules out.
+//! - Nothing else needs to tell the index about a change: a change is seen
+//!   the moment a Grep's `lstat` can see it, whoever made it.
+//!
+//! What this does not cover (docs/search-index.md): writes through a shared
+//! memory mapping (the kernel updates the times at the first write fault
+//! only), a clock set back past a file's ctime, and network file systems
+//! whose server stamps times from a clock other than this machine's. Such a
+//! mount takes `index = false`.
+
+use super::sandbox::file_type;
+use crate::path::VfsPath;
+use crate::scope::Scope;
+use crate::search::index::persist::Keeper;
+use crate::search::index::plan::Query;
+use crate::search::index::{IndexSettings, IndexedGrep, Registry, Verdict, trigram};
+use rustix::fs::{AtFlags, FileType, Stat};
+use std::io::Read;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+/// How long ago a file must have last changed to be learned, when its
+/// times carry nanoseconds: the file system's granularity (ext4, xfs,
+/// btrfs: the kernel's coarse clock, at most 10 ms behind; exFAT: 10 ms)
+/// with a wide margin.
+const SETTLED_AFTER: Duration = Duration::from_secs(1);
+
+/// The same when neither time carries nanoseconds, as on file systems that
+/// keep whole seconds (ext3's small inodes) or two (FAT).
+const SETTLED_AFTER_COARSE: Duration = Duration::from_secs(3);
+
+/// The file name of a mount's persisted index in its directory.
+const FILE_NAME: &str = "index.avix";
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section is one call of `IndexedGrep`, which leaves
+    // it whole.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The search index of one Filesystem mount.
+pub struct FsIndex {
+    registry: Registry,
+    /// The namespace's key in the registry: the mount's path.
+    key: String,
+}
+
+impl FsIndex {
+    /// The index of the mount at `mount`, kept across restarts in `dir`
+    /// (the server's data directory, never the served tree).
+    pub fn new(mount: &VfsPath, settings: IndexSettings, dir: &Path) -> FsIndex {
+        let keeper = FileKeeper {
+            path: dir.join(FILE_NAME),
+            max_bytes: settings.bytes_per_principal,
+        };
+        FsIndex {
+            registry: Registry::new(settings, Some(Arc::new(keeper))),
+            key: mount.to_string(),
+        }
+    }
+
+    /// The index's part in a Grep of `scope` whose matches all satisfy
+    /// `plan`; `None` when indexing is off.
+    pub fn start(&self, scope: &Scope, plan: &Query) -> Option<SharedGrep> {
+        let index = self.registry.get(&self.key, &scope.principal.owner)?;
+        let grep = IndexedGrep::start(index, self.registry.settings(), plan);
+        Some(SharedGrep(Mutex::new(grep)))
+    }
+}
+
+/// One Grep's use of the index, shared by its file workers.
+pub struct SharedGrep(Mutex<IndexedGrep>);
+
+/// What a worker does with a file before opening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peek {
+    /// The index rules a match out: count the file as searched.
+    RuledOut,
+    /// Open and search it; with `learn`, read it whole for the index.
+    Search {
+        /// The index would learn this file.
+        learn: bool,
+    },
+}
+
+impl SharedGrep {
+    /// Decides for the file `path`, named `name` in the directory `dir`, from
+    /// its `lstat` now: the file must be a regular one within
+    /// `max_file_bytes`, at a state the index learned, for the index to rule
+    /// it out. Anything else (a link, a failure, an unknown state) is left
+    /// to the normal search, which reports it as the scan does.
+    pub fn peek(&self, dir: &OwnedFd, path: &VfsPath, max_file_bytes: u64) -> Peek {
+        let st = match rustix::fs::statat(dir, path.name(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) if file_type(&st) == FileType::RegularFile => st,
+            _ => return Peek::Search { learn: false },
+        };
+        if st.st_size as u64 > max_file_bytes {
+            return Peek::Search { learn: false };
+        }
+        match lock(&self.0).check(&path.order_key(), fingerprint(&st)) {
+            Verdict::Skip => Peek::RuledOut,
+            Verdict::Search { learn } => Peek::Search { learn },
+        }
+    }
+
+    /// Reads the opened file `fd` whole, without moving its offset, and
+    /// learns it when it is settled as of `st` (its `fstat`, taken at
+    /// `now`, before any byte is read) and small enough to index. `None`
+    /// (not settled, too large, changed size while read, a read failure)
+    /// leaves the file to be searched from `fd` as usual.
+    pub fn read_and_learn(
+        &self,
+        path: &VfsPath,
+        fd: &OwnedFd,
+        st: &Stat,
+        now: SystemTime,
+    ) -> Option<Vec<u8>> {
+        let size = st.st_size as u64;
+        if !settled(st, now) || size > trigram::MAX_INDEXED_FILE_BYTES as u64 {
+            return None;
+        }
+        let mut data = vec![0; size as usize];
+        let mut past_end = [0; 1];
+        let read = rustix::io::pread(fd, &mut data, 0).ok()?;
+        // A short read or a byte past the size: the file changed meanwhile.
+        if read as u64 != size || rustix::io::pread(fd, &mut past_end, size).ok()? != 0 {
+            return None;
+        }
+        lock(&self.0).learn(path.order_key(), fingerprint(st), &data);
+        Some(data)
+    }
+
+    /// Ends the Grep: what it learned goes into the index.
+    pub fn finish(self) {
+        self.0
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .finish();
+    }
+}
+
+/// The fingerprint of a file's state: device, inode, size, and both times
+/// to the nanosecond, mixed into 64 bits (a stable function: persisted
+/// indexes compare it across restarts).
+pub fn fingerprint(st: &Stat) -> u64 {
+    let fields = [
+        st.st_dev,
+        st.st_ino,
+        st.st_size as u64,
+        st.st_mtime as u64,
+        st.st_mtime_nsec,
+        st.st_ctime as u64,
+        st.st_ctime_nsec,
+    ];
+    fields
+        .into_iter()
+        .fold(0x9e37_79b9_7f4a_7c15, |h, f| mix(h ^ f))
+}
+
+/// splitmix64's finaliser: every input bit moves every output bit.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// True when the file whose `stat` was taken at `now` last changed long
+/// enough before that no later change can carry the same ctime.
+pub fn settled(st: &Stat, now: SystemTime) -> bool {
+    let coarse = st.st_ctime_nsec == 0 && st.st_mtime_nsec == 0;
+    let margin = if coarse {
+        SETTLED_AFTER_COARSE
+    } else {
+        SETTLED_AFTER
+    };
+    let ctime = super::sandbox::time(st.st_ctime, st.st_ctime_nsec);
+    ctime + margin < now
+}
+
+/// Keeps a mount's index in one file of the server's data directory.
+/// Servers of one directory share it: each copy is exact by metadata
+/// alone, so whichever was saved last serves them all.
+struct FileKeeper {
+    path: PathBuf,
+    /// A file larger than this is not read (the principal share).
+    max_bytes: u64,
+}
+
+impl FileKeeper {
+    fn io_error(&self, what: &str, err: std::io::Error) -> crate::error::Error {
+        crate::error::Error::Internal(format!("{what} {}: {err}", self.path.display()))
+    }
+}
+
+impl Keeper for FileKeeper {
+    fn load(&self, _key: &str) -> crate::error::Result<Option<Vec<u8>>> {
+        let file = match std::fs::File::open(&self.path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(self.io_error("cannot open the search index", err)),
+        };
+        let mut bytes = Vec::new();
+        file.take(self.max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.io_error("cannot read the search index", e))?;
+        Ok(Some(bytes))
+    }
+
+    fn save(&self, _key: &str, bytes: &[u8]) -> crate::error::Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir).map_err(|e| self.io_error("cannot create the index", e))?;
+        let temp = dir.join(format!(
+            "{FILE_NAME}.{}-{:016x}.tmp",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let written = (|| {
+            let mut file = std::fs::File::create(&temp)?;
+            std::io::Write::write_all(&mut file, bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&temp, &self.path)
+        })();
+        if let Err(err) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(self.io_error("cannot save the search index", err));
+        }
+        Ok(())
+    }
+
+    fn forget(&self, _key: &str) -> crate::error::Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
+                Err(self.io_error("cannot drop the search index", err))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat_of(path: &Path) -> Stat {
+        rustix::fs::lstat(path).unwrap()
+    }
+
+    #[test]
+    fn a_change_of_size_or_time_changes_the_fingerprint() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "one").unwrap();
+        let first = fingerprint(&stat_of(&file));
+        assert_eq!(first, fingerprint(&stat_of(&file)));
+        std::fs::write(&file, "three").unwrap();
+        assert_ne!(first, fingerprint(&stat_of(&file)));
+    }
+
+    #[test]
+    fn a_file_just_written_is_not_settled_until_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("f");
+        std::fs::write(&file, "x").unwrap();
+        let st = stat_of(&file);
+        assert!(!settled(&st, SystemTime::now()));
+        assert!(settled(&st, SystemTime::now() + SETTLED_AFTER_COARSE * 2));
+    }
+}

@@ -1,0 +1,286 @@
+//! The search index on the Filesystem tier (docs/search-index.md § The
+//! Filesystem tier) against the scan: two real servers over one real
+//! directory, one indexing (`index_min_files = 0`), one scanning
+//! (`[search] index = false`). The test process, another program to both,
+//! changes the tree on disk behind their backs: new files, rewrites of the
+//! same size (the change metadata must still tell), appends, truncations,
+//! deletes, renames of files and directories; the indexing server makes
+//! changes of its own too. Pauses let files settle so the index learns
+//! them, and rewrites right after a Grep learned a file change what the
+//! index holds. The indexing server is killed with SIGKILL while Greps
+//! learn, merge and persist, and restarted on its persisted index. Every
+//! Grep's matches and summary must equal the scanning server's.
+//!
+//! There is no watcher to overflow: the index checks each file's metadata
+//! as the Grep reaches it, so no change can be missed by losing an event.
+//!
+//! One part of a summary is compared only for Greps that ran to the end:
+//! when a budget stops a Grep on this tier, the files its parallel workers
+//! had finished by then are counted (searched, binary, too large), which
+//! depends on timing with or without the index (two scans differ there
+//! too); and when a Grep with `max_results` stops, so does how far the
+//! walk got (visited, hidden, ignored) and whether the result limit or the
+//! visited budget came first. Matches and `matched` are compared always.
+
+use super::search_index::{Op, change, random_grep, random_path, random_text, seed, skipped_files};
+use crate::util::Server;
+use agentvfs::pb;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long a file must rest before the index learns it, with a margin
+/// (`SETTLED_AFTER` in src/backend/fs/index.rs).
+const SETTLE: Duration = Duration::from_millis(1_100);
+
+/// A Grep's answer as `search_index::answer` gives it, with the counts that
+/// depend on the workers' timing cleared when a budget stopped the Grep.
+async fn answer(
+    fs: &mut pb::filesystem_client::FilesystemClient<tonic::transport::Channel>,
+    req: &pb::GrepRequest,
+) -> Result<(Vec<pb::GrepMatch>, pb::SearchSummary), (tonic::Code, String)> {
+    let mut answer = super::search_index::answer(fs, req).await;
+    if let Ok((_, summary)) = &mut answer
+        && summary.aborted_reason != pb::AbortedReason::Unspecified as i32
+    {
+        summary.files_searched = 0;
+        summary.skipped_binary = 0;
+        summary.skipped_too_large = 0;
+        // Which budget stops first, and where, races when results count.
+        if req.max_results > 0 {
+            summary.aborted_reason = pb::AbortedReason::Limit as i32;
+            summary.visited = 0;
+            summary.skipped_hidden = 0;
+            summary.skipped_ignored = 0;
+        }
+    }
+    answer
+}
+
+fn config(search: &str, root: &Path) -> String {
+    format!(
+        "[search]\n{search}\n\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n\
+         [[mount]]\nprefix = \"/w\"\ntier = \"filesystem\"\nroot = \"{}\"\n",
+        root.display()
+    )
+}
+
+/// The files below `dir`, recursively.
+fn files_below(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => out.extend(files_below(&path)),
+            Ok(t) if t.is_file() => out.push(path),
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// One change made on disk by this process, as another program would.
+fn change_on_disk(rng: &mut StdRng, disk: &Path) {
+    let files = files_below(disk);
+    let pick = |rng: &mut StdRng| files.get(rng.random_range(0..files.len().max(1))).cloned();
+    let on_disk = |logical: String| disk.join(logical.trim_start_matches("/w/t/"));
+    match rng.random_range(0..10) {
+        0..=2 => {
+            let path = on_disk(random_path(rng, "/w/t"));
+            let _ = std::fs::create_dir_all(path.parent().unwrap());
+            let _ = std::fs::write(&path, random_text(rng));
+        }
+        3..=4 => {
+            // Same size, other content: only the times tell.
+            if let Some(path) = pick(rng)
+                && let Ok(old) = std::fs::read(&path)
+            {
+                let new: Vec<u8> = old
+                    .iter()
+                    .map(|b| match b {
+                        b'a'..=b'y' => b + 1,
+                        b'z' => b'n',
+                        other => *other,
+                    })
+                    .collect();
+                let _ = std::fs::write(&path, new);
+            }
+        }
+        5 => {
+            if let Some(path) = pick(rng) {
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                let _ = std::io::Write::write_all(&mut file, b"appended needle line\n");
+            }
+        }
+        6 => {
+            if let Some(path) = pick(rng) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        7 => {
+            if let Some(path) = pick(rng) {
+                let to = on_disk(random_path(rng, "/w/t"));
+                let _ = std::fs::create_dir_all(to.parent().unwrap());
+                let _ = std::fs::rename(path, to);
+            }
+        }
+        8 => {
+            // A whole directory moves, or goes.
+            let dirs = ["d1", "d2", "d1/sub", "d2/deep", ".hidden", "node_modules"];
+            let from = disk.join(dirs[rng.random_range(0..dirs.len())]);
+            if rng.random_bool(0.3) {
+                let _ = std::fs::remove_dir_all(from);
+            } else {
+                let to = disk.join(dirs[rng.random_range(0..dirs.len())]);
+                let _ = std::fs::rename(from, to);
+            }
+        }
+        _ => {
+            if let Some(path) = pick(rng) {
+                let _ = std::fs::File::create(path);
+            }
+        }
+    }
+}
+
+/// Rewrites a few files as fast as it can, the same size each time,
+/// alternating text with and without the word `quartz` (in no other
+/// file, so the index narrows its Greps and learns), until `stop`: many
+/// of the rewrites fall within one tick of the file system's clock.
+fn hammer(disk: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    let hot = disk.join("hot");
+    std::fs::create_dir_all(&hot).unwrap();
+    std::thread::spawn(move || {
+        let mut n: u64 = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let text = if n.is_multiple_of(2) {
+                "a quartz\n"
+            } else {
+                "a quarts\n"
+            };
+            let _ = std::fs::write(hot.join(format!("{}.txt", n % 3)), text);
+            n += 1;
+        }
+    })
+}
+
+#[tokio::test]
+async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_changes() {
+    let seed = seed("filesystem");
+    let rounds: usize = std::env::var("AGENTVFS_INDEX_SOAK")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(24);
+    let served = tempfile::tempdir().unwrap();
+    let disk = served.path().join("t");
+    std::fs::create_dir_all(&disk).unwrap();
+    let mut indexing = Server::start_with(
+        Some(&config(
+            "index_min_files = 0\nindex_self_check = 0",
+            served.path(),
+        )),
+        &[],
+    );
+    let scanning = Server::start_with(Some(&config("index = false", served.path())), &[]);
+    let (mut a, mut scan) = (indexing.fs().await, scanning.fs().await);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let root = "/w/t";
+    // Enough files for the overlay to pass a merge.
+    for i in 0..300 {
+        let path = disk.join(format!("bulk/{i:03}.txt"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, random_text(&mut rng)).unwrap();
+    }
+    let mut logs = String::new();
+    let mut greps = 0;
+    for round in 0..rounds {
+        if round % 3 == 0 {
+            // Let what changed settle, so the next Greps learn it.
+            tokio::time::sleep(SETTLE).await;
+        }
+        for _ in 0..rng.random_range(1..5) {
+            change_on_disk(&mut rng, &disk);
+        }
+        if rng.random_ratio(1, 3) {
+            let op = Op::Write(random_path(&mut rng, root), random_text(&mut rng));
+            change(&mut a, &op).await;
+        }
+        for _ in 0..rng.random_range(1..4) {
+            let req = random_grep(&mut rng, root);
+            let indexed = answer(&mut a, &req).await;
+            let scanned = answer(&mut scan, &req).await;
+            assert_eq!(indexed, scanned, "seed {seed} round {round}: {req:?}");
+            greps += 1;
+            // Change files the Grep may just have learned, at once.
+            if rng.random_ratio(1, 2) {
+                change_on_disk(&mut rng, &disk);
+                let indexed = answer(&mut a, &req).await;
+                let scanned = answer(&mut scan, &req).await;
+                assert_eq!(indexed, scanned, "seed {seed} round {round}: {req:?}");
+            }
+        }
+        if round % 4 == 2 {
+            // Greps (learning) while files change within clock ticks; then
+            // the final state must be searched, not what was learned.
+            let stop = Arc::new(AtomicBool::new(false));
+            let writer = hammer(&disk, stop.clone());
+            let hot = pb::GrepRequest {
+                pattern: "quartz".into(),
+                path: format!("{root}/hot"),
+                ..Default::default()
+            };
+            for _ in 0..20 {
+                let _ = answer(&mut a, &hot).await;
+            }
+            stop.store(true, Ordering::Relaxed);
+            writer.join().unwrap();
+            let indexed = answer(&mut a, &hot).await;
+            assert_eq!(
+                indexed,
+                answer(&mut scan, &hot).await,
+                "seed {seed} round {round}"
+            );
+        }
+        if round % 8 == 7 {
+            // A Grep of the whole tree learns and merges; crash at a random
+            // point of the merge and the save, then go on from what was kept.
+            let whole = pb::GrepRequest {
+                pattern: "needle".into(),
+                path: root.into(),
+                ..Default::default()
+            };
+            let indexed = answer(&mut a, &whole).await;
+            assert_eq!(indexed, answer(&mut scan, &whole).await, "seed {seed}");
+            tokio::time::sleep(Duration::from_millis(rng.random_range(0..60))).await;
+            logs.push_str(&indexing.logs.lock().unwrap());
+            indexing.crash_and_restart();
+            a = indexing.fs().await;
+        }
+    }
+    assert!(greps > 0);
+    logs.push_str(&indexing.logs.lock().unwrap());
+    // The index did rule files out (the comparison is not scan vs scan),
+    // was merged, persisted and loaded again after a crash.
+    assert!(
+        skipped_files(&logs) > 0,
+        "seed {seed}: the index never skipped a file"
+    );
+    for step in [
+        "search index merged",
+        "search index persisted",
+        "search index loaded",
+    ] {
+        assert!(logs.contains(step), "seed {seed}: no {step}");
+    }
+    assert!(!scanning.logs.lock().unwrap().contains("search index"));
+}
