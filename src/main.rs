@@ -1,5 +1,6 @@
-//! The `agentvfs` command: parse arguments, set up tracing, load the
-//! configuration, bind, and hand over to [`agentvfs::server::serve`].
+//! The `agentvfs` command: parse arguments, then either run one client verb
+//! on a single-threaded runtime, or set up tracing, load the configuration,
+//! bind, and hand over to [`agentvfs::server::serve`].
 
 use agentvfs::config::{self, Config, TierConfig};
 use agentvfs::startup;
@@ -161,35 +162,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    // Before any thread exists, so every allocation sees the setting.
-    startup::limit_malloc_arenas();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("agentvfs: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(run())
-}
-
-async fn run() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "agentvfs=info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // Arguments first: `--help`, `--version` and a usage error need no
+    // runtime, and client verbs must not pay for what only the server
+    // needs (docs/performance.md § Grep and Glob on real directories).
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args).await,
-        Command::Mcp(args) => mcp(args, cli.connection).await,
-        Command::Client(verb) => agentvfs::cli::run(cli.connection, verb).await,
+        Command::Client(verb) => client(cli.connection, verb),
+        Command::Serve(args) => server(serve(args)),
+        Command::Mcp(args) => server(mcp(args, cli.connection)),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -198,4 +178,43 @@ async fn run() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One client verb: one connection and one call, so one thread is enough.
+/// Logging is set up only when `RUST_LOG` asks for it: errors are printed
+/// by [`main`], and the filter's set-up would otherwise cost every call.
+fn client(connection: agentvfs::cli::Connection, verb: agentvfs::cli::Verb) -> Result<(), String> {
+    if std::env::var_os("RUST_LOG").is_some() {
+        init_tracing();
+    }
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the async runtime: {err}"))?
+        .block_on(agentvfs::cli::run(connection, verb))
+}
+
+/// `serve` and `mcp`: malloc arenas capped, logging on, and a runtime with
+/// a worker per core.
+fn server(work: impl Future<Output = Result<(), String>>) -> Result<(), String> {
+    // Before any thread exists, so every allocation sees the setting.
+    startup::limit_malloc_arenas();
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the async runtime: {err}"))?;
+    runtime.block_on(work)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `agentvfs=info`).
+fn init_tracing() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "agentvfs=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }

@@ -236,6 +236,12 @@ struct State {
     queue: BinaryHeap<Reverse<(Vec<u8>, VfsPath)>>,
     slots: HashMap<VfsPath, Slot>,
     closed: bool,
+    /// Workers asleep on `work`, and walks asleep on `ready`: a condition
+    /// variable's notify is a system call even when nobody waits, and one
+    /// per submit and per listing was two per directory (docs/performance.md
+    /// § Grep and Glob on real directories), so only a sleeper is woken.
+    idle_workers: usize,
+    waiting_walks: usize,
 }
 
 /// The shared read-ahead queue of one search.
@@ -292,8 +298,9 @@ impl Prefetch {
                 .insert(path.clone(), Slot::Queued(parent.clone(), levels.to_vec()));
             queued += 1;
         }
+        let idle = state.idle_workers;
         drop(state);
-        match queued {
+        match queued.min(idle) {
             0 => {}
             1 => self.work.notify_one(),
             _ => self.work.notify_all(),
@@ -314,7 +321,9 @@ impl Prefetch {
                     return None;
                 }
                 Some(Slot::Running) => {
+                    state.waiting_walks += 1;
                     state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state.waiting_walks -= 1;
                 }
                 Some(Slot::Ready(_)) => {
                     return match state.slots.remove(path) {
@@ -345,7 +354,9 @@ impl Prefetch {
                 return;
             }
             let Some(Reverse((_, path))) = state.queue.pop() else {
+                state.idle_workers += 1;
                 state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+                state.idle_workers -= 1;
                 continue;
             };
             let Some(slot) = state.slots.get_mut(&path) else {
@@ -362,7 +373,9 @@ impl Prefetch {
             state = self.lock();
             if let Some(slot) = state.slots.get_mut(&path) {
                 *slot = Slot::Ready(listing);
-                self.ready.notify_all();
+                if state.waiting_walks > 0 {
+                    self.ready.notify_all();
+                }
             }
         }
     }
