@@ -6,16 +6,17 @@
 //! Corpus: `AGENTVFS_INDEX_CORPUS=DIR`, else Debian's `linux-source-6.1`
 //! (installed with `apt-get` when missing and unpacked once under the target
 //! directory). Only UTF-8 files up to 1 MiB are loaded (Write takes text);
-//! `rg` searches the same files from a copy on disk.
+//! `rg` searches the same files from a copy on disk, which both servers also
+//! serve as a Filesystem mount.
 //!
 //! Rows (`AGENTVFS_BENCH_RUNS` runs per query and side, default 5): per
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
-//! Then the Store's cold start: the indexed server restarted on its
-//! persisted index (docs/search-index.md § Persistence), timed from the
-//! start of the process to the first selective Grep answered, against the
-//! same restart of the unindexed server's Store (same files, no persisted
-//! index). Then the index built in-process from the corpus: size against
+//! Then the cold start of the Store and of the Filesystem mount: the
+//! indexed server restarted on its persisted index (docs/search-index.md
+//! § Persistence, § The Filesystem tier), timed from the start of the
+//! process to the first selective Grep answered, against the same restart
+//! of the unindexed server (same files, no persisted index). Then the index built in-process from the corpus: size against
 //! the corpus and build speed on one core.
 
 mod support;
@@ -164,6 +165,9 @@ async fn client(served: &Served) -> FilesystemClient<Channel> {
         .max_decoding_message_size(256 << 20)
 }
 
+/// A server with the index on or off: State at `/`, a Store at
+/// `/memories`, and a Filesystem mount of the corpus's copy on disk at `/fs`
+/// (journal and index in the server's own directory).
 fn server(dir: &Path, name: &str, index: bool) -> Served {
     let home = dir.join(name);
     std::fs::create_dir_all(&home).unwrap();
@@ -171,8 +175,11 @@ fn server(dir: &Path, name: &str, index: bool) -> Served {
         "max_file_bytes = 67108864\n[state]\nmax_total_bytes = 17179869184\n\
          [search]\nindex = {index}\n\
          [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\
-         [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = {:?}\n",
-        home.join("store")
+         [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\npath = {:?}\n\
+         [[mount]]\nprefix = \"/fs\"\ntier = \"filesystem\"\nroot = {:?}\npath = {:?}\n",
+        home.join("store"),
+        dir.join("disk"),
+        home.join("journal")
     );
     let file = home.join("agentvfs.toml");
     std::fs::write(&file, config).unwrap();
@@ -233,6 +240,21 @@ async fn grep(
     (matches, summary, start.elapsed())
 }
 
+/// A Filesystem Grep stopped by `max_results` counts the files its
+/// parallel workers had finished by then, and how far its walk got, which
+/// depends on timing with or without the index (tests/it/search_index_fs.rs
+/// compares the same way): those counts are cleared before comparing.
+fn parallel_counts_cleared(summary: &mut pb::SearchSummary) {
+    if summary.aborted_reason == pb::AbortedReason::Limit as i32 {
+        summary.visited = 0;
+        summary.files_searched = 0;
+        summary.skipped_binary = 0;
+        summary.skipped_too_large = 0;
+        summary.skipped_hidden = 0;
+        summary.skipped_ignored = 0;
+    }
+}
+
 fn rg(dir: &Path, q: &(&str, &str, bool, bool)) -> Duration {
     let start = Instant::now();
     let mut cmd = Command::new("rg");
@@ -260,16 +282,21 @@ struct ColdStart {
     answer: (Vec<pb::GrepMatch>, pb::SearchSummary),
 }
 
-/// Starts the server of `name` (index on) and answers `q` twice under the
-/// Store's root.
-async fn cold_start(dir: &Path, name: &str, q: &(&str, &str, bool, bool)) -> (Served, ColdStart) {
+/// Starts the server of `name` (index on) and answers `q` twice under
+/// `root`.
+async fn cold_start(
+    dir: &Path,
+    name: &str,
+    root: &str,
+    q: &(&str, &str, bool, bool),
+) -> (Served, ColdStart) {
     let start = Instant::now();
     let served = server(dir, name, true);
     let mut fs = client(&served).await;
     let ready = start.elapsed();
-    let (matches, summary, _) = grep(&mut fs, "/memories/c", q).await;
+    let (matches, summary, _) = grep(&mut fs, root, q).await;
     let first = start.elapsed();
-    let (_, _, second) = grep(&mut fs, "/memories/c", q).await;
+    let (_, _, second) = grep(&mut fs, root, q).await;
     let answer = (matches, summary);
     (
         served,
@@ -344,7 +371,7 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut a = client(&indexed).await;
     let mut b = client(&scanned).await;
-    for root in ["/c", "/memories/c"] {
+    for root in ["/c", "/memories/c", "/fs"] {
         // The first Grep records the namespace's size, the next ones learn
         // it (MAX_LEARN_BYTES each); the merge follows in the background.
         for _ in 0..(bytes as u64 / MAX_LEARN_BYTES + 2) {
@@ -366,9 +393,16 @@ async fn main() {
             for q in QUERIES.iter().filter(|q| q.0 == class) {
                 n += 1;
                 for _ in 0..support::runs() {
-                    let (ma, sa, da) = grep(&mut a, root, q).await;
-                    let (mb, sb, db) = grep(&mut b, root, q).await;
-                    equal &= ma == mb && sa == sb;
+                    let (ma, mut sa, da) = grep(&mut a, root, q).await;
+                    let (mb, mut sb, db) = grep(&mut b, root, q).await;
+                    if root == "/fs" {
+                        parallel_counts_cleared(&mut sa);
+                        parallel_counts_cleared(&mut sb);
+                    }
+                    if ma != mb || sa != sb {
+                        eprintln!("{root} {:?}: indexed {sa:?} scan {sb:?}", q.1);
+                        equal = false;
+                    }
                     ti.push(ms(da));
                     ts.push(ms(db));
                 }
@@ -382,7 +416,11 @@ async fn main() {
                 pct(ts, 0.5),
                 pct(tr, 0.5),
             );
-            let tier = if root == "/c" { "State" } else { "Store" };
+            let tier = match root {
+                "/c" => "State",
+                "/fs" => "Filesystem",
+                _ => "Store",
+            };
             println!(
                 "| {tier} | {class} | {n} | {i50:.1} | {i95:.1} | {s50:.1} | {r50:.1} | {:.1}× | {:.1}× | {} |",
                 s50 / i50,
@@ -395,32 +433,35 @@ async fn main() {
     // indexed one on its persisted index, the other with none.
     drop((a, b, indexed, scanned));
     let q = &QUERIES[2];
-    let (_indexed, warm) = cold_start(tmp.path(), "indexed", q).await;
-    let (_scanned, cold) = cold_start(tmp.path(), "scanned", q).await;
     println!(
-        "\nStore cold start, selective Grep {:?} (ms from the process's start):\n\n\
-         | restart | serving | first Grep answered | second Grep alone |\n|---|---|---|---|",
+        "\nCold start, selective Grep {:?} (ms from the process's start):\n\n\
+         | tier | restart | serving | first Grep answered | second Grep alone | equal |\n\
+         |---|---|---|---|---|---|",
         q.1
     );
-    for (name, c) in [
-        ("on the persisted index", &warm),
-        ("no persisted index", &cold),
-    ] {
-        println!(
-            "| {name} | {:.0} | {:.0} | {:.1} |",
-            ms(c.ready),
-            ms(c.first),
-            ms(c.second)
-        );
-    }
-    println!(
-        "\nequal: {}",
-        if warm.answer == cold.answer {
+    // The Store's index is persisted at each merge; the Filesystem mount's
+    // too, and re-validated by each file's metadata as the Grep reaches it.
+    for (tier, root) in [("Store", "/memories/c"), ("Filesystem", "/fs")] {
+        let (indexed, warm) = cold_start(tmp.path(), "indexed", root, q).await;
+        let (scanned, cold) = cold_start(tmp.path(), "scanned", root, q).await;
+        let equal = if warm.answer == cold.answer {
             "yes"
         } else {
             "NO"
+        };
+        for (name, c) in [
+            ("on the persisted index", &warm),
+            ("no persisted index", &cold),
+        ] {
+            println!(
+                "| {tier} | {name} | {:.0} | {:.0} | {:.1} | {equal} |",
+                ms(c.ready),
+                ms(c.first),
+                ms(c.second)
+            );
         }
-    );
+        drop((indexed, scanned));
+    }
     println!(
         "\nindex built in-process: {} files ({} always scanned), {:.0} MB postings and path table \
          = {:.2}× the corpus, {:.0} MB/s on one core",
