@@ -39,6 +39,8 @@ use rustix::fs::{AtFlags, FileType, Stat};
 use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
@@ -87,12 +89,23 @@ impl FsIndex {
     pub fn start(&self, scope: &Scope, plan: &Query) -> Option<SharedGrep> {
         let index = self.registry.get(&self.key, &scope.principal.owner)?;
         let grep = IndexedGrep::start(index, self.registry.settings(), plan);
-        Some(SharedGrep(Mutex::new(grep)))
+        Some(SharedGrep {
+            active: grep.active(),
+            grep: Mutex::new(grep),
+            passed: AtomicU64::new(0),
+        })
     }
 }
 
 /// One Grep's use of the index, shared by its file workers.
-pub struct SharedGrep(Mutex<IndexedGrep>);
+pub struct SharedGrep {
+    grep: Mutex<IndexedGrep>,
+    /// The index may rule out or learn files in this Grep: else no file
+    /// pays for an `lstat` or the lock, and is only counted in `passed`.
+    active: bool,
+    /// Files handed to the workers while not `active`.
+    passed: AtomicU64,
+}
 
 /// What a worker does with a file before opening it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,6 +126,10 @@ impl SharedGrep {
     /// it out. Anything else (a link, a failure, an unknown state) is left
     /// to the normal search, which reports it as the scan does.
     pub fn peek(&self, dir: &OwnedFd, path: &VfsPath, max_file_bytes: u64) -> Peek {
+        if !self.active {
+            self.passed.fetch_add(1, Relaxed);
+            return Peek::Search { learn: false };
+        }
         let st = match rustix::fs::statat(dir, path.name(), AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) if file_type(&st) == FileType::RegularFile => st,
             _ => return Peek::Search { learn: false },
@@ -120,7 +137,7 @@ impl SharedGrep {
         if st.st_size as u64 > max_file_bytes {
             return Peek::Search { learn: false };
         }
-        match lock(&self.0).check(&path.order_key(), fingerprint(&st)) {
+        match lock(&self.grep).check(&path.order_key(), fingerprint(&st)) {
             Verdict::Skip => Peek::RuledOut,
             Verdict::Search { learn } => Peek::Search { learn },
         }
@@ -149,16 +166,15 @@ impl SharedGrep {
         if read as u64 != size || rustix::io::pread(fd, &mut past_end, size).ok()? != 0 {
             return None;
         }
-        lock(&self.0).learn(path.order_key(), fingerprint(st), &data);
+        lock(&self.grep).learn(path.order_key(), fingerprint(st), &data);
         Some(data)
     }
 
     /// Ends the Grep: what it learned goes into the index.
     pub fn finish(self) {
-        self.0
-            .into_inner()
-            .unwrap_or_else(|p| p.into_inner())
-            .finish();
+        let mut grep = self.grep.into_inner().unwrap_or_else(|p| p.into_inner());
+        grep.passed(self.passed.into_inner());
+        grep.finish();
     }
 }
 

@@ -576,6 +576,21 @@ impl IndexedGrep {
         self.grown += bytes;
     }
 
+    /// True when the index may rule files out or learn them in this Grep;
+    /// when false, every [`IndexedGrep::check`] answers "search, do not
+    /// learn", and a tier whose check costs a system call (the Filesystem
+    /// tier's `lstat`) counts its files with [`IndexedGrep::passed`].
+    pub fn active(&self) -> bool {
+        self.filter.is_some() || self.learning
+    }
+
+    /// Counts `files` the walk passed without a [`IndexedGrep::check`]
+    /// (this Grep is not [`IndexedGrep::active`]): they still tell how large
+    /// the namespace is.
+    pub fn passed(&mut self, files: u64) {
+        self.walked += files;
+    }
+
     /// Decides for the file with order key `key` at `version`.
     pub fn check(&mut self, key: &[u8], version: u64) -> Verdict {
         let verdict = self.decide(key, version);
