@@ -9,6 +9,9 @@
 //! `rg` searches the same files from a copy on disk, which both servers also
 //! serve as a Filesystem mount.
 //!
+//! `AGENTVFS_BENCH_TIERS` (comma-separated: `state`, `store`, `filesystem`;
+//! default all) picks the tiers loaded, searched and restarted.
+//!
 //! Rows (`AGENTVFS_BENCH_RUNS` runs per query and side, default 5): per
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
@@ -353,10 +356,23 @@ async fn main() {
     let segment = Segment::build(docs);
     let build = start.elapsed();
 
+    let only = std::env::var("AGENTVFS_BENCH_TIERS").unwrap_or_default();
+    let chosen = |tag: &str| only.is_empty() || only.split(',').any(|t| t == tag);
+    // (tier, its tag, the root searched).
+    let tiers: Vec<(&str, &str)> = [
+        ("State", "state", "/c"),
+        ("Store", "store", "/memories/c"),
+        ("Filesystem", "filesystem", "/fs"),
+    ]
+    .into_iter()
+    .filter(|(_, tag, _)| chosen(tag))
+    .map(|(tier, _, root)| (tier, root))
+    .collect();
     let indexed = server(tmp.path(), "indexed", true);
     let scanned = server(tmp.path(), "scanned", false);
     let start = Instant::now();
-    for root in ["/c", "/memories/c"] {
+    // The Filesystem mount serves the copy on disk: nothing to load.
+    for (_, root) in tiers.iter().filter(|(_, root)| *root != "/fs") {
         load(&indexed, root, &files).await;
         load(&scanned, root, &files).await;
     }
@@ -371,7 +387,7 @@ async fn main() {
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut a = client(&indexed).await;
     let mut b = client(&scanned).await;
-    for root in ["/c", "/memories/c", "/fs"] {
+    for &(tier, root) in &tiers {
         // The first Grep records the namespace's size, the next ones learn
         // it (MAX_LEARN_BYTES each); the merge follows in the background.
         for _ in 0..(bytes as u64 / MAX_LEARN_BYTES + 2) {
@@ -416,11 +432,6 @@ async fn main() {
                 pct(ts, 0.5),
                 pct(tr, 0.5),
             );
-            let tier = match root {
-                "/c" => "State",
-                "/fs" => "Filesystem",
-                _ => "Store",
-            };
             println!(
                 "| {tier} | {class} | {n} | {i50:.1} | {i95:.1} | {s50:.1} | {r50:.1} | {:.1}× | {:.1}× | {} |",
                 s50 / i50,
@@ -441,7 +452,7 @@ async fn main() {
     );
     // The Store's index is persisted at each merge; the Filesystem mount's
     // too, and re-validated by each file's metadata as the Grep reaches it.
-    for (tier, root) in [("Store", "/memories/c"), ("Filesystem", "/fs")] {
+    for &(tier, root) in tiers.iter().filter(|(tier, _)| *tier != "State") {
         let (indexed, warm) = cold_start(tmp.path(), "indexed", root, q).await;
         let (scanned, cold) = cold_start(tmp.path(), "scanned", root, q).await;
         let equal = if warm.answer == cold.answer {
