@@ -22,7 +22,7 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
-use super::{FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
+use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcher;
@@ -84,7 +84,14 @@ impl<'r> FileSearcher<'r> {
     /// True when the file at `rel` (relative to the search root) passes the
     /// glob filter and size limit; counts it as skipped when too large.
     pub fn wants(&self, rel: &str, size: u64) -> bool {
-        self.accepts(rel) && self.within_size(size)
+        match self.grep.admits(rel, size) {
+            Admit::Filtered => false,
+            Admit::TooLarge => {
+                self.run.skipped_too_large();
+                false
+            }
+            Admit::Searched => true,
+        }
     }
 
     /// True when the file at `rel` (relative to the search root) passes the

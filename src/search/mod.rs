@@ -25,6 +25,7 @@
 //! - `window`: the parallel, order-preserving file window any tier's Grep
 //!   can search files with (results still in walk order).
 
+pub mod bulk;
 mod grep;
 mod ignore_cache;
 pub mod ignore_rules;
@@ -38,9 +39,9 @@ pub mod window;
 pub use grep::{FileSearcher, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
 pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};
 pub use spec::{
-    Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED, FileFilter,
-    GlobOptions, GrepOptions, GrepRequest, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT, SearchKind,
-    SearchSpec, compile_regex, normalize_pattern,
+    Admit, Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED,
+    FileFilter, GlobOptions, GrepOptions, GrepRequest, REGEX_DFA_SIZE_LIMIT, REGEX_SIZE_LIMIT,
+    SearchKind, SearchSpec, compile_regex, normalize_pattern,
 };
 
 use crate::entry::Entry;

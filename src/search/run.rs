@@ -32,6 +32,7 @@
 //! The last batch and the summary wait at most the idle timeout. So a client
 //! that stops reading holds a search thread for a bounded time, never forever.
 
+use super::index::passes::Counts;
 use super::{AbortReason, FileHits, Hit, SearchKind, SearchSpec, Summary};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
@@ -232,6 +233,25 @@ impl SearchRun {
             return false;
         }
         true
+    }
+
+    /// Entries visited so far.
+    pub fn visited(&self) -> u64 {
+        self.counters.visited.load(Relaxed)
+    }
+
+    /// Counts in one step what the walk counts passing a run of entries
+    /// known not to be searched for content (docs/search-index.md § The
+    /// path table): the caller has checked that `passed.visited` stays
+    /// within the visited budget.
+    pub fn count_passed(&self, passed: &Counts) {
+        let c = &self.counters;
+        c.visited.fetch_add(passed.visited.into(), Relaxed);
+        c.skipped_hidden.fetch_add(passed.hidden.into(), Relaxed);
+        c.skipped_ignored.fetch_add(passed.ignored.into(), Relaxed);
+        c.skipped_too_large
+            .fetch_add(passed.too_large.into(), Relaxed);
+        c.files_searched.fetch_add(passed.checked.into(), Relaxed);
     }
 
     /// Counts an entry left out by ignore rules.

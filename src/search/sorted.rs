@@ -50,28 +50,105 @@ pub fn walk_indexed<S: SortedFiles>(
     run: &SearchRun,
     files: &mut S,
     part: &SearchPart,
+    index: Option<&mut IndexedGrep>,
+) -> Result<()> {
+    let (cursor, end) = part_range(part);
+    let from = Resume {
+        cursor,
+        dirs: Vec::new(),
+    };
+    walk_live(run, files, &end, from, index)
+}
+
+/// The order keys `[from, end)` the walk of `part` covers.
+pub(crate) fn part_range(part: &SearchPart) -> (Vec<u8>, Vec<u8>) {
+    let (start, end) = part.top.subtree_range();
+    (start.max(part.lo.clone()), end.min(part.hi.clone()))
+}
+
+/// What the walk counts as it passes entries: the live run, or a tally
+/// taking a path table's counts once (`search::bulk`), so both count by the
+/// same rules.
+pub(crate) trait Tally {
+    /// True when the walk must stop.
+    fn stopped(&mut self) -> bool;
+    /// Counts a visited entry; false when the walk must stop.
+    fn visit(&mut self) -> bool;
+    /// Counts an entry the rules skip.
+    fn skipped(&mut self, skip: Skip);
+    /// The walk reached the file with order key `key` (within its range).
+    fn reached(&mut self, _key: &[u8]) {}
+}
+
+impl Tally for &SearchRun {
+    fn stopped(&mut self) -> bool {
+        self.should_stop()
+    }
+
+    fn visit(&mut self) -> bool {
+        SearchRun::visit(self)
+    }
+
+    fn skipped(&mut self, skip: Skip) {
+        match skip {
+            Skip::Hidden => self.skipped_hidden(),
+            Skip::Ignored => self.skipped_ignored(),
+        }
+    }
+}
+
+/// Where a walk goes on from: the order key it seeks next and the
+/// directories (relative to the root) it has entered, outermost first.
+pub(crate) struct Resume {
+    pub cursor: Vec<u8>,
+    pub dirs: Vec<String>,
+}
+
+/// The walk from `from` to `end` into the run, narrowed by `index`.
+pub(crate) fn walk_live<S: SortedFiles>(
+    run: &SearchRun,
+    files: &mut S,
+    end: &[u8],
+    from: Resume,
     mut index: Option<&mut IndexedGrep>,
 ) -> Result<()> {
-    let root = &run.spec().root;
-    let (start, end) = part.top.subtree_range();
-    let mut cursor = start.max(part.lo.clone());
-    let end = end.min(part.hi.clone());
     let mut searcher = FileSearcher::new(run);
-    // Directories (relative to root) entered so far, outermost first.
-    let mut dirs: Vec<String> = Vec::new();
-    while !run.should_stop() {
+    walk_from(run, files, &mut { run }, end, from, |files, _, file| {
+        visit_file(run, files, searcher.as_mut(), file, index.as_deref_mut())
+    })
+}
+
+/// The walk itself: seeks each file from `from` to `end`, enters its
+/// directories (counting them, pruning a skipped one with one seek past
+/// its range), counts the file, and hands each file the rules keep to
+/// `file`.
+pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
+    run: &SearchRun,
+    files: &mut S,
+    tally: &mut T,
+    end: &[u8],
+    from: Resume,
+    mut file: impl FnMut(&mut S, &mut T, Visit<'_>) -> Result<()>,
+) -> Result<()> {
+    let root = &run.spec().root;
+    let Resume {
+        mut cursor,
+        mut dirs,
+    } = from;
+    while !tally.stopped() {
         let entry = match files.seek(&cursor) {
             None => break,
             Some(Err(err)) => return Err(err),
             Some(Ok(entry)) => entry,
         };
         let key = entry.path.order_key();
-        if key.as_slice() >= end.as_slice() {
+        if key.as_slice() >= end {
             break;
         }
         let Some(rel) = entry.path.relative_to(root).map(str::to_owned) else {
             break;
         };
+        tally.reached(&key);
         let mut parts: Vec<&str> = rel.split('/').collect();
         parts.pop();
         let common = dirs.iter().zip(&parts).take_while(|(a, b)| a == b).count();
@@ -80,7 +157,7 @@ pub fn walk_indexed<S: SortedFiles>(
         // The directory above `dir`, joined once per directory entered.
         let mut above: Option<VfsPath> = None;
         for dir in parts.iter().skip(common) {
-            if !run.visit() {
+            if !tally.visit() {
                 return Ok(());
             }
             let path = match above.take() {
@@ -88,7 +165,7 @@ pub fn walk_indexed<S: SortedFiles>(
                 None => root.join_relative(&parts[..common].join("/"))?,
             }
             .join(dir)?;
-            if count_skip(run, files.skip(run, &path, true)) {
+            if count_skip(tally, files.skip(run, &path, true)) {
                 pruned = Some(path);
                 break;
             }
@@ -99,17 +176,17 @@ pub fn walk_indexed<S: SortedFiles>(
             cursor = dir.subtree_range().1;
             continue;
         }
-        if !run.visit() || count_skip(run, files.skip(run, &entry.path, false)) {
+        if !tally.visit() || count_skip(tally, files.skip(run, &entry.path, false)) {
             cursor = key;
             cursor.push(0);
             continue;
         }
-        let file = Visit {
+        let visit = Visit {
             rel: &rel,
             key: &key,
             entry,
         };
-        visit_file(run, files, searcher.as_mut(), file, index.as_deref_mut())?;
+        file(files, tally, visit)?;
         cursor = key;
         cursor.push(0);
     }
@@ -117,12 +194,12 @@ pub fn walk_indexed<S: SortedFiles>(
 }
 
 /// A walked file.
-struct Visit<'a> {
+pub(crate) struct Visit<'a> {
     /// Its path relative to the search root.
-    rel: &'a str,
+    pub rel: &'a str,
     /// Its order key.
-    key: &'a [u8],
-    entry: Entry,
+    pub key: &'a [u8],
+    pub entry: Entry,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -143,7 +220,10 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
     Ok(())
 }
 
-fn visit_file<S: SortedFiles>(
+/// Does with a walked file what the run asks: a Glob emits it when it
+/// matches, a Grep searches it unless filtered, too large or ruled out by
+/// `index`.
+pub(crate) fn visit_file<S: SortedFiles>(
     run: &SearchRun,
     files: &mut S,
     searcher: Option<&mut FileSearcher<'_>>,
@@ -198,10 +278,9 @@ fn visit_file<S: SortedFiles>(
 }
 
 /// Counts a skip, if any; true when there was one.
-fn count_skip(run: &SearchRun, skip: Option<Skip>) -> bool {
+fn count_skip<T: Tally>(tally: &mut T, skip: Option<Skip>) -> bool {
     match skip {
-        Some(Skip::Hidden) => run.skipped_hidden(),
-        Some(Skip::Ignored) => run.skipped_ignored(),
+        Some(skip) => tally.skipped(skip),
         None => return false,
     }
     true

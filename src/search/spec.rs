@@ -77,6 +77,31 @@ impl GrepOptions {
     pub fn accepts(&self, rel: &str) -> bool {
         self.file_filter.as_ref().is_none_or(|f| f.accepts(rel))
     }
+
+    /// What Grep does with a walked file at `rel` of `size` bytes: the glob
+    /// filter, then the size limit. The one place these rules are applied,
+    /// by the live walk and by the path table's counting walk alike
+    /// (docs/search-index.md § The path table).
+    pub fn admits(&self, rel: &str, size: u64) -> Admit {
+        if !self.accepts(rel) {
+            Admit::Filtered
+        } else if size > self.max_file_bytes {
+            Admit::TooLarge
+        } else {
+            Admit::Searched
+        }
+    }
+}
+
+/// What Grep does with a walked file ([`GrepOptions::admits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admit {
+    /// Left out by the glob filter, not counted.
+    Filtered,
+    /// Over `max_file_bytes`: counted as too large.
+    TooLarge,
+    /// Searched.
+    Searched,
 }
 
 /// A glob restricting which files Grep searches. Like ripgrep's `-g`, a glob
@@ -86,6 +111,8 @@ impl GrepOptions {
 pub struct FileFilter {
     matcher: GlobSet,
     whole_path: bool,
+    /// The glob as given.
+    glob: String,
 }
 
 impl FileFilter {
@@ -99,7 +126,13 @@ impl FileFilter {
         Ok(Some(FileFilter {
             matcher,
             whole_path,
+            glob: glob.to_owned(),
         }))
+    }
+
+    /// The glob as given (what a cache of the walk's counts is keyed by).
+    pub fn glob(&self) -> &str {
+        &self.glob
     }
 
     /// True when the file at `rel` (relative to the search root) is searched.

@@ -18,17 +18,21 @@
 //! - `segment`: the immutable doc table and posting lists;
 //! - `table`: the namespace's path table a narrowed Grep walks instead of
 //!   the tier (docs/search-index.md § The path table);
+//! - `passes`: what lets a narrowed Grep jump from candidate to candidate
+//!   over the table, counting the rows between in one step;
 //! - `persist`: an index as bytes, kept by a tier across restarts
 //!   (docs/search-index.md § Persistence);
 //! - `codec`: the integers and byte strings those bytes are made of.
 
 pub mod codec;
+pub mod passes;
 pub mod persist;
 pub mod plan;
 pub mod segment;
 pub mod table;
 pub mod trigram;
 
+use passes::{PassKey, Passes, RowDocs};
 use persist::Keeper;
 use plan::Query;
 use segment::{Doc, Segment, Selected};
@@ -61,6 +65,9 @@ pub const DEFAULT_BYTES_PER_PRINCIPAL: u64 = 512 << 20;
 /// What one learned file costs beyond its key and trigrams (its overlay
 /// entry).
 const LEARNED_OVERHEAD_BYTES: u64 = 32;
+/// Most sets of [`Passes`] a namespace keeps (least recently used dropped):
+/// one per search root, rule set, glob and size limit in use.
+const MAX_PASSES: usize = 8;
 /// Default of `[search] index_self_check`, in parts per million: one
 /// narrowed Grep in a hundred is checked against a scan.
 pub const DEFAULT_SELF_CHECK_PER_MILLION: u32 = 10_000;
@@ -327,6 +334,10 @@ pub struct NamespaceIndex {
     keeper: Option<Arc<dyn Keeper>>,
     /// Switched off by a failed self-check: Greps scan.
     off: AtomicBool,
+    /// The table's rows joined with the segment, for the pair last used.
+    row_docs: Mutex<Option<Arc<RowDocs>>>,
+    /// The walk's counts over the table, most recently used first.
+    passes: Mutex<Vec<Arc<Passes>>>,
 }
 
 impl NamespaceIndex {
@@ -351,7 +362,9 @@ impl NamespaceIndex {
             })
             .sum();
         let table = self.table().map_or(0, |t| t.bytes());
-        self.segment().bytes() + overlay + table
+        let row_docs = lock(&self.row_docs).as_ref().map_or(0, |r| r.bytes());
+        let passes: usize = lock(&self.passes).iter().map(|p| p.bytes()).sum();
+        self.segment().bytes() + overlay + table + row_docs + passes
     }
 
     /// The path table, if one was taken.
@@ -366,6 +379,8 @@ impl NamespaceIndex {
             .as_ref()
             .is_some_and(|h| h.at().epoch == table.at().epoch && h.at().seq > table.at().seq);
         if !newer {
+            // What was derived from the table replaced is of no more use.
+            lock(&self.passes).retain(|p| p.key().table == table.id());
             *held = Some(table);
         }
         drop(held);
@@ -589,6 +604,90 @@ impl IndexedGrep {
     /// the namespace is.
     pub fn passed(&mut self, files: u64) {
         self.walked += files;
+    }
+
+    /// Counts `n` files ruled out in one step, as `n` calls of
+    /// [`IndexedGrep::check`] answering [`Verdict::Skip`] would.
+    pub fn ruled_out(&mut self, n: u64) {
+        self.walked += n;
+        self.skipped += n;
+    }
+
+    /// The rows of `table` within `rows` this Grep must look at, ascending:
+    /// every row [`IndexedGrep::check`] may not answer [`Verdict::Skip`]
+    /// for (rows the segment does not hold at their version, rows of docs
+    /// selected or always scanned, rows the overlay knows). `None` when the
+    /// index does not narrow this Grep, or the join of table and segment
+    /// does not fit in the room left.
+    pub fn candidates(
+        &mut self,
+        table: &PathTable,
+        rows: std::ops::Range<usize>,
+    ) -> Option<Vec<u32>> {
+        let (segment, selected) = self.filter.as_ref()?;
+        let held = lock(&self.index.row_docs)
+            .clone()
+            .filter(|r| r.joins(table, segment));
+        let row_docs = match held {
+            Some(held) => held,
+            None => {
+                let joined = Arc::new(RowDocs::join(table, segment.clone()));
+                let bytes = joined.bytes() as u64;
+                if bytes > self.room() {
+                    return None;
+                }
+                self.grown += bytes;
+                *lock(&self.index.row_docs) = Some(joined.clone());
+                self.index.measure();
+                joined
+            }
+        };
+        let mut out = row_docs.candidates(selected, rows.clone())?;
+        let (lo, hi) = match (rows.start < table.len(), rows.end < table.len()) {
+            (false, _) => return Some(out),
+            (true, end) => (
+                table.row(rows.start).key.to_vec(),
+                end.then(|| table.row(rows.end).key.to_vec()),
+            ),
+        };
+        let overlay = lock(&self.index.overlay);
+        let known = overlay.range(lo..).map(|(k, _)| k);
+        for key in known.take_while(|k| hi.as_ref().is_none_or(|hi| *k < hi)) {
+            let row = table.position(key);
+            if row < table.len() && *table.row(row).key == **key {
+                out.push(row as u32);
+            }
+        }
+        drop(overlay);
+        out.sort_unstable();
+        out.dedup();
+        Some(out)
+    }
+
+    /// The walk's counts for `key`, if the namespace keeps them.
+    pub fn passes(&self, key: &PassKey) -> Option<Arc<Passes>> {
+        let mut held = lock(&self.index.passes);
+        let at = held.iter().position(|p| p.key() == key)?;
+        let found = held.remove(at);
+        held.insert(0, found.clone());
+        Some(found)
+    }
+
+    /// Keeps `passes` for later Greps when they fit in the room left, in
+    /// place of those of other tables (never used again: a table is
+    /// replaced, not changed) and of the least recently used.
+    pub fn keep_passes(&mut self, passes: Arc<Passes>) {
+        let bytes = passes.bytes() as u64;
+        if bytes > self.room() {
+            return;
+        }
+        self.grown += bytes;
+        let mut held = lock(&self.index.passes);
+        held.retain(|p| p.key().table == passes.key().table);
+        held.insert(0, passes);
+        held.truncate(MAX_PASSES);
+        drop(held);
+        self.index.measure();
     }
 
     /// Decides for the file with order key `key` at `version`.

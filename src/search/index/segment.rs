@@ -154,6 +154,36 @@ impl Segment {
         (self.versions[id] == version).then_some(id as u32)
     }
 
+    /// The order key of doc `id`.
+    pub fn key(&self, id: usize) -> &[u8] {
+        &self.keys[id]
+    }
+
+    /// The version doc `id` indexed.
+    pub fn version(&self, id: usize) -> u64 {
+        self.versions[id]
+    }
+
+    /// The docs `selected` holds or that are always scanned, ascending;
+    /// `None` when `selected` is everything. Costs a word per 64 docs plus
+    /// one step per doc given.
+    pub fn selected_or_unindexed(&self, selected: &Selected) -> Option<impl Iterator<Item = u32>> {
+        let Selected::Bits(bits) = selected else {
+            return None;
+        };
+        let words = bits.iter().zip(&self.unindexed).enumerate();
+        Some(words.flat_map(|(w, (a, b))| {
+            let mut word = a | b;
+            std::iter::from_fn(move || {
+                (word != 0).then(|| {
+                    let bit = word.trailing_zeros();
+                    word &= word - 1;
+                    w as u32 * 64 + bit
+                })
+            })
+        }))
+    }
+
     /// True when doc `id` is always scanned.
     pub fn unindexed(&self, id: u32) -> bool {
         self.unindexed

@@ -9,6 +9,7 @@ use crate::entry::{Entry, EntryKind};
 use crate::path::VfsPath;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Most files a table holds: a larger namespace is walked on the tier.
@@ -41,6 +42,8 @@ impl Row {
 /// A namespace's files below one directory at one log position; immutable
 /// (a newer position is a new table sharing the unchanged rows).
 pub struct PathTable {
+    /// Never shared with another table (see [`PathTable::id`]).
+    id: u64,
     at: LogPosition,
     /// The order-key range `[lo, hi)` it holds every file of.
     lo: Vec<u8>,
@@ -58,13 +61,32 @@ impl PathTable {
 
     fn of_rows(at: LogPosition, (lo, hi): (Vec<u8>, Vec<u8>), rows: Vec<Arc<Row>>) -> PathTable {
         let bytes = rows.iter().map(|r| r.bytes()).sum::<usize>() + lo.len() + hi.len();
+        static IDS: AtomicU64 = AtomicU64::new(0);
         PathTable {
+            id: IDS.fetch_add(1, Relaxed),
             at,
             lo,
             hi,
             rows,
             bytes,
         }
+    }
+
+    /// A number no other table of this process has: what is derived from
+    /// a table is keyed by it, so it is never used with another table.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Row `i` (in key order).
+    pub fn row(&self, i: usize) -> &Row {
+        &self.rows[i]
+    }
+
+    /// The index of the first row whose key is `>= from` (the number of
+    /// rows when none is).
+    pub fn position(&self, from: &[u8]) -> usize {
+        self.rows.partition_point(|r| &*r.key < from)
     }
 
     /// The log position it is current at.
@@ -99,8 +121,7 @@ impl PathTable {
 
     /// The first row whose key is `>= from`.
     pub fn seek(&self, from: &[u8]) -> Option<&Row> {
-        let at = self.rows.partition_point(|r| &*r.key < from);
-        self.rows.get(at).map(|r| &**r)
+        self.rows.get(self.position(from)).map(|r| &**r)
     }
 
     /// Appends the table in the persisted format (docs/search-index.md §

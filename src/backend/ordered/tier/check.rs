@@ -142,11 +142,16 @@ impl<E: Engine> OrderedTier<E> {
                 }
                 _ => None,
             };
-            let mut walk = match table {
-                Some(table) => Walk::over_table(&self.keys, files, table)?,
-                None => Walk::new(&self.keys, files)?,
+            let walked = match (table, index.as_mut()) {
+                (Some(table), Some(grep)) => {
+                    let mut walk = Walk::over_table(&self.keys, files, table.clone())?;
+                    crate::search::bulk::walk_table(run, &mut walk, part, grep, &table)
+                }
+                (_, index) => {
+                    let mut walk = Walk::new(&self.keys, files)?;
+                    crate::search::sorted::walk_indexed(run, &mut walk, part, index)
+                }
             };
-            let walked = crate::search::sorted::walk_indexed(run, &mut walk, part, index.as_mut());
             let narrowed = index
                 .as_ref()
                 .filter(|g| g.narrows())
