@@ -169,7 +169,7 @@ impl Auth {
     ) -> Result<Auth, String> {
         if let Some(path) = operator_token_file {
             let token = new_token();
-            write_secret(path, &token)
+            crate::private_file::write(path, token.as_bytes())
                 .map_err(|e| format!("access operator_token_file {}: {e}", path.display()))?;
             let operator = Principal {
                 name: "operator".into(),
@@ -462,36 +462,6 @@ fn new_token() -> String {
     format!("avfs_{}", hex(&rand::rng().random::<[u8; 24]>()))
 }
 
-/// Writes `secret` to `path`: into a new file of mode 0600 beside it, then
-/// renamed over it, so a reader sees the old file or the whole new one, and
-/// nobody but the server's user can read it. `create_new` never follows a
-/// planted link.
-fn write_secret(path: &Path, secret: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let name = path
-        .file_name()
-        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "names no file"))?;
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".{}.tmp", hex(&rand::rng().random::<[u8; 8]>())));
-    let tmp = path.with_file_name(tmp_name);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut file| {
-            file.write_all(secret.as_bytes())?;
-            file.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -749,21 +719,6 @@ mod tests {
                 .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO, "")
                 .is_err()
         );
-    }
-
-    #[test]
-    fn secrets_are_written_private_and_replaced_whole() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("operator.token");
-        std::fs::write(&path, "old").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        write_secret(&path, "new-secret").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new-secret");
-        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(write_secret(&dir.path().join("missing/x"), "s").is_err());
     }
 
     #[test]

@@ -55,6 +55,7 @@ pub mod history;
 pub mod mcp;
 pub mod path;
 pub mod pb;
+pub mod private_file;
 pub mod scope;
 pub mod search;
 pub mod server;

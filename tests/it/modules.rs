@@ -238,8 +238,20 @@ const FRONT_ENDS: &[&str] = &["server", "mcp", "tools", "cli"];
 /// Everything below the front ends: the application layer, identity, the
 /// tiers, search and the shared values.
 const BELOW: &[&str] = &[
-    "service", "auth", "access", "backend", "search", "text", "entry", "scope", "change",
-    "history", "path", "error", "pb",
+    "service",
+    "auth",
+    "access",
+    "backend",
+    "search",
+    "text",
+    "entry",
+    "scope",
+    "change",
+    "history",
+    "path",
+    "private_file",
+    "error",
+    "pb",
 ];
 
 /// Edges between top-level modules that must not exist: `(from, to, why)`.

@@ -247,24 +247,11 @@ impl Keeper for FileKeeper {
     }
 
     fn save(&self, _key: &str, bytes: &[u8]) -> crate::error::Result<()> {
+        // Mode 0600: the index tells which trigrams each served file holds.
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| self.io_error("cannot create the index", e))?;
-        let temp = dir.join(format!(
-            "{FILE_NAME}.{}-{:016x}.tmp",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        let written = (|| {
-            let mut file = std::fs::File::create(&temp)?;
-            std::io::Write::write_all(&mut file, bytes)?;
-            file.sync_all()?;
-            std::fs::rename(&temp, &self.path)
-        })();
-        if let Err(err) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(self.io_error("cannot save the search index", err));
-        }
-        Ok(())
+        std::fs::create_dir_all(dir)
+            .and_then(|()| crate::private_file::write(&self.path, bytes))
+            .map_err(|e| self.io_error("cannot save the search index", e))
     }
 
     fn forget(&self, _key: &str) -> crate::error::Result<()> {
