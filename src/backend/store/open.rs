@@ -37,6 +37,17 @@ use std::sync::{Arc, Mutex, RwLock};
 /// filters and hot blocks of a few million small files.
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
 
+/// The write-ahead log that may pile up before RocksDB flushes the column
+/// families still holding its oldest part. Opening replays the whole live
+/// log, so this bounds the replay after a crash. RocksDB's default is four
+/// times the memtables of all column families (3 GiB here): the small
+/// column families (namespace table, change log counters) are rarely full,
+/// so they kept the whole log of a large load alive and a restart replayed
+/// it all (4.5 s after loading the 947 MB kernel; docs/performance.md
+/// § Cold start). 128 MiB replays in a fraction of a second and costs a
+/// load an extra flush of the small families per 128 MiB written.
+const MAX_WAL_BYTES: u64 = 128 << 20;
+
 /// The `max` merge operator of the counters in the default column family
 /// (the generation, the change log's head and trim point).
 fn merge_max(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
@@ -77,6 +88,7 @@ impl OrderedTier<StoreEngine> {
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.increase_parallelism(2);
+        db_options.set_max_total_wal_size(MAX_WAL_BYTES);
         let mut default_cf = Options::default();
         default_cf.set_merge_operator_associative("agentvfs.max", merge_max);
         let cfs = vec![
