@@ -21,7 +21,7 @@
 
 use super::index::IndexedGrep;
 use super::index::passes::{Counts, PassKey, Passes};
-use super::index::table::PathTable;
+use super::index::table::{PathTable, Row};
 use super::rules::Skip;
 use super::sorted::{
     Resume, SortedFiles, Tally, Visit, part_range, visit_file, walk_from, walk_indexed, walk_live,
@@ -48,34 +48,24 @@ pub fn walk_table<S: SortedFiles>(
     let Some(candidates) = index.candidates(table, rows.clone()) else {
         return walk_indexed(run, files, part, Some(index));
     };
-    let spec = run.spec();
-    let key = PassKey {
-        table: table.id(),
-        root: spec.root.as_str().to_owned(),
-        lo: cursor.clone(),
-        hi: end.clone(),
-        hidden: spec.include_hidden,
-        ignored: spec.include_ignored,
-        glob: grep
-            .file_filter
-            .as_ref()
-            .map_or_else(String::new, |f| f.glob().to_owned()),
-        max_file_bytes: grep.max_file_bytes,
-    };
+    let key = pass_key(run, grep, table, (&cursor, &end));
     let passes = match index.passes(&key) {
         Some(passes) => passes,
         None => {
-            let from = Resume {
-                cursor,
-                dirs: Vec::new(),
-            };
-            let counting = (grep, key, rows.start..rows.end);
-            let passes = Arc::new(count(run, files, table, counting, (from, &end))?);
-            tracing::info!(
-                rows = passes.rows().len(),
-                bytes = passes.bytes(),
-                "search index walk counts taken"
-            );
+            let earlier = table.derivation().and_then(|derived| {
+                let key = PassKey {
+                    table: derived.from,
+                    ..key.clone()
+                };
+                index.passes(&key)
+            });
+            let passes = Arc::new(walk_counts(
+                run,
+                files,
+                table,
+                (grep, key),
+                earlier.as_deref(),
+            )?);
             index.keep_passes(passes.clone());
             passes
         }
@@ -100,7 +90,7 @@ pub fn walk_table<S: SortedFiles>(
             return jump.walk_rest(files, &end, index);
         }
         let found = table.row(row);
-        let Some(rel) = found.entry.path.relative_to(&spec.root) else {
+        let Some(rel) = found.entry.path.relative_to(&run.spec().root) else {
             return Ok(());
         };
         let visit = Visit {
@@ -180,6 +170,66 @@ impl Jump<'_> {
     }
 }
 
+/// What the walk's counts of a Grep over `table` from `cursor` to `end`
+/// depend on.
+fn pass_key(
+    run: &SearchRun,
+    grep: &GrepOptions,
+    table: &PathTable,
+    (cursor, end): (&[u8], &[u8]),
+) -> PassKey {
+    let spec = run.spec();
+    PassKey {
+        table: table.id(),
+        root: spec.root.as_str().to_owned(),
+        lo: cursor.to_vec(),
+        hi: end.to_vec(),
+        hidden: spec.include_hidden,
+        ignored: spec.include_ignored,
+        glob: grep
+            .file_filter
+            .as_ref()
+            .map_or_else(String::new, |f| f.glob().to_owned()),
+        max_file_bytes: grep.max_file_bytes,
+    }
+}
+
+/// The walk's counts for `key`: carried over from `earlier` (the counts
+/// over the table `table` was derived from) when given, else taken anew.
+fn walk_counts<S: SortedFiles>(
+    run: &SearchRun,
+    files: &mut S,
+    table: &PathTable,
+    (grep, key): (&GrepOptions, PassKey),
+    earlier: Option<&Passes>,
+) -> Result<Passes> {
+    let rows = table.position(&key.lo)..table.position(&key.hi);
+    let end = key.hi.clone();
+    match earlier {
+        Some(earlier) => {
+            let passes = carry(run, files, table, (grep, key, rows), earlier, &end)?;
+            tracing::debug!(
+                rows = passes.rows().len(),
+                "search index walk counts carried"
+            );
+            Ok(passes)
+        }
+        None => {
+            let from = Resume {
+                cursor: key.lo.clone(),
+                dirs: Vec::new(),
+            };
+            let passes = count(run, files, table, (grep, key, rows), (from, &end))?;
+            tracing::info!(
+                rows = passes.rows().len(),
+                bytes = passes.bytes(),
+                "search index walk counts taken"
+            );
+            Ok(passes)
+        }
+    }
+}
+
 /// The walk's counts over the rows `rows` of `table` (which `files` walks),
 /// taken by the walk itself from `from` to `end` with nothing searched.
 fn count<S: SortedFiles>(
@@ -189,19 +239,143 @@ fn count<S: SortedFiles>(
     (grep, key, rows): (&GrepOptions, PassKey, std::ops::Range<usize>),
     (from, end): (Resume, &[u8]),
 ) -> Result<Passes> {
-    let mut counter = Counter {
-        table,
-        grep,
-        passes: Passes::start(key, rows.start),
-        total: Counts::default(),
-        row: rows.start,
+    let mut counter = Counter::new(table, grep, key, rows.start);
+    counter.walk(run, files, from, end)?;
+    Ok(counter.finish(rows.end))
+}
+
+/// The walk's counts over the rows `rows` of `table`, carried over from
+/// `earlier` (the same counts over the table `table` was derived from):
+/// only the rows next to a change are walked again.
+///
+/// Why that is exact: what the walk counts as it passes a row depends on
+/// that row and the one before it only. Whether the walk reaches the row
+/// (or prunes it with a directory entered at an earlier row), which of its
+/// directories it enters (those not entered after the row before) and what
+/// the rules say of them and of the file are functions of the two paths:
+/// the walk's state after any row is that row's directories up to the
+/// first one the rules skip. So a row whose path and predecessor are
+/// unchanged counts what it counted before, and the rows walked again are
+/// each changed row and the row after each change. Each such window is
+/// walked from the last row before it that the walk reaches (so no pruned
+/// directory is entered twice), with the directories entered after the row
+/// before that; the other rows' sums are the earlier ones, moved by what
+/// the windows before them changed.
+fn carry<S: SortedFiles>(
+    run: &SearchRun,
+    files: &mut S,
+    table: &PathTable,
+    (grep, key, rows): (&GrepOptions, PassKey, std::ops::Range<usize>),
+    earlier: &Passes,
+    end: &[u8],
+) -> Result<Passes> {
+    let windows = windows(table, &key, rows.clone(), earlier);
+    let mut counter = Counter::new(table, grep, key, rows.start);
+    let mut shift = rows.start as isize - earlier.rows().start as isize;
+    for window in windows {
+        counter.copy(earlier, window.start, shift);
+        if window.start < window.stop {
+            counter.row = window.start;
+            let dirs = match window.start > rows.start {
+                true => entered_after(run, files, table.row(window.start - 1))?,
+                false => Vec::new(),
+            };
+            let from = Resume {
+                cursor: table.row(window.start).key.to_vec(),
+                dirs,
+            };
+            let stop = match window.stop < rows.end {
+                true => table.row(window.stop).key.to_vec(),
+                false => end.to_vec(),
+            };
+            counter.walk(run, files, from, &stop)?;
+            counter.passes.fill_to(window.stop - 1, counter.total);
+        }
+        shift = window.shift;
+    }
+    counter.copy(earlier, rows.end, shift);
+    Ok(counter.finish(rows.end))
+}
+
+/// Rows of a table walked again by [`carry`]: `[start, stop)`, and the
+/// row index shift (this table's minus the earlier one's) after them.
+struct Window {
+    start: usize,
+    stop: usize,
+    shift: isize,
+}
+
+/// The windows of [`carry`], in row order: each changed row and the row
+/// after each change (`stop`), from the last row before them the walk
+/// reaches (`start`); windows that meet are one.
+fn windows(
+    table: &PathTable,
+    key: &PassKey,
+    rows: std::ops::Range<usize>,
+    earlier: &Passes,
+) -> Vec<Window> {
+    let Some(derived) = table.derivation() else {
+        return Vec::new();
     };
-    walk_from(run, files, &mut counter, end, from, |_, counter, visit| {
-        counter.file(&visit);
-        Ok(())
-    })?;
-    let Counter { passes, total, .. } = counter;
-    Ok(passes.finish(rows.end, total))
+    let mut shift = rows.start as isize - earlier.rows().start as isize;
+    let mut windows: Vec<Window> = Vec::new();
+    let within = |k: &[u8]| key.lo.as_slice() <= k && k < key.hi.as_slice();
+    for change in derived.changes.iter().filter(|c| within(&c.key)) {
+        let at = table.position(&change.key);
+        let stop = (at + usize::from(change.is) + 1).min(rows.end);
+        let before = shift;
+        shift += isize::from(change.is) - isize::from(change.was);
+        if let Some(last) = windows.last_mut()
+            && at <= last.stop
+        {
+            last.stop = last.stop.max(stop);
+            last.shift = shift;
+            continue;
+        }
+        // Back to the last row the walk reaches; the rows passed are
+        // unchanged, as is the row before each, so the earlier walk
+        // tells.
+        let floor = windows.last().map_or(rows.start, |w| w.stop);
+        let mut start = at;
+        let reached = loop {
+            if start == floor {
+                break floor == rows.start;
+            }
+            start -= 1;
+            if earlier.is_reached((start as isize - before) as usize) {
+                break true;
+            }
+        };
+        match (reached, windows.last_mut()) {
+            (false, Some(last)) => {
+                last.stop = stop;
+                last.shift = shift;
+            }
+            _ => windows.push(Window { start, stop, shift }),
+        }
+    }
+    windows
+}
+
+/// The directories the walk has entered after passing `row`: the row's
+/// own, up to the first one the rules skip.
+fn entered_after<S: SortedFiles>(run: &SearchRun, files: &mut S, row: &Row) -> Result<Vec<String>> {
+    let root = &run.spec().root;
+    let Some(rel) = row.entry.path.relative_to(root) else {
+        return Ok(Vec::new());
+    };
+    let mut parts: Vec<&str> = rel.split('/').collect();
+    parts.pop();
+    let mut entered = Vec::new();
+    let mut path = root.clone();
+    for part in parts {
+        path = path.join(part)?;
+        if files.skip(run, &path, true).is_some() {
+            break;
+        }
+        entered.push(part.to_owned());
+    }
+    Ok(entered)
 }
 
 /// The counting mode's tally: adds up, never stops.
@@ -214,7 +388,50 @@ struct Counter<'a> {
     row: usize,
 }
 
-impl Counter<'_> {
+impl<'a> Counter<'a> {
+    /// Counts over `table` from row `first` on, for `key`.
+    fn new(table: &'a PathTable, grep: &'a GrepOptions, key: PassKey, first: usize) -> Self {
+        Counter {
+            table,
+            grep,
+            passes: Passes::start(key, first),
+            total: Counts::default(),
+            row: first,
+        }
+    }
+
+    /// The sums, ended at row `end` (exclusive).
+    fn finish(self, end: usize) -> Passes {
+        self.passes.finish(end, self.total)
+    }
+
+    /// The counting walk from `from` to `end`.
+    fn walk<S: SortedFiles>(
+        &mut self,
+        run: &SearchRun,
+        files: &mut S,
+        from: Resume,
+        end: &[u8],
+    ) -> Result<()> {
+        walk_from(run, files, self, end, from, |_, counter, visit| {
+            counter.file(&visit);
+            Ok(())
+        })
+    }
+
+    /// Records the rows from the next one up to `to` (exclusive) as they
+    /// were in `earlier`, whose row index is this table's minus `shift`
+    /// for them (see [`carry`]).
+    fn copy(&mut self, earlier: &Passes, to: usize, shift: isize) {
+        let old = |row: usize| (row as isize - shift) as usize;
+        let from = self.passes.next_row();
+        let then = earlier.before(old(from));
+        let now = self.total;
+        self.passes
+            .carry(earlier, (old(from), old(to)), (then, now));
+        self.total = earlier.before(old(to)).since(&then).plus(&now);
+    }
+
     /// What the Grep does with the file of the row reached last, as
     /// `visit_file` decides it (links are never searched).
     fn file(&mut self, visit: &Visit<'_>) {
@@ -293,28 +510,38 @@ mod tests {
     const NAMES: &[&str] = &["x.rs", "y.txt", ".z.rs", "w", "v.md"];
     const TEXTS: &[&str] = &["needle here\n", "nothing\n", "hay\nneedle\n", "more hay\n"];
 
+    fn random_path(rng: &mut StdRng) -> VfsPath {
+        let dir = DIRS[rng.random_range(0..DIRS.len())];
+        let name = NAMES[rng.random_range(0..NAMES.len())];
+        VfsPath::parse(&format!("/t/{dir}{}{name}", rng.random_range(0..5))).unwrap()
+    }
+
+    fn random_text(rng: &mut StdRng) -> String {
+        TEXTS[rng.random_range(0..TEXTS.len())].repeat(rng.random_range(1..4))
+    }
+
+    fn row(path: VfsPath, text: &str, version: u64) -> Row {
+        Row::of(Entry {
+            path,
+            kind: EntryKind::File,
+            size: text.len() as u64,
+            modified: SystemTime::UNIX_EPOCH,
+            created: SystemTime::UNIX_EPOCH,
+            version,
+        })
+    }
+
     fn random_tree(rng: &mut StdRng, version: &mut u64) -> TableFiles {
         let mut files = std::collections::BTreeMap::new();
         for _ in 0..rng.random_range(1..120) {
-            let dir = DIRS[rng.random_range(0..DIRS.len())];
-            let name = NAMES[rng.random_range(0..NAMES.len())];
-            let path = format!("/t/{dir}{}{name}", rng.random_range(0..5));
-            let text = TEXTS[rng.random_range(0..TEXTS.len())].repeat(rng.random_range(1..4));
-            let path = VfsPath::parse(&path).unwrap();
-            files.insert(path.order_key(), (path, text));
+            let path = random_path(rng);
+            files.insert(path.order_key(), (path, random_text(rng)));
         }
         let mut rows = Vec::new();
         let mut data = HashMap::new();
         for (path, text) in files.into_values() {
             *version += 1;
-            rows.push(Row::of(Entry {
-                path: path.clone(),
-                kind: EntryKind::File,
-                size: text.len() as u64,
-                modified: SystemTime::UNIX_EPOCH,
-                created: SystemTime::UNIX_EPOCH,
-                version: *version,
-            }));
+            rows.push(row(path.clone(), &text, *version));
             data.insert(path.as_str().to_owned(), text);
         }
         let at = LogPosition { epoch: 1, seq: 1 };
@@ -323,6 +550,31 @@ mod tests {
             table: Arc::new(PathTable::new(at, range, rows)),
             data,
         }
+    }
+
+    /// Advances the table by a few random writes (new paths and old
+    /// ones) and deletes, as the log would.
+    fn change(rng: &mut StdRng, files: &mut TableFiles, version: &mut u64) {
+        let mut changes = std::collections::BTreeMap::new();
+        for _ in 0..rng.random_range(1..6) {
+            if rng.random_ratio(1, 3) && !files.table.is_empty() {
+                let old = files.table.row(rng.random_range(0..files.table.len()));
+                files.data.remove(old.entry.path.as_str());
+                changes.insert(old.key.to_vec(), None);
+            } else {
+                let (path, text) = (random_path(rng), random_text(rng));
+                *version += 1;
+                let new = row(path.clone(), &text, *version);
+                files.data.insert(path.as_str().to_owned(), text);
+                changes.insert(new.key.to_vec(), Some(new));
+            }
+        }
+        let at = files.table.at();
+        let next = LogPosition {
+            seq: at.seq + 1,
+            ..at
+        };
+        files.table = Arc::new(files.table.advance(next, changes));
     }
 
     fn settings() -> IndexSettings {
@@ -426,8 +678,18 @@ mod tests {
                 g.finish();
             }
             registry.get("ns", "p").unwrap().0.merge();
-            for _ in 0..8 {
-                let (spec, part) = random_spec(&mut rng, files.table.len());
+            let mut last = None;
+            for _ in 0..12 {
+                // Changes between Greps of one spec: the counts are
+                // carried over to the newer table.
+                if rng.random_ratio(1, 2) {
+                    change(&mut rng, &mut files, &mut version);
+                }
+                let (spec, part) = match last.take().filter(|_| rng.random_ratio(1, 2)) {
+                    Some(again) => again,
+                    None => random_spec(&mut rng, files.table.len()),
+                };
+                last = Some((spec.clone(), part.clone()));
                 let SearchKind::Grep(grep) = &spec.kind else {
                     unreachable!()
                 };
@@ -453,5 +715,38 @@ mod tests {
             }
         }
         assert!(jumped > 0, "seed {seed}: no Grep was narrowed");
+    }
+
+    /// Counts carried over from an older table, walking only the rows
+    /// next to each change, equal the counts the walk takes anew, over
+    /// chains of random changes, roots, rules, globs and size limits.
+    #[test]
+    fn carried_counts_equal_counts_taken_anew() {
+        let seed: u64 = rand::random();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut version = 0;
+        for _ in 0..200 {
+            let mut files = random_tree(&mut rng, &mut version);
+            let (spec, part) = random_spec(&mut rng, 0);
+            let (tx, _rx) = tokio::sync::mpsc::channel(1);
+            let run = SearchRun::new(spec.clone(), tx, Duration::from_secs(1));
+            let SearchKind::Grep(grep) = &spec.kind else {
+                unreachable!()
+            };
+            let (cursor, end) = part_range(&part);
+            let counts = |files: &mut TableFiles, earlier: Option<&Passes>| {
+                let table = files.table.clone();
+                let key = pass_key(&run, grep, &table, (&cursor, &end));
+                walk_counts(&run, files, &table, (grep, key), earlier).unwrap()
+            };
+            let mut earlier = counts(&mut files, None);
+            for step in 0..5 {
+                change(&mut rng, &mut files, &mut version);
+                let carried = counts(&mut files, Some(&earlier));
+                let anew = counts(&mut files, None);
+                assert_eq!(carried, anew, "seed {seed}, step {step}: {spec:?}");
+                earlier = carried;
+            }
+        }
     }
 }

@@ -379,8 +379,11 @@ impl NamespaceIndex {
             .as_ref()
             .is_some_and(|h| h.at().epoch == table.at().epoch && h.at().seq > table.at().seq);
         if !newer {
-            // What was derived from the table replaced is of no more use.
-            lock(&self.passes).retain(|p| p.key().table == table.id());
+            // The counts over the table replaced are of use only to carry
+            // them over to a table derived from it.
+            let from = table.derivation().map(|d| d.from);
+            lock(&self.passes)
+                .retain(|p| p.key().table == table.id() || Some(p.key().table) == from);
             *held = Some(table);
         }
         drop(held);
@@ -674,16 +677,23 @@ impl IndexedGrep {
     }
 
     /// Keeps `passes` for later Greps when they fit in the room left, in
-    /// place of those of other tables (never used again: a table is
-    /// replaced, not changed) and of the least recently used.
+    /// place of those of other tables (a table is replaced, not changed;
+    /// those of the table it was derived from are kept to be carried over)
+    /// and of the least recently used.
     pub fn keep_passes(&mut self, passes: Arc<Passes>) {
         let bytes = passes.bytes() as u64;
         if bytes > self.room() {
             return;
         }
         self.grown += bytes;
+        let table = passes.key().table;
+        let from = self
+            .index
+            .table()
+            .filter(|t| t.id() == table)
+            .and_then(|t| t.derivation().map(|d| d.from));
         let mut held = lock(&self.index.passes);
-        held.retain(|p| p.key().table == passes.key().table);
+        held.retain(|p| p.key().table == table || Some(p.key().table) == from);
         held.insert(0, passes);
         held.truncate(MAX_PASSES);
         drop(held);

@@ -35,6 +35,17 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// `self` and `other` added up.
+    pub fn plus(&self, other: &Counts) -> Counts {
+        Counts {
+            visited: self.visited + other.visited,
+            hidden: self.hidden + other.hidden,
+            ignored: self.ignored + other.ignored,
+            too_large: self.too_large + other.too_large,
+            checked: self.checked + other.checked,
+        }
+    }
+
     /// What was counted between `earlier` and `self`.
     pub fn since(&self, earlier: &Counts) -> Counts {
         Counts {
@@ -71,6 +82,7 @@ pub struct PassKey {
 
 /// Prefix sums of the walk's counts over the rows `[first, first + n)` of a
 /// table; see the module doc.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Passes {
     key: PassKey,
     first: usize,
@@ -80,6 +92,22 @@ pub struct Passes {
     before: Vec<Counts>,
     /// Bit `i`: row `first + i` reaches the index.
     checked: Vec<u64>,
+    /// Bit `i`: the walk reaches row `first + i` (it is not below a
+    /// directory the walk pruned at an earlier row).
+    reached: Vec<u64>,
+}
+
+/// Sets bit `i` of `bits`.
+fn set_bit(bits: &mut Vec<u64>, i: usize) {
+    if bits.len() <= i / 64 {
+        bits.resize(i / 64 + 1, 0);
+    }
+    bits[i / 64] |= 1 << (i % 64);
+}
+
+/// Bit `i` of `bits`.
+fn bit(bits: &[u64], i: usize) -> bool {
+    bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
 }
 
 impl Passes {
@@ -90,12 +118,19 @@ impl Passes {
             first,
             before: Vec::new(),
             checked: Vec::new(),
+            reached: Vec::new(),
         }
     }
 
     /// Records that the walk reached `row` having counted `so_far`: every
     /// row not yet recorded up to `row` was passed with that count.
     pub fn reached(&mut self, row: usize, so_far: Counts) {
+        self.fill_to(row, so_far);
+        set_bit(&mut self.reached, row - self.first);
+    }
+
+    /// Records `so_far` for every row not yet recorded up to `row`.
+    pub fn fill_to(&mut self, row: usize, so_far: Counts) {
         while self.first + self.before.len() <= row {
             self.before.push(so_far);
         }
@@ -103,18 +138,45 @@ impl Passes {
 
     /// Records that `row` (the row reached last) reaches the index.
     pub fn checks(&mut self, row: usize) {
-        let i = row - self.first;
-        if self.checked.len() <= i / 64 {
-            self.checked.resize(i / 64 + 1, 0);
+        set_bit(&mut self.checked, row - self.first);
+    }
+
+    /// The row the sums go on at: the first not recorded yet.
+    pub fn next_row(&self) -> usize {
+        self.first + self.before.len()
+    }
+
+    /// Records the rows of `earlier` (sums over an older table) from
+    /// `from` up to `to` (exclusive) as the rows from
+    /// [`Passes::next_row`] on, their sums moved by what was counted
+    /// differently before them: `earlier`'s count before row `from` is
+    /// `then`, this one's is `now`.
+    pub fn carry(
+        &mut self,
+        earlier: &Passes,
+        (from, to): (usize, usize),
+        (then, now): (Counts, Counts),
+    ) {
+        for row in from..to {
+            let at = self.next_row();
+            let i = row - earlier.first;
+            self.before.push(earlier.before[i].since(&then).plus(&now));
+            if bit(&earlier.reached, i) {
+                set_bit(&mut self.reached, at - self.first);
+            }
+            if bit(&earlier.checked, i) {
+                set_bit(&mut self.checked, at - self.first);
+            }
         }
-        self.checked[i / 64] |= 1 << (i % 64);
     }
 
     /// Ends the sums at row `end` (exclusive) with the walk's total.
     pub fn finish(mut self, end: usize, total: Counts) -> Passes {
-        self.reached(end, total);
+        self.fill_to(end, total);
         self.before.truncate(end - self.first + 1);
-        self.checked.resize((end - self.first).div_ceil(64), 0);
+        let words = (end - self.first).div_ceil(64);
+        self.checked.resize(words, 0);
+        self.reached.resize(words, 0);
         self
     }
 
@@ -136,16 +198,18 @@ impl Passes {
 
     /// True when `row` reaches the index.
     pub fn reaches_index(&self, row: usize) -> bool {
-        let i = row - self.first;
-        self.checked
-            .get(i / 64)
-            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+        bit(&self.checked, row - self.first)
+    }
+
+    /// True when the walk reaches `row` (see [`Passes::reached`]).
+    pub fn is_reached(&self, row: usize) -> bool {
+        bit(&self.reached, row - self.first)
     }
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.before.len() * std::mem::size_of::<Counts>()
-            + self.checked.len() * 8
+            + (self.checked.len() + self.reached.len()) * 8
             + self.key.root.len()
             + self.key.lo.len()
             + self.key.hi.len()

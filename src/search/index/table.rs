@@ -15,6 +15,33 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Most files a table holds: a larger namespace is walked on the tier.
 pub const MAX_TABLE_FILES: usize = 1_000_000;
 
+/// Most changes a table advanced by the log remembers (see
+/// [`Derivation`]); beyond, what was derived from the older table is taken
+/// again (a walk of the whole table costs about as much as this many
+/// windows around changes).
+const MAX_REMEMBERED_CHANGES: usize = 4096;
+
+/// How a table was made from an older one by [`PathTable::advance`]: the
+/// older table's id and each key that changed, in key order. It lets the
+/// walk's counts over the older table be carried over, walking again only
+/// the rows next to a change (`search::bulk`).
+pub struct Derivation {
+    /// [`PathTable::id`] of the older table.
+    pub from: u64,
+    /// The keys that changed, ascending.
+    pub changes: Vec<KeyChange>,
+}
+
+/// One key of a [`Derivation`].
+pub struct KeyChange {
+    /// The order key.
+    pub key: Box<[u8]>,
+    /// True when the older table held a row at it.
+    pub was: bool,
+    /// True when the newer table holds a row at it.
+    pub is: bool,
+}
+
 /// One file of a table.
 pub struct Row {
     /// Its path's order key ([`crate::path::VfsPath::order_key`]).
@@ -50,6 +77,8 @@ pub struct PathTable {
     hi: Vec<u8>,
     rows: Vec<Arc<Row>>,
     bytes: usize,
+    /// Set when [`PathTable::advance`] made it and remembered the changes.
+    derivation: Option<Derivation>,
 }
 
 impl PathTable {
@@ -69,7 +98,13 @@ impl PathTable {
             hi,
             rows,
             bytes,
+            derivation: None,
         }
+    }
+
+    /// How it was made from an older table, when that is remembered.
+    pub fn derivation(&self) -> Option<&Derivation> {
+        self.derivation.as_ref()
     }
 
     /// A number no other table of this process has: what is derived from
@@ -188,16 +223,29 @@ impl PathTable {
     /// range held) replaced by its row, or removed when `None`.
     pub fn advance(&self, at: LogPosition, changes: BTreeMap<Vec<u8>, Option<Row>>) -> PathTable {
         let mut rows = Vec::with_capacity(self.rows.len() + changes.len());
+        let mut remembered = Vec::new();
+        let remember = changes.len() <= MAX_REMEMBERED_CHANGES;
         let mut old = self.rows.iter().peekable();
         for (key, row) in changes {
             while let Some(r) = old.next_if(|r| *r.key < *key) {
                 rows.push(r.clone());
             }
-            old.next_if(|r| *r.key == *key);
+            let was = old.next_if(|r| *r.key == *key).is_some();
+            let is = row.is_some();
             rows.extend(row.map(Arc::new));
+            if remember && (was || is) {
+                let key = key.into_boxed_slice();
+                remembered.push(KeyChange { key, was, is });
+            }
         }
         rows.extend(old.cloned());
-        PathTable::of_rows(at, (self.lo.clone(), self.hi.clone()), rows)
+        let mut next = PathTable::of_rows(at, (self.lo.clone(), self.hi.clone()), rows);
+        next.bytes += remembered.iter().map(|c| c.key.len() + 24).sum::<usize>();
+        next.derivation = remember.then_some(Derivation {
+            from: self.id,
+            changes: remembered,
+        });
+        next
     }
 }
 
