@@ -15,9 +15,11 @@
 //! Rows (`AGENTVFS_BENCH_RUNS` runs per query and side, default 5): per
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
+//! `AGENTVFS_BENCH_QUERIES=1` also prints each query's p50s and hit count
+//! to stderr, to tell which queries set a class's median.
 //! The servers' self-check is off and the learning Greps are followed by a
-//! pause, so no background merge or check shares the cores with the
-//! measured Greps.
+//! wait until the indexed server is idle, so no background merge or check
+//! shares the cores with the measured Greps.
 //! Then the cold start of the Store and of the Filesystem mount: the
 //! indexed server restarted on its persisted index (docs/search-index.md
 //! § Persistence, § The Filesystem tier), timed from the start of the
@@ -275,7 +277,8 @@ fn rg(dir: &Path, q: &(&str, &str, bool, bool)) -> Duration {
         .arg(q.1)
         .arg(dir)
         .stdout(std::process::Stdio::null());
-    let _ = cmd.status();
+    cmd.status()
+        .unwrap_or_else(|e| panic!("cannot run rg: {e} (cargo install ripgrep)"));
     start.elapsed()
 }
 
@@ -313,6 +316,34 @@ async fn cold_start(
             answer,
         },
     )
+}
+
+/// Waits (up to 10 minutes) until the process `pid` used under 5% of a
+/// core over a second: its background merges are done.
+async fn wait_idle(pid: u32) {
+    let cpu = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields after the command's closing parenthesis; utime and stime
+        // are the 12th and 13th of them (proc(5)).
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        fields
+            .get(11..13)
+            .map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
+    };
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(600) {
+        let before = cpu();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Clock ticks are 1/100 s on Linux.
+        if cpu() - before < 5 {
+            break;
+        }
+    }
+    eprintln!(
+        "waited {:.0} s for the indexed server to go idle",
+        start.elapsed().as_secs_f64()
+    );
 }
 
 fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
@@ -388,6 +419,7 @@ async fn main() {
         "| tier | class | queries | indexed p50 ms | indexed p95 ms | scan p50 ms | rg p50 ms | scan / indexed | rg / indexed | equal |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
+    let per_query = std::env::var_os("AGENTVFS_BENCH_QUERIES").is_some();
     let mut a = client(&indexed).await;
     let mut b = client(&scanned).await;
     for &(tier, root) in &tiers {
@@ -396,9 +428,11 @@ async fn main() {
         for _ in 0..(bytes as u64 / MAX_LEARN_BYTES + 2) {
             grep(&mut a, root, &QUERIES[0]).await;
         }
-        // The last merge of a kernel-sized index runs for seconds at low
-        // priority; measured Greps should not share the cores with it.
-        tokio::time::sleep(Duration::from_secs(30)).await;
+        // The last merges of a kernel-sized index run for tens of seconds
+        // at low priority on a busy machine, and until they land the
+        // learned files are checked one by one: measured Greps wait for
+        // the server to go idle.
+        wait_idle(indexed.pid()).await;
         let classes = [
             "selective literal",
             "selective regex",
@@ -413,8 +447,11 @@ async fn main() {
             let mut n = 0;
             for q in QUERIES.iter().filter(|q| q.0 == class) {
                 n += 1;
+                let (mut qi, mut qs, mut hits) = (Vec::new(), Vec::new(), 0);
                 for _ in 0..support::runs() {
                     let (ma, mut sa, da) = grep(&mut a, root, q).await;
+                    hits = ma.len();
+                    qi.push(ms(da));
                     let (mb, mut sb, db) = grep(&mut b, root, q).await;
                     if root == "/fs" {
                         parallel_counts_cleared(&mut sa);
@@ -424,9 +461,18 @@ async fn main() {
                         eprintln!("{root} {:?}: indexed {sa:?} scan {sb:?}", q.1);
                         equal = false;
                     }
-                    ti.push(ms(da));
-                    ts.push(ms(db));
+                    qs.push(ms(db));
                 }
+                if per_query {
+                    eprintln!(
+                        "{tier} {:?}: indexed p50 {:.1} ms, scan p50 {:.1} ms, {hits} hits",
+                        q.1,
+                        pct(qi.clone(), 0.5),
+                        pct(qs.clone(), 0.5)
+                    );
+                }
+                ti.extend(qi);
+                ts.extend(qs);
                 for _ in 0..3 {
                     tr.push(ms(rg(&disk, q)));
                 }

@@ -49,8 +49,8 @@ impl Served {
         format!("http://{}", self.addr)
     }
 
-    /// The server's process id (to read its memory use).
-    #[allow(dead_code)] // each bench compiles this module; only `search` reads memory
+    /// The server's process id (to read its memory or CPU use).
+    #[allow(dead_code)] // each bench compiles this module; not every one reads these
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
