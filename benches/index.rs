@@ -16,7 +16,9 @@
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
 //! `AGENTVFS_BENCH_QUERIES=1` also prints each query's p50s and hit count
-//! to stderr, to tell which queries set a class's median.
+//! to stderr, to tell which queries set a class's median;
+//! `AGENTVFS_BENCH_HOLD=SECONDS` keeps the loaded servers up that long
+//! after the tables, for profiling by hand.
 //! The servers' self-check is off and the learning Greps are followed by a
 //! wait until the indexed server is idle, so no background merge or check
 //! shares the cores with the measured Greps.
@@ -318,9 +320,20 @@ async fn cold_start(
     )
 }
 
-/// Waits (up to 10 minutes) until the process `pid` used under 5% of a
-/// core over a second: its background merges are done.
+/// Waits (up to 10 minutes) until the process `pid` runs no background
+/// thread of the search index (merges, self-checks: `search-index-*`) and
+/// used under 5% of a core over a second. (CPU use alone does not tell on
+/// a loaded machine, where a merge of low priority gets next to none.)
 async fn wait_idle(pid: u32) {
+    let indexing = || {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        tasks.flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with("search-index"))
+        })
+    };
     let cpu = || -> u64 {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         // Fields after the command's closing parenthesis; utime and stime
@@ -336,7 +349,7 @@ async fn wait_idle(pid: u32) {
         let before = cpu();
         tokio::time::sleep(Duration::from_secs(1)).await;
         // Clock ticks are 1/100 s on Linux.
-        if cpu() - before < 5 {
+        if cpu() - before < 5 && !indexing() {
             break;
         }
     }
@@ -490,6 +503,19 @@ async fn main() {
                 if equal { "yes" } else { "NO" }
             );
         }
+    }
+    // `AGENTVFS_BENCH_HOLD=SECONDS`: keep the loaded servers up that long,
+    // for profiling them by hand.
+    if let Some(hold) = std::env::var("AGENTVFS_BENCH_HOLD")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        eprintln!(
+            "holding for {hold} s: indexed {}, scanned {}",
+            indexed.url(),
+            scanned.url()
+        );
+        tokio::time::sleep(Duration::from_secs(hold)).await;
     }
     // Cold start: both servers restarted (kill -9, as a crash), the
     // indexed one on its persisted index, the other with none.

@@ -639,6 +639,126 @@ mod tests {
         (spec, SearchPart::whole(root))
     }
 
+    /// A Grep for `pattern` of every file below `/t`.
+    fn everything(pattern: &str) -> SearchSpec {
+        let budgets = Budgets {
+            include_hidden: true,
+            include_ignored: true,
+            max_visited: u64::MAX,
+            ..Budgets::default()
+        };
+        let request = GrepRequest {
+            pattern,
+            ..GrepRequest::default()
+        };
+        SearchSpec::grep(VfsPath::parse("/t").unwrap(), request, budgets).unwrap()
+    }
+
+    /// Greps every file of `files` through `registry`'s index `times`
+    /// times: the first learns them all.
+    fn learn_all(registry: &Registry, files: &mut TableFiles, times: usize) {
+        let all = everything("needle");
+        for _ in 0..times {
+            let SearchKind::Grep(grep) = &all.kind else {
+                unreachable!()
+            };
+            let mut g =
+                IndexedGrep::start(registry.get("ns", "p").unwrap(), settings(), &grep.plan);
+            let _learned = answer(all.clone(), |run| {
+                walk_indexed(
+                    run,
+                    files,
+                    &SearchPart::whole(VfsPath::parse("/t").unwrap()),
+                    Some(&mut g),
+                )
+            });
+            g.finish();
+        }
+    }
+
+    /// An overlay that stopped growing (too small to merge for its size)
+    /// is merged once narrowed Greps have checked as many of its files one
+    /// by one as the segment holds, and no sooner.
+    #[test]
+    fn an_overlay_that_stopped_growing_is_merged_after_enough_checks() {
+        let seed: u64 = rand::random();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut version = 0;
+        let mut files = random_tree(&mut rng, &mut version);
+        while files.table.len() < 40 {
+            files = random_tree(&mut rng, &mut version);
+        }
+        let registry = Registry::new(settings(), None);
+        // One Grep: a second one could learn again what the merge that
+        // the first one started takes out of the overlay meanwhile.
+        learn_all(&registry, &mut files, 1);
+        let index = registry.get("ns", "p").unwrap().0;
+        // Learning every file started a merge.
+        let start = std::time::Instant::now();
+        while index.overlay_files() > 0 && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let merged = index.files();
+        assert_eq!(merged, files.table.len(), "seed {seed}");
+        // New versions of a few files, learned into the overlay.
+        let mut changes = std::collections::BTreeMap::new();
+        for i in [0, files.table.len() / 2, files.table.len() - 1] {
+            let old = files.table.row(i);
+            version += 1;
+            let text = "needle again\n".to_owned();
+            changes.insert(
+                old.key.to_vec(),
+                Some(row(old.entry.path.clone(), &text, version)),
+            );
+            files.data.insert(old.entry.path.as_str().to_owned(), text);
+        }
+        let at = files.table.at();
+        let next = LogPosition {
+            seq: at.seq + 1,
+            ..at
+        };
+        files.table = Arc::new(files.table.advance(next, changes));
+        let spec = everything("needle");
+        let part = SearchPart::whole(VfsPath::parse("/t").unwrap());
+        let SearchKind::Grep(grep) = &spec.kind else {
+            unreachable!()
+        };
+        let narrowed = |files: &mut TableFiles| {
+            let table = files.table.clone();
+            let mut g =
+                IndexedGrep::start(registry.get("ns", "p").unwrap(), settings(), &grep.plan);
+            let (_, summary) = answer(spec.clone(), |run| {
+                walk_table(run, files, &part, &mut g, &table)
+            });
+            assert!(summary.is_ok(), "seed {seed}: {summary:?}");
+            g.finish();
+        };
+        narrowed(&mut files);
+        assert_eq!(index.overlay_files(), 3, "seed {seed}: the three learned");
+        // Each narrowed Grep checks the three one by one: the overlay is
+        // merged once that adds up to the MERGE_MIN_FILES (256) the
+        // segment's size is raised to.
+        let mut greps = 1;
+        while index.overlay_files() > 0 && greps < 200 {
+            narrowed(&mut files);
+            greps += 1;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let start = std::time::Instant::now();
+        while index.files() > merged && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(
+            index.files(),
+            merged,
+            "seed {seed}: merged after {greps} Greps"
+        );
+        assert!(
+            greps >= 256 / 3,
+            "seed {seed}: merged after only {greps} Greps"
+        );
+    }
+
     /// The jumps over a table count exactly what the walk entry by entry
     /// counts, on random trees, roots, rules, globs, size limits and
     /// visited budgets (stopping inside runs of ruled-out rows), with the
@@ -653,30 +773,7 @@ mod tests {
             let mut files = random_tree(&mut rng, &mut version);
             let registry = Registry::new(settings(), None);
             // Learn every file, then merge: later Greps are narrowed.
-            let (spec, _) = random_spec(&mut rng, 0);
-            let all = SearchSpec {
-                include_hidden: true,
-                include_ignored: true,
-                max_visited: u64::MAX,
-                max_results: 0,
-                ..spec
-            };
-            for _ in 0..2 {
-                let SearchKind::Grep(grep) = &all.kind else {
-                    unreachable!()
-                };
-                let mut g =
-                    IndexedGrep::start(registry.get("ns", "p").unwrap(), settings(), &grep.plan);
-                let _learned = answer(all.clone(), |run| {
-                    walk_indexed(
-                        run,
-                        &mut files,
-                        &SearchPart::whole(VfsPath::parse("/t").unwrap()),
-                        Some(&mut g),
-                    )
-                });
-                g.finish();
-            }
+            learn_all(&registry, &mut files, 2);
             registry.get("ns", "p").unwrap().0.merge();
             let mut last = None;
             for _ in 0..12 {

@@ -309,7 +309,27 @@ mod tests {
         assert!(next.encode_into(&mut bytes));
         let back = PathTable::decode_from(&mut Reader::new(&bytes)).unwrap();
         assert_eq!(back.at(), at(3));
-        assert_eq!(back.bytes(), next.bytes());
+        // The newer table remembers what changed (the key neither table
+        // holds is no change); a table read back does not.
+        let derived = next.derivation().unwrap();
+        assert_eq!(derived.from, table.id());
+        let remembered: Vec<(String, bool, bool)> = derived
+            .changes
+            .iter()
+            .map(|c| (String::from_utf8_lossy(&c.key).into_owned(), c.was, c.is))
+            .collect();
+        let key = |p: &str| String::from_utf8_lossy(&row(p, 0).key).into_owned();
+        assert_eq!(
+            remembered,
+            [
+                (key("/d/a"), true, false),
+                (key("/d/b"), true, true),
+                (key("/d/c/w"), false, true)
+            ]
+        );
+        assert!(back.derivation().is_none());
+        let kept: usize = derived.changes.iter().map(|c| c.key.len() + 24).sum();
+        assert_eq!(back.bytes() + kept, next.bytes());
         assert_eq!(back.seek(&row("/d/c", 0).key).unwrap().entry, found.entry);
         for cut in 0..bytes.len() {
             assert!(PathTable::decode_from(&mut Reader::new(&bytes[..cut])).is_none());
