@@ -208,7 +208,7 @@ fn walk_counts<S: SortedFiles>(
     match earlier {
         Some(earlier) => {
             let passes = carry(run, files, table, (grep, key, rows), earlier, &end)?;
-            tracing::debug!(
+            tracing::info!(
                 rows = passes.rows().len(),
                 "search index walk counts carried"
             );

@@ -351,6 +351,7 @@ async fn differential(seed: u64, rounds: usize) {
         "path table taken",
         "path table replayed",
         "walk counts taken",
+        "walk counts carried",
     ] {
         assert!(
             logs.contains(&format!("search index {walked}")),
