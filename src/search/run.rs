@@ -293,7 +293,7 @@ impl SearchRun {
             let symlink = matches!(entry.kind, EntryKind::Symlink { .. });
             return self.emit_path(entry.path, symlink);
         }
-        if self.take_results(1) == 0 {
+        if self.take_results(1).0 == 0 {
             return;
         }
         let bytes = entry.path.as_str().len() + 32;
@@ -302,7 +302,7 @@ impl SearchRun {
 
     /// Emits a path found by a `paths_only` Glob. Call in path order.
     pub fn emit_path(&self, path: VfsPath, symlink: bool) {
-        if self.take_results(1) == 0 {
+        if self.take_results(1).0 == 0 {
             return;
         }
         let bytes = path.as_str().len() + 8;
@@ -315,17 +315,21 @@ impl SearchRun {
     }
 
     /// Emits one file's Grep output. Call in path order. Lines beyond
-    /// `max_results` are cut (with the context that follows them).
+    /// `max_results` are cut, and so is the context after the match that
+    /// reaches it: a file's collection stops at that match when the run's
+    /// remaining results are known exactly (the ordered tiers), so the
+    /// Filesystem tier's workers, which may collect further while earlier
+    /// files are still being emitted, must not send more.
     pub fn emit_file(&self, mut hits: FileHits) {
         let matching = hits.lines.iter().filter(|l| !l.is_context).count() as u64;
         if matching == 0 {
             return;
         }
-        let granted = self.take_results(matching);
+        let (granted, spent) = self.take_results(matching);
         if granted == 0 {
             return;
         }
-        if granted < matching {
+        if granted < matching || spent {
             let mut seen = 0;
             let cut = hits
                 .lines
@@ -376,23 +380,25 @@ impl SearchRun {
             .saturating_sub(self.counters.matched.load(Relaxed))
     }
 
-    /// Reserves up to `wanted` results under `max_results`; on reaching the
-    /// limit the search stops with [`AbortReason::Limit`].
-    fn take_results(&self, wanted: u64) -> u64 {
+    /// Reserves up to `wanted` results under `max_results`, and tells
+    /// whether these reached the limit; on reaching it the search stops
+    /// with [`AbortReason::Limit`].
+    fn take_results(&self, wanted: u64) -> (u64, bool) {
         let max = self.spec.max_results;
-        let mut granted = 0;
+        let (mut granted, mut spent) = (0, false);
         // The closure always returns Some, so fetch_update cannot fail.
         let _always_ok = self
             .counters
             .matched
             .fetch_update(Relaxed, Relaxed, |have| {
                 granted = wanted.min(max.saturating_sub(have));
+                spent = granted > 0 && have + granted >= max;
                 Some(have + granted)
             });
         if self.counters.matched.load(Relaxed) >= max {
             self.abort(AbortReason::Limit);
         }
-        granted
+        (granted, spent)
     }
 
     fn push(&self, hit: Hit, items: usize, bytes: usize) {
@@ -545,5 +551,68 @@ impl SearchRun {
             aborted: self.aborted(),
             problems,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::{Budgets, GrepRequest, LineHit};
+    use std::time::SystemTime;
+
+    fn line(n: u64, is_context: bool) -> LineHit {
+        LineHit {
+            line_number: n,
+            line: format!("line {n}"),
+            matched: if is_context {
+                String::new()
+            } else {
+                "line".into()
+            },
+            is_context,
+        }
+    }
+
+    /// The context after the match that reaches `max_results` is cut
+    /// whether the file's collection stopped there (the ordered tiers) or
+    /// went on (a Filesystem worker that collected before earlier files
+    /// were emitted), so the answer does not depend on timing.
+    #[test]
+    fn the_context_after_the_last_allowed_match_is_cut() {
+        let budgets = Budgets {
+            max_results: 2,
+            ..Budgets::default()
+        };
+        let request = GrepRequest {
+            pattern: "line",
+            ..GrepRequest::default()
+        };
+        let root = VfsPath::parse("/t").unwrap();
+        let spec = SearchSpec::grep(root, request, budgets).unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let run = SearchRun::new(spec, tx, Duration::from_secs(1));
+        let file = |name: &str, lines: Vec<LineHit>| FileHits {
+            path: VfsPath::parse(&format!("/t/{name}")).unwrap(),
+            modified: SystemTime::UNIX_EPOCH,
+            lines,
+        };
+        // Under the limit: its context stays.
+        run.emit_file(file("a", vec![line(1, false), line(2, true)]));
+        // Reaches it exactly: the context after is cut.
+        run.emit_file(file("b", vec![line(1, false), line(2, true)]));
+        run.finish(Ok(()));
+        let mut lines = Vec::new();
+        while let Ok(event) = rx.try_recv() {
+            if let SearchEvent::Batch(batch) = event {
+                for hit in batch {
+                    if let Hit::File(f) = hit {
+                        lines.extend(f.lines.iter().map(|l| (f.path.to_string(), l.line_number)));
+                    }
+                }
+            }
+        }
+        let want = [("/t/a", 1), ("/t/a", 2), ("/t/b", 1)];
+        let want: Vec<(String, u64)> = want.iter().map(|(p, n)| (p.to_string(), *n)).collect();
+        assert_eq!(lines, want);
     }
 }
