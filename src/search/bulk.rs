@@ -7,7 +7,10 @@
 //! the walk itself in a counting mode ([`Passes`], kept by the namespace's
 //! index), and a Grep then jumps from candidate row to candidate row (the
 //! rows the index cannot rule out), adding the counts of the rows between
-//! in one step, and visits each candidate with the normal code.
+//! in one step, and visits each candidate with the normal code. When the
+//! table was advanced by the log from one whose counts are kept, they are
+//! carried over instead, walking only the rows next to each change
+//! ([`carry`] says why that is exact).
 //!
 //! Invariants:
 //! - a candidate reaches the index in the walk, so no directory above it

@@ -6,7 +6,9 @@
 //!   too-large files, files that reach the index), for one search root,
 //!   rule set, glob and size limit. They are taken once by the walk itself
 //!   in a counting mode (`search::bulk`), so the rules have one
-//!   implementation.
+//!   implementation; or carried over from the sums over the table a table
+//!   was derived from ([`Passes::carry`]), which also records the rows the
+//!   walk reaches so that a window walked again can start at one.
 //! - [`RowDocs`]: each row's doc id in a segment when the segment holds
 //!   that row's very version, by one merge-join (both are in path order).
 //!
