@@ -24,7 +24,7 @@
 
 use super::index::IndexedGrep;
 use super::index::passes::{Counts, PassKey, Passes};
-use super::index::table::{PathTable, Row};
+use super::index::table::{Derivation, PathTable, Row};
 use super::rules::Skip;
 use super::sorted::{
     Resume, SortedFiles, Tally, Visit, part_range, visit_file, walk_from, walk_indexed, walk_live,
@@ -208,9 +208,15 @@ fn walk_counts<S: SortedFiles>(
 ) -> Result<Passes> {
     let rows = table.position(&key.lo)..table.position(&key.hi);
     let end = key.hi.clone();
-    match earlier {
-        Some(earlier) => {
-            let passes = carry(run, files, table, (grep, key, rows), earlier, &end)?;
+    // Carried over only from the counts over the very table this one was
+    // derived from.
+    let derived = table.derivation();
+    let from = earlier
+        .zip(derived)
+        .filter(|(e, d)| e.key().table == d.from);
+    match from {
+        Some(from) => {
+            let passes = carry(run, files, table, (grep, key, rows), from, &end)?;
             tracing::info!(
                 rows = passes.rows().len(),
                 "search index walk counts carried"
@@ -269,10 +275,10 @@ fn carry<S: SortedFiles>(
     files: &mut S,
     table: &PathTable,
     (grep, key, rows): (&GrepOptions, PassKey, std::ops::Range<usize>),
-    earlier: &Passes,
+    (earlier, derived): (&Passes, &Derivation),
     end: &[u8],
 ) -> Result<Passes> {
-    let windows = windows(table, &key, rows.clone(), earlier);
+    let windows = windows(table, derived, &key, rows.clone(), earlier);
     let mut counter = Counter::new(table, grep, key, rows.start);
     let mut shift = rows.start as isize - earlier.rows().start as isize;
     for window in windows {
@@ -313,13 +319,11 @@ struct Window {
 /// reaches (`start`); windows that meet are one.
 fn windows(
     table: &PathTable,
+    derived: &Derivation,
     key: &PassKey,
     rows: std::ops::Range<usize>,
     earlier: &Passes,
 ) -> Vec<Window> {
-    let Some(derived) = table.derivation() else {
-        return Vec::new();
-    };
     let mut shift = rows.start as isize - earlier.rows().start as isize;
     let mut windows: Vec<Window> = Vec::new();
     let within = |k: &[u8]| key.lo.as_slice() <= k && k < key.hi.as_slice();

@@ -440,12 +440,10 @@ impl NamespaceIndex {
                 lower_priority();
                 loop {
                     index.merge();
-                    if index.merge_again.swap(false, Relaxed) {
-                        continue;
-                    }
                     index.merging.store(false, Relaxed);
-                    // A request made between the check and the store is
-                    // taken here, unless another merge has begun.
+                    // A request made during the merge, or between its end
+                    // and the store, is taken here, unless another merge
+                    // has begun meanwhile.
                     if !index.merge_again.swap(false, Relaxed) || index.merging.swap(true, Relaxed)
                     {
                         break;
