@@ -85,15 +85,46 @@ pub async fn claim(client: &Client, bucket: &str, key_prefix: &str) -> Result<()
         let body = Bytes::from(format!(
             "agentvfs deployment, object format 2, key_prefix {key_prefix:?}\n"
         ));
-        client
-            .put(&claim_key(key_prefix), body, Put::Create)
-            .await?;
+        put_claim(client, &claim_key(key_prefix), body).await?;
         // Two nested deployments claiming at once both see the other now.
         if let Some(other) = claims(client).await?.iter().find(|o| nests(o)) {
             return Err(collision(bucket, key_prefix, other));
         }
     }
     Ok(())
+}
+
+/// Tries to put the claim at `key` this many times when the store does not
+/// answer.
+const CLAIM_ATTEMPTS: u32 = 6;
+
+/// Puts the claim at `key` unless it exists. The store's client retries
+/// only requests that never left; a conditional put whose connection broke
+/// after sending is not retried there, since its outcome is unknown. Here
+/// it is safe to: the body is the same for every server of a deployment,
+/// and a claim that exists already (this server's lost attempt, or another
+/// server's) is the outcome asked for. Without this, one reset connection
+/// at start-up refused the server (`scripts/test-linearizability`'s
+/// `object-proxy` run with seed 530688111).
+async fn put_claim(client: &Client, key: &str, body: Bytes) -> Result<()> {
+    let mut pause = std::time::Duration::from_millis(50);
+    let mut attempt = 1;
+    loop {
+        match client.put(key, body.clone(), Put::Create).await {
+            Ok(_) => return Ok(()),
+            Err(Error::Unavailable(why)) if attempt < CLAIM_ATTEMPTS => {
+                tracing::warn!(
+                    key,
+                    attempt,
+                    "claiming the key prefix failed, retrying: {why}"
+                );
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                attempt += 1;
+            }
+            Err(err) => return Err(err),
+        }
+    }
 }
 
 #[cfg(test)]
