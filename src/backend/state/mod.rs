@@ -47,8 +47,8 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
-pub use space::{MapCursor, SliceCursor, Snapshot, StateSpace};
-use std::collections::{BTreeMap, HashMap};
+pub use space::{MapCursor, Snapshot, StateSpace};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -140,8 +140,10 @@ impl Stored for Arc<FileRecord> {
     }
 }
 
-/// A session's files by relative order key.
-type FileMap = BTreeMap<Vec<u8>, Arc<FileRecord>>;
+/// A session's files by relative order key. Persistent: a clone shares the
+/// tree, and a change copies only the nodes on its path that a clone still
+/// holds, so a search's snapshot costs O(1) (space.rs).
+type FileMap = imbl::OrdMap<Vec<u8>, Arc<FileRecord>>;
 
 /// Everything a session holds, under one lock.
 struct SessionData {
@@ -244,7 +246,7 @@ impl StateEngine {
                 .or_insert_with(|| {
                     Arc::new(Session {
                         data: Mutex::new(SessionData {
-                            files: BTreeMap::new(),
+                            files: FileMap::new(),
                             past: HashMap::new(),
                             log: MemoryLog::new(),
                             bytes: 0,

@@ -6,9 +6,12 @@
 //!   and two namespaces, never see each other's files;
 //! - a read under the session's lock sees every change entirely or not at
 //!   all (a change applies under the same lock);
-//! - a search reads a [`Snapshot`] of `Arc`s taken under the lock and walks
-//!   it without the lock, so a slow search never blocks a writer; it sees
-//!   each file as it was when the search started.
+//! - a search reads a [`Snapshot`] taken under the lock (the persistent map
+//!   itself, shared in O(1)) and walks it without the lock, so a slow search
+//!   never blocks a writer; it sees each file as it was when the search
+//!   started. While it runs, a writer copies the map's nodes it changes
+//!   that the snapshot still shares: at most one copy of the map's nodes
+//!   (keys and pointers, never contents), freed with the snapshot.
 
 use super::{FileMap, FileRecord, SessionData, StateEngine};
 use crate::backend::ordered::{Cursor, Files, Frozen, keys};
@@ -40,6 +43,32 @@ impl Bounds {
     pub(super) fn holds(&self, key: &[u8]) -> bool {
         self.hi.as_ref().is_none_or(|hi| key < hi.as_slice())
     }
+
+    /// The file or directory `rel` and everything below it: `[rel,
+    /// rel\x01)`, one range because a subtree's keys follow its root's.
+    fn subtree(rel: &[u8]) -> Bounds {
+        Bounds {
+            lo: rel.to_vec(),
+            hi: (!rel.is_empty()).then(|| keys::past(rel)),
+        }
+    }
+
+    /// True when `key` lies in the range.
+    fn contains(&self, key: &[u8]) -> bool {
+        key >= self.lo.as_slice() && self.holds(key)
+    }
+
+    /// The keys in both ranges.
+    fn meet(self, other: &Bounds) -> Bounds {
+        let hi = match (self.hi, &other.hi) {
+            (Some(a), Some(b)) => Some(a.min(b.clone())),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        Bounds {
+            lo: self.lo.max(other.lo.clone()),
+            hi,
+        }
+    }
 }
 
 /// A session's live files, under the session's lock.
@@ -49,57 +78,48 @@ pub struct StateSpace<'a> {
 }
 
 impl StateSpace<'_> {
-    /// A scan of everything below the directory `rel`.
-    pub(super) fn cursor(&self, rel: &[u8]) -> MapCursor<'_> {
+    /// The files at and below `top`, for a search that runs without the
+    /// lock: the session's map itself, shared. The map is persistent, so
+    /// this is O(1) and a writer copies only the nodes it changes while a
+    /// search holds them; copying the subtree's 78,000 `Arc`s instead set a
+    /// floor of about 11 ms under every State Grep on the kernel
+    /// (docs/performance.md § Indexed search).
+    pub(super) fn snapshot(&self, top: &[u8]) -> Snapshot {
+        Snapshot {
+            files: self.data.files.clone(),
+            covered: Bounds::subtree(top),
+            log: self.data.log.bounds(),
+        }
+    }
+}
+
+/// A scan of a session's map: one pass of the map's own iterator from each
+/// seek (seeking again from the root for every file cost a selective Grep
+/// on the kernel more than its whole walk).
+pub struct MapCursor<'a> {
+    bounds: Bounds,
+    files: &'a FileMap,
+    rest:
+        imbl::ordmap::RangedIter<'a, Vec<u8>, Arc<FileRecord>, imbl::shared_ptr::DefaultSharedPtr>,
+    at: Option<&'a Arc<FileRecord>>,
+}
+
+impl<'a> MapCursor<'a> {
+    /// A scan of the keys of `files` in `bounds`.
+    fn new(files: &'a FileMap, bounds: Bounds) -> MapCursor<'a> {
         let mut cursor = MapCursor {
-            files: &self.data.files,
-            bounds: Bounds::below(rel),
+            bounds,
+            files,
+            rest: files.range::<_, [u8]>((Bound::Unbounded, Bound::Excluded(&b""[..]))),
             at: None,
         };
         cursor.seek(b"");
         cursor
     }
 
-    /// The files at and below `top`, for a search that runs without the lock.
-    pub(super) fn snapshot(&self, top: &[u8]) -> Snapshot {
-        let mut files = Vec::new();
-        if let Some(file) = self.data.files.get(top) {
-            files.push(file.clone());
-        }
-        // One pass of the map's own iterator: a cursor's `next` seeks again
-        // from the root for every file, which cost a selective Grep on the
-        // kernel's 78,000 files more than its whole walk (docs/performance.md
-        // § Indexed search).
-        let bounds = Bounds::below(top);
-        let below = (Bound::Included(bounds.lo.as_slice()), Bound::Unbounded);
-        let below = self.data.files.range::<[u8], _>(below);
-        files.extend(
-            below
-                .take_while(|(key, _)| bounds.holds(key))
-                .map(|(_, file)| file.clone()),
-        );
-        Snapshot {
-            files,
-            log: self.data.log.bounds(),
-        }
-    }
-}
-
-/// A scan of a session's map.
-pub struct MapCursor<'a> {
-    pub(super) files: &'a FileMap,
-    pub(super) bounds: Bounds,
-    pub(super) at: Option<(&'a [u8], &'a Arc<FileRecord>)>,
-}
-
-impl<'a> MapCursor<'a> {
-    fn find(&self, from: Bound<&[u8]>) -> Option<(&'a [u8], &'a Arc<FileRecord>)> {
-        let files: &'a FileMap = self.files;
-        files
-            .range::<[u8], _>((from, Bound::Unbounded))
-            .next()
-            .filter(|(key, _)| self.bounds.holds(key))
-            .map(|(key, file)| (key.as_slice(), file))
+    /// The file the cursor is at.
+    fn here(&self) -> Option<&'a Arc<FileRecord>> {
+        self.at
     }
 }
 
@@ -107,17 +127,32 @@ impl Cursor for MapCursor<'_> {
     type File = Arc<FileRecord>;
 
     fn seek(&mut self, rel: &[u8]) {
-        self.at = self.find(Bound::Included(self.bounds.start(rel)));
+        let from = self.bounds.start(rel);
+        self.rest = self
+            .files
+            .range::<_, [u8]>((Bound::Included(from), Bound::Unbounded));
+        self.next_in_bounds();
     }
 
     fn next(&mut self) {
-        if let Some((key, _)) = self.at {
-            self.at = self.find(Bound::Excluded(key));
+        if self.at.is_some() {
+            self.next_in_bounds();
         }
     }
 
     fn current(&self) -> Option<Result<(&[u8], Arc<FileRecord>)>> {
-        self.at.map(|(key, file)| Ok((key, file.clone())))
+        self.at.map(|file| Ok((file.key.as_slice(), file.clone())))
+    }
+}
+
+impl MapCursor<'_> {
+    /// Steps to the next file of the map, if still in the bounds.
+    fn next_in_bounds(&mut self) {
+        self.at = self
+            .rest
+            .next()
+            .filter(|(key, _)| self.bounds.holds(key))
+            .map(|(_, file)| file);
     }
 }
 
@@ -133,88 +168,42 @@ impl Files for StateSpace<'_> {
     }
 
     fn scan(&self, below: &[u8], _bulk: bool) -> Result<MapCursor<'_>> {
-        Ok(self.cursor(below))
+        Ok(MapCursor::new(&self.data.files, Bounds::below(below)))
     }
 }
 
-/// The files of one subtree, captured at the start of a search, in key
-/// order.
+/// The files of one subtree as they were at the start of a search: the
+/// session's persistent map as it was then, read only in `covered`.
 pub struct Snapshot {
-    pub(super) files: Vec<Arc<FileRecord>>,
+    files: FileMap,
+    /// The subtree the search may reach: its top and everything below.
+    covered: Bounds,
     /// The session's log bounds when the snapshot was taken (under the
     /// same lock).
-    pub(super) log: LogBounds,
-}
-
-impl Snapshot {
-    /// Where `rel` is or would be.
-    fn position(&self, rel: &[u8]) -> usize {
-        self.files.partition_point(|f| f.key.as_slice() < rel)
-    }
-}
-
-/// A scan of a [`Snapshot`].
-pub struct SliceCursor<'a> {
-    pub(super) files: &'a [Arc<FileRecord>],
-    pub(super) bounds: Bounds,
-    pub(super) at: usize,
-}
-
-impl SliceCursor<'_> {
-    fn here(&self) -> Option<&Arc<FileRecord>> {
-        self.files
-            .get(self.at)
-            .filter(|file| self.bounds.holds(&file.key))
-    }
-}
-
-impl Cursor for SliceCursor<'_> {
-    type File = Arc<FileRecord>;
-
-    fn seek(&mut self, rel: &[u8]) {
-        let from = self.bounds.start(rel);
-        self.at = self.files.partition_point(|f| f.key.as_slice() < from);
-    }
-
-    fn next(&mut self) {
-        if self.here().is_some() {
-            self.at += 1;
-        }
-    }
-
-    fn current(&self) -> Option<Result<(&[u8], Arc<FileRecord>)>> {
-        self.here()
-            .map(|file| Ok((file.key.as_slice(), file.clone())))
-    }
+    log: LogBounds,
 }
 
 impl Files for Snapshot {
     type File = Arc<FileRecord>;
-    type Cursor<'c> = SliceCursor<'c>;
+    type Cursor<'c> = MapCursor<'c>;
 
     fn get(&self, rel: &[u8]) -> Result<Option<Arc<FileRecord>>> {
-        Ok(self
-            .files
-            .get(self.position(rel))
-            .filter(|file| file.key == rel)
-            .cloned())
+        if !self.covered.contains(rel) {
+            return Ok(None);
+        }
+        Ok(self.files.get(rel).cloned())
     }
 
-    fn scan(&self, below: &[u8], _bulk: bool) -> Result<SliceCursor<'_>> {
-        let mut cursor = SliceCursor {
-            files: &self.files,
-            bounds: Bounds::below(below),
-            at: 0,
-        };
-        cursor.seek(b"");
-        Ok(cursor)
+    fn scan(&self, below: &[u8], _bulk: bool) -> Result<MapCursor<'_>> {
+        let bounds = Bounds::below(below).meet(&self.covered);
+        Ok(MapCursor::new(&self.files, bounds))
     }
 }
 
 impl Frozen for Snapshot {
     type Data = Arc<[u8]>;
 
-    fn load(&self, cursor: &SliceCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Arc<[u8]>> {
+    fn load(&self, cursor: &MapCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Arc<[u8]>> {
         let file = match cursor.here() {
             Some(file) if file.key == rel => Some(file.clone()),
             _ => self.get(rel)?,

@@ -14,11 +14,12 @@
 
 use super::{FileRecord, StateSpace, log_cost};
 use crate::backend::ChunkReader;
-use crate::backend::ordered::{Content, Cursor, Logged, Space};
+use crate::backend::ordered::{Content, Logged, Space, keys};
 use crate::change::Origin;
 use crate::error::Result;
 use crate::path::VfsPath;
 use std::convert::Infallible;
+use std::ops::Bound;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -205,12 +206,17 @@ impl Space for StateSpace<'_> {
                     self.data.files.remove(&key);
                 }
                 Step::DropBelow(rel) => {
-                    let mut doomed = Vec::new();
-                    let mut cursor = self.cursor(&rel);
-                    while let Some((key, _)) = cursor.at {
-                        doomed.push(key.to_vec());
-                        cursor.next();
-                    }
+                    let (lo, hi) = keys::below(&rel);
+                    let below = (
+                        Bound::Included(lo.as_slice()),
+                        hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+                    );
+                    let doomed: Vec<Vec<u8>> = self
+                        .data
+                        .files
+                        .range::<_, [u8]>(below)
+                        .map(|(key, _)| key.clone())
+                        .collect();
                     for key in doomed {
                         self.data.files.remove(&key);
                     }
