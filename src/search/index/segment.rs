@@ -201,6 +201,18 @@ impl Segment {
         bits
     }
 
+    /// The posting bytes selecting `query` decodes.
+    fn cost(&self, query: &Query) -> u64 {
+        match query {
+            Query::All | Query::Nothing => 0,
+            Query::Trigram(t) => self
+                .lists
+                .get(t)
+                .map_or(0, |&(start, end)| u64::from(end - start)),
+            Query::And(parts) | Query::Or(parts) => parts.iter().map(|p| self.cost(p)).sum(),
+        }
+    }
+
     /// The docs whose trigrams satisfy `query` (unindexed docs are not
     /// included: callers check [`Segment::unindexed`]).
     pub fn select(&self, query: &Query) -> Selected {
@@ -209,6 +221,11 @@ impl Segment {
             Query::Nothing => Selected::Bits(vec![0; self.keys.len().div_ceil(64)]),
             Query::Trigram(t) => Selected::Bits(self.posting_bits(*t)),
             Query::And(parts) => {
+                // Cheapest parts first (the rarest trigrams: the shortest
+                // lists select the fewest docs), stopping once nothing is
+                // left, so a selective AND never decodes its common lists.
+                let mut parts: Vec<&Query> = parts.iter().collect();
+                parts.sort_by_cached_key(|part| self.cost(part));
                 let mut out = Selected::All;
                 for part in parts {
                     out = match (out, self.select(part)) {
@@ -218,6 +235,9 @@ impl Segment {
                             Selected::Bits(a)
                         }
                     };
+                    if out.count() == Some(0) {
+                        break;
+                    }
                 }
                 out
             }
