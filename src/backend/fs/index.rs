@@ -54,6 +54,15 @@ const SETTLED_AFTER: Duration = Duration::from_secs(1);
 /// keep whole seconds (ext3's small inodes) or two (FAT).
 const SETTLED_AFTER_COARSE: Duration = Duration::from_secs(3);
 
+/// Most bytes the Greps of one mount hold at once in files read whole to be
+/// learned. A file past this is searched as a stream and left to a later
+/// Grep: learning only speeds later Greps up, so running out of room never
+/// changes an answer, and never waits. A fixed part of the server's base
+/// memory (docs/security.md § Memory), however many Greps run: without it,
+/// each of a mount's Grep workers could hold an 8 MiB file beyond every
+/// `[limits]` budget, and a Grep waiting on a slow client kept its buffer.
+const MAX_LEARNING_BYTES: u64 = 32 << 20;
+
 /// The file name of a mount's persisted index in its directory.
 const FILE_NAME: &str = "index.avix";
 
@@ -68,6 +77,8 @@ pub struct FsIndex {
     registry: Registry,
     /// The namespace's key in the registry: the mount's path.
     key: String,
+    /// Bytes of the mount's [`LearnBuffer`]s alive now.
+    learning: Arc<AtomicU64>,
 }
 
 impl FsIndex {
@@ -81,6 +92,7 @@ impl FsIndex {
         FsIndex {
             registry: Registry::new(settings, Some(Arc::new(keeper))),
             key: mount.to_string(),
+            learning: Arc::default(),
         }
     }
 
@@ -93,6 +105,7 @@ impl FsIndex {
             active: grep.active(),
             grep: Mutex::new(grep),
             passed: AtomicU64::new(0),
+            learning: self.learning.clone(),
         })
     }
 }
@@ -105,6 +118,41 @@ pub struct SharedGrep {
     active: bool,
     /// Files handed to the workers while not `active`.
     passed: AtomicU64,
+    /// The mount's bytes in learn buffers, at most [`MAX_LEARNING_BYTES`].
+    learning: Arc<AtomicU64>,
+}
+
+/// A file read whole to be learned, then searched; its bytes count against
+/// the mount's [`MAX_LEARNING_BYTES`] until it is dropped.
+pub struct LearnBuffer {
+    data: Vec<u8>,
+    learning: Arc<AtomicU64>,
+}
+
+impl LearnBuffer {
+    /// Room for `size` bytes, if the mount's learn buffers leave it.
+    fn reserve(learning: &Arc<AtomicU64>, size: u64) -> Option<LearnBuffer> {
+        learning
+            .fetch_update(Relaxed, Relaxed, |held| {
+                (held + size <= MAX_LEARNING_BYTES).then_some(held + size)
+            })
+            .ok()?;
+        Some(LearnBuffer {
+            data: vec![0; size as usize],
+            learning: learning.clone(),
+        })
+    }
+
+    /// The file's content.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for LearnBuffer {
+    fn drop(&mut self) {
+        self.learning.fetch_sub(self.data.len() as u64, Relaxed);
+    }
 }
 
 /// What a worker does with a file before opening it.
@@ -145,29 +193,30 @@ impl SharedGrep {
 
     /// Reads the opened file `fd` whole, without moving its offset, and
     /// learns it when it is settled as of `st` (its `fstat`, taken at
-    /// `now`, before any byte is read) and small enough to index. `None`
-    /// (not settled, too large, changed size while read, a read failure)
-    /// leaves the file to be searched from `fd` as usual.
+    /// `now`, before any byte is read), small enough to index, and the
+    /// mount's learn buffers have room for it. `None` (not settled, too
+    /// large, no room, changed size while read, a read failure) leaves the
+    /// file to be searched from `fd` as usual.
     pub fn read_and_learn(
         &self,
         path: &VfsPath,
         fd: &OwnedFd,
         st: &Stat,
         now: SystemTime,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<LearnBuffer> {
         let size = st.st_size as u64;
         if !settled(st, now) || size > trigram::MAX_INDEXED_FILE_BYTES as u64 {
             return None;
         }
-        let mut data = vec![0; size as usize];
+        let mut buffer = LearnBuffer::reserve(&self.learning, size)?;
         let mut past_end = [0; 1];
-        let read = rustix::io::pread(fd, &mut data, 0).ok()?;
+        let read = rustix::io::pread(fd, &mut buffer.data, 0).ok()?;
         // A short read or a byte past the size: the file changed meanwhile.
         if read as u64 != size || rustix::io::pread(fd, &mut past_end, size).ok()? != 0 {
             return None;
         }
-        lock(&self.grep).learn(path.order_key(), fingerprint(st), &data);
-        Some(data)
+        lock(&self.grep).learn(path.order_key(), fingerprint(st), &buffer.data);
+        Some(buffer)
     }
 
     /// Ends the Grep: what it learned goes into the index.
@@ -291,5 +340,22 @@ mod tests {
         let st = stat_of(&file);
         assert!(!settled(&st, SystemTime::now()));
         assert!(settled(&st, SystemTime::now() + SETTLED_AFTER_COARSE * 2));
+    }
+
+    #[test]
+    fn learn_buffers_take_no_more_than_the_mount_room() {
+        let learning = Arc::new(AtomicU64::new(0));
+        let half = MAX_LEARNING_BYTES / 2;
+        let first = LearnBuffer::reserve(&learning, half).expect("room for half");
+        let second = LearnBuffer::reserve(&learning, half).expect("room for the other half");
+        assert!(
+            LearnBuffer::reserve(&learning, 1).is_none(),
+            "the room is full"
+        );
+        drop(first);
+        assert_eq!(learning.load(Relaxed), half);
+        let third = LearnBuffer::reserve(&learning, half).expect("a dropped buffer frees its room");
+        drop((second, third));
+        assert_eq!(learning.load(Relaxed), 0);
     }
 }
