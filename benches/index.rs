@@ -16,7 +16,9 @@
 //! query class, Grep p50/p95 over gRPC indexed and scanning, and `rg`
 //! on the same files; hits and summaries are compared (they must be equal).
 //! `AGENTVFS_BENCH_QUERIES=1` also prints each query's p50s and hit count
-//! to stderr, to tell which queries set a class's median;
+//! to stderr, to tell which queries set a class's median, each followed by
+//! what the indexed server logged meanwhile (`AGENTVFS_BENCH_LOG` sets its
+//! filter, e.g. `agentvfs=info`; warnings only by default);
 //! `AGENTVFS_BENCH_HOLD=SECONDS` keeps the loaded servers up that long
 //! after the tables, for profiling by hand.
 //! The servers' self-check is off and the learning Greps are followed by a
@@ -483,6 +485,7 @@ async fn main() {
                         pct(qi.clone(), 0.5),
                         pct(qs.clone(), 0.5)
                     );
+                    eprint!("{}", indexed.take_logs());
                 }
                 ti.extend(qi);
                 ts.extend(qs);

@@ -2,7 +2,7 @@
 //! loopback port, killed when dropped (also when a benchmark panics).
 
 #[path = "../../tests/support/launch.rs"]
-#[allow(dead_code)] // the benchmarks do not read the server's log
+#[allow(dead_code)] // the benchmarks use only its launch
 mod launch;
 
 use std::ffi::OsStr;
@@ -14,12 +14,15 @@ pub struct Served {
     child: Child,
     /// `host:port` it listens on.
     pub addr: String,
+    /// What it logged lately (`AGENTVFS_BENCH_LOG` sets the filter).
+    logs: launch::Logs,
 }
 
 impl Served {
     /// `agentvfs serve --listen 127.0.0.1:0` with `args`, run in `cwd`
     /// (the default configuration serves its working directory at
-    /// `/workspace`), logging warnings only (tests/support/launch.rs; its
+    /// `/workspace`), logging warnings only, or what
+    /// `AGENTVFS_BENCH_LOG` asks (`agentvfs=info`; tests/support/launch.rs; its
     /// `AGENTVFS_SERVER_BIN` runs an earlier build for before/after tables).
     pub fn start<I, S>(args: I, cwd: &Path) -> Served
     where
@@ -31,17 +34,25 @@ impl Served {
             args.into_iter()
                 .map(|a| a.as_ref().to_string_lossy().into_owned()),
         );
+        let filter = std::env::var("AGENTVFS_BENCH_LOG").unwrap_or_else(|_| "agentvfs=warn".into());
         let launched = launch::Launch {
             args: serve,
             cwd,
-            log_filter: "agentvfs=warn",
+            log_filter: &filter,
             env: Vec::new(),
         }
         .start();
         Served {
             child: launched.child,
             addr: launched.addr,
+            logs: launched.logs,
         }
+    }
+
+    /// Takes what the server logged since the last call.
+    #[allow(dead_code)] // each bench compiles this module; not every one reads logs
+    pub fn take_logs(&self) -> String {
+        std::mem::take(&mut *self.logs.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// `http://host:port`, for gRPC clients.

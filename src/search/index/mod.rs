@@ -801,6 +801,7 @@ impl IndexedGrep {
                 walked = self.walked,
                 skipped = self.skipped,
                 learned = self.learned.len(),
+                overlay = self.index.overlay_files(),
                 "search index narrowed a grep"
             );
         }
