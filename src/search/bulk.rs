@@ -23,7 +23,7 @@
 //!   and a time budget or a cancellation stops at the next candidate.
 
 use super::index::IndexedGrep;
-use super::index::passes::{Counts, PassKey, Passes};
+use super::index::passes::{Candidate, Counts, PassKey, Passes};
 use super::index::table::{Derivation, PathTable, Row};
 use super::rules::Skip;
 use super::sorted::{
@@ -81,7 +81,7 @@ pub fn walk_table<S: SortedFiles>(
         after: None,
     };
     let mut searcher = FileSearcher::new(run);
-    for &row in &candidates {
+    for &Candidate { row, selected } in &candidates {
         let row = row as usize;
         if !passes.reaches_index(row) {
             continue;
@@ -100,6 +100,7 @@ pub fn walk_table<S: SortedFiles>(
             rel,
             key: &found.key,
             entry: found.entry.clone(),
+            selected,
         };
         visit_file(run, files, searcher.as_mut(), visit, Some(index))?;
         jump.from = row + 1;

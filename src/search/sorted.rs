@@ -185,6 +185,7 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             rel: &rel,
             key: &key,
             entry,
+            selected: false,
         };
         file(files, tally, visit)?;
         cursor = key;
@@ -200,6 +201,10 @@ pub(crate) struct Visit<'a> {
     /// Its order key.
     pub key: &'a [u8],
     pub entry: Entry,
+    /// The index's segment holds the file at this version and selected
+    /// it: it is searched without asking the index again (a lookup by key
+    /// per candidate was a tenth of a selective Grep on the kernel).
+    pub selected: bool,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -214,6 +219,7 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
             rel: &name,
             key: &key,
             entry,
+            selected: false,
         };
         visit_file(run, files, FileSearcher::new(run).as_mut(), file, None)?;
     }
@@ -230,7 +236,12 @@ pub(crate) fn visit_file<S: SortedFiles>(
     file: Visit<'_>,
     index: Option<&mut IndexedGrep>,
 ) -> Result<()> {
-    let Visit { rel, key, entry } = file;
+    let Visit {
+        rel,
+        key,
+        entry,
+        selected,
+    } = file;
     match &run.spec().kind {
         SearchKind::Glob(glob) => {
             if glob.matcher.is_match(rel) {
@@ -247,6 +258,10 @@ pub(crate) fn visit_file<S: SortedFiles>(
             };
             if searcher.wants(rel, entry.size) {
                 let learn = match index {
+                    Some(index) if selected => {
+                        index.count_selected();
+                        None
+                    }
                     Some(index) => match index.check(key, entry.version) {
                         Verdict::Skip => {
                             run.searched_file();

@@ -32,7 +32,7 @@ pub mod segment;
 pub mod table;
 pub mod trigram;
 
-use passes::{PassKey, Passes, RowDocs};
+use passes::{Candidate, PassKey, Passes, RowDocs};
 use persist::Keeper;
 use plan::Query;
 use segment::{Doc, Segment, Selected};
@@ -660,7 +660,7 @@ impl IndexedGrep {
         &mut self,
         table: &PathTable,
         rows: std::ops::Range<usize>,
-    ) -> Option<Vec<u32>> {
+    ) -> Option<Vec<Candidate>> {
         let (segment, selected) = self.filter.as_ref()?;
         let held = lock(&self.index.row_docs)
             .clone()
@@ -693,14 +693,19 @@ impl IndexedGrep {
         for key in known.take_while(|k| hi.as_ref().is_none_or(|hi| *k < hi)) {
             let row = table.position(key);
             if row < table.len() && *table.row(row).key == **key {
-                out.push(row as u32);
+                out.push(Candidate {
+                    row: row as u32,
+                    selected: false,
+                });
             }
         }
         drop(overlay);
         let checks = (out.len() - before) as u64;
         self.index.overlay_checks.fetch_add(checks, Relaxed);
+        // A row both selected and in the overlay keeps `selected: false`
+        // (sorted first): the overlay may rule it out.
         out.sort_unstable();
-        out.dedup();
+        out.dedup_by_key(|c| c.row);
         Some(out)
     }
 
@@ -773,6 +778,13 @@ impl IndexedGrep {
                     && self.grown < self.room,
             },
         }
+    }
+
+    /// Counts a file the index selected before the walk reached it
+    /// ([`Candidate::selected`]): searched, as [`IndexedGrep::check`] would
+    /// have decided.
+    pub fn count_selected(&mut self) {
+        self.walked += 1;
     }
 
     /// Records the content of a file [`IndexedGrep::check`] asked to learn.

@@ -233,6 +233,18 @@ pub struct RowDocs {
     unknown: Vec<u32>,
 }
 
+/// A row a narrowed Grep must look at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Candidate {
+    /// Its row in the table.
+    pub row: u32,
+    /// The segment holds the row at its version and selected it (or always
+    /// scans it): the Grep searches it without asking the index again.
+    /// False for rows the segment does not hold, and for rows the overlay
+    /// also knows, which the index is asked about as before.
+    pub selected: bool,
+}
+
 impl RowDocs {
     /// Joins `table` with `segment`.
     pub fn join(table: &PathTable, segment: Arc<Segment>) -> RowDocs {
@@ -273,16 +285,23 @@ impl RowDocs {
         &self,
         selected: &Selected,
         rows: std::ops::Range<usize>,
-    ) -> Option<Vec<u32>> {
-        let mut out: Vec<u32> = self
+    ) -> Option<Vec<Candidate>> {
+        let mut out: Vec<Candidate> = self
             .segment
             .selected_or_unindexed(selected)?
             .filter_map(|doc| self.row_of_doc.get(doc as usize).copied())
             .filter(|&row| row != NO_DOC && rows.contains(&(row as usize)))
+            .map(|row| Candidate {
+                row,
+                selected: true,
+            })
             .collect();
         let from = self.unknown.partition_point(|&r| (r as usize) < rows.start);
         let to = self.unknown.partition_point(|&r| (r as usize) < rows.end);
-        out.extend_from_slice(&self.unknown[from..to]);
+        out.extend(self.unknown[from..to].iter().map(|&row| Candidate {
+            row,
+            selected: false,
+        }));
         out.sort_unstable();
         Some(out)
     }
