@@ -58,6 +58,12 @@ impl Bounds {
         key >= self.lo.as_slice() && self.holds(key)
     }
 
+    /// The range as bounds of a map's `range`.
+    pub(super) fn range(&self) -> (Bound<&[u8]>, Bound<&[u8]>) {
+        let hi = self.hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        (Bound::Included(self.lo.as_slice()), hi)
+    }
+
     /// The keys in both ranges.
     fn meet(self, other: &Bounds) -> Bounds {
         let hi = match (self.hi, &other.hi) {
@@ -108,18 +114,13 @@ impl<'a> MapCursor<'a> {
     /// A scan of the keys of `files` in `bounds`.
     fn new(files: &'a FileMap, bounds: Bounds) -> MapCursor<'a> {
         let mut cursor = MapCursor {
+            rest: files.range::<_, [u8]>(bounds.range()),
             bounds,
             files,
-            rest: files.range::<_, [u8]>((Bound::Unbounded, Bound::Excluded(&b""[..]))),
             at: None,
         };
-        cursor.seek(b"");
+        cursor.next_in_bounds();
         cursor
-    }
-
-    /// The file the cursor is at.
-    fn here(&self) -> Option<&'a Arc<FileRecord>> {
-        self.at
     }
 }
 
@@ -204,7 +205,7 @@ impl Frozen for Snapshot {
     type Data = Arc<[u8]>;
 
     fn load(&self, cursor: &MapCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Arc<[u8]>> {
-        let file = match cursor.here() {
+        let file = match cursor.at {
             Some(file) if file.key == rel => Some(file.clone()),
             _ => self.get(rel)?,
         };

@@ -12,14 +12,14 @@
 //!   with its content shared, not copied, and counts as it did;
 //! - change-log records are numbered in commit order as the batch applies.
 
+use super::space::Bounds;
 use super::{FileRecord, StateSpace, log_cost};
 use crate::backend::ChunkReader;
-use crate::backend::ordered::{Content, Logged, Space, keys};
+use crate::backend::ordered::{Content, Logged, Space};
 use crate::change::Origin;
 use crate::error::Result;
 use crate::path::VfsPath;
 use std::convert::Infallible;
-use std::ops::Bound;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -206,15 +206,11 @@ impl Space for StateSpace<'_> {
                     self.data.files.remove(&key);
                 }
                 Step::DropBelow(rel) => {
-                    let (lo, hi) = keys::below(&rel);
-                    let below = (
-                        Bound::Included(lo.as_slice()),
-                        hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
-                    );
+                    let below = Bounds::below(&rel);
                     let doomed: Vec<Vec<u8>> = self
                         .data
                         .files
-                        .range::<_, [u8]>(below)
+                        .range::<_, [u8]>(below.range())
                         .map(|(key, _)| key.clone())
                         .collect();
                     for key in doomed {
