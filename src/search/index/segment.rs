@@ -3,8 +3,7 @@
 
 use super::codec::{Bytes, Reader};
 use super::plan::Query;
-use super::trigram::Trigram;
-use std::collections::HashMap;
+use super::trigram::{Trigram, TrigramMap};
 
 /// One file as a segment is built from it.
 pub struct Doc {
@@ -52,7 +51,7 @@ pub struct Segment {
     /// Bit per doc: always scanned.
     unindexed: Vec<u64>,
     /// Trigram -> (start, end) in `postings`.
-    lists: HashMap<Trigram, (u32, u32)>,
+    lists: TrigramMap<(u32, u32)>,
     postings: Vec<u8>,
 }
 
@@ -95,7 +94,7 @@ impl Segment {
     /// Builds a segment from docs sorted by key (distinct keys).
     pub fn build(docs: Vec<Doc>) -> Segment {
         let n = docs.len();
-        let mut lists: HashMap<Trigram, Vec<u32>> = HashMap::new();
+        let mut lists: TrigramMap<Vec<u32>> = TrigramMap::default();
         let mut seg = Segment {
             keys: Vec::with_capacity(n),
             versions: Vec::with_capacity(n),
