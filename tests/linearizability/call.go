@@ -78,6 +78,8 @@ func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) 
 			return failure(err)
 		}
 		return Output{Code: "OK", Version: r.GetVersion(), Replacements: r.GetReplacementsMade()}
+	case KindGrep:
+		return grep(ctx, c, paths, in)
 	case KindCommit:
 		ops := make([]*pb.ChangesetOperation, len(in.Ops))
 		for i, op := range in.Ops {
@@ -94,6 +96,23 @@ func execute(ctx context.Context, c *agentvfs.Client, paths []string, in Input) 
 		return Output{Code: "OK", Files: files}
 	}
 	panic("unknown operation kind " + string(in.Kind))
+}
+
+// grep runs a literal Grep over the workload's directory. A Grep cut short
+// by a budget answers nothing of the whole state: its outcome is unknown.
+func grep(ctx context.Context, c *agentvfs.Client, paths []string, in Input) Output {
+	search := c.Grep(&pb.GrepRequest{Pattern: in.Pattern, Path: mountPrefix, Literal: true})
+	out := Output{Code: "OK", Hits: []GrepHit{}}
+	for m, err := range search.All(ctx) {
+		if err != nil {
+			return failure(err)
+		}
+		out.Hits = append(out.Hits, GrepHit{Path: slices.Index(paths, m.GetPath()), Line: m.GetLine()})
+	}
+	if why := search.Summary().GetAbortedReason(); why != pb.AbortedReason_ABORTED_REASON_UNSPECIFIED {
+		return Output{Unknown: true, Code: "Grep stopped early: " + why.String()}
+	}
+	return out
 }
 
 // executeTorn answers a Commit as a server without atomicity would: its

@@ -109,8 +109,8 @@ func (h *History) snapshot() []Record {
 	return slices.Clone(h.records)
 }
 
-// operations turns the records into Porcupine's history. A failed Read
-// says nothing and is left out. An operation of unknown outcome may take
+// operations turns the records into Porcupine's history. A failed Read or
+// Grep says nothing and is left out. An operation of unknown outcome may take
 // effect at any time after its call: until its server process was killed
 // (the restart's readiness bounds it), else until the end of the history.
 func (h *History) operations() []porcupine.Operation {
@@ -122,7 +122,7 @@ func (h *History) operations() []porcupine.Operation {
 	}
 	ops := make([]porcupine.Operation, 0, len(h.records))
 	for _, r := range h.records {
-		if r.Output.Unknown && r.Input.Kind == KindRead {
+		if r.Output.Unknown && (r.Input.Kind == KindRead || r.Input.Kind == KindGrep) {
 			continue
 		}
 		ret := r.Return

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
@@ -135,8 +136,42 @@ func step(s state, in Input, out Output) []state {
 		return edit(s, in, out)
 	case KindCommit:
 		return commit(s, in, out)
+	case KindGrep:
+		return grepped(s, in, out)
 	}
 	return nil
+}
+
+// grepped checks a Grep's answer: exactly the present files whose content
+// holds the pattern, each once with its whole content as the line (a
+// content is one line). It changes nothing. With no file present it may
+// also be NOT_FOUND: on State the workload's directory exists only while
+// it holds a file.
+func grepped(s state, in Input, out Output) []state {
+	if out.Unknown {
+		return []state{s}
+	}
+	if out.is("NotFound", "NOT_FOUND") && !slices.ContainsFunc(s[:], func(f file) bool { return f.Present }) {
+		return []state{s}
+	}
+	if !out.ok() {
+		return nil
+	}
+	lines := make(map[int]string, len(out.Hits))
+	for _, hit := range out.Hits {
+		if _, twice := lines[hit.Path]; twice || hit.Path < 0 || hit.Path >= maxPaths {
+			return nil
+		}
+		lines[hit.Path] = hit.Line
+	}
+	for p, f := range s {
+		line, hit := lines[p]
+		want := f.Present && strings.Contains(f.Content, in.Pattern)
+		if hit != want || (hit && line != f.Content) {
+			return nil
+		}
+	}
+	return []state{s}
 }
 
 // outcomes returns the states an answer allows: unknown answers allow both

@@ -390,3 +390,61 @@ func TestHistoryBefore(t *testing.T) {
 		t.Errorf("the cut changed the history it was cut from")
 	}
 }
+
+func gr(pattern string) Input { return Input{Kind: KindGrep, Pattern: pattern} }
+
+func hits(pairs ...any) Output {
+	out := Output{Code: "OK", Hits: []GrepHit{}}
+	for i := 0; i < len(pairs); i += 2 {
+		out.Hits = append(out.Hits, GrepHit{Path: pairs[i].(int), Line: pairs[i+1].(string)})
+	}
+	return out
+}
+
+// A Grep must see every file as of one instant: while one client moves a
+// matching file from p0 to p1, a Grep may find it at either path, never at
+// both and never at neither.
+func TestGrepSeesOneInstantOfEveryFile(t *testing.T) {
+	base := h{}.
+		op(0, 0, 1, wr(0, "W0.1 a b"), created(1)).
+		op(0, 2, 3, wr(2, "W0.2 c c"), created(2)).
+		op(0, 4, 9, mv(0, 1), ok(3))
+	for _, c := range []struct {
+		name string
+		out  Output
+		want bool
+	}{
+		{"before the move", hits(0, "W0.1 a b"), true},
+		{"after the move", hits(1, "W0.1 a b"), true},
+		{"at both paths", hits(0, "W0.1 a b", 1, "W0.1 a b"), false},
+		{"at neither", hits(), false},
+		{"another line", hits(0, "W0.1 a b c"), false},
+		{"a file without the pattern", hits(0, "W0.1 a b", 2, "W0.2 c c"), false},
+		{"a path outside the workload", hits(-1, "W0.1 a b"), false},
+	} {
+		checkHistory(t, c.name, base.op(1, 5, 8, gr("a b"), c.out), c.want)
+	}
+	// NOT_FOUND (no directory) only while no file exists.
+	checkHistory(t, "not found with no file", h{}.
+		op(1, 0, 1, gr("a b"), notFound).
+		op(0, 2, 3, wr(0, "W0.1 c"), created(1)), true)
+	checkHistory(t, "not found with a file", h{}.
+		op(0, 0, 1, wr(0, "W0.1 c"), created(1)).
+		op(1, 2, 3, gr("a b"), notFound), false)
+	// A Grep that ended before the move began cannot see its effect.
+	checkHistory(t, "before a later move", h{}.
+		op(0, 0, 1, wr(0, "W0.1 a b"), created(1)).
+		op(1, 2, 3, gr("a b"), hits(1, "W0.1 a b")).
+		op(0, 4, 5, mv(0, 1), ok(3)), false)
+	// Two writes in order: a Grep cannot see the second without the first.
+	checkHistory(t, "the second write without the first", h{}.
+		op(0, 0, 1, wr(0, "W0.1 a a"), created(1)).
+		op(0, 2, 3, wr(0, "W0.2 a b"), ok(2)).
+		op(0, 4, 9, wr(1, "W0.3 a b"), created(3)).
+		op(1, 5, 8, gr("a b"), hits(1, "W0.3 a b")), false)
+	checkHistory(t, "both writes", h{}.
+		op(0, 0, 1, wr(0, "W0.1 a a"), created(1)).
+		op(0, 2, 3, wr(0, "W0.2 a b"), ok(2)).
+		op(0, 4, 9, wr(1, "W0.3 a b"), created(3)).
+		op(1, 5, 8, gr("a b"), hits(0, "W0.2 a b", 1, "W0.3 a b")), true)
+}

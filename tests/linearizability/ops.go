@@ -19,6 +19,10 @@ const (
 	// KindCommit is a changeset (Filesystem/Commit): Ops applied in order,
 	// all or nothing (docs/changesets.md).
 	KindCommit Kind = "commit"
+	// KindGrep is a literal Grep over every path of the workload at once
+	// (its Path is 0 and unused): the one multi-file read, so it checks
+	// that a search sees all files as of one instant.
+	KindGrep Kind = "grep"
 )
 
 // Replacement is one string replacement of an Edit (exactly one) or a
@@ -46,6 +50,8 @@ type Input struct {
 	// and moves), each as its single call's Input; a Commit's Path is its
 	// first operation's.
 	Ops []Input `json:"ops,omitempty"`
+	// Pattern is a Grep's fixed string.
+	Pattern string `json:"pattern,omitempty"`
 }
 
 // paths lists the paths an operation names (a Commit: every operation's).
@@ -57,6 +63,12 @@ func (in Input) paths() []int {
 		var out []int
 		for _, op := range in.Ops {
 			out = append(out, op.paths()...)
+		}
+		return out
+	case KindGrep:
+		out := make([]int, maxPaths)
+		for p := range out {
+			out[p] = p
 		}
 		return out
 	}
@@ -72,6 +84,13 @@ type CommittedFile struct {
 	Version uint64 `json:"version,omitempty"`
 	Size    uint64 `json:"size,omitempty"`
 	Deleted bool   `json:"deleted,omitempty"`
+}
+
+// GrepHit is one matching line of a Grep: its file (an index into the
+// workload's paths, -1 for a path not among them) and the line.
+type GrepHit struct {
+	Path int    `json:"path"`
+	Line string `json:"line"`
 }
 
 // Output is what the server answered. Unknown marks an operation whose
@@ -105,6 +124,8 @@ type Output struct {
 	Replacements uint64 `json:"replacements,omitempty"`
 	// Files are a Commit's answer: every file it touched, in path order.
 	Files []CommittedFile `json:"files,omitempty"`
+	// Hits are a Grep's matching lines, in path order.
+	Hits []GrepHit `json:"hits,omitempty"`
 }
 
 // ok reports a successful answer.
@@ -142,6 +163,10 @@ func describeInput(paths []string, in Input) string {
 	var b strings.Builder
 	b.WriteString(string(in.Kind))
 	b.WriteString(" ")
+	if in.Kind == KindGrep {
+		fmt.Fprintf(&b, "%q in every path", in.Pattern)
+		return b.String()
+	}
 	b.WriteString(paths[in.Path])
 	if in.Kind == KindMove {
 		b.WriteString(" → ")
@@ -199,6 +224,16 @@ func (o Output) summary(paths []string) string {
 			}
 		}
 		return "OK " + strings.Join(parts, ", ")
+	case o.Hits != nil:
+		parts := make([]string, len(o.Hits))
+		for i, hit := range o.Hits {
+			name := "?"
+			if hit.Path >= 0 && hit.Path < len(paths) {
+				name = paths[hit.Path]
+			}
+			parts[i] = fmt.Sprintf("%s: %q", name, hit.Line)
+		}
+		return "OK [" + strings.Join(parts, ", ") + "]"
 	case o.Content != "":
 		return fmt.Sprintf("%q v%d", o.Content, o.Version)
 	case o.Replacements > 0:

@@ -69,7 +69,7 @@ func execRun(spec runSpec, opt options) result {
 		return res
 	}
 	defer os.RemoveAll(dir)
-	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs, noCommits: opt.noCommits, tornCommits: opt.tornCommits}
+	w := &workload{paths: paths, pairs: opt.pairs || spec.pairs, noCommits: opt.noCommits, tornCommits: opt.tornCommits, grep: spec.grep}
 	c, err := startCluster(spec, opt, dir)
 	// The clock starts once the servers answer.
 	h := newHistory()
@@ -78,7 +78,7 @@ func execRun(spec runSpec, opt options) result {
 		err = seedBranch(c, w, h, opt.callTimeout)
 	}
 	if err == nil {
-		res.kills, err = drive(c, w, h, opt)
+		res.kills, err = drive(c, w, h, opt, !spec.volatile)
 	}
 	res.elapsed = time.Duration(h.now())
 	c.stop()
@@ -103,8 +103,8 @@ func execRun(spec runSpec, opt options) result {
 
 // drive runs the clients until the run has its operations (or its
 // duration), killing one server with SIGKILL about a third of the way in
-// and restarting it; it returns how many kills it made.
-func drive(c *cluster, w *workload, h *History, opt options) (int, error) {
+// and restarting it when kill is set; it returns how many kills it made.
+func drive(c *cluster, w *workload, h *History, opt options, kill bool) (int, error) {
 	rng := rand.New(rand.NewPCG(uint64(opt.seed), 1<<32)) // a stream no client uses
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -132,7 +132,7 @@ func drive(c *cluster, w *workload, h *History, opt options) (int, error) {
 	kills := 0
 	var err error
 	for !done() {
-		if kills == 0 && third() {
+		if kill && kills == 0 && third() {
 			victim := c.nodes[rng.IntN(len(c.nodes))]
 			pause := 200*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))
 			kills++

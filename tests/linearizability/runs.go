@@ -25,14 +25,21 @@ type runSpec struct {
 	// whose calls are slow: a call in a branch on the object tier costs
 	// several S3 round trips.
 	maxOps int
-	about  string
+	// grep adds Greps over every path to the mix: for tiers whose search
+	// reads one view of all files (docs/linearizability.md § Grep).
+	grep bool
+	// volatile marks a tier that keeps nothing across a restart (State):
+	// the run kills no server.
+	volatile bool
+	about    string
 }
 
-// runs are the suite's runs, in the order they run. Every run kills one of
-// its servers with SIGKILL a third of the way in and restarts it on the
-// same data.
+// runs are the suite's runs, in the order they run. Every run but a
+// volatile tier's kills one of its servers with SIGKILL a third of the way
+// in and restarts it on the same data.
 var runs = []runSpec{
-	{name: "store", tier: "store", servers: 1, about: "Store tier (RocksDB), one server"},
+	{name: "state", tier: "state", servers: 1, grep: true, volatile: true, about: "State tier (a session's memory), one server, Greps in the mix, no kill"},
+	{name: "store", tier: "store", servers: 1, grep: true, about: "Store tier (RocksDB), one server, Greps in the mix"},
 	{name: "filesystem", tier: "filesystem", servers: 1, about: "Filesystem tier (a temporary directory), one server"},
 	{name: "object-2", tier: "object", servers: 2, about: "object tier (versitygw), two servers on one bucket"},
 	{name: "object-3", tier: "object", servers: 3, about: "object tier (versitygw), three servers on one bucket"},
@@ -81,6 +88,10 @@ const mountPrefix = "/lin"
 func (r runSpec) config(data, endpoint string) string {
 	var b strings.Builder
 	b.WriteString("listen = \"127.0.0.1:0\"\n\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n")
+	if r.tier == "state" {
+		// The root mount above serves mountPrefix too.
+		return b.String()
+	}
 	fmt.Fprintf(&b, "[[mount]]\nprefix = %q\ntier = %q\n", mountPrefix, r.tier)
 	switch r.tier {
 	case "store":

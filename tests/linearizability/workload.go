@@ -22,6 +22,9 @@ type workload struct {
 	tornCommits bool
 	// branch is the branch every call works in (empty: the base).
 	branch string
+	// grep puts Greps over every path in the mix (their share goes to
+	// Reads otherwise). Never with pairs: a Grep spans both pairs.
+	grep bool
 }
 
 // letters are the tokens of a file's content that edits replace. A
@@ -36,7 +39,8 @@ var weights = []struct {
 	weight int
 	gen    func(*client) Input
 }{
-	{20, (*client).read},
+	{15, (*client).read},
+	{5, (*client).grep},
 	{8, (*client).commit},
 	{12, (*client).write},
 	{8, (*client).writeCreateOnly},
@@ -77,6 +81,8 @@ func (c *client) next() Input {
 // observe remembers the version an answer showed of the paths it names.
 func (c *client) observe(in Input, out Output) {
 	switch {
+	case in.Kind == KindGrep:
+		// A Grep names no version.
 	case in.Kind == KindCommit && out.ok():
 		for _, f := range out.Files {
 			if f.Path >= 0 && f.Path < maxPaths {
@@ -136,6 +142,15 @@ func (c *client) replacement() Replacement {
 }
 
 func (c *client) read() Input { return Input{Kind: KindRead, Path: c.path()} }
+
+// grep draws a Grep for two adjacent tokens ("a b"), which some contents
+// hold and some do not.
+func (c *client) grep() Input {
+	if !c.w.grep || c.w.pairs {
+		return c.read()
+	}
+	return Input{Kind: KindGrep, Pattern: c.letter() + " " + c.letter()}
+}
 
 func (c *client) write() Input {
 	return Input{Kind: KindWrite, Path: c.path(), Content: c.content()}
