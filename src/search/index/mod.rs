@@ -457,14 +457,30 @@ impl NamespaceIndex {
     }
 
     /// Builds segment + overlay into one segment and swaps it in; files
-    /// learned meanwhile stay in the overlay.
+    /// learned meanwhile stay in the overlay. The old segment's files that
+    /// the path table held now says are gone, or holds at a newer version,
+    /// are left out: nothing would ever match them again, and a namespace
+    /// whose files are rewritten and deleted would otherwise grow its index
+    /// without end. Leaving a file out costs at worst learning it again
+    /// (a file made after the table was taken); the index only narrows.
     pub fn merge(&self) {
         let started = std::time::Instant::now();
         let old = self.segment();
         self.overlay_checks.store(0, Relaxed);
         let taken: BTreeMap<Vec<u8>, Learned> = lock(&self.overlay).clone();
-        let mut docs: BTreeMap<Vec<u8>, Doc> =
-            old.docs().into_iter().map(|d| (d.key.clone(), d)).collect();
+        let table = self.table();
+        let before = old.len();
+        let mut docs: BTreeMap<Vec<u8>, Doc> = old
+            .docs()
+            .into_iter()
+            .filter(|d| {
+                table
+                    .as_ref()
+                    .is_none_or(|t| !t.outdates(&d.key, d.version))
+            })
+            .map(|d| (d.key.clone(), d))
+            .collect();
+        let dropped = before - docs.len();
         for (key, (version, trigrams)) in &taken {
             docs.insert(
                 key.clone(),
@@ -483,6 +499,7 @@ impl NamespaceIndex {
         self.measure();
         tracing::info!(
             files = merged.len(),
+            dropped,
             bytes = merged.bytes(),
             elapsed_ms = started.elapsed().as_millis() as u64,
             "search index merged"
@@ -895,6 +912,49 @@ mod tests {
         assert_eq!(grep(&index, &changed, "goodbye"), ["c"]);
         // A pattern with no trigram is never narrowed.
         assert_eq!(grep(&index, &changed, "h.*"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_merge_drops_what_the_path_table_says_is_gone_or_rewritten() {
+        use crate::change::LogPosition;
+        use crate::entry::{Entry, EntryKind};
+        use crate::path::VfsPath;
+        let row = |path: &str, version| {
+            table::Row::of(Entry {
+                path: VfsPath::parse(path).unwrap(),
+                kind: EntryKind::File,
+                size: 1,
+                modified: std::time::SystemTime::UNIX_EPOCH,
+                created: std::time::SystemTime::UNIX_EPOCH,
+                version,
+            })
+        };
+        let index = Arc::new(NamespaceIndex::default());
+        let key = |path: &str| VfsPath::parse(path).unwrap().order_key();
+        // Learned: /d/a v1, /d/b v2, /d/c v3, /d/n v8, and /e/x v4 outside
+        // the table's range.
+        for (path, version) in [
+            ("/d/a", 1),
+            ("/d/b", 2),
+            ("/d/c", 3),
+            ("/d/n", 8),
+            ("/e/x", 4),
+        ] {
+            let trigrams: Arc<[Trigram]> = trigram::extract(b"text").unwrap().into();
+            lock(&index.overlay).insert(key(path), (version, Some(trigrams)));
+        }
+        index.merge();
+        assert_eq!(index.segment().len(), 5);
+        // Now /d/a is unchanged, /d/b was rewritten (v9), /d/c deleted, and
+        // /d/n is at a version newer than the table's (learned later).
+        let d = VfsPath::parse("/d").unwrap();
+        let at = LogPosition { epoch: 1, seq: 5 };
+        let rows = vec![row("/d/a", 1), row("/d/b", 9), row("/d/n", 7)];
+        index.keep_table(Arc::new(PathTable::new(at, d.subtree_range(), rows)));
+        index.merge();
+        let seg = index.segment();
+        let kept: Vec<Vec<u8>> = (0..seg.len()).map(|i| seg.key(i).to_vec()).collect();
+        assert_eq!(kept, [key("/d/a"), key("/d/n"), key("/e/x")]);
     }
 
     #[test]

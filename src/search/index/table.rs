@@ -139,6 +139,16 @@ impl PathTable {
         self.lo.as_slice() <= key && key < self.hi.as_slice()
     }
 
+    /// True when the content at `key` in `version` can no longer be read
+    /// here: the key lies in the range it holds, and it holds no file there
+    /// or one at a newer version.
+    pub fn outdates(&self, key: &[u8], version: u64) -> bool {
+        self.holds_key(key)
+            && self
+                .seek(key)
+                .is_none_or(|row| *row.key != *key || row.entry.version > version)
+    }
+
     /// Files held.
     pub fn len(&self) -> usize {
         self.rows.len()
