@@ -322,48 +322,57 @@ async fn cold_start(
     )
 }
 
-/// Waits (up to 10 minutes) until the process `pid` runs no background
-/// thread of the search index (merges, self-checks: `search-index-*`) and
-/// used under 5% of a core, for three seconds in a row. (CPU use alone does not tell on
-/// a loaded machine, where a merge of low priority gets next to none.)
-async fn wait_idle(pid: u32) {
-    let indexing = || {
-        let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten();
-        tasks.flatten().any(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.starts_with("search-index"))
-        })
-    };
-    let cpu = || -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Fields after the command's closing parenthesis; utime and stime
-        // are the 12th and 13th of them (proc(5)).
-        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        fields
-            .get(11..13)
-            .map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
-    };
+/// Waits (up to 10 minutes) until none of the processes `pids` runs a
+/// background thread of the search index (merges, self-checks:
+/// `search-index-*`) and each used under 5% of a core, for three seconds in
+/// a row. (CPU use alone does not tell on a loaded machine, where a merge of
+/// low priority gets next to none.) Both servers are waited for: after a
+/// load, RocksDB compacts in the background, and the scanning server's
+/// compactions took the cores from the first measured Greps of both (a
+/// Store `frobnicate` at 27.6 ms in the first class, 2.6 ms as `-i` later).
+async fn wait_idle(pids: &[u32]) {
     let start = Instant::now();
     let mut quiet = 0;
     // Three quiet seconds in a row: a learning Grep's last bookkeeping
     // can start a merge a second after the one before it ended (seen in a
     // State run, whose last merge then ran during the measured Greps).
     while quiet < 3 && start.elapsed() < Duration::from_secs(600) {
-        let before = cpu();
+        let before: Vec<u64> = pids.iter().map(|&pid| cpu_ticks(pid)).collect();
         tokio::time::sleep(Duration::from_secs(1)).await;
         // Clock ticks are 1/100 s on Linux.
-        quiet = match cpu() - before < 5 && !indexing() {
-            true => quiet + 1,
-            false => 0,
-        };
+        let idle = pids
+            .iter()
+            .zip(before)
+            .all(|(&pid, before)| cpu_ticks(pid) - before < 5 && !indexing(pid));
+        quiet = if idle { quiet + 1 } else { 0 };
     }
     eprintln!(
-        "waited {:.0} s for the indexed server to go idle",
+        "waited {:.0} s for the servers to go idle",
         start.elapsed().as_secs_f64()
     );
+}
+
+/// True while the process `pid` runs a thread of the search index.
+fn indexing(pid: u32) -> bool {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    tasks.flatten().any(|task| {
+        std::fs::read_to_string(task.path().join("comm"))
+            .is_ok_and(|name| name.starts_with("search-index"))
+    })
+}
+
+/// CPU time (user and system, in clock ticks) the process `pid` used.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are
+    // the 12th and 13th of them (proc(5)).
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    fields
+        .get(11..13)
+        .map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum())
 }
 
 fn pct(mut xs: Vec<f64>, p: f64) -> f64 {
@@ -452,7 +461,7 @@ async fn main() {
         // at low priority on a busy machine, and until they land the
         // learned files are checked one by one: measured Greps wait for
         // the server to go idle.
-        wait_idle(indexed.pid()).await;
+        wait_idle(&[indexed.pid(), scanned.pid()]).await;
         let classes = [
             "selective literal",
             "selective regex",
