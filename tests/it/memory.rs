@@ -671,3 +671,117 @@ grants = [{{ prefix = "/other/", ops = ["list", "file", "read_file", "write", "d
         .await
         .expect("one huge changeset fits the share");
 }
+
+/// A search's snapshot of a State session: while a Grep whose client
+/// stopped reading holds the session's map as it was, writers may replace
+/// every node of it, and the old nodes stay alive for the Grep. The State
+/// tier holds room for them (`max_total_bytes`) while the Grep runs, so a
+/// write that fits without it is refused until the Grep ends.
+#[tokio::test]
+async fn a_stalled_grep_holds_state_room_for_its_snapshot() {
+    let config = format!(
+        r#"
+max_file_bytes = 16777216
+[state]
+max_total_bytes = 33554432
+[limits]
+stream_idle_timeout_seconds = 60
+
+[[mount]]
+prefix = "/"
+tier = "state"
+history_versions = 1
+
+[[principal]]
+name = "agent"
+token = "{AGENT}"
+grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
+"#
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = connect(&server).await;
+    let write = |path: String, size: usize| pb::WriteRequest {
+        path,
+        content: "f".repeat(size),
+        ..Default::default()
+    };
+    // 2,000 files of one 4 KB matching line: 8 MB of matches, far more than
+    // the stream's queue and the transport hold.
+    let line = format!("needle {}", "x".repeat(4_000));
+    for i in 0..2_000 {
+        let file = pb::WriteRequest {
+            path: format!("/s/f{i:05}"),
+            content: line.clone(),
+            ..Default::default()
+        };
+        fs.write(authed(file)).await.unwrap();
+    }
+    // 512 KiB set aside, then the tier filled to within 256 bytes.
+    fs.write(authed(write("/spare".into(), 512 << 10)))
+        .await
+        .unwrap();
+    let mut fillers = 0;
+    for size in [1 << 20, 64 << 10, 4 << 10, 256] {
+        loop {
+            fillers += 1;
+            match fs
+                .write(authed(write(format!("/fill/{fillers}"), size)))
+                .await
+            {
+                Ok(_) => {}
+                Err(status) if status.code() == Code::ResourceExhausted => break,
+                Err(status) => panic!("filling: {status:?}"),
+            }
+        }
+    }
+    let delete = pb::DeleteRequest {
+        path: "/spare".into(),
+        ..Default::default()
+    };
+    fs.delete(authed(delete)).await.unwrap();
+    // 448 KiB fit in the room the spare file left.
+    let probe = || write("/probe".into(), 448 << 10);
+    let remove_probe = pb::DeleteRequest {
+        path: "/probe".into(),
+        ..Default::default()
+    };
+    fs.write(authed(probe())).await.unwrap();
+    fs.delete(authed(remove_probe.clone())).await.unwrap();
+
+    // A Grep whose client reads one message and then nothing: its search
+    // runs until the queue is full and waits there, holding its snapshot.
+    let mut reader = connect(&server).await;
+    let mut stalled = reader
+        .grep(authed(pb::GrepRequest {
+            pattern: "needle".into(),
+            path: "/s".into(),
+            max_duration_ms: 600_000,
+            ..Default::default()
+        }))
+        .await
+        .unwrap()
+        .into_inner();
+    stalled.message().await.unwrap().expect("a first batch");
+    // Its snapshot holds room for every key and pointer of the session's
+    // ~2,070 files, about 150 KB: the probe no longer fits.
+    let refused = fs.write(authed(probe())).await.unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(refused.message().contains("State tier"), "{refused:?}");
+
+    // Once the Grep ends (its client gone), the room is back.
+    drop((stalled, reader));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match fs.write(authed(probe())).await {
+            Ok(_) => break,
+            Err(status) if status.code() == Code::ResourceExhausted => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "room not given back"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(status) => panic!("probe: {status:?}"),
+        }
+    }
+}

@@ -22,7 +22,11 @@
 //! paths fill the tier too; a Move re-counts every moved file at its new
 //! path. Past versions and tombstones (history) count the same way, and each
 //! change-log record its keys and [`LOG_RECORD_OVERHEAD_BYTES`]. Beyond either
-//! bound a write is `TooLarge` (RESOURCE_EXHAUSTED).
+//! bound a write is `TooLarge` (RESOURCE_EXHAUSTED). A search holds the
+//! session's map as it was when it began while writers go on, and the nodes
+//! writers replace meanwhile stay alive for it: while it runs it holds
+//! [`space::Snapshot::pinned_bytes`] of the same bound (its every key and
+//! pointer), refused as `TooLarge` too when the tier is that full.
 //!
 //! History and the change log live with the session, under its lock: a
 //! version a change replaces moves to the session's past versions (its
@@ -155,6 +159,9 @@ struct SessionData {
     log: MemoryLog<Logged>,
     /// What all of it counts against `max_total_bytes`.
     bytes: u64,
+    /// The length of every key of `files`, summed: what a search's snapshot
+    /// may keep alive of them ([`space::Snapshot::pinned_bytes`]).
+    key_bytes: u64,
 }
 
 /// One session: its files, history and log, and when it was last used.
@@ -250,6 +257,7 @@ impl StateEngine {
                             past: HashMap::new(),
                             log: MemoryLog::new(),
                             bytes: 0,
+                            key_bytes: 0,
                         }),
                         last_used: Mutex::new(Instant::now()),
                     })
@@ -285,6 +293,27 @@ impl StateEngine {
     /// Accounts for a change that adds files costing `added` and removes
     /// files costing `freed`; refused when it grows the tier past
     /// `max_total_bytes`.
+    /// Holds `bytes` of `max_total_bytes` for a search's snapshot until the
+    /// guard is dropped, or refuses them when the tier has no such room.
+    fn pin(&self, bytes: u64) -> Result<Pinned<'_>> {
+        let max = self.limits.max_total_bytes;
+        self.total_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
+                (total + bytes <= max).then_some(total + bytes)
+            })
+            .map_err(|_| {
+                Error::TooLarge(format!(
+                    "the State tier is too full ({max} bytes) for a search to hold this \
+                     session's {bytes} bytes of paths while writers change them; delete \
+                     scratch files first"
+                ))
+            })?;
+        Ok(Pinned {
+            engine: self,
+            bytes,
+        })
+    }
+
     fn reserve(&self, added: u64, freed: u64) -> Result<()> {
         let max = self.limits.max_total_bytes;
         self.total_bytes
@@ -298,6 +327,21 @@ impl StateEngine {
                     "the State tier is full ({max} bytes); delete scratch files first"
                 ))
             })
+    }
+}
+
+/// The room of `max_total_bytes` a search's snapshot holds while it runs
+/// (see [`StateEngine::pin`]); given back when dropped.
+struct Pinned<'a> {
+    engine: &'a StateEngine,
+    bytes: u64,
+}
+
+impl Drop for Pinned<'_> {
+    fn drop(&mut self) {
+        self.engine
+            .total_bytes
+            .fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
@@ -370,6 +414,11 @@ impl Engine for StateEngine {
         f: impl FnOnce(Option<&Snapshot>) -> Result<R>,
     ) -> Result<R> {
         let snapshot = self.view(scope, |space| Ok(space.map(|space| space.snapshot(top))))?;
+        // Dropped after `f`: the room is held as long as the snapshot.
+        let _pinned = match &snapshot {
+            Some(snapshot) => Some(self.pin(snapshot.pinned_bytes())?),
+            None => None,
+        };
         f(snapshot.as_ref())
     }
 

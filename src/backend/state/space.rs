@@ -92,6 +92,7 @@ impl StateSpace<'_> {
     /// (docs/performance.md § Indexed search).
     pub(super) fn snapshot(&self, top: &[u8]) -> Snapshot {
         Snapshot {
+            pinned: self.data.files.len() as u64 * PINNED_BYTES_PER_FILE + self.data.key_bytes,
             files: self.data.files.clone(),
             covered: Bounds::subtree(top),
             log: self.data.log.bounds(),
@@ -173,15 +174,32 @@ impl Files for StateSpace<'_> {
     }
 }
 
+/// What a snapshot may keep alive of each file besides its key's bytes once
+/// writers have replaced every node it shares: the entry (a key's vector and
+/// an `Arc`, 32 bytes) and its share of a node (at least half full).
+const PINNED_BYTES_PER_FILE: u64 = 64;
+
 /// The files of one subtree as they were at the start of a search: the
 /// session's persistent map as it was then, read only in `covered`.
 pub struct Snapshot {
+    /// See [`Snapshot::pinned_bytes`].
+    pinned: u64,
     files: FileMap,
     /// The subtree the search may reach: its top and everything below.
     covered: Bounds,
     /// The session's log bounds when the snapshot was taken (under the
     /// same lock).
     log: LogBounds,
+}
+
+impl Snapshot {
+    /// The most memory this snapshot can hold besides the live map: all of
+    /// the map's nodes and keys, once writers have replaced every node it
+    /// shares (contents are shared `Arc`s, never copied). A snapshot covers
+    /// the session's whole map whatever subtree it reads.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.pinned
+    }
 }
 
 impl Files for Snapshot {

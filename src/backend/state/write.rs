@@ -200,10 +200,15 @@ impl Space for StateSpace<'_> {
         for step in steps {
             match step {
                 Step::Put(record) => {
-                    self.data.files.insert(record.key.clone(), record);
+                    self.data.key_bytes += record.key.len() as u64;
+                    if let Some(old) = self.data.files.insert(record.key.clone(), record) {
+                        self.data.key_bytes -= old.key.len() as u64;
+                    }
                 }
                 Step::Drop(key) => {
-                    self.data.files.remove(&key);
+                    if self.data.files.remove(&key).is_some() {
+                        self.data.key_bytes -= key.len() as u64;
+                    }
                 }
                 Step::DropBelow(rel) => {
                     let below = Bounds::below(&rel);
@@ -214,7 +219,9 @@ impl Space for StateSpace<'_> {
                         .map(|(key, _)| key.clone())
                         .collect();
                     for key in doomed {
-                        self.data.files.remove(&key);
+                        if self.data.files.remove(&key).is_some() {
+                            self.data.key_bytes -= key.len() as u64;
+                        }
                     }
                 }
                 Step::Retire(record) => {
