@@ -24,7 +24,7 @@ pub struct Walk<'a, F: Frozen + 'a> {
 }
 
 impl<'a, F: Frozen> Walk<'a, F> {
-    /// A walk over all of `files`: a bulk pass, kept out of the caches.
+    /// A walk over all of `files`.
     pub fn new(keys: &'a MountKeys, files: &'a F) -> Result<Walk<'a, F>> {
         Ok(Walk {
             keys,
@@ -36,20 +36,15 @@ impl<'a, F: Frozen> Walk<'a, F> {
     }
 
     /// A walk of `table`, which holds the files of `files` (at its log
-    /// position) below the directory walked: content is read from `files`,
-    /// through the caches (a narrowed Grep reads only its candidates).
+    /// position) below the directory walked: content is read from `files`.
     pub fn over_table(
         keys: &'a MountKeys,
         files: &'a F,
         table: Arc<PathTable>,
     ) -> Result<Walk<'a, F>> {
-        Ok(Walk {
-            keys,
-            files,
-            cursor: files.scan(b"", false)?,
-            last: None,
-            table: Some(table),
-        })
+        let mut walk = Walk::new(keys, files)?;
+        walk.table = Some(table);
+        Ok(walk)
     }
 }
 

@@ -199,9 +199,6 @@ type KeyValue = (Vec<u8>, Vec<u8>);
 pub struct StoreCursor<'a> {
     it: DBRawIteratorWithThreadMode<'a, DB>,
     ns: NsId,
-    /// Made for a pass over many files: what it reads is kept out of the
-    /// block caches.
-    bulk: bool,
 }
 
 /// A change of one namespace: one `WriteBatch` (`write`).

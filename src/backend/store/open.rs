@@ -33,16 +33,9 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-/// Block cache shared by the column families but the chunks': 64 MiB holds
-/// the index, filters and hot blocks of a few million small files.
+/// Block cache shared by the column families: 64 MiB holds the index,
+/// filters and hot blocks of a few million small files.
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
-
-/// Block cache of the chunks of large files (over 64 KiB), apart so that
-/// they never evict the small files' blocks: reads, and the candidates of
-/// narrowed Greps, which are mostly large files (they hold most trigrams).
-/// Without it a Grep decompressed every large candidate anew: a third of
-/// a Store Grep's time on the kernel (docs/performance.md § Indexed search).
-const CHUNK_CACHE_BYTES: usize = 64 << 20;
 
 /// The write-ahead log that may pile up before RocksDB flushes the column
 /// families still holding its oldest part. Opening replays the whole live
@@ -79,10 +72,9 @@ impl OrderedTier<StoreEngine> {
             ))
         })?;
         let cache = Cache::new_lru_cache(BLOCK_CACHE_BYTES);
-        let chunk_cache = Cache::new_lru_cache(CHUNK_CACHE_BYTES);
-        let table = |prefix_len: usize, cache: &Cache| {
+        let table = |prefix_len: usize| {
             let mut block = BlockBasedOptions::default();
-            block.set_block_cache(cache);
+            block.set_block_cache(&cache);
             block.set_bloom_filter(10.0, false);
             block.set_cache_index_and_filter_blocks(true);
             let mut cf = Options::default();
@@ -101,11 +93,11 @@ impl OrderedTier<StoreEngine> {
         default_cf.set_merge_operator_associative("agentvfs.max", merge_max);
         let cfs = vec![
             ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, default_cf),
-            ColumnFamilyDescriptor::new(CF_META, table(keys::NS_BYTES, &cache)),
-            ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::BLOB_BYTES, &chunk_cache)),
-            ColumnFamilyDescriptor::new(CF_VERSIONS, table(keys::NS_BYTES, &cache)),
-            ColumnFamilyDescriptor::new(CF_LOG, table(keys::NS_BYTES, &cache)),
-            ColumnFamilyDescriptor::new(CF_INDEX, table(keys::NS_BYTES, &cache)),
+            ColumnFamilyDescriptor::new(CF_META, table(keys::NS_BYTES)),
+            ColumnFamilyDescriptor::new(CF_CHUNKS, table(keys::BLOB_BYTES)),
+            ColumnFamilyDescriptor::new(CF_VERSIONS, table(keys::NS_BYTES)),
+            ColumnFamilyDescriptor::new(CF_LOG, table(keys::NS_BYTES)),
+            ColumnFamilyDescriptor::new(CF_INDEX, table(keys::NS_BYTES)),
         ];
         let db = DB::open_cf_descriptors(&db_options, dir, cfs).map_err(|e| {
             if e.to_string().contains("lock file") {

@@ -123,11 +123,7 @@ impl Files for StoreSpace<'_> {
         }
         let mut it = self.store.db.raw_iterator_cf_opt(self.meta, opts);
         it.seek(&lo);
-        Ok(StoreCursor {
-            it,
-            ns: self.ns,
-            bulk,
-        })
+        Ok(StoreCursor { it, ns: self.ns })
     }
 }
 
@@ -154,9 +150,7 @@ impl Frozen for StoreSpace<'_> {
         if let Some(snapshot) = self.snapshot {
             opts.set_snapshot(snapshot);
         }
-        // A scan's chunks would only flush the cache; a narrowed Grep's
-        // are those of the few candidates, read again by the next Grep.
-        opts.fill_cache(!cursor.bulk);
+        opts.fill_cache(false);
         self.store.assemble(&opts, path, &meta)
     }
 
