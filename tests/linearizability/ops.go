@@ -213,10 +213,7 @@ func (o Output) summary(paths []string) string {
 	case o.Files != nil:
 		parts := make([]string, len(o.Files))
 		for i, f := range o.Files {
-			name := "?"
-			if f.Path >= 0 && f.Path < len(paths) {
-				name = paths[f.Path]
-			}
+			name := pathName(paths, f.Path)
 			if f.Deleted {
 				parts[i] = fmt.Sprintf("%s deleted v%d", name, f.Version)
 			} else {
@@ -227,11 +224,7 @@ func (o Output) summary(paths []string) string {
 	case o.Hits != nil:
 		parts := make([]string, len(o.Hits))
 		for i, hit := range o.Hits {
-			name := "?"
-			if hit.Path >= 0 && hit.Path < len(paths) {
-				name = paths[hit.Path]
-			}
-			parts[i] = fmt.Sprintf("%s: %q", name, hit.Line)
+			parts[i] = fmt.Sprintf("%s: %q", pathName(paths, hit.Path), hit.Line)
 		}
 		return "OK [" + strings.Join(parts, ", ") + "]"
 	case o.Content != "":
@@ -246,4 +239,13 @@ func (o Output) summary(paths []string) string {
 		return s
 	}
 	return "OK"
+}
+
+// pathName names the workload path at index p, "?" for a path not among
+// them (-1).
+func pathName(paths []string, p int) string {
+	if p >= 0 && p < len(paths) {
+		return paths[p]
+	}
+	return "?"
 }

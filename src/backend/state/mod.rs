@@ -164,6 +164,23 @@ struct SessionData {
     key_bytes: u64,
 }
 
+impl SessionData {
+    /// Puts `record` at its key, keeping `key_bytes`.
+    fn put_file(&mut self, record: Arc<FileRecord>) {
+        self.key_bytes += record.key.len() as u64;
+        if let Some(old) = self.files.insert(record.key.clone(), record) {
+            self.key_bytes -= old.key.len() as u64;
+        }
+    }
+
+    /// Drops the file at `key`, if any, keeping `key_bytes`.
+    fn drop_file(&mut self, key: &[u8]) {
+        if self.files.remove(key).is_some() {
+            self.key_bytes -= key.len() as u64;
+        }
+    }
+}
+
 /// One session: its files, history and log, and when it was last used.
 pub struct Session {
     data: Mutex<SessionData>,
@@ -296,18 +313,13 @@ impl StateEngine {
     /// Holds `bytes` of `max_total_bytes` for a search's snapshot until the
     /// guard is dropped, or refuses them when the tier has no such room.
     fn pin(&self, bytes: u64) -> Result<Pinned<'_>> {
-        let max = self.limits.max_total_bytes;
-        self.total_bytes
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |total| {
-                (total + bytes <= max).then_some(total + bytes)
-            })
-            .map_err(|_| {
-                Error::TooLarge(format!(
-                    "the State tier is too full ({max} bytes) for a search to hold this \
-                     session's {bytes} bytes of paths while writers change them; delete \
-                     scratch files first"
-                ))
-            })?;
+        self.reserve(bytes, 0).map_err(|_| {
+            Error::TooLarge(format!(
+                "the State tier is too full ({} bytes) for a search to hold this session's \
+                 {bytes} bytes of paths while writers change them; delete scratch files first",
+                self.limits.max_total_bytes
+            ))
+        })?;
         Ok(Pinned {
             engine: self,
             bytes,

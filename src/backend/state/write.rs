@@ -199,17 +199,8 @@ impl Space for StateSpace<'_> {
         self.data.bytes = (self.data.bytes + added).saturating_sub(freed);
         for step in steps {
             match step {
-                Step::Put(record) => {
-                    self.data.key_bytes += record.key.len() as u64;
-                    if let Some(old) = self.data.files.insert(record.key.clone(), record) {
-                        self.data.key_bytes -= old.key.len() as u64;
-                    }
-                }
-                Step::Drop(key) => {
-                    if self.data.files.remove(&key).is_some() {
-                        self.data.key_bytes -= key.len() as u64;
-                    }
-                }
+                Step::Put(record) => self.data.put_file(record),
+                Step::Drop(key) => self.data.drop_file(&key),
                 Step::DropBelow(rel) => {
                     let below = Bounds::below(&rel);
                     let doomed: Vec<Vec<u8>> = self
@@ -219,9 +210,7 @@ impl Space for StateSpace<'_> {
                         .map(|(key, _)| key.clone())
                         .collect();
                     for key in doomed {
-                        if self.data.files.remove(&key).is_some() {
-                            self.data.key_bytes -= key.len() as u64;
-                        }
+                        self.data.drop_file(&key);
                     }
                 }
                 Step::Retire(record) => {
