@@ -458,7 +458,10 @@ proptest! {
     fn persisted_index_decode_never_panics(
         docs in prop::collection::btree_map(
             prop::collection::vec(any::<u8>(), 1..6),
-            (any::<u64>(), prop::option::of(prop::collection::vec(any::<u32>(), 0..6))),
+            (
+                any::<u64>(),
+                prop::option::of(prop::collection::vec(prop::collection::vec(any::<u32>(), 0..6), 1..3)),
+            ),
             0..6,
         ),
         walked in any::<u64>(),
@@ -471,10 +474,16 @@ proptest! {
             .map(|(key, (version, trigrams))| Doc {
                 key,
                 version,
-                trigrams: trigrams.map(|mut t| {
-                    t.sort_unstable();
-                    t.dedup();
-                    t
+                trigrams: trigrams.map(|pieces| {
+                    let pieces: Vec<Vec<u32>> = pieces
+                        .into_iter()
+                        .map(|mut t| {
+                            t.sort_unstable();
+                            t.dedup();
+                            t
+                        })
+                        .collect();
+                    pieces.into()
                 }),
             })
             .collect();
@@ -916,7 +925,7 @@ fn check_plan(pattern: &str, literal: bool, ci: bool, text: &str) -> Result<(), 
     for m in re.find_iter(text.as_bytes()) {
         let trigrams = trigram::extract(m.as_bytes()).unwrap_or_default();
         prop_assert!(
-            query.matches(&trigrams),
+            query.matches_file(&trigrams),
             "{pattern:?} (literal {literal}, -i {ci}) matched {:?} in {text:?}, which the plan {query:?} excludes",
             String::from_utf8_lossy(m.as_bytes())
         );

@@ -106,9 +106,21 @@ pub(super) fn random_text(rng: &mut StdRng) -> String {
     if rng.random_ratio(1, 20) {
         return "bin\0ary needle\n".to_owned();
     }
-    let lines = rng.random_range(0..8);
+    // Now and then a file of 10-50 KiB of filler lines with a few lines of
+    // words, which the index keeps as several pieces: a query must hold
+    // within one of them (docs/search-index.md § Design).
+    let large = rng.random_ratio(1, 25);
+    let lines = if large {
+        rng.random_range(700..3500)
+    } else {
+        rng.random_range(0..8)
+    };
     let mut text = String::new();
     for _ in 0..lines {
+        if large && !rng.random_ratio(1, 100) {
+            text.push_str("filler of no query\n");
+            continue;
+        }
         for _ in 0..rng.random_range(0..6) {
             text.push_str(WORDS[rng.random_range(0..WORDS.len())]);
             text.push(' ');
@@ -666,7 +678,7 @@ async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check()
             .iter_mut()
             .find(|d| d.key.ends_with(b"007.txt"))
             .expect("the victim is indexed");
-        doc.trigrams = Some(Vec::new());
+        doc.trigrams = Some(Default::default());
         saved.segment = std::sync::Arc::new(Segment::build(docs));
         let bytes = persist::encode(&saved);
         let ns = pieces[0].0[..4].to_vec();

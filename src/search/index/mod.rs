@@ -40,7 +40,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use table::PathTable;
-use trigram::Trigram;
+use trigram::Pieces;
 
 /// Default of `[search] index_min_files`: a namespace whose Greps walked
 /// fewer files is searched without the index (docs/performance.md §
@@ -310,7 +310,12 @@ impl Registry {
 
 /// A file learned since the segment was built: its version and trigrams
 /// (`None`: always scanned).
-type Learned = (u64, Option<Arc<[Trigram]>>);
+type Learned = (u64, Option<Arc<Pieces>>);
+
+/// What the overlay holds for a file learned under `key`.
+fn learned_bytes(key: &[u8], trigrams: &Option<Arc<Pieces>>) -> u64 {
+    key.len() as u64 + LEARNED_OVERHEAD_BYTES + trigrams.as_ref().map_or(0, |t| t.bytes())
+}
 
 /// The index of one namespace; see the module doc.
 #[derive(Default)]
@@ -369,9 +374,7 @@ impl NamespaceIndex {
     pub fn bytes(&self) -> usize {
         let overlay: usize = lock(&self.overlay)
             .iter()
-            .map(|(k, (_, t))| {
-                k.len() + LEARNED_OVERHEAD_BYTES as usize + t.as_ref().map_or(0, |t| t.len() * 4)
-            })
+            .map(|(k, (_, t))| learned_bytes(k, t) as usize)
             .sum();
         let table = self.table().map_or(0, |t| t.bytes());
         let row_docs = lock(&self.row_docs).as_ref().map_or(0, |r| r.bytes());
@@ -487,7 +490,7 @@ impl NamespaceIndex {
                 Doc {
                     key: key.clone(),
                     version: *version,
-                    trigrams: trigrams.as_ref().map(|t| t.to_vec()),
+                    trigrams: trigrams.as_ref().map(|t| Pieces::clone(t)),
                 },
             );
         }
@@ -775,7 +778,7 @@ impl IndexedGrep {
             && *v == version
         {
             return match (trigrams, &self.filter) {
-                (Some(t), Some(_)) if !self.query.matches(t) => Verdict::Skip,
+                (Some(t), Some(_)) if !self.query.matches_file(t) => Verdict::Skip,
                 _ => Verdict::Search { learn: false },
             };
         }
@@ -807,10 +810,8 @@ impl IndexedGrep {
     /// Records the content of a file [`IndexedGrep::check`] asked to learn.
     pub fn learn(&mut self, key: Vec<u8>, version: u64, data: &[u8]) {
         self.learned_bytes += data.len() as u64;
-        let trigrams: Option<Arc<[Trigram]>> = trigram::extract(data).ok().map(Arc::from);
-        self.grown += key.len() as u64
-            + LEARNED_OVERHEAD_BYTES
-            + trigrams.as_ref().map_or(0, |t| 4 * t.len() as u64);
+        let trigrams: Option<Arc<Pieces>> = trigram::extract(data).ok().map(Arc::new);
+        self.grown += learned_bytes(&key, &trigrams);
         self.learned.push((key, (version, trigrams)));
     }
 
@@ -940,7 +941,7 @@ mod tests {
             ("/d/n", 8),
             ("/e/x", 4),
         ] {
-            let trigrams: Arc<[Trigram]> = trigram::extract(b"text").unwrap().into();
+            let trigrams = Arc::new(trigram::extract(b"text").unwrap());
             lock(&index.overlay).insert(key(path), (version, Some(trigrams)));
         }
         index.merge();

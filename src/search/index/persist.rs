@@ -21,7 +21,8 @@ use std::sync::Arc;
 /// The first bytes of a persisted index.
 const MAGIC: &[u8; 4] = b"AVIX";
 /// The format written; another one is not read (the index is learned anew).
-const FORMAT: u8 = 1;
+/// 2: docs hold pieces (`trigram::Pieces`); 1 held one trigram set a doc.
+const FORMAT: u8 = 2;
 /// Bytes before the checksummed part: magic, format, checksum.
 const HEADER_BYTES: usize = 4 + 1 + 4;
 
@@ -115,7 +116,7 @@ mod tests {
             Doc {
                 key: b"a".to_vec(),
                 version: 3,
-                trigrams: Some(vec![1, 2]),
+                trigrams: Some(vec![vec![1, 2], vec![2, 3]].into()),
             },
             Doc {
                 key: b"b".to_vec(),

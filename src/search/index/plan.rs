@@ -15,7 +15,7 @@
 //! the pattern is parsed as grep-regex parses it (case-insensitivity in the
 //! HIR's classes: `(?i)k` is `[Kk\u{212A}]`), so `-i` needs no special case.
 
-use super::trigram::{Trigram, fold, pack};
+use super::trigram::{Pieces, Trigram, fold, pack};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::BTreeSet;
 
@@ -86,7 +86,13 @@ impl Query {
         }
     }
 
-    /// True when a file with these (sorted) trigrams satisfies the query.
+    /// True when one of a file's pieces satisfies the query: a match lies
+    /// in one line, so in one piece ([`super::trigram`]).
+    pub fn matches_file(&self, file: &Pieces) -> bool {
+        file.iter().any(|piece| self.matches(piece))
+    }
+
+    /// True when a piece with these (sorted) trigrams satisfies the query.
     pub fn matches(&self, trigrams: &[Trigram]) -> bool {
         match self {
             Query::All => true,
@@ -435,7 +441,8 @@ mod tests {
     }
 
     fn file(text: &str) -> Vec<Trigram> {
-        super::super::trigram::extract(text.as_bytes()).unwrap()
+        let pieces = super::super::trigram::extract(text.as_bytes()).unwrap();
+        pieces.iter().next().unwrap().to_vec()
     }
 
     #[test]

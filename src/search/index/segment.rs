@@ -1,9 +1,12 @@
-//! An immutable segment: a path table in path order (doc id = position) and
-//! one posting list of doc ids per trigram, delta- and varint-encoded.
+//! An immutable segment: a path table in path order (doc id = position),
+//! the pieces of each doc (piece ids ascending with doc ids), and one
+//! posting list of piece ids per trigram, delta- and varint-encoded. A
+//! query is answered piece by piece and a doc is selected when one of its
+//! pieces is (a match lies in one piece: [`super::trigram`]).
 
 use super::codec::{Bytes, Reader};
 use super::plan::Query;
-use super::trigram::{Trigram, TrigramMap};
+use super::trigram::{Pieces, Trigram, TrigramMap};
 
 /// One file as a segment is built from it.
 pub struct Doc {
@@ -11,8 +14,8 @@ pub struct Doc {
     pub key: Vec<u8>,
     /// The version of the content indexed.
     pub version: u64,
-    /// Its sorted distinct trigrams; `None`: always scanned.
-    pub trigrams: Option<Vec<Trigram>>,
+    /// Its trigrams, piece by piece; `None`: always scanned.
+    pub trigrams: Option<Pieces>,
 }
 
 /// Docs a query selects: all of them, or a bit per doc id.
@@ -50,7 +53,9 @@ pub struct Segment {
     versions: Vec<u64>,
     /// Bit per doc: always scanned.
     unindexed: Vec<u64>,
-    /// Trigram -> (start, end) in `postings`.
+    /// The doc of each piece (ascending; an always-scanned doc has none).
+    piece_docs: Vec<u32>,
+    /// Trigram -> (start, end) of its piece ids in `postings`.
     lists: TrigramMap<(u32, u32)>,
     postings: Vec<u8>,
 }
@@ -63,7 +68,8 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-/// Calls `each` with every doc id of a posting list. Never panics, also on
+/// Calls `each` with every id of a delta-encoded list (posting lists, and
+/// the pieces' docs, whose deltas may be 0). Never panics, also on
 /// damaged bytes (a persisted segment is checked with it): arithmetic
 /// wraps, and [`Segment::decode_from`] refuses ids out of order or range.
 fn decode(mut bytes: &[u8], mut each: impl FnMut(u32)) {
@@ -90,6 +96,28 @@ fn set_bit(bits: &mut [u64], id: u32) {
     bits[id as usize / 64] |= 1 << (id % 64);
 }
 
+/// Appends `ids` (ascending, repeats allowed) delta- and varint-encoded.
+fn put_list(out: &mut Vec<u8>, ids: impl IntoIterator<Item = u32>) {
+    let mut last = None;
+    for id in ids {
+        put_varint(out, last.map_or(id, |l| id - l));
+        last = Some(id);
+    }
+}
+
+/// The ids whose bits are set in `words` (a word per 64 ids), ascending.
+fn ones(words: impl Iterator<Item = u64>) -> impl Iterator<Item = u32> {
+    words.enumerate().flat_map(|(w, mut word)| {
+        std::iter::from_fn(move || {
+            (word != 0).then(|| {
+                let bit = word.trailing_zeros();
+                word &= word - 1;
+                w as u32 * 64 + bit
+            })
+        })
+    })
+}
+
 impl Segment {
     /// Builds a segment from docs sorted by key (distinct keys).
     pub fn build(docs: Vec<Doc>) -> Segment {
@@ -104,9 +132,13 @@ impl Segment {
         for (id, doc) in docs.into_iter().enumerate() {
             let id = id as u32;
             match doc.trigrams {
-                Some(trigrams) => {
-                    for t in trigrams {
-                        lists.entry(t).or_default().push(id);
+                Some(pieces) => {
+                    for piece in pieces.iter() {
+                        let piece_id = seg.piece_docs.len() as u32;
+                        seg.piece_docs.push(id);
+                        for &t in piece {
+                            lists.entry(t).or_default().push(piece_id);
+                        }
                     }
                 }
                 None => set_bit(&mut seg.unindexed, id),
@@ -117,11 +149,7 @@ impl Segment {
         seg.lists.reserve(lists.len());
         for (t, ids) in lists {
             let start = seg.postings.len() as u32;
-            let mut last = 0;
-            for (i, id) in ids.into_iter().enumerate() {
-                put_varint(&mut seg.postings, if i == 0 { id } else { id - last });
-                last = id;
-            }
+            put_list(&mut seg.postings, ids);
             seg.lists.insert(t, (start, seg.postings.len() as u32));
         }
         seg.postings.shrink_to_fit();
@@ -144,6 +172,7 @@ impl Segment {
             + self.lists.len() * 12
             + self.keys.iter().map(|k| k.len() + 16).sum::<usize>()
             + self.versions.len() * 8
+            + self.piece_docs.len() * 4
     }
 
     /// The doc id of the path with `key` when its indexed version is
@@ -170,17 +199,7 @@ impl Segment {
         let Selected::Bits(bits) = selected else {
             return None;
         };
-        let words = bits.iter().zip(&self.unindexed).enumerate();
-        Some(words.flat_map(|(w, (a, b))| {
-            let mut word = a | b;
-            std::iter::from_fn(move || {
-                (word != 0).then(|| {
-                    let bit = word.trailing_zeros();
-                    word &= word - 1;
-                    w as u32 * 64 + bit
-                })
-            })
-        }))
+        Some(ones(bits.iter().zip(&self.unindexed).map(|(a, b)| a | b)))
     }
 
     /// True when doc `id` is always scanned.
@@ -191,7 +210,7 @@ impl Segment {
     }
 
     fn posting_bits(&self, t: Trigram) -> Vec<u64> {
-        let mut bits = vec![0; self.keys.len().div_ceil(64)];
+        let mut bits = vec![0; self.piece_docs.len().div_ceil(64)];
         if let Some(&(start, end)) = self.lists.get(&t) {
             decode(&self.postings[start as usize..end as usize], |id| {
                 set_bit(&mut bits, id)
@@ -212,12 +231,29 @@ impl Segment {
         }
     }
 
-    /// The docs whose trigrams satisfy `query` (unindexed docs are not
-    /// included: callers check [`Segment::unindexed`]).
+    /// The docs with a piece whose trigrams satisfy `query` (unindexed docs
+    /// are not included: callers check [`Segment::unindexed`]).
     pub fn select(&self, query: &Query) -> Selected {
+        match self.select_pieces(query) {
+            Selected::All => Selected::All,
+            Selected::Bits(pieces) => {
+                // One step per selected piece.
+                let mut docs = vec![0; self.keys.len().div_ceil(64)];
+                for piece in ones(pieces.into_iter()) {
+                    set_bit(&mut docs, self.piece_docs[piece as usize]);
+                }
+                Selected::Bits(docs)
+            }
+        }
+    }
+
+    /// The pieces whose trigrams satisfy `query`: an AND or OR holds for a
+    /// doc only if it holds within one of its pieces, so pieces are only
+    /// turned into docs at the end.
+    fn select_pieces(&self, query: &Query) -> Selected {
         match query {
             Query::All => Selected::All,
-            Query::Nothing => Selected::Bits(vec![0; self.keys.len().div_ceil(64)]),
+            Query::Nothing => Selected::Bits(vec![0; self.piece_docs.len().div_ceil(64)]),
             Query::Trigram(t) => Selected::Bits(self.posting_bits(*t)),
             Query::And(parts) => {
                 // Cheapest parts first (the rarest trigrams: the shortest
@@ -227,7 +263,7 @@ impl Segment {
                 parts.sort_by_cached_key(|part| self.cost(part));
                 let mut out = Selected::All;
                 for part in parts {
-                    out = match (out, self.select(part)) {
+                    out = match (out, self.select_pieces(part)) {
                         (Selected::All, s) | (s, Selected::All) => s,
                         (Selected::Bits(mut a), Selected::Bits(b)) => {
                             a.iter_mut().zip(&b).for_each(|(x, y)| *x &= y);
@@ -241,9 +277,9 @@ impl Segment {
                 out
             }
             Query::Or(parts) => {
-                let mut out = Selected::Bits(vec![0; self.keys.len().div_ceil(64)]);
+                let mut out = Selected::Bits(vec![0; self.piece_docs.len().div_ceil(64)]);
                 for part in parts {
-                    out = match (out, self.select(part)) {
+                    out = match (out, self.select_pieces(part)) {
                         (Selected::All, _) | (_, Selected::All) => return Selected::All,
                         (Selected::Bits(mut a), Selected::Bits(b)) => {
                             a.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
@@ -257,8 +293,8 @@ impl Segment {
     }
 
     /// Appends the segment in the persisted format (docs/search-index.md §
-    /// Persistence): docs (key, version), always-scan bits, lists by
-    /// trigram, postings.
+    /// Persistence): docs (key, version), always-scan bits, the pieces'
+    /// docs, lists by trigram, postings.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
         out.put_u64(self.keys.len() as u64);
         for (key, version) in self.keys.iter().zip(&self.versions) {
@@ -266,6 +302,10 @@ impl Segment {
             out.put_u64(*version);
         }
         self.unindexed.iter().for_each(|w| out.put_u64(*w));
+        out.put_u64(self.piece_docs.len() as u64);
+        let mut piece_docs = Vec::new();
+        put_list(&mut piece_docs, self.piece_docs.iter().copied());
+        out.put_bytes(&piece_docs);
         let mut lists: Vec<(&Trigram, &(u32, u32))> = self.lists.iter().collect();
         lists.sort_unstable();
         out.put_u64(lists.len() as u64);
@@ -278,8 +318,9 @@ impl Segment {
     }
 
     /// Reads back what [`Segment::encode_into`] wrote, checking everything a
-    /// lookup relies on: keys strictly ascending, every list inside the
-    /// postings, every doc id in range and ascending within its list.
+    /// lookup relies on: keys strictly ascending, pieces' docs in range and
+    /// ascending, every list inside the postings, every piece id in range
+    /// and ascending within its list.
     pub fn decode_from(r: &mut Reader<'_>) -> Option<Segment> {
         let n = usize::try_from(r.u64()?).ok()?;
         let mut seg = Segment {
@@ -298,6 +339,20 @@ impl Segment {
         for _ in 0..n.div_ceil(64) {
             seg.unindexed.push(r.u64()?);
         }
+        let pieces = usize::try_from(r.u64()?).ok()?;
+        let piece_docs = r.bytes()?;
+        if piece_docs.last().is_some_and(|b| *b >= 0x80) {
+            return None;
+        }
+        seg.piece_docs.reserve(pieces.min(piece_docs.len()));
+        let mut ok = true;
+        decode(piece_docs, |doc| {
+            ok &= (doc as usize) < n && seg.piece_docs.last().is_none_or(|&l| l <= doc);
+            seg.piece_docs.push(doc);
+        });
+        if !ok || seg.piece_docs.len() != pieces {
+            return None;
+        }
         let lists = usize::try_from(r.u64()?).ok()?;
         let mut ranges = Vec::with_capacity(lists.min(r.left()));
         for _ in 0..lists {
@@ -315,7 +370,7 @@ impl Segment {
             let mut ok = true;
             let mut last: Option<u32> = None;
             decode(list, |id| {
-                ok &= (id as usize) < n && last.is_none_or(|l| l < id);
+                ok &= (id as usize) < pieces && last.is_none_or(|l| l < id);
                 last = Some(id);
             });
             if !ok || seg.lists.insert(t, (start, end)).is_some() {
@@ -327,23 +382,24 @@ impl Segment {
 
     /// Every doc with its trigrams, decoded back (for a merge).
     pub fn docs(&self) -> Vec<Doc> {
-        let mut per_doc: Vec<Vec<Trigram>> = vec![Vec::new(); self.keys.len()];
+        let mut per_piece: Vec<Vec<Trigram>> = vec![Vec::new(); self.piece_docs.len()];
         for (&t, &(start, end)) in &self.lists {
             decode(&self.postings[start as usize..end as usize], |id| {
-                per_doc[id as usize].push(t)
+                per_piece[id as usize].push(t)
             });
+        }
+        let mut per_doc: Vec<Pieces> = vec![Pieces::default(); self.keys.len()];
+        for (piece, mut trigrams) in per_piece.into_iter().enumerate() {
+            trigrams.sort_unstable();
+            per_doc[self.piece_docs[piece] as usize].push(&trigrams);
         }
         per_doc
             .into_iter()
             .enumerate()
-            .map(|(id, mut trigrams)| {
-                let unindexed = self.unindexed(id as u32);
-                trigrams.sort_unstable();
-                Doc {
-                    key: self.keys[id].to_vec(),
-                    version: self.versions[id],
-                    trigrams: (!unindexed).then_some(trigrams),
-                }
+            .map(|(id, pieces)| Doc {
+                key: self.keys[id].to_vec(),
+                version: self.versions[id],
+                trigrams: (!self.unindexed(id as u32)).then_some(pieces),
             })
             .collect()
     }
@@ -357,7 +413,7 @@ mod tests {
         Doc {
             key: key.as_bytes().to_vec(),
             version,
-            trigrams,
+            trigrams: trigrams.map(|t| Pieces::from(vec![t])),
         }
     }
 
@@ -383,7 +439,7 @@ mod tests {
         let q = Query::Trigram(300).or(Query::Trigram(300_000));
         assert_eq!(seg.select(&q).count(), Some(2));
         let back = seg.docs();
-        assert_eq!(back[0].trigrams, Some(vec![1, 2, 300]));
+        assert_eq!(back[0].trigrams, Some(Pieces::from(vec![vec![1, 2, 300]])));
         assert_eq!(back[2].trigrams, None);
         assert_eq!(back[3].key, b"d");
         let mut bytes = Vec::new();
@@ -395,5 +451,53 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(Segment::decode_from(&mut Reader::new(&bytes[..cut])).is_none());
         }
+    }
+
+    #[test]
+    fn a_doc_is_selected_only_when_one_piece_holds_the_whole_query() {
+        use super::super::{
+            plan::plan,
+            trigram::{PIECE_BYTES, extract},
+        };
+        let filler = "filler line\n".repeat(PIECE_BYTES / 12 + 1);
+        // Every trigram of `hello world` is in the file, but no piece holds
+        // them all: "hello " is in the first piece, "o world" in the next.
+        let apart = format!("say hello there\n{filler}go world\n");
+        let together = format!("{filler}say hello world\n");
+        let docs: Vec<Doc> = [("a", &apart), ("b", &together)]
+            .into_iter()
+            .map(|(key, text)| Doc {
+                key: key.as_bytes().to_vec(),
+                version: 1,
+                trigrams: Some(extract(text.as_bytes()).unwrap()),
+            })
+            .collect();
+        assert_eq!(docs[0].trigrams.as_ref().unwrap().len(), 2);
+        let query = plan("hello world", true, false);
+        let seg = Segment::build(docs);
+        let selected = seg.select(&query);
+        assert!(!selected.has(0) && selected.has(1));
+        assert_eq!(selected.count(), Some(1));
+        // Pieces survive a merge's decoding and the persisted format.
+        let again = Segment::build(seg.docs());
+        assert_eq!(again.select(&query).count(), Some(1));
+        let mut bytes = Vec::new();
+        seg.encode_into(&mut bytes);
+        let back = Segment::decode_from(&mut Reader::new(&bytes)).unwrap();
+        assert!(back.select(&query).has(1) && !back.select(&query).has(0));
+        // Both pieces together hold the query: a plan over a whole file
+        // would have selected both docs.
+        let whole: Vec<Trigram> = {
+            let mut all: Vec<Trigram> = extract(apart.as_bytes())
+                .unwrap()
+                .iter()
+                .flatten()
+                .copied()
+                .collect();
+            all.sort_unstable();
+            all.dedup();
+            all
+        };
+        assert!(query.matches(&whole));
     }
 }

@@ -1,5 +1,12 @@
-//! What the index records of one file: its distinct trigrams, or the reason
-//! it cannot hold the file (then the file is always scanned).
+//! What the index records of one file: the distinct trigrams of each of its
+//! pieces, or the reason it cannot hold the file (then the file is always
+//! scanned).
+//!
+//! A piece is a run of whole lines of at least [`PIECE_BYTES`] (the last one
+//! may be shorter). Grep's matches never span lines, so a file can hold a
+//! match only if one of its pieces holds all the match's trigrams: a large
+//! file that holds a query's trigrams far apart from one another is ruled
+//! out (docs/search-index.md § Pieces).
 //!
 //! A trigram is three consecutive bytes after ASCII case folding, packed
 //! into the low 24 bits of a `u32`. Folding makes a case-insensitive query
@@ -15,9 +22,19 @@ use std::sync::OnceLock;
 
 /// Largest file the index holds; larger ones are always scanned.
 pub const MAX_INDEXED_FILE_BYTES: usize = 8 << 20;
-/// Most distinct trigrams of a file the index holds: a file with more
-/// (random data, a dictionary) would match nearly every query anyway.
-pub const MAX_FILE_TRIGRAMS: usize = 40_000;
+/// Most distinct trigrams of one piece the index holds: a file with a piece
+/// of more (random data on one long line) would match nearly every query
+/// anyway.
+pub const MAX_PIECE_TRIGRAMS: usize = 40_000;
+/// Bytes of whole lines after which a file's piece ends.
+///
+/// Performance: on the Linux kernel, files over 64 KiB are 3% of the files
+/// and half of the bytes, and as whole files they hold nearly every common
+/// trigram, so they were candidates of most selective queries. Pieces of 16
+/// KiB cut the bytes of large candidates 5x for `hello world` and 23x for
+/// `unreachable_code_here` (docs/performance.md § Pieces), at the cost of
+/// postings repeated across a large file's pieces.
+pub const PIECE_BYTES: usize = 16 << 10;
 
 /// A trigram: three folded bytes in the low 24 bits.
 pub type Trigram = u32;
@@ -31,7 +48,7 @@ pub enum Unindexable {
     Huge,
     /// Not UTF-8: the planner reasons about UTF-8 text.
     InvalidUtf8,
-    /// Over [`MAX_FILE_TRIGRAMS`] distinct trigrams.
+    /// A piece of over [`MAX_PIECE_TRIGRAMS`] distinct trigrams.
     TooManyTrigrams,
 }
 
@@ -88,8 +105,57 @@ pub fn pack(a: u8, b: u8, c: u8) -> Trigram {
     (u32::from(a) << 16) | (u32::from(b) << 8) | u32::from(c)
 }
 
-/// The sorted, distinct trigrams of `data`, or why the file stays out.
-pub fn extract(data: &[u8]) -> Result<Vec<Trigram>, Unindexable> {
+/// The trigrams of one file, piece by piece (see the module doc).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pieces {
+    /// Every piece's sorted distinct trigrams, one piece after the other.
+    trigrams: Vec<Trigram>,
+    /// Where each piece ends in `trigrams`.
+    ends: Vec<u32>,
+}
+
+impl Pieces {
+    /// Each piece's sorted distinct trigrams, in file order.
+    pub fn iter(&self) -> impl Iterator<Item = &[Trigram]> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| &self.trigrams[start as usize..end as usize])
+    }
+
+    /// How many pieces.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when there is no piece.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> u64 {
+        4 * (self.trigrams.len() + self.ends.len()) as u64
+    }
+
+    /// Appends a piece: its trigrams sorted and distinct.
+    pub fn push(&mut self, piece: &[Trigram]) {
+        self.trigrams.extend_from_slice(piece);
+        self.ends.push(self.trigrams.len() as u32);
+    }
+}
+
+impl From<Vec<Vec<Trigram>>> for Pieces {
+    fn from(pieces: Vec<Vec<Trigram>>) -> Pieces {
+        let mut out = Pieces::default();
+        pieces.iter().for_each(|p| out.push(p));
+        out
+    }
+}
+
+/// The trigrams of `data` piece by piece, or why the file stays out. A file
+/// always has at least one piece (empty for a file without trigrams).
+pub fn extract(data: &[u8]) -> Result<Pieces, Unindexable> {
     if data.len() > MAX_INDEXED_FILE_BYTES {
         return Err(Unindexable::Huge);
     }
@@ -100,19 +166,30 @@ pub fn extract(data: &[u8]) -> Result<Vec<Trigram>, Unindexable> {
         return Err(Unindexable::InvalidUtf8);
     }
     let mut seen = TrigramSet::for_bytes(data.len());
+    let mut out = Pieces::default();
     let mut window = 0u32;
+    let mut piece_start = 0;
     for (i, &byte) in data.iter().enumerate() {
         window = ((window << 8) | u32::from(fold(byte))) & 0xFF_FFFF;
         if i >= 2
             && !window_has_newline(window)
             && seen.insert(window)
-            && seen.distinct.len() > MAX_FILE_TRIGRAMS
+            && seen.distinct.len() > MAX_PIECE_TRIGRAMS
         {
             return Err(Unindexable::TooManyTrigrams);
         }
+        // No window across a newline is kept, so a piece ending at one
+        // shares no trigram window with the next.
+        if byte == b'\n' && i + 1 - piece_start >= PIECE_BYTES {
+            seen.end_piece(&mut out);
+            piece_start = i + 1;
+        }
     }
-    let mut out = seen.distinct;
-    out.sort_unstable();
+    // A last piece without trigrams adds nothing a query could need, unless
+    // it is the only one.
+    if out.is_empty() || !seen.distinct.is_empty() {
+        seen.end_piece(&mut out);
+    }
     Ok(out)
 }
 
@@ -122,7 +199,7 @@ fn window_has_newline(t: Trigram) -> bool {
         || t >> 16 == u32::from(b'\n')
 }
 
-/// The distinct trigrams of one file, in order of first sight.
+/// The distinct trigrams of one piece, in order of first sight.
 ///
 /// Performance: a file of n bytes has about n windows but, for source text,
 /// only a third as many distinct trigrams. Sorting every window and then
@@ -136,19 +213,36 @@ struct TrigramSet {
     /// 64 minus log2 of the slot count.
     shift: u32,
     distinct: Vec<Trigram>,
+    /// The slots `distinct` took, emptied when a piece ends (clearing
+    /// them all would cost the whole table per piece).
+    taken: Vec<u32>,
 }
 
 impl TrigramSet {
-    /// A set that holds up to [`MAX_FILE_TRIGRAMS`] (and the one past it
+    /// A set that holds up to [`MAX_PIECE_TRIGRAMS`] (and the one past it
     /// that refuses the file) at most half full.
     fn for_bytes(len: usize) -> TrigramSet {
-        let most = len.min(MAX_FILE_TRIGRAMS + 1);
+        let most = len.min(MAX_PIECE_TRIGRAMS + 1);
         let slots = (2 * most).next_power_of_two().max(64);
+        let expected = most.min(len.min(PIECE_BYTES) / 3 + 16);
         TrigramSet {
             slots: vec![0; slots],
             shift: 64 - slots.trailing_zeros(),
-            distinct: Vec::with_capacity(most.min(len / 3 + 16)),
+            distinct: Vec::with_capacity(expected),
+            taken: Vec::with_capacity(expected),
         }
+    }
+
+    /// Appends the piece gathered so far to `out`, sorted, and empties the
+    /// set for the next one.
+    fn end_piece(&mut self, out: &mut Pieces) {
+        self.distinct.sort_unstable();
+        out.push(&self.distinct);
+        self.distinct.clear();
+        for &at in &self.taken {
+            self.slots[at as usize] = 0;
+        }
+        self.taken.clear();
     }
 
     /// Adds `t` (never 0); true when it was not there yet.
@@ -161,6 +255,7 @@ impl TrigramSet {
                 0 => {
                     self.slots[at] = t;
                     self.distinct.push(t);
+                    self.taken.push(at as u32);
                     return true;
                 }
                 same if same == t => return false,
@@ -185,7 +280,7 @@ mod tests {
         ];
         let mut want = want;
         want.sort_unstable();
-        assert_eq!(t, want);
+        assert_eq!(t, Pieces::from(vec![want]));
     }
 
     /// Every window folded, newline windows dropped, sorted, repeats dropped.
@@ -200,33 +295,58 @@ mod tests {
         out
     }
 
+    /// The pieces as the module doc defines them: whole lines, ending at
+    /// the first newline at or past [`PIECE_BYTES`]; a last piece without
+    /// trigrams dropped unless it is the only one.
+    fn naive_pieces(data: &[u8]) -> Vec<Vec<Trigram>> {
+        let mut pieces = Vec::new();
+        let mut start = 0;
+        for (i, &byte) in data.iter().enumerate() {
+            if byte == b'\n' && i + 1 - start >= PIECE_BYTES {
+                pieces.push(naive(&data[start..=i]));
+                start = i + 1;
+            }
+        }
+        let last = naive(&data[start..]);
+        if pieces.is_empty() || !last.is_empty() {
+            pieces.push(last);
+        }
+        pieces
+    }
+
     #[test]
     fn the_set_finds_what_sorting_every_window_finds() {
-        // Texts over alphabets of 3 to 95 letters with newlines, so the set
-        // sees few and many repeats, and sizes around its growth points.
+        // Texts over alphabets of 3 to 95 letters, with newlines or on one
+        // line, so the set sees few and many repeats, sizes around its
+        // growth points, one piece and several, and a piece of too many.
         let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        for letters in [3u8, 10, 40, 95] {
-            for len in [0, 1, 2, 3, 64, 1000, 50_000] {
-                let text: Vec<u8> = (0..len)
-                    .map(|_| {
-                        seed ^= seed << 13;
-                        seed ^= seed >> 7;
-                        seed ^= seed << 17;
-                        match (seed % u64::from(letters + 1)) as u8 {
-                            0 => b'\n',
-                            n => b' ' + n - 1,
+        for lines in [true, false] {
+            for letters in [3u8, 10, 40, 95] {
+                for len in [0, 1, 2, 3, 64, 1000, 50_000, 70_000] {
+                    let text: Vec<u8> = (0..len)
+                        .map(|_| {
+                            seed ^= seed << 13;
+                            seed ^= seed >> 7;
+                            seed ^= seed << 17;
+                            match (seed % u64::from(letters + 1)) as u8 {
+                                0 if lines => b'\n',
+                                0 => b'x',
+                                n => b' ' + n - 1,
+                            }
+                        })
+                        .collect();
+                    let want = naive_pieces(&text);
+                    let case = format!("{letters} letters, {len} bytes, lines {lines}");
+                    match extract(&text) {
+                        Ok(got) => assert_eq!(got, Pieces::from(want.clone()), "{case}"),
+                        Err(why) => {
+                            assert_eq!(why, Unindexable::TooManyTrigrams);
+                            let most = want.iter().map(Vec::len).max();
+                            assert!(most > Some(MAX_PIECE_TRIGRAMS), "{case}");
                         }
-                    })
-                    .collect();
-                let want = naive(&text);
-                match extract(&text) {
-                    Ok(got) => assert_eq!(got, want, "{letters} letters, {len} bytes"),
-                    Err(why) => {
-                        assert_eq!(why, Unindexable::TooManyTrigrams);
-                        assert!(
-                            want.len() > MAX_FILE_TRIGRAMS,
-                            "{letters} letters, {len} bytes"
-                        );
+                    }
+                    if lines && letters == 10 && len >= 50_000 {
+                        assert!(want.len() >= 3, "{case}: several pieces");
                     }
                 }
             }
@@ -250,6 +370,6 @@ mod tests {
             }
         }
         assert_eq!(extract(text.as_bytes()), Err(Unindexable::TooManyTrigrams));
-        assert_eq!(extract(b"").unwrap(), Vec::<Trigram>::new());
+        assert_eq!(extract(b"").unwrap(), Pieces::from(vec![vec![]]));
     }
 }
