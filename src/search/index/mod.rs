@@ -155,6 +155,7 @@ impl Registry {
     /// § Persistence).
     fn load(&self, key: &str, room: u64) -> Option<persist::Saved> {
         let keeper = self.keeper.as_ref()?;
+        let started = std::time::Instant::now();
         let bytes = match keeper.load(key) {
             Ok(bytes) => bytes?,
             Err(err) => {
@@ -170,8 +171,18 @@ impl Registry {
             );
             return None;
         }
+        let read = started.elapsed();
         match persist::decode(&bytes) {
-            Ok(saved) => Some(saved),
+            Ok(saved) => {
+                tracing::info!(
+                    namespace = key,
+                    bytes = bytes.len(),
+                    read_ms = read.as_millis() as u64,
+                    decode_ms = (started.elapsed() - read).as_millis() as u64,
+                    "persisted search index read"
+                );
+                Some(saved)
+            }
             Err(why) => {
                 tracing::warn!(
                     namespace = key,
@@ -472,29 +483,21 @@ impl NamespaceIndex {
         self.overlay_checks.store(0, Relaxed);
         let taken: BTreeMap<Vec<u8>, Learned> = lock(&self.overlay).clone();
         let table = self.table();
-        let before = old.len();
-        let mut docs: BTreeMap<Vec<u8>, Doc> = old
-            .docs()
-            .into_iter()
-            .filter(|d| {
-                table
-                    .as_ref()
-                    .is_none_or(|t| !t.outdates(&d.key, d.version))
+        let mut dropped = 0;
+        let current = |key: &[u8], version: u64| {
+            let outdated = table.as_ref().is_some_and(|t| t.outdates(key, version));
+            dropped += u64::from(outdated);
+            !outdated
+        };
+        let learned = taken
+            .iter()
+            .map(|(key, (version, trigrams))| Doc {
+                key: key.clone(),
+                version: *version,
+                trigrams: trigrams.as_ref().map(|t| Pieces::clone(t)),
             })
-            .map(|d| (d.key.clone(), d))
             .collect();
-        let dropped = before - docs.len();
-        for (key, (version, trigrams)) in &taken {
-            docs.insert(
-                key.clone(),
-                Doc {
-                    key: key.clone(),
-                    version: *version,
-                    trigrams: trigrams.as_ref().map(|t| Pieces::clone(t)),
-                },
-            );
-        }
-        let merged = Arc::new(Segment::build(docs.into_values().collect()));
+        let merged = Arc::new(old.merge(current, learned));
         let mut overlay = lock(&self.overlay);
         *self.segment.write().unwrap_or_else(|p| p.into_inner()) = merged.clone();
         overlay.retain(|key, (version, _)| taken.get(key).is_none_or(|(v, _)| v != version));
