@@ -84,7 +84,13 @@ impl OrderedTier<StoreEngine> {
             cf.set_memtable_prefix_bloom_ratio(0.1);
             cf
         };
-        let mut db_options = Options::default();
+        // The log replayed at open stays in the memtables (and the log),
+        // flushed later in the background, instead of being written to new
+        // tables before the server can serve (docs/performance.md § Cold
+        // start after pieces). The crate has no setter for this option.
+        let mut db_options = Options::default()
+            .get_options_from_string("avoid_flush_during_recovery=true")
+            .map_err(|e| Error::Internal(format!("cannot set the store's options: {e}")))?;
         db_options.create_if_missing(true);
         db_options.create_missing_column_families(true);
         db_options.increase_parallelism(2);
