@@ -530,7 +530,9 @@ impl Segment {
         Some(seg)
     }
 
-    /// Every doc with its trigrams, decoded back (for a merge).
+    /// Every doc with its trigrams, decoded back. A merge does not need
+    /// this ([`Segment::merge`] carries the lists over); tests use it to
+    /// compare segments and to re-encode a deliberately damaged index.
     pub fn docs(&self) -> Vec<Doc> {
         let mut per_piece: Vec<Vec<Trigram>> = vec![Vec::new(); self.piece_docs.len()];
         for (&t, &(start, end)) in &self.lists {
@@ -558,6 +560,8 @@ impl Segment {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
 
     fn doc(key: &str, version: u64, trigrams: Option<Vec<Trigram>>) -> Doc {
@@ -660,20 +664,20 @@ mod tests {
 
     /// Docs over 12 keys, each always scanned or of 1-3 pieces of
     /// trigrams out of 20, some pieces empty.
-    fn random_docs(next: &mut impl FnMut(u64) -> u64, version: u64) -> Vec<Doc> {
+    fn random_docs(rng: &mut StdRng, version: u64) -> Vec<Doc> {
         let mut docs = Vec::new();
         for k in 0..12u8 {
-            if next(2) == 0 {
+            if rng.random_range(0..2) == 0 {
                 continue;
             }
-            let trigrams = if next(5) == 0 {
+            let trigrams = if rng.random_range(0..5) == 0 {
                 None
             } else {
                 let mut pieces = Vec::new();
-                for _ in 0..1 + next(3) {
+                for _ in 0..1 + rng.random_range(0..3) {
                     let mut t: Vec<Trigram> = Vec::new();
-                    for _ in 0..next(6) {
-                        t.push(1 + next(20) as Trigram);
+                    for _ in 0..rng.random_range(0..6) {
+                        t.push(1 + rng.random_range(0..20));
                     }
                     t.sort_unstable();
                     t.dedup();
@@ -692,17 +696,11 @@ mod tests {
 
     #[test]
     fn a_merge_equals_a_build_of_what_it_keeps_and_adds() {
-        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = StdRng::seed_from_u64(0x9E37_79B9_7F4A_7C15);
         for round in 0..200 {
-            let old = Segment::build(random_docs(&mut next, 100));
-            let added = random_docs(&mut next, 200);
-            let dropped: Vec<bool> = (0..12).map(|_| next(4) == 0).collect();
+            let old = Segment::build(random_docs(&mut rng, 100));
+            let added = random_docs(&mut rng, 200);
+            let dropped: Vec<bool> = (0..12).map(|_| rng.random_range(0..4) == 0).collect();
             let keep = |key: &[u8], _: u64| !dropped[usize::from(key[1])];
             let want: BTreeMap<Vec<u8>, Doc> = old
                 .docs()
@@ -772,41 +770,35 @@ mod tests {
 
     #[test]
     fn checking_a_list_eight_bytes_at_a_time_agrees_with_decoding_it() {
-        let mut seed = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = StdRng::seed_from_u64(0x2545_F491_4F6C_DD1D);
         let (mut valid, mut invalid) = (0, 0);
         for round in 0..20_000 {
             // A real list of ids with mostly small gaps, then maybe damaged.
             let mut ids: Vec<u32> = Vec::new();
-            let mut id = next(300) as u32;
-            for _ in 0..next(40) {
+            let mut id = rng.random_range(0..300);
+            for _ in 0..rng.random_range(0..40) {
                 ids.push(id);
-                id += 1 + match next(10) {
-                    0 => next(100_000) as u32,
+                id += 1 + match rng.random_range(0..10) {
+                    0 => rng.random_range(0..100_000),
                     1 => 0,
-                    _ => next(100) as u32,
+                    _ => rng.random_range(0..100),
                 };
             }
             let mut list = Vec::new();
             put_list(&mut list, ids.iter().copied());
-            for _ in 0..next(3) {
+            for _ in 0..rng.random_range(0..3) {
                 if list.is_empty() {
                     break;
                 }
-                let at = next(list.len() as u64) as usize;
-                match next(4) {
+                let at = rng.random_range(0..list.len());
+                match rng.random_range(0..4) {
                     0 => list[at] = 0,
                     1 => list[at] ^= 0x80,
                     2 => list.insert(at, 0xFF),
-                    _ => list[at] = next(256) as u8,
+                    _ => list[at] = rng.random(),
                 }
             }
-            let limit = [1, 200, 5_000, 1 << 20, 1 << 33][next(5) as usize];
+            let limit = [1, 200, 5_000, 1 << 20, 1 << 33][rng.random_range(0..5)];
             let want = valid_by_decoding(&list, limit);
             assert_eq!(
                 valid_list(&list, limit),
