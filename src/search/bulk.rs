@@ -441,9 +441,10 @@ impl<'a> Counter<'a> {
     }
 
     /// What the Grep does with the file of the row reached last, as
-    /// `visit_file` decides it (links are never searched).
+    /// `visit_file` decides it (links and empty directories are never
+    /// searched).
     fn file(&mut self, visit: &Visit<'_>) {
-        if matches!(visit.entry.kind, EntryKind::Symlink { .. }) {
+        if visit.entry.kind != EntryKind::File {
             return;
         }
         match self.grep.admits(visit.rel, visit.entry.size) {

@@ -49,6 +49,31 @@ pub struct Level {
     prefix_len: usize,
 }
 
+impl Level {
+    /// The rules of `dir` when it has no ignore file.
+    fn empty(dir: &VfsPath) -> Level {
+        Level {
+            prefix_len: if dir.is_root() {
+                1
+            } else {
+                dir.as_str().len() + 1
+            },
+            ..Level::default()
+        }
+    }
+
+    /// True when it holds rules from at least one ignore file.
+    pub fn has_rules(&self) -> bool {
+        self.matchers.iter().any(Option::is_some)
+    }
+}
+
+/// True when `name` is that of an ignore file: changing one changes what
+/// the rules skip anywhere below its directory.
+pub fn is_ignore_file(name: &str) -> bool {
+    IGNORE_FILES.contains(&name)
+}
+
 /// Why the hidden, default-ignore and ignore-file rules (of `levels`, the
 /// directories from the mount root down to `path`'s parent) skip `path` (a
 /// logical path).
@@ -94,19 +119,24 @@ pub fn level_of(
     run: &SearchRun,
     dir: &VfsPath,
     problems: &mut Vec<Problem>,
+    read: impl FnMut(&str, &VfsPath) -> Result<Option<String>, Error>,
+) -> Level {
+    if run.spec().include_ignored {
+        return Level::empty(dir);
+    }
+    rules_of(dir, problems, read)
+}
+
+/// [`level_of`] for any search: the rules of `dir`'s ignore files, which a
+/// search that includes ignored files must not be given (the Filesystem
+/// tier's path table keeps them for every search:
+/// `src/backend/fs/mirror.rs`).
+pub fn rules_of(
+    dir: &VfsPath,
+    problems: &mut Vec<Problem>,
     mut read: impl FnMut(&str, &VfsPath) -> Result<Option<String>, Error>,
 ) -> Level {
-    let mut level = Level {
-        prefix_len: if dir.is_root() {
-            1
-        } else {
-            dir.as_str().len() + 1
-        },
-        ..Level::default()
-    };
-    if run.spec().include_ignored {
-        return level;
-    }
+    let mut level = Level::empty(dir);
     for (slot, name) in level.matchers.iter_mut().zip(IGNORE_FILES) {
         let Ok(path) = dir.join(name) else {
             continue;

@@ -27,6 +27,33 @@ pub trait SortedFiles {
     /// The content of a file returned by `seek`.
     fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
 
+    /// Reads the file `entry` (order key `key`) and searches it, handing
+    /// its content to `learn` first when given. The ordered tiers search
+    /// the loaded bytes; the Filesystem tier's table walk overrides this to
+    /// search as its scan does (as a stream) and to learn only a file
+    /// whose state is the one the table names (`src/backend/fs/table_walk.rs`).
+    fn search_file(
+        &mut self,
+        run: &SearchRun,
+        searcher: &mut FileSearcher<'_>,
+        (entry, key): (&Entry, &[u8]),
+        learn: Option<&mut IndexedGrep>,
+    ) {
+        match self.load(entry) {
+            Ok(data) => {
+                if let Some(index) = learn {
+                    index.learn(key.to_vec(), entry.version, data.as_ref());
+                }
+                if let Some(hits) =
+                    searcher.search_slice(&entry.path, entry.modified, data.as_ref())
+                {
+                    run.emit_file(hits);
+                }
+            }
+            Err(err) => run.problem(entry.path.as_str(), err),
+        }
+    }
+
     /// Why the search's rules skip `path` (a directory when `is_dir`): the
     /// shared hidden/default-ignore name rules, which are all an ordered
     /// tier has; a branch of a Filesystem mount adds its ignore files.
@@ -176,7 +203,10 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             cursor = dir.subtree_range().1;
             continue;
         }
-        if !tally.visit() || count_skip(tally, files.skip(run, &entry.path, false)) {
+        // A row of a directory is an empty one (a Filesystem table's:
+        // `src/backend/fs/mirror.rs`): visited and judged as a directory.
+        let is_dir = entry.is_directory();
+        if !tally.visit() || count_skip(tally, files.skip(run, &entry.path, is_dir)) {
             cursor = key;
             cursor.push(0);
             continue;
@@ -248,9 +278,9 @@ pub(crate) fn visit_file<S: SortedFiles>(
                 run.emit_entry(entry);
             }
         }
-        // Grep never follows a link (a Filesystem mount's, seen through a
-        // branch), as the tier's own walk skips them.
-        SearchKind::Grep(_) if matches!(entry.kind, EntryKind::Symlink { .. }) => {}
+        // Grep never follows a link (a Filesystem mount's), as the tier's
+        // own walk skips them, and an empty directory holds nothing.
+        SearchKind::Grep(_) if entry.kind != EntryKind::File => {}
         SearchKind::Grep(_) => {
             // `FileSearcher::new` is Some for every Grep run.
             let Some(searcher) = searcher else {
@@ -272,20 +302,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
                     },
                     None => None,
                 };
-                match files.load(&entry) {
-                    Ok(data) => {
-                        if let Some(index) = learn {
-                            index.learn(key.to_vec(), entry.version, data.as_ref());
-                        }
-                        let modified = entry.modified;
-                        if let Some(hits) =
-                            searcher.search_slice(&entry.path, modified, data.as_ref())
-                        {
-                            run.emit_file(hits);
-                        }
-                    }
-                    Err(err) => run.problem(entry.path.as_str(), err),
-                }
+                files.search_file(run, searcher, (&entry, key), learn);
             }
         }
     }

@@ -11,8 +11,12 @@
 //! learn, merge and persist, and restarted on its persisted index. Every
 //! Grep's matches and summary must equal the scanning server's.
 //!
-//! There is no watcher to overflow: the index checks each file's metadata
-//! as the Grep reaches it, so no change can be missed by losing an event.
+//! Narrowed Greps with few candidates walk the mount's path table, which
+//! inotify keeps (src/backend/fs/mirror.rs): so the changes also make empty
+//! directories, links and a pipe (no table while it exists), and the
+//! watcher's events are lost for real now and then (the server stopped
+//! while more changes are made than the kernel queues), after which the
+//! mirror is built again while Greps walk the tree.
 //!
 //! One part of a summary is compared only for Greps that ran to the end:
 //! when a budget stops a Grep on this tier, the files its parallel workers
@@ -91,7 +95,7 @@ fn change_on_disk(rng: &mut StdRng, disk: &Path) {
     let files = files_below(disk);
     let pick = |rng: &mut StdRng| files.get(rng.random_range(0..files.len().max(1))).cloned();
     let on_disk = |logical: String| disk.join(logical.trim_start_matches("/w/t/"));
-    match rng.random_range(0..10) {
+    match rng.random_range(0..13) {
         0..=2 => {
             let path = on_disk(random_path(rng, "/w/t"));
             let _ = std::fs::create_dir_all(path.parent().unwrap());
@@ -145,12 +149,64 @@ fn change_on_disk(rng: &mut StdRng, disk: &Path) {
                 let _ = std::fs::rename(from, to);
             }
         }
-        _ => {
+        9 => {
             if let Some(path) = pick(rng) {
                 let _ = std::fs::File::create(path);
             }
         }
+        10 => {
+            // An empty directory: the walk visits it, the table holds a
+            // row for it (src/backend/fs/mirror.rs).
+            let path = on_disk(random_path(rng, "/w/t"));
+            let _ = std::fs::create_dir_all(path);
+        }
+        11 => {
+            // A link: visited, never searched.
+            let path = on_disk(random_path(rng, "/w/t"));
+            let _ = std::fs::create_dir_all(path.parent().unwrap());
+            let _ = std::os::unix::fs::symlink("../bulk/000.txt", path);
+        }
+        _ => {
+            // A pipe comes or goes: the table is not used while the tree
+            // holds one (the tree's walk visits it; a table has no row).
+            let fifo = disk.join("d1/pipe");
+            if std::fs::remove_file(&fifo).is_err() {
+                let _ = std::fs::create_dir_all(disk.join("d1"));
+                let _ = rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &fifo,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o600),
+                    0,
+                );
+            }
+        }
     }
+}
+
+/// Loses the indexing server's watcher events for real: the server is
+/// stopped (SIGSTOP) while more changes are made than the kernel queues
+/// for one inotify instance (`/proc/sys/fs/inotify/max_queued_events`),
+/// then resumed. Its mirror sees the overflow and is built again.
+fn overflow_watch(server: u32, disk: &Path) {
+    let queued: usize = std::fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(16_384);
+    let pid = rustix::process::Pid::from_raw(server as i32).expect("a pid");
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).expect("SIGSTOP");
+    let dir = disk.join("churn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let files: Vec<std::fs::File> = (0..2)
+        .map(|i| std::fs::File::create(dir.join(format!("{i}.log"))).unwrap())
+        .collect();
+    // Alternating files: the kernel merges only an event equal to the
+    // last one queued.
+    for n in 0..queued + 100 {
+        let _ = std::os::unix::fs::FileExt::write_at(&files[n % 2], b"churn\n", 0);
+    }
+    drop(files);
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).expect("SIGCONT");
 }
 
 /// Rewrites a few files as fast as it can, the same size each time,
@@ -203,6 +259,7 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
     }
     let mut logs = String::new();
     let mut greps = 0;
+    let mut overflowed = false;
     for round in 0..rounds {
         if round % 3 == 0 {
             // Let what changed settle, so the next Greps learn it.
@@ -251,6 +308,13 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
                 "seed {seed} round {round}"
             );
         }
+        if round % 8 == 5 {
+            logs.push_str(&indexing.logs.lock().unwrap());
+            if logs.contains("search index mirror built") {
+                overflow_watch(indexing.pid(), &disk);
+                overflowed = true;
+            }
+        }
         if round % 8 == 7 {
             // A Grep of the whole tree learns and merges; crash at a random
             // point of the merge and the save, then go on from what was kept.
@@ -275,10 +339,15 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
         skipped_files(&logs) > 0,
         "seed {seed}: the index never skipped a file"
     );
+    // The mirror was built, walked, lost events and was built again.
+    assert!(overflowed, "seed {seed}: the mirror was never built");
     for step in [
         "search index merged",
         "search index persisted",
         "search index loaded",
+        "search index mirror built",
+        "search index walk counts",
+        "search index mirror lost events",
     ] {
         assert!(logs.contains(step), "seed {seed}: no {step}");
     }

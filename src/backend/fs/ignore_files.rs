@@ -6,7 +6,7 @@
 use super::sandbox::{READ_FLAGS, errno};
 use crate::path::VfsPath;
 use crate::search::SearchRun;
-use crate::search::ignore_rules::{Level, Problem, level_of, read_text};
+use crate::search::ignore_rules::{Level, Problem, level_of, read_text, rules_of};
 use rustix::fs::{Mode, OFlags};
 use std::os::fd::OwnedFd;
 
@@ -19,7 +19,26 @@ pub fn load_level(
     present: impl Fn(&str) -> bool,
     problems: &mut Vec<Problem>,
 ) -> Level {
-    level_of(run, dir, problems, |name, path| {
+    level_of(run, dir, problems, reader(fd, present))
+}
+
+/// [`load_level`] whatever a search includes: what the Filesystem tier's
+/// path table keeps of each directory (`super::mirror`).
+pub fn load_rules(
+    fd: &OwnedFd,
+    dir: &VfsPath,
+    present: impl Fn(&str) -> bool,
+    problems: &mut Vec<Problem>,
+) -> Level {
+    rules_of(dir, problems, reader(fd, present))
+}
+
+/// Reads an ignore file of the directory `fd` by name, when `present`.
+fn reader(
+    fd: &OwnedFd,
+    present: impl Fn(&str) -> bool,
+) -> impl FnMut(&str, &VfsPath) -> crate::error::Result<Option<String>> {
+    move |name, path| {
         if !present(name) {
             return Ok(None);
         }
@@ -28,5 +47,5 @@ pub fn load_level(
         let file =
             rustix::fs::openat(fd, name, flags, Mode::empty()).map_err(|e| errno(path, e))?;
         read_text(path, std::fs::File::from(file)).map(Some)
-    })
+    }
 }

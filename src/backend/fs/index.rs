@@ -29,11 +29,13 @@
 //! whose server stamps times from a clock other than this machine's. Such a
 //! mount takes `index = false`.
 
-use super::sandbox::file_type;
+use super::mirror::{Levels, Mirror};
+use super::sandbox::{Sandbox, file_type};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::index::persist::Keeper;
 use crate::search::index::plan::Query;
+use crate::search::index::table::PathTable;
 use crate::search::index::{IndexSettings, IndexedGrep, Registry, Verdict, trigram};
 use rustix::fs::{AtFlags, FileType, Stat};
 use std::io::Read;
@@ -63,6 +65,15 @@ const SETTLED_AFTER_COARSE: Duration = Duration::from_secs(3);
 /// `[limits]` budget, and a Grep waiting on a slow client kept its buffer.
 const MAX_LEARNING_BYTES: u64 = 32 << 20;
 
+/// A Grep walks the mirror's table only when the index selects at most
+/// this share (1/n) of the files. The table walk searches its candidates
+/// on one thread, the tree's walk on two workers while it lists and
+/// `lstat`s: on the Linux kernel (78,490 files) the tree's walk costs about
+/// 2.4 µs a file and a candidate about 150 µs on one thread, 75 µs on two,
+/// so the table pays while candidates are fewer than about files / 31
+/// (docs/performance.md § The Filesystem tier's path table).
+const TABLE_MAX_SHARE: u64 = 32;
+
 /// The file name of a mount's persisted index in its directory.
 const FILE_NAME: &str = "index.avix";
 
@@ -79,21 +90,51 @@ pub struct FsIndex {
     key: String,
     /// Bytes of the mount's [`LearnBuffer`]s alive now.
     learning: Arc<AtomicU64>,
+    /// The mount's path table kept by inotify, when inotify works here.
+    mirror: Option<Mirror>,
 }
 
 impl FsIndex {
-    /// The index of the mount at `mount`, kept across restarts in `dir`
-    /// (the server's data directory, never the served tree).
-    pub fn new(mount: &VfsPath, settings: IndexSettings, dir: &Path) -> FsIndex {
+    /// The index of the mount `sandbox` serves, kept across restarts in
+    /// `dir` (the server's data directory, never the served tree).
+    pub fn new(sandbox: Sandbox, settings: IndexSettings, dir: &Path) -> FsIndex {
         let keeper = FileKeeper {
             path: dir.join(FILE_NAME),
             max_bytes: settings.bytes_per_principal,
         };
         FsIndex {
             registry: Registry::new(settings, Some(Arc::new(keeper))),
-            key: mount.to_string(),
+            key: sandbox.mount().to_string(),
             learning: Arc::default(),
+            mirror: Mirror::new(sandbox),
         }
+    }
+
+    /// The mount's path table and ignore rules for `grep`, a Grep of the
+    /// whole directory `top` the index narrows, current as of now
+    /// (`Mirror::current`); kept with the index and charged to the Grep's
+    /// principal. `None`: the Grep walks the tree (the mirror not ready,
+    /// or no room for the table).
+    pub fn table(
+        &self,
+        top: &VfsPath,
+        grep: &mut IndexedGrep,
+    ) -> Option<(Arc<PathTable>, Arc<Levels>)> {
+        let files = grep.index().files() as u64;
+        if grep.selected_files()? > files / TABLE_MAX_SHARE {
+            return None;
+        }
+        let (table, levels) = self.mirror.as_ref()?.current(top)?;
+        let held = grep.index().table();
+        if held.as_ref().is_none_or(|h| h.id() != table.id()) {
+            let growth = table.bytes().saturating_sub(held.map_or(0, |h| h.bytes())) as u64;
+            if growth > grep.room() {
+                return None;
+            }
+            grep.grew(growth);
+            grep.index().keep_table(table.clone());
+        }
+        Some((table, levels))
     }
 
     /// The index's part in a Grep of `scope` whose matches all satisfy
@@ -168,6 +209,11 @@ pub enum Peek {
 }
 
 impl SharedGrep {
+    /// The Grep's use of the index, for a walk on one thread.
+    pub fn lock(&self) -> MutexGuard<'_, IndexedGrep> {
+        lock(&self.grep)
+    }
+
     /// Decides for the file `path`, named `name` in the directory `dir`, from
     /// its `lstat` now: the file must be a regular one within
     /// `max_file_bytes`, at a state the index learned, for the index to rule

@@ -76,12 +76,14 @@ mod changeset;
 mod copy;
 mod ignore_files;
 mod index;
+mod mirror;
 mod moves;
 pub mod prefetch;
 mod read;
 pub mod sandbox;
 mod scopes;
 pub mod search;
+mod table_walk;
 mod tree;
 mod write;
 
@@ -274,7 +276,7 @@ impl FsBackend {
                 dir.display()
             )));
         }
-        let index = index::FsIndex::new(self.sandbox.mount(), settings, dir);
+        let index = index::FsIndex::new(self.sandbox.try_clone()?, settings, dir);
         self.index = Some(Arc::new(index));
         Ok(self)
     }

@@ -207,7 +207,10 @@ impl Listing {
 
 /// `name` (found in `dir`) as a file name, or the problem (never a mangled
 /// name) when it cannot be one.
-fn valid_name<'n>(dir: &VfsPath, name: &'n [u8]) -> std::result::Result<&'n str, Problem> {
+pub(super) fn valid_name<'n>(
+    dir: &VfsPath,
+    name: &'n [u8],
+) -> std::result::Result<&'n str, Problem> {
     let shown = || format!("{dir}/{}", name.escape_ascii());
     let name = std::str::from_utf8(name).map_err(|_| {
         let err = Error::invalid_path(&shown(), "file name is not valid UTF-8; skipped");

@@ -78,6 +78,18 @@ impl Sandbox {
         Ok(Sandbox { root: fd, mount })
     }
 
+    /// A second handle of the same root directory, for a part of the tier
+    /// that keeps its own (the search index's mirror: `super::mirror`).
+    pub fn try_clone(&self) -> Result<Sandbox> {
+        let root = self.root.try_clone().map_err(|e| {
+            Error::Internal(format!("cannot duplicate the root of {}: {e}", self.mount))
+        })?;
+        Ok(Sandbox {
+            root,
+            mount: self.mount.clone(),
+        })
+    }
+
     /// The logical prefix of this mount.
     pub fn mount(&self) -> &VfsPath {
         &self.mount
@@ -137,7 +149,7 @@ impl Sandbox {
     }
 
     /// Opens `path` with no symbolic link in any component.
-    fn open_exact(&self, path: &VfsPath, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    pub(super) fn open_exact(&self, path: &VfsPath, flags: OFlags) -> rustix::io::Result<OwnedFd> {
         let rel = match path.relative_to(&self.mount) {
             Some("") => ".",
             Some(rel) => rel,

@@ -31,6 +31,7 @@ use super::ignore_files::load_level;
 use super::index::{FsIndex, Peek, SharedGrep};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
+use super::table_walk;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -66,12 +67,33 @@ pub fn search(
     // Grep's file workers keep every core busy already; read-ahead threads
     // only competed with them (rare literal over the cargo registry: 244 →
     // 230 ms CPU), so a Grep's walk reads its directories itself.
+    let whole = *part == SearchPart::whole(top.clone());
+    let indexed = match (&run.spec().kind, index) {
+        (SearchKind::Grep(grep), Some(index)) => index.start(scope, &grep.plan),
+        _ => None,
+    };
+    if let (SearchKind::Grep(options), Some(index), Some(shared)) =
+        (&run.spec().kind, index, &indexed)
+        && whole
+        && *top == run.spec().root
+    {
+        let mut grep = shared.lock();
+        if let Some((table, levels)) = index.table(top, &mut grep) {
+            let run_limit = (run, options.max_file_bytes);
+            let walked = table_walk::search(run_limit, part, sandbox, (&table, &levels), &mut grep);
+            drop(grep);
+            if let Some(indexed) = indexed {
+                indexed.finish();
+            }
+            return walked;
+        }
+    }
     let read_ahead = matches!(run.spec().kind, SearchKind::Glob(_));
     let prefetch = &Prefetch::new(read_ahead);
     let mut walk = Walk {
         run,
         part,
-        whole: *part == SearchPart::whole(top.clone()),
+        whole,
         levels: Vec::new(),
         prefetch,
     };
@@ -79,10 +101,6 @@ pub fn search(
         return Ok(());
     }
     let listing = Listing::read(run, fd, top, &walk.levels)?;
-    let indexed = match (&run.spec().kind, index) {
-        (SearchKind::Grep(grep), Some(index)) => index.start(scope, &grep.plan),
-        _ => None,
-    };
     let walked = std::thread::scope(|scope| {
         for _ in 0..if read_ahead { PREFETCHERS } else { 0 } {
             scope.spawn(|| prefetch.work(run));

@@ -635,6 +635,14 @@ impl IndexedGrep {
         self.filter.is_some()
     }
 
+    /// How many files of the segment the query selects, when the index
+    /// narrows this Grep.
+    pub fn selected_files(&self) -> Option<u64> {
+        self.filter
+            .as_ref()
+            .and_then(|(_, selected)| selected.count())
+    }
+
     /// The namespace's index this Grep uses.
     pub fn index(&self) -> &NamespaceIndex {
         &self.index

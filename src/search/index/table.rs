@@ -107,6 +107,20 @@ impl PathTable {
         self.derivation.as_ref()
     }
 
+    /// The same table, remembering nothing of the one it came from: what
+    /// was derived from that one no longer carries over (the Filesystem
+    /// tier's ignore rules changed: `src/backend/fs/mirror.rs`).
+    pub fn without_derivation(mut self) -> PathTable {
+        if let Some(derived) = self.derivation.take() {
+            self.bytes -= derived
+                .changes
+                .iter()
+                .map(|c| c.key.len() + 24)
+                .sum::<usize>();
+        }
+        self
+    }
+
     /// A number no other table of this process has: what is derived from
     /// a table is keyed by it, so it is never used with another table.
     pub fn id(&self) -> u64 {

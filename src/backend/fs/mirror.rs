@@ -1,0 +1,841 @@
+//! The Filesystem tier's path table, kept fresh by inotify
+//! (docs/search-index.md § The Filesystem tier's path table): every
+//! directory of the mount, its entries and each file's metadata, so that a
+//! narrowed Grep walks a table instead of listing every directory and
+//! taking every file's `lstat`.
+//!
+//! Invariants:
+//! - A directory is watched before it is listed: a change made after its
+//!   listing queues an event, a change made before is in the listing.
+//! - The kernel queues an event inside the system call that makes the
+//!   change, and one inotify instance has one queue, in order. So the
+//!   [`Mirror::current`] fence, which drains that queue under the lock the
+//!   drain thread also reads it under, sees every change that ended before
+//!   it began, and lists again each directory one names before answering.
+//! - A lost event (the kernel's queue overflowed) or a failed relisting of
+//!   the mount root drops the whole mirror: it is built again in the
+//!   background while Greps walk the tree itself.
+//! - A table is only handed out when every directory listed cleanly (no
+//!   unreadable entry, no name that is not a logical path, no device, pipe
+//!   or socket, no bad ignore file): those the tree's own walk reports, and
+//!   walking it is how they stay reported.
+//!
+//! What inotify does not report is in the module docs of
+//! `src/backend/fs/index.rs` and in docs/search-index.md: writes through a
+//! shared memory mapping, and a file given a second name outside the mount
+//! (a hard link) and changed through it.
+
+use super::ignore_files::load_rules;
+use super::index::fingerprint;
+use super::prefetch::valid_name;
+use super::sandbox::{DIR_FLAGS, Sandbox, file_type, for_each_entry, modified};
+use crate::change::LogPosition;
+use crate::entry::{Entry, EntryKind};
+use crate::path::VfsPath;
+use crate::search::ignore_rules::{Level, is_ignore_file};
+use crate::search::index::table::{MAX_TABLE_FILES, PathTable, Row};
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::fs::{AtFlags, FileType, OFlags};
+use rustix::io::Errno;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+/// What a directory's watch reports: every change of its entries' names,
+/// contents and metadata, and its own removal.
+const WATCHED: WatchFlags = WatchFlags::CREATE
+    .union(WatchFlags::DELETE)
+    .union(WatchFlags::MOVED_FROM)
+    .union(WatchFlags::MOVED_TO)
+    .union(WatchFlags::MODIFY)
+    .union(WatchFlags::ATTRIB)
+    .union(WatchFlags::CLOSE_WRITE)
+    .union(WatchFlags::DELETE_SELF)
+    .union(WatchFlags::MOVE_SELF)
+    .union(WatchFlags::ONLYDIR);
+
+/// The rules of the ignore files of every directory that has some, by the
+/// directory's logical path: what the walk over a table needs to judge
+/// each path as the tree's own walk would.
+pub type Levels = HashMap<Box<str>, Arc<Level>>;
+
+/// One Filesystem mount's mirror; see the module doc.
+pub struct Mirror {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Its own handle of the mount root.
+    sandbox: Sandbox,
+    inotify: OwnedFd,
+    state: Mutex<State>,
+}
+
+/// Where the mirror is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not asked for yet: nothing is watched.
+    Cold,
+    /// Being built on a background thread.
+    Building,
+    Ready,
+    /// Given up for the life of the process (logged): no inotify, the
+    /// watch limit reached, or more files than a table holds.
+    Off,
+}
+
+struct State {
+    phase: Phase,
+    /// Every directory mirrored, by the order key of its path.
+    dirs: BTreeMap<Vec<u8>, Dir>,
+    /// The directory of each watch.
+    wds: HashMap<i32, Vec<u8>>,
+    /// Watches with events not yet handled.
+    dirty: HashSet<i32>,
+    /// An event was lost: the mirror must be built again.
+    overflowed: bool,
+    /// Directories whose listing had a problem.
+    troubled: usize,
+    /// Entries of all directories: bounded by [`MAX_TABLE_FILES`].
+    entries: usize,
+    table: Option<Arc<PathTable>>,
+    levels: Arc<Levels>,
+    /// The table's position: a number per build, a step per change.
+    at: LogPosition,
+}
+
+/// One mirrored directory.
+struct Dir {
+    path: VfsPath,
+    wd: i32,
+    /// Device and inode: a directory moved in under a known name is not
+    /// the one listed there before.
+    id: (u64, u64),
+    /// Its entries, by name.
+    children: BTreeMap<Box<str>, Child>,
+    level: Arc<Level>,
+    /// Its listing had a problem the tree's walk reports.
+    troubled: bool,
+}
+
+/// One entry of a directory.
+enum Child {
+    File(FileMeta),
+    Dir,
+    Link,
+}
+
+/// What a table row needs of a file's `lstat`.
+#[derive(Clone, Copy)]
+struct FileMeta {
+    size: u64,
+    modified: std::time::SystemTime,
+    fingerprint: u64,
+}
+
+/// A directory as just listed.
+struct Listed {
+    children: BTreeMap<Box<str>, Child>,
+    level: Arc<Level>,
+    troubled: bool,
+}
+
+/// Why a build or relisting stopped: the mirror is off.
+struct Stop(String);
+
+/// The changes of one fence: each key's new row, or `None` when gone.
+type Changes = BTreeMap<Vec<u8>, Option<Row>>;
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // Every critical section leaves the state whole or marks it
+    // overflowed before it can panic (allocation only).
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Mirror {
+    /// The mirror of `sandbox`'s tree, cold until first asked for.
+    pub fn new(sandbox: Sandbox) -> Option<Mirror> {
+        let inotify = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(err) => {
+                tracing::warn!(%err, "no inotify: Filesystem Greps walk the tree");
+                return None;
+            }
+        };
+        // A table of another process (a persisted index's) never shares
+        // an epoch with this one's.
+        let state = State::empty(Phase::Cold, rand::random());
+        let inner = Arc::new(Inner {
+            sandbox,
+            inotify,
+            state: Mutex::new(state),
+        });
+        Some(Mirror { inner })
+    }
+
+    /// The table of the whole mount and its ignore rules, current as of
+    /// now (the fence: every change that ended before this call is in it),
+    /// when the mirror is ready, every directory listed cleanly and `top`
+    /// is a directory of it (reached without a link). Else `None`: the
+    /// caller walks the tree; a first call starts building the mirror, a
+    /// lost event starts building it again.
+    pub fn current(&self, top: &VfsPath) -> Option<(Arc<PathTable>, Arc<Levels>)> {
+        let inner = &self.inner;
+        let mut state = lock(&inner.state);
+        match state.phase {
+            Phase::Cold => {
+                state.phase = Phase::Building;
+                drop(state);
+                Inner::start(inner, true);
+                return None;
+            }
+            Phase::Building | Phase::Off => return None,
+            Phase::Ready => {}
+        }
+        inner.drain(&mut state);
+        if !state.overflowed {
+            let started = Instant::now();
+            let dirty = state.dirty.len();
+            match inner.refresh(&mut state) {
+                Ok(()) if dirty > 0 => tracing::debug!(
+                    dirty,
+                    elapsed_us = started.elapsed().as_micros() as u64,
+                    "search index mirror refreshed"
+                ),
+                Ok(()) => {}
+                Err(Stop(why)) => {
+                    state.off(&inner.inotify, &why);
+                    return None;
+                }
+            }
+        }
+        if state.overflowed {
+            tracing::info!("search index mirror lost events: built again");
+            state.reset(&inner.inotify);
+            state.phase = Phase::Building;
+            drop(state);
+            Inner::start(inner, false);
+            return None;
+        }
+        if state.troubled > 0 || !state.dirs.contains_key(&top.order_key()) {
+            return None;
+        }
+        Some((state.table.clone()?, state.levels.clone()))
+    }
+}
+
+impl Inner {
+    /// Builds the mirror on a background thread of low priority; `first`
+    /// also starts the thread that drains the watches' events.
+    fn start(inner: &Arc<Inner>, first: bool) {
+        let builder = inner.clone();
+        let drainer = Arc::downgrade(inner);
+        let started = std::thread::Builder::new()
+            .name("search-index-mirror".into())
+            .spawn(move || {
+                crate::search::index::lower_priority();
+                builder.build();
+            })
+            .and_then(|_| match first {
+                true => std::thread::Builder::new()
+                    .name("search-index-watch".into())
+                    .spawn(move || drain_forever(drainer))
+                    .map(drop),
+                false => Ok(()),
+            });
+        if let Err(err) = started {
+            lock(&inner.state).off(&inner.inotify, &format!("no thread: {err}"));
+        }
+    }
+
+    /// Builds the whole mirror and installs it.
+    fn build(&self) {
+        let started = Instant::now();
+        let mount = self.sandbox.mount().clone();
+        let mut built = State::empty(Phase::Ready, 0);
+        let mut ignored = Changes::new();
+        let grown = self.add_tree(&mut built, &mount, &mut ignored);
+        let mut state = lock(&self.state);
+        if state.phase != Phase::Building || grown.is_err() {
+            // The watches it added are removed with the others.
+            state.wds.extend(built.wds);
+            if let Err(Stop(why)) = grown {
+                state.off(&self.inotify, &why);
+            }
+            return;
+        }
+        let mut rows: Vec<Row> = built
+            .dirs
+            .values()
+            .flat_map(|d| rows_of(&mount, d))
+            .collect();
+        rows.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+        let at = LogPosition {
+            epoch: state.at.epoch.wrapping_add(1),
+            seq: 0,
+        };
+        let table = PathTable::new(at, mount.subtree_range(), rows);
+        tracing::info!(
+            dirs = built.dirs.len(),
+            files = table.len(),
+            troubled = built.troubled,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "search index mirror built"
+        );
+        state.dirs = built.dirs;
+        state.wds = built.wds;
+        state.troubled = built.troubled;
+        state.entries = built.entries;
+        state.levels = Arc::new(levels_of(&state.dirs));
+        state.table = Some(Arc::new(table));
+        state.at = at;
+        state.phase = Phase::Ready;
+        // Events of the build's watches drained meanwhile stay in `dirty`
+        // and are handled by the next fence.
+    }
+
+    /// Reads every event queued now and records the watches they name.
+    fn drain(&self, state: &mut State) {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 16 << 10];
+        let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
+        loop {
+            match reader.next() {
+                Ok(event) => {
+                    let flags = event.events();
+                    if flags.contains(ReadFlags::QUEUE_OVERFLOW)
+                        || flags.contains(ReadFlags::UNMOUNT)
+                    {
+                        state.overflowed = true;
+                    } else if event.wd() >= 0 {
+                        state.dirty.insert(event.wd());
+                    }
+                }
+                Err(Errno::INTR) => {}
+                // `AGAIN`: the queue is empty. Anything else: nothing more
+                // can be read now.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Lists again every directory an event named, parents first, and
+    /// moves the table to the result.
+    fn refresh(&self, state: &mut State) -> Result<(), Stop> {
+        if state.dirty.is_empty() {
+            return Ok(());
+        }
+        let mut keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty)
+            .into_iter()
+            .filter_map(|wd| state.wds.get(&wd).cloned())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut changes = Changes::new();
+        for key in keys {
+            let Some(path) = state.dirs.get(&key).map(|d| d.path.clone()) else {
+                continue;
+            };
+            self.relist(state, &path, &mut changes)?;
+            if state.overflowed {
+                return Ok(());
+            }
+        }
+        let Some(old) = state.table.clone() else {
+            return Ok(());
+        };
+        // Rows listed again as they were are no change.
+        changes.retain(|key, row| {
+            let held = old.seek(key).filter(|r| *r.key == **key);
+            match (held, row) {
+                (Some(held), Some(row)) => held.entry != row.entry,
+                (held, None) => held.is_some(),
+                (None, Some(_)) => true,
+            }
+        });
+        if changes.is_empty() {
+            return Ok(());
+        }
+        if state.entries > MAX_TABLE_FILES {
+            return Err(Stop(format!("more than {MAX_TABLE_FILES} entries")));
+        }
+        // An ignore file changed: what the rules skip may change anywhere
+        // below it, so counts over the old table cannot be carried over.
+        let rules_changed = changes.keys().any(|key| {
+            let name = key.rsplit(|b| *b == 0).next().unwrap_or(key);
+            std::str::from_utf8(name).is_ok_and(is_ignore_file)
+        });
+        state.at.seq += 1;
+        let next = old.advance(state.at, changes);
+        let next = if rules_changed {
+            state.levels = Arc::new(levels_of(&state.dirs));
+            next.without_derivation()
+        } else {
+            next
+        };
+        state.table = Some(Arc::new(next));
+        Ok(())
+    }
+
+    /// Lists the mirrored directory `path` again: its rows, the subtrees
+    /// of directories that came or went, its rules.
+    fn relist(&self, state: &mut State, path: &VfsPath, changes: &mut Changes) -> Result<(), Stop> {
+        let key = path.order_key();
+        let opened = self
+            .sandbox
+            .open_exact(path, DIR_FLAGS | OFlags::NOFOLLOW)
+            .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
+        let same = |st: &rustix::fs::Stat| {
+            state
+                .dirs
+                .get(&key)
+                .is_some_and(|d| d.id == (st.st_dev, st.st_ino))
+        };
+        let fd = match opened {
+            Ok((fd, st)) if same(&st) => fd,
+            // Gone, or another directory now: its parent's event brings
+            // the new one, if any.
+            _ if *path == *self.sandbox.mount() => {
+                state.overflowed = true;
+                return Ok(());
+            }
+            _ => {
+                self.drop_tree(state, &key, changes);
+                return Ok(());
+            }
+        };
+        let listed = list(&fd, path);
+        let old = state.dirs.get(&key).expect("listed above");
+        for row in rows_of(self.sandbox.mount(), old) {
+            changes.insert(row.key.into_vec(), None);
+        }
+        // Subdirectories gone, or replaced by another directory.
+        let mut added = Vec::new();
+        for (name, child) in &listed.children {
+            if let Child::Dir = child {
+                let sub = path.join(name).expect("a listed name joins");
+                let sub_key = sub.order_key();
+                let known = state.dirs.get(&sub_key).map(|d| d.id);
+                let now = rustix::fs::statat(&fd, &**name, AtFlags::SYMLINK_NOFOLLOW)
+                    .ok()
+                    .map(|st| (st.st_dev, st.st_ino));
+                if known.is_none() || known != now {
+                    added.push(sub);
+                }
+            }
+        }
+        let gone: Vec<Vec<u8>> = old
+            .children
+            .iter()
+            .filter(|(name, child)| {
+                matches!(child, Child::Dir)
+                    && !matches!(listed.children.get(*name), Some(Child::Dir))
+            })
+            .map(|(name, _)| path.join(name).expect("a listed name joins").order_key())
+            .collect();
+        for sub in gone
+            .iter()
+            .cloned()
+            .chain(added.iter().map(|s| s.order_key()))
+        {
+            self.drop_tree(state, &sub, changes);
+        }
+        let dir = state.dirs.get_mut(&key).expect("listed above");
+        state.troubled -= usize::from(dir.troubled);
+        state.troubled += usize::from(listed.troubled);
+        state.entries -= dir.children.len();
+        state.entries += listed.children.len();
+        dir.children = listed.children;
+        dir.level = listed.level;
+        dir.troubled = listed.troubled;
+        for row in rows_of(self.sandbox.mount(), dir) {
+            changes.insert(row.key.to_vec(), Some(row));
+        }
+        for sub in added {
+            self.add_tree(state, &sub, changes)?;
+        }
+        Ok(())
+    }
+
+    /// Watches and lists the directory `top` and everything below it into
+    /// `state`, recording their rows in `changes`.
+    fn add_tree(
+        &self,
+        state: &mut State,
+        top: &VfsPath,
+        changes: &mut Changes,
+    ) -> Result<(), Stop> {
+        let mut pending = vec![top.clone()];
+        while let Some(path) = pending.pop() {
+            let Ok(fd) = self.sandbox.open_exact(&path, DIR_FLAGS | OFlags::NOFOLLOW) else {
+                // Gone already, or not a directory now: its parent's event
+                // lists it again.
+                continue;
+            };
+            let st = rustix::fs::fstat(&fd).map_err(|e| Stop(format!("fstat {path}: {e}")))?;
+            // Watched before it is listed.
+            let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            let wd = match inotify::add_watch(&self.inotify, proc_path, WATCHED) {
+                Ok(wd) => wd,
+                Err(Errno::NOENT | Errno::NOTDIR) => continue,
+                Err(err) => return Err(Stop(format!("cannot watch {path}: {err}"))),
+            };
+            let key = path.order_key();
+            // The same directory watched under another name: it moved
+            // there, and that name is stale.
+            if let Some(stale) = state.wds.remove(&wd)
+                && stale != key
+            {
+                self.drop_tree(state, &stale, changes);
+            }
+            self.drop_tree(state, &key, changes);
+            let listed = list(&fd, &path);
+            for (name, child) in &listed.children {
+                if let Child::Dir = child {
+                    pending.push(path.join(name).expect("a listed name joins"));
+                }
+            }
+            let dir = Dir {
+                path,
+                wd,
+                id: (st.st_dev, st.st_ino),
+                children: listed.children,
+                level: listed.level,
+                troubled: listed.troubled,
+            };
+            for row in rows_of(self.sandbox.mount(), &dir) {
+                changes.insert(row.key.to_vec(), Some(row));
+            }
+            state.troubled += usize::from(dir.troubled);
+            state.entries += dir.children.len();
+            state.wds.insert(wd, key.clone());
+            state.dirs.insert(key, dir);
+            if state.entries > MAX_TABLE_FILES {
+                return Err(Stop(format!("more than {MAX_TABLE_FILES} entries")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Forgets the directory at `key` and everything below it, recording
+    /// their rows as gone and removing their watches.
+    fn drop_tree(&self, state: &mut State, key: &[u8], changes: &mut Changes) {
+        let mut end = key.to_vec();
+        end.push(1);
+        let below: Vec<Vec<u8>> = state
+            .dirs
+            .range(key.to_vec()..end)
+            .filter(|(k, _)| k.as_slice() == key || k.get(key.len()) == Some(&0))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in below {
+            let Some(dir) = state.dirs.remove(&k) else {
+                continue;
+            };
+            for row in rows_of(self.sandbox.mount(), &dir) {
+                changes.insert(row.key.into_vec(), None);
+            }
+            state.troubled -= usize::from(dir.troubled);
+            state.entries -= dir.children.len();
+            if state.wds.get(&dir.wd) == Some(&k) {
+                state.wds.remove(&dir.wd);
+                // Already gone when the directory was removed.
+                let _ = inotify::remove_watch(&self.inotify, dir.wd);
+            }
+        }
+    }
+}
+
+impl State {
+    /// A mirror of nothing, in `phase`, its tables of epoch `epoch`.
+    fn empty(phase: Phase, epoch: u64) -> State {
+        State {
+            phase,
+            dirs: BTreeMap::new(),
+            wds: HashMap::new(),
+            dirty: HashSet::new(),
+            overflowed: false,
+            troubled: 0,
+            entries: 0,
+            table: None,
+            levels: Arc::default(),
+            at: LogPosition { epoch, seq: 0 },
+        }
+    }
+
+    /// Forgets everything and removes every watch.
+    fn reset(&mut self, inotify: &OwnedFd) {
+        for wd in self.wds.keys() {
+            let _ = inotify::remove_watch(inotify, *wd);
+        }
+        self.dirs.clear();
+        self.wds.clear();
+        self.dirty.clear();
+        self.overflowed = false;
+        self.troubled = 0;
+        self.entries = 0;
+        self.table = None;
+        self.levels = Arc::default();
+    }
+
+    /// Gives the mirror up for the life of the process.
+    fn off(&mut self, inotify: &OwnedFd, why: &str) {
+        tracing::warn!(
+            why,
+            "search index mirror off: Filesystem Greps walk the tree"
+        );
+        self.reset(inotify);
+        self.phase = Phase::Off;
+    }
+}
+
+/// Waits for events and records them, until the mirror is dropped; the
+/// fence reads what is left under the same lock, so no event is in hand
+/// outside it.
+fn drain_forever(inner: Weak<Inner>) {
+    let second = rustix::event::Timespec {
+        tv_sec: 1,
+        tv_nsec: 0,
+    };
+    loop {
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &inner.inotify,
+            rustix::event::PollFlags::IN,
+        )];
+        match rustix::event::poll(&mut fds, Some(&second)) {
+            Ok(0) | Err(Errno::INTR) => continue,
+            Ok(_) => inner.drain(&mut lock(&inner.state)),
+            Err(err) => {
+                lock(&inner.state).off(&inner.inotify, &format!("poll: {err}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Lists the directory open as `fd` at `path`: its entries (a file's
+/// metadata by `lstat`) and its ignore rules; `troubled` when the tree's
+/// walk would report a problem here.
+fn list(fd: &OwnedFd, path: &VfsPath) -> Listed {
+    let mut raw: Vec<(Vec<u8>, FileType)> = Vec::new();
+    let mut troubled = for_each_entry(fd, |name, kind| {
+        raw.push((name.to_bytes().to_vec(), kind));
+    })
+    .is_err();
+    let mut children = BTreeMap::new();
+    for (bytes, mut kind) in raw {
+        let Ok(name) = valid_name(path, &bytes) else {
+            troubled = true;
+            continue;
+        };
+        let mut meta = None;
+        if kind == FileType::RegularFile || kind == FileType::Unknown {
+            match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => {
+                    kind = file_type(&st);
+                    meta = Some(FileMeta {
+                        size: st.st_size as u64,
+                        modified: modified(&st),
+                        fingerprint: fingerprint(&st),
+                    });
+                }
+                // Removed since the listing: its event follows.
+                Err(Errno::NOENT) => continue,
+                Err(_) => {
+                    troubled = true;
+                    continue;
+                }
+            }
+        }
+        let child = match (kind, meta) {
+            (FileType::RegularFile, Some(meta)) => Child::File(meta),
+            (FileType::Directory, _) => Child::Dir,
+            (FileType::Symlink, _) => Child::Link,
+            // A device, pipe or socket: the tree's walk visits it, a
+            // table has no row for it.
+            _ => {
+                troubled = true;
+                continue;
+            }
+        };
+        children.insert(name.into(), child);
+    }
+    let mut problems = Vec::new();
+    let level = load_rules(fd, path, |name| children.contains_key(name), &mut problems);
+    Listed {
+        children,
+        level: Arc::new(level),
+        troubled: troubled || !problems.is_empty(),
+    }
+}
+
+/// The table rows `dir` holds: its files and links, or itself when it is
+/// empty (the walk visits an empty directory too); the mount root has no
+/// row (a walk starts inside it).
+fn rows_of(mount: &VfsPath, dir: &Dir) -> Vec<Row> {
+    if dir.children.is_empty() {
+        if dir.path == *mount {
+            return Vec::new();
+        }
+        let entry = Entry {
+            path: dir.path.clone(),
+            kind: EntryKind::Directory,
+            size: 0,
+            modified: std::time::UNIX_EPOCH,
+            created: std::time::UNIX_EPOCH,
+            version: 0,
+        };
+        return vec![Row::of(entry)];
+    }
+    let mut rows = Vec::new();
+    for (name, child) in &dir.children {
+        let (kind, meta) = match child {
+            Child::Dir => continue,
+            Child::Link => (
+                EntryKind::Symlink {
+                    to_directory: false,
+                },
+                None,
+            ),
+            Child::File(meta) => (EntryKind::File, Some(*meta)),
+        };
+        let Ok(path) = dir.path.join(name) else {
+            continue;
+        };
+        let modified = meta.map_or(std::time::UNIX_EPOCH, |m| m.modified);
+        rows.push(Row::of(Entry {
+            path,
+            kind,
+            size: meta.map_or(0, |m| m.size),
+            modified,
+            created: modified,
+            version: meta.map_or(0, |m| m.fingerprint),
+        }));
+    }
+    rows
+}
+
+/// The rules of every directory of `dirs` that has ignore files.
+fn levels_of(dirs: &BTreeMap<Vec<u8>, Dir>) -> Levels {
+    dirs.values()
+        .filter(|d| d.level.has_rules())
+        .map(|d| (d.path.as_str().into(), d.level.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A mirror of `dir` at `/m`, built at once, with no thread draining
+    /// its events: only the fence of [`Mirror::current`] reads them.
+    fn built(dir: &Path) -> Mirror {
+        let mount = VfsPath::parse("/m").unwrap();
+        let mirror = Mirror::new(Sandbox::open(mount, dir).unwrap()).unwrap();
+        lock(&mirror.inner.state).phase = Phase::Building;
+        mirror.inner.build();
+        mirror
+    }
+
+    /// What a table holds, row by row.
+    fn rows(table: &PathTable) -> Vec<(String, EntryKind, u64, u64)> {
+        (0..table.len())
+            .map(|i| {
+                let e = &table.row(i).entry;
+                (e.path.to_string(), e.kind, e.size, e.version)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fence_sees_every_change_made_before_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let files = [
+            ("a/x.txt", "one"),
+            ("a/b/y.txt", "two"),
+            ("c/z.txt", "three"),
+            ("k/kk.txt", "k"),
+        ];
+        for (path, text) in files {
+            std::fs::create_dir_all(dir.join(path).parent().unwrap()).unwrap();
+            std::fs::write(dir.join(path), text).unwrap();
+        }
+        std::fs::write(dir.join(".gitignore"), "*.log\n").unwrap();
+        let mirror = built(dir);
+        let mount = VfsPath::parse("/m").unwrap();
+        let changes: Vec<fn(&Path)> = vec![
+            |d| std::fs::write(d.join("a/new.txt"), "new").unwrap(),
+            // Same size, other content: only the times tell.
+            |d| std::fs::write(d.join("a/x.txt"), "eno").unwrap(),
+            |d| std::fs::remove_file(d.join("c/z.txt")).unwrap(),
+            |d| std::fs::rename(d.join("a/b"), d.join("c/moved")).unwrap(),
+            |d| std::fs::create_dir_all(d.join("e/f")).unwrap(),
+            |d| std::os::unix::fs::symlink("x.txt", d.join("a/link")).unwrap(),
+            |d| std::fs::write(d.join("c/moved/deep.txt"), "d").unwrap(),
+            |d| std::fs::write(d.join(".gitignore"), "*.tmp\n").unwrap(),
+            |d| std::fs::remove_dir_all(d.join("c")).unwrap(),
+            |d| std::fs::write(d.join("e/f/g.txt"), "g").unwrap(),
+            // Another directory under a known name, between two fences.
+            |d| {
+                std::fs::remove_dir_all(d.join("e/f")).unwrap();
+                std::fs::rename(d.join("k"), d.join("e/f")).unwrap();
+            },
+            |d| std::fs::write(d.join("e/f/kk.txt"), "changed").unwrap(),
+        ];
+        let mut seq = 0;
+        for (i, change) in changes.iter().enumerate() {
+            change(dir);
+            let (table, _) = mirror.current(&mount).expect("ready");
+            let fresh = built(dir);
+            let (expected, _) = fresh.current(&mount).expect("ready");
+            assert_eq!(rows(&table), rows(&expected), "after change {i}");
+            assert!(table.at().seq > seq, "change {i} made a new table");
+            seq = table.at().seq;
+        }
+        // The rules changed (change 7): nothing carries over.
+        let (table, levels) = mirror.current(&mount).unwrap();
+        assert!(levels.contains_key("/m"));
+        assert_eq!(table.at().seq, seq, "no change, no new table");
+    }
+
+    #[test]
+    fn a_pipe_or_an_unlisted_top_gives_no_table() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::write(dir.join("a/x.txt"), "x").unwrap();
+        std::os::unix::fs::symlink("a", dir.join("to_a")).unwrap();
+        let mirror = built(dir);
+        let mount = VfsPath::parse("/m").unwrap();
+        assert!(mirror.current(&mount).is_some());
+        assert!(mirror.current(&VfsPath::parse("/m/a").unwrap()).is_some());
+        // Reached through a link: the tree's walk follows it, a table
+        // holds no row below it.
+        assert!(
+            mirror
+                .current(&VfsPath::parse("/m/to_a").unwrap())
+                .is_none()
+        );
+        let fifo = dir.join("a/pipe");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(mirror.current(&mount).is_none(), "a pipe: no table");
+        std::fs::remove_file(&fifo).unwrap();
+        assert!(
+            mirror.current(&mount).is_some(),
+            "the pipe gone: a table again"
+        );
+    }
+}
