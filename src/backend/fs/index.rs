@@ -26,8 +26,11 @@
 //! What this does not cover (docs/search-index.md): writes through a shared
 //! memory mapping (the kernel updates the times at the first write fault
 //! only), a clock set back past a file's ctime, and network file systems
-//! whose server stamps times from a clock other than this machine's. Such a
-//! mount takes `index = false`.
+//! whose server stamps times from a clock other than this machine's. A Grep
+//! that walks the mount's path table (`super::mirror`) takes the metadata
+//! from the table inotify keeps instead of an `lstat`, so it also misses a
+//! file given a second name outside the mount and changed through it. Such
+//! a mount takes `index = false`.
 
 use super::mirror::{Levels, Mirror};
 use super::sandbox::{Sandbox, file_type};

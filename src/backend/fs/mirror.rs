@@ -228,7 +228,9 @@ impl Mirror {
 
 impl Inner {
     /// Builds the mirror on a background thread of low priority; `first`
-    /// also starts the thread that drains the watches' events.
+    /// also starts the thread that drains the watches' events (named apart
+    /// from the index's `search-index-*` threads, which do work and end:
+    /// this one waits for the life of the mount).
     fn start(inner: &Arc<Inner>, first: bool) {
         let builder = inner.clone();
         let drainer = Arc::downgrade(inner);
@@ -240,7 +242,7 @@ impl Inner {
             })
             .and_then(|_| match first {
                 true => std::thread::Builder::new()
-                    .name("search-index-watch".into())
+                    .name("mirror-events".into())
                     .spawn(move || drain_forever(drainer))
                     .map(drop),
                 false => Ok(()),
