@@ -14,7 +14,7 @@
 //! Invariants:
 //! - A file is learned only when it is [`settled`]: its ctime lies further
 //!   in the past, at the `lstat` taken before its content is read, than any
-//!   timestamp granularity ([`SETTLED_AFTER`]). Any later change then gets a
+//!   timestamp granularity (`SETTLED_AFTER` in `super::fingerprint`). Any later change then gets a
 //!   later ctime, so the fingerprint seen at learning names exactly the
 //!   content read after it, and no other state the file can take.
 //! - A file is skipped only when its `lstat`, taken as the Grep reaches it,
@@ -32,6 +32,7 @@
 //! file given a second name outside the mount and changed through it. Such
 //! a mount takes `index = false`.
 
+use super::fingerprint::{fingerprint, settled};
 use super::mirror::{Levels, Mirror};
 use super::sandbox::{Sandbox, file_type};
 use crate::path::VfsPath;
@@ -47,17 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
-
-/// How long ago a file must have last changed to be learned, when its
-/// times carry nanoseconds: the file system's granularity (ext4, xfs,
-/// btrfs: the kernel's coarse clock, at most 10 ms behind; exFAT: 10 ms)
-/// with a wide margin.
-const SETTLED_AFTER: Duration = Duration::from_secs(1);
-
-/// The same when neither time carries nanoseconds, as on file systems that
-/// keep whole seconds (ext3's small inodes) or two (FAT).
-const SETTLED_AFTER_COARSE: Duration = Duration::from_secs(3);
+use std::time::SystemTime;
 
 /// Most bytes the Greps of one mount hold at once in files read whole to be
 /// learned. A file past this is searched as a stream and left to a later
@@ -276,45 +267,6 @@ impl SharedGrep {
     }
 }
 
-/// The fingerprint of a file's state: device, inode, size, and both times
-/// to the nanosecond, mixed into 64 bits (a stable function: persisted
-/// indexes compare it across restarts).
-pub fn fingerprint(st: &Stat) -> u64 {
-    let fields = [
-        st.st_dev,
-        st.st_ino,
-        st.st_size as u64,
-        st.st_mtime as u64,
-        st.st_mtime_nsec,
-        st.st_ctime as u64,
-        st.st_ctime_nsec,
-    ];
-    fields
-        .into_iter()
-        .fold(0x9e37_79b9_7f4a_7c15, |h, f| mix(h ^ f))
-}
-
-/// splitmix64's finaliser: every input bit moves every output bit.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// True when the file whose `stat` was taken at `now` last changed long
-/// enough before that no later change can carry the same ctime.
-pub fn settled(st: &Stat, now: SystemTime) -> bool {
-    let coarse = st.st_ctime_nsec == 0 && st.st_mtime_nsec == 0;
-    let margin = if coarse {
-        SETTLED_AFTER_COARSE
-    } else {
-        SETTLED_AFTER
-    };
-    let ctime = super::sandbox::time(st.st_ctime, st.st_ctime_nsec);
-    ctime + margin < now
-}
-
 /// Keeps a mount's index in one file of the server's data directory.
 /// Servers of one directory share it: each copy is exact by metadata
 /// alone, so whichever was saved last serves them all.
@@ -365,31 +317,6 @@ impl Keeper for FileKeeper {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn stat_of(path: &Path) -> Stat {
-        rustix::fs::lstat(path).unwrap()
-    }
-
-    #[test]
-    fn a_change_of_size_or_time_changes_the_fingerprint() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, "one").unwrap();
-        let first = fingerprint(&stat_of(&file));
-        assert_eq!(first, fingerprint(&stat_of(&file)));
-        std::fs::write(&file, "three").unwrap();
-        assert_ne!(first, fingerprint(&stat_of(&file)));
-    }
-
-    #[test]
-    fn a_file_just_written_is_not_settled_until_later() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("f");
-        std::fs::write(&file, "x").unwrap();
-        let st = stat_of(&file);
-        assert!(!settled(&st, SystemTime::now()));
-        assert!(settled(&st, SystemTime::now() + SETTLED_AFTER_COARSE * 2));
-    }
 
     #[test]
     fn learn_buffers_take_no_more_than_the_mount_room() {

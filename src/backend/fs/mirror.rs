@@ -25,8 +25,8 @@
 //! shared memory mapping, and a file given a second name outside the mount
 //! (a hard link) and changed through it.
 
+use super::fingerprint::fingerprint;
 use super::ignore_files::load_rules;
-use super::index::fingerprint;
 use super::prefetch::valid_name;
 use super::sandbox::{DIR_FLAGS, Sandbox, file_type, for_each_entry, modified};
 use crate::change::LogPosition;

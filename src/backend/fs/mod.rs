@@ -74,6 +74,7 @@
 pub mod changes;
 mod changeset;
 mod copy;
+mod fingerprint;
 mod ignore_files;
 mod index;
 mod mirror;

@@ -10,9 +10,9 @@
 //!   detection differs for a slice: `crate::search::grep`).
 //! - A candidate is learned only in the state the table names (its
 //!   fingerprint at the `fstat` before the read) and when that state is
-//!   settled (`super::index::settled`): the same rule as the tree's walk.
+//!   settled (`super::fingerprint::settled`): the same rule as the tree's walk.
 
-use super::index::{fingerprint, settled};
+use super::fingerprint::{fingerprint, settled};
 use super::mirror::Levels;
 use super::sandbox::{READ_FLAGS, Sandbox, errno, file_type, modified};
 use crate::entry::Entry;
