@@ -488,6 +488,95 @@ async fn one_principal_cannot_grow_the_index_past_its_share() {
     assert_eq!(index_bytes_of(&logs, "greedy"), greedy);
 }
 
+/// The number the `n`th "search index narrowed a grep" line of `server`'s
+/// log gives for `field`, once the line is there (the server logs it as
+/// the Grep ends, maybe after its client has the answer).
+async fn narrowed(server: &Server, n: usize, field: &str) -> u64 {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let logs = server.logs.lock().unwrap().clone();
+        let line = logs
+            .lines()
+            .filter(|l| l.contains("search index narrowed a grep"))
+            .nth(n - 1);
+        if let Some(line) = line {
+            return line
+                .split(&format!("{field}="))
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {field} in {line}"));
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no narrowed grep {n}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A Write or an Edit teaches the namespace's index what it wrote, on
+/// State and on the Store: the next Grep finds the new content without
+/// learning it, and rules out what cannot match without reading it
+/// (docs/search-index.md § Learning in the write path).
+#[tokio::test]
+async fn writes_and_edits_are_learned_before_any_grep_reads_them() {
+    let server = store_server(
+        "index_min_files = 0
+index_self_check = 0",
+    );
+    let mut fs = server.fs().await;
+    for (round, root) in ["/w", "/memories/w"].into_iter().enumerate() {
+        let write = |path: String, content: &str| pb::WriteRequest {
+            path,
+            content: content.into(),
+            ..Default::default()
+        };
+        for i in 0..40 {
+            fs.write(write(
+                format!("{root}/{i:02}.txt"),
+                &format!(
+                    "hay {i}
+"
+                ),
+            ))
+            .await
+            .unwrap();
+        }
+        let needle = pb::GrepRequest {
+            pattern: "needle".into(),
+            path: root.into(),
+            ..Default::default()
+        };
+        // The first Grep learns every file.
+        let (matches, _) = grep_all(&mut fs, needle.clone()).await.unwrap();
+        assert!(matches.is_empty());
+        assert_eq!(narrowed(&server, 2 * round + 1, "learned").await, 40);
+        fs.write(write(
+            format!("{root}/new.txt"),
+            "a needle
+",
+        ))
+        .await
+        .unwrap();
+        let edit = pb::EditRequest {
+            path: format!("{root}/07.txt"),
+            old_string: "hay 7".into(),
+            new_string: "hay 7 and a needle".into(),
+            ..Default::default()
+        };
+        fs.edit(edit).await.unwrap();
+        let (matches, summary) = grep_all(&mut fs, needle).await.unwrap();
+        let paths: Vec<String> = matches.into_iter().map(|m| m.path).collect();
+        assert_eq!(paths, [format!("{root}/07.txt"), format!("{root}/new.txt")]);
+        assert_eq!(summary.files_searched, 41);
+        let second = 2 * round + 2;
+        let learned = narrowed(&server, second, "learned").await;
+        assert_eq!(learned, 0, "{root}: learned by the writes");
+        assert_eq!(narrowed(&server, second, "skipped").await, 39, "{root}");
+    }
+}
+
 /// A server whose Store (`/memories`, in `store/` of its working
 /// directory) keeps its index across restarts, with `search` as its
 /// `[search]` section.

@@ -261,8 +261,8 @@ impl Inner {
         let grown = self.add_tree(&mut built, &mount, &mut ignored);
         let mut state = lock(&self.state);
         if state.phase != Phase::Building || grown.is_err() {
-            // The watches it added are removed with the others.
-            state.wds.extend(built.wds);
+            // Given up meanwhile, or now: its watches go.
+            built.reset(&self.inotify);
             if let Err(Stop(why)) = grown {
                 state.off(&self.inotify, &why);
             }

@@ -88,6 +88,15 @@ impl<E: Engine> OrderedTier<E> {
         }
     }
 
+    /// Teaches the namespace's search index what a Write or Edit just
+    /// committed, outside the namespace's lock (`Registry::learn_written`).
+    fn learn_written(&self, scope: &Scope, outcome: &WriteOutcome, data: &[u8]) {
+        let key = outcome.path.order_key();
+        let namespace = self.engine.index_key(scope);
+        self.index
+            .learn_written(&namespace, key, outcome.version, data);
+    }
+
     /// The tier with its search index set up as `[search]` says.
     pub fn with_search_index(mut self, settings: IndexSettings) -> OrderedTier<E> {
         let keeper = self.engine.clone().index_keeper();
@@ -574,14 +583,16 @@ impl<E: Engine> Backend for OrderedTier<E> {
     ) -> Result<WriteOutcome> {
         self.check_size(path, data.len())?;
         let rel = self.file_rel(path)?;
-        self.replace(
+        let outcome = self.replace(
             scope,
             path,
             &rel,
             pre,
             Content::Bytes(&data),
             Operation::Write,
-        )
+        )?;
+        self.learn_written(scope, &outcome, &data);
+        Ok(outcome)
     }
 
     fn write_chunks(
@@ -612,7 +623,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
         f: &mut UpdateFn<'_>,
     ) -> Result<WriteOutcome> {
         let rel = self.keys.rel(path)?;
-        self.engine.change(scope, &[&rel], |space| {
+        let mut written = Vec::new();
+        let outcome = self.engine.change(scope, &[&rel], |space| {
             let found = match &space {
                 Some(space) if !rel.is_empty() => space.read(path, &rel)?,
                 _ => None,
@@ -623,11 +635,16 @@ impl<E: Engine> Backend for OrderedTier<E> {
                     let data = f(&data)?;
                     self.check_size(path, data.len())?;
                     let origin = Origin::of(scope, Operation::Edit);
-                    self.commit(space, path, &rel, Some(&old), Content::Bytes(&data), origin)
+                    let content = Content::Bytes(&data);
+                    let outcome = self.commit(space, path, &rel, Some(&old), content, origin)?;
+                    written = data;
+                    Ok(outcome)
                 }
                 (space, _) => Err(self.not_a_file(space.as_deref(), path, &rel)),
             }
-        })
+        })?;
+        self.learn_written(scope, &outcome, &written);
+        Ok(outcome)
     }
 
     fn delete(

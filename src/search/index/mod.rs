@@ -58,6 +58,12 @@ const MERGE_MIN_FILES: usize = 256;
 /// core (docs/performance.md § Indexed search), so learning adds at most
 /// ~0.3 s to a Grep; a large namespace is learned over several Greps.
 pub const MAX_LEARN_BYTES: u64 = 16 << 20;
+
+/// Largest file a write teaches the index ([`Registry::learn_written`]):
+/// extracting its trigrams takes at most about 4 ms at the index's build
+/// speed (docs/performance.md § Build speed) added to that write; larger
+/// files are learned by the Greps that read them.
+pub const MAX_WRITE_LEARN_BYTES: usize = 256 << 10;
 /// Default of `[search] index_bytes_per_principal`: what the indexes one
 /// principal's Greps made may hold together (docs/search-index.md §
 /// Memory); the index of the Linux sources (947 MB) holds about 140 MB.
@@ -268,6 +274,33 @@ impl Registry {
         Some((index, self.room_of(owner)))
     }
 
+    /// Learns `data`, just written as `version` of the file with order key
+    /// `key`, into the index of the namespace `namespace` when one is held,
+    /// the namespace is large enough to index and the index's maker has
+    /// room for it: the next Grep rules the file out, or selects it,
+    /// without reading it first (docs/search-index.md § Learning in the
+    /// write path). The index is exact by versions, so a write learned
+    /// late, or after a newer one, only costs a read. Files over
+    /// [`MAX_WRITE_LEARN_BYTES`] are left to Greps: this runs on the
+    /// writer's thread, after its commit.
+    pub fn learn_written(&self, namespace: &str, key: Vec<u8>, version: u64, data: &[u8]) {
+        if !self.settings.enabled || data.len() > MAX_WRITE_LEARN_BYTES {
+            return;
+        }
+        let Some(index) = lock(&self.indexes).get(namespace).map(|(i, _)| i.clone()) else {
+            return;
+        };
+        if index.off.load(Relaxed) || index.walked.load(Relaxed) < self.settings.min_files {
+            return;
+        }
+        let trigrams: Option<Arc<Pieces>> = trigram::extract(data).ok().map(Arc::new);
+        if learned_bytes(&key, &trigrams) > self.room_of(&index.owner) {
+            return;
+        }
+        index.add_learned(vec![(key, (version, trigrams))]);
+        index.maybe_merge(false);
+    }
+
     /// What the indexes made by `owner` may still grow by.
     fn room_of(&self, owner: &str) -> u64 {
         let held: u64 = lock(&self.indexes)
@@ -413,6 +446,19 @@ impl NamespaceIndex {
             *held = Some(table);
         }
         drop(held);
+        self.measure();
+    }
+
+    /// Puts files learned into the overlay, replacing what it knew of them.
+    fn add_learned(&self, learned: Vec<(Vec<u8>, Learned)>) {
+        if learned.is_empty() {
+            return;
+        }
+        let mut overlay = lock(&self.overlay);
+        for (key, learned) in learned {
+            overlay.insert(key, learned);
+        }
+        drop(overlay);
         self.measure();
     }
 
@@ -846,14 +892,7 @@ impl IndexedGrep {
                 "search index narrowed a grep"
             );
         }
-        if !self.learned.is_empty() {
-            let mut overlay = lock(&self.index.overlay);
-            for (key, learned) in self.learned {
-                overlay.insert(key, learned);
-            }
-            drop(overlay);
-            self.index.measure();
-        }
+        self.index.add_learned(self.learned);
         let covered_now = before < walked && self.index.files() as u64 >= walked;
         self.index.maybe_merge(covered_now);
     }
