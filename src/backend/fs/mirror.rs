@@ -56,6 +56,12 @@ const WATCHED: WatchFlags = WatchFlags::CREATE
     .union(WatchFlags::MOVE_SELF)
     .union(WatchFlags::ONLYDIR);
 
+/// Most directories a fence lists again: past this many changed since the
+/// last Grep, the mirror is built again in the background as after lost
+/// events, and Greps walk the tree meanwhile, instead of one Grep relisting
+/// them all while it holds the lock every Grep of the mount needs.
+const MAX_FENCE_DIRS: usize = 1024;
+
 /// The rules of the ignore files of every directory that has some, by the
 /// directory's logical path: what the walk over a table needs to judge
 /// each path as the tree's own walk would.
@@ -149,9 +155,14 @@ struct Stop(String);
 type Changes = BTreeMap<Vec<u8>, Option<Row>>;
 
 fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // Every critical section leaves the state whole or marks it
-    // overflowed before it can panic (allocation only).
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(|poisoned| {
+        // A panic midway may have left the mirror half changed: it is
+        // built again, as after lost events.
+        m.clear_poison();
+        let mut state = poisoned.into_inner();
+        state.overflowed = true;
+        state
+    })
 }
 
 impl Mirror {
@@ -310,6 +321,9 @@ impl Inner {
                         || flags.contains(ReadFlags::UNMOUNT)
                     {
                         state.overflowed = true;
+                    } else if flags.contains(ReadFlags::IGNORED) {
+                        // A watch removed (by the mirror, or with its
+                        // directory, whose parent reports the removal).
                     } else if event.wd() >= 0 {
                         state.dirty.insert(event.wd());
                     }
@@ -328,10 +342,17 @@ impl Inner {
         if state.dirty.is_empty() {
             return Ok(());
         }
+        // Watches no longer known (their directories dropped) are gone.
         let mut keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty)
             .into_iter()
             .filter_map(|wd| state.wds.get(&wd).cloned())
             .collect();
+        if keys.len() > MAX_FENCE_DIRS {
+            // Cheaper built again in the background than relisted by a
+            // Grep that holds the lock meanwhile.
+            state.overflowed = true;
+            return Ok(());
+        }
         keys.sort_unstable();
         keys.dedup();
         let mut changes = Changes::new();
@@ -804,6 +825,36 @@ mod tests {
         let (table, levels) = mirror.current(&mount).unwrap();
         assert!(levels.contains_key("/m"));
         assert_eq!(table.at().seq, seq, "no change, no new table");
+    }
+
+    #[test]
+    fn more_changed_directories_than_a_fence_lists_build_the_mirror_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        for i in 0..=MAX_FENCE_DIRS {
+            std::fs::create_dir_all(dir.join(format!("d{i}"))).unwrap();
+        }
+        let mirror = built(dir);
+        let mount = VfsPath::parse("/m").unwrap();
+        assert!(mirror.current(&mount).is_some());
+        for i in 0..=MAX_FENCE_DIRS {
+            std::fs::write(dir.join(format!("d{i}/f.txt")), "f").unwrap();
+        }
+        assert!(
+            mirror.current(&mount).is_none(),
+            "built again, not relisted"
+        );
+        let deadline = Instant::now() + std::time::Duration::from_secs(30);
+        let table = loop {
+            if let Some((table, _)) = mirror.current(&mount) {
+                break table;
+            }
+            assert!(Instant::now() < deadline, "never built again");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let (expected, _) = built(dir).current(&mount).unwrap();
+        assert_eq!(rows(&table), rows(&expected));
+        assert_eq!(table.len(), MAX_FENCE_DIRS + 1);
     }
 
     #[test]
