@@ -14,9 +14,10 @@
 //! Invariants:
 //! - A file is learned only when it is [`settled`]: its ctime lies further
 //!   in the past, at the `lstat` taken before its content is read, than any
-//!   timestamp granularity (`SETTLED_AFTER` in `super::fingerprint`). Any later change then gets a
-//!   later ctime, so the fingerprint seen at learning names exactly the
-//!   content read after it, and no other state the file can take.
+//!   timestamp granularity (`SETTLED_AFTER` in `super::fingerprint`). Any
+//!   later change then gets a later ctime, so the fingerprint seen at
+//!   learning names exactly the content read after it, and no other state
+//!   the file can take.
 //! - A file is skipped only when its `lstat`, taken as the Grep reaches it,
 //!   gives the fingerprint of a learned state: the file then holds the
 //!   content learned, which the index rules out.
