@@ -491,6 +491,7 @@ mod tests {
     use crate::path::VfsPath;
     use crate::search::index::table::Row;
     use crate::search::index::{IndexSettings, Registry};
+    use crate::search::sorted::WholeFiles;
     use crate::search::{Budgets, GrepRequest, Hit, SearchEvent, SearchSpec, Summary};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -503,7 +504,7 @@ mod tests {
         data: HashMap<String, String>,
     }
 
-    impl SortedFiles for TableFiles {
+    impl WholeFiles for TableFiles {
         type Data = Vec<u8>;
 
         fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {

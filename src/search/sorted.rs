@@ -18,20 +18,55 @@ use crate::path::VfsPath;
 
 /// A tier's ordered file set, as the walk needs it.
 pub trait SortedFiles {
+    /// The first file whose order key is `>= from`, if any.
+    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>>;
+
+    /// Reads the file `entry` (order key `key`) returned by `seek` and
+    /// searches it, handing its content to `learn` first when given. A
+    /// tier that reads a file whole implements [`WholeFiles`] instead; the
+    /// Filesystem tier's table walk searches as its scan does, as a
+    /// stream, and reads whole only a file it learns
+    /// (`src/backend/fs/table_walk.rs`).
+    fn search_file(
+        &mut self,
+        run: &SearchRun,
+        searcher: &mut FileSearcher<'_>,
+        file: (&Entry, &[u8]),
+        learn: Option<&mut IndexedGrep>,
+    );
+
+    /// Why the search's rules skip `path` (a directory when `is_dir`): the
+    /// shared hidden/default-ignore name rules, which are all an ordered
+    /// tier has; a branch of a Filesystem mount adds its ignore files.
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip>;
+}
+
+/// The ordered file set of a tier that reads a file whole to search it
+/// (State, the Store, the object tier, a branch's view): a
+/// [`SortedFiles`] whose files are searched as slices.
+pub trait WholeFiles {
     /// File contents, borrowed or owned.
     type Data: AsRef<[u8]>;
 
-    /// The first file whose order key is `>= from`, if any.
+    /// [`SortedFiles::seek`].
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>>;
 
     /// The content of a file returned by `seek`.
     fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
 
-    /// Reads the file `entry` (order key `key`) and searches it, handing
-    /// its content to `learn` first when given. The ordered tiers search
-    /// the loaded bytes; the Filesystem tier's table walk overrides this to
-    /// search as its scan does (as a stream) and to learn only a file
-    /// whose state is the one the table names (`src/backend/fs/table_walk.rs`).
+    /// [`SortedFiles::skip`]: the shared name rules unless the tier has
+    /// more.
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, _is_dir: bool) -> Option<Skip> {
+        let spec = run.spec();
+        rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
+    }
+}
+
+impl<W: WholeFiles> SortedFiles for W {
+    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
+        WholeFiles::seek(self, from)
+    }
+
     fn search_file(
         &mut self,
         run: &SearchRun,
@@ -54,12 +89,8 @@ pub trait SortedFiles {
         }
     }
 
-    /// Why the search's rules skip `path` (a directory when `is_dir`): the
-    /// shared hidden/default-ignore name rules, which are all an ordered
-    /// tier has; a branch of a Filesystem mount adds its ignore files.
-    fn skip(&mut self, run: &SearchRun, path: &VfsPath, _is_dir: bool) -> Option<Skip> {
-        let spec = run.spec();
-        rules::skip_name(path.name(), spec.include_hidden, spec.include_ignored)
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        WholeFiles::skip(self, run, path, is_dir)
     }
 }
 

@@ -409,3 +409,62 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
     assert!(!scanning.logs.lock().unwrap().contains("search index"));
 }
 
+/// A Grep that walks the mount's table holds no candidate whole unless it
+/// learns it: a 48 MiB file, too large to index and so a candidate of every
+/// narrowed Grep, is searched as a stream, as the tree's walk searches it
+/// (src/backend/fs/grep_file.rs). Reading it whole raised the server's
+/// peak by the file's size at each such Grep.
+#[tokio::test]
+async fn a_table_walk_streams_a_large_candidate() {
+    let served = tempfile::tempdir().unwrap();
+    let disk = served.path().join("t");
+    for i in 0..100 {
+        let path = disk.join(format!("small/{i:03}.txt"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, format!("small file {i}\n")).unwrap();
+    }
+    std::fs::write(
+        disk.join("large.log"),
+        "a line of the log\n".repeat(48 << 16),
+    )
+    .unwrap();
+    tokio::time::sleep(SETTLE).await;
+    let server = Server::start_with(
+        Some(&config(
+            "index_min_files = 0\nindex_self_check = 0",
+            served.path(),
+        )),
+        &[],
+    );
+    let mut fs = server.fs().await;
+    let absent = pb::GrepRequest {
+        pattern: "zzz_absent".into(),
+        path: "/w/t".into(),
+        literal: true,
+        ..Default::default()
+    };
+    // Learns the small files and asks for the mirror.
+    let (matches, first) = answer(&mut fs, &absent).await.unwrap();
+    assert!(matches.is_empty());
+    assert!(
+        server
+            .wait_for_log("search index mirror built", Duration::from_secs(30))
+            .await
+    );
+    let before = server.memory_kib("VmHWM");
+    let (matches, walked) = answer(&mut fs, &absent).await.unwrap();
+    assert_eq!((matches, walked), (Vec::new(), first));
+    assert!(
+        server
+            .logs
+            .lock()
+            .unwrap()
+            .contains("search index walk counts"),
+        "the Grep did not walk the table"
+    );
+    let grown_kib = server.memory_kib("VmHWM").saturating_sub(before);
+    assert!(
+        grown_kib < 24 * 1024,
+        "the server's peak grew by {grown_kib} KiB for a 48 MiB candidate"
+    );
+}

@@ -29,7 +29,7 @@ use crate::scope::Scope;
 use crate::search::SearchRun;
 use crate::search::ignore_rules::{self, Level, level_of, read_text, skip_of};
 use crate::search::rules::Skip;
-use crate::search::sorted::SortedFiles;
+use crate::search::sorted::WholeFiles;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -179,7 +179,7 @@ fn before(entry: &Entry, key: &[u8]) -> bool {
     compare_key(entry, Some(past), key) != Ordering::Greater
 }
 
-impl SortedFiles for ViewFiles<'_> {
+impl WholeFiles for ViewFiles<'_> {
     type Data = Vec<u8>;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {

@@ -132,6 +132,12 @@ impl FsIndex {
         Some((table, levels))
     }
 
+    /// The opened file `fd` of a table walk's Grep, read whole to be
+    /// learned within the mount's learn buffers ([`LearnBuffer::read`]).
+    pub fn read_whole(&self, fd: &OwnedFd, st: &Stat, now: SystemTime) -> Option<LearnBuffer> {
+        LearnBuffer::read(&self.learning, fd, st, now)
+    }
+
     /// The index's part in a Grep of `scope` whose matches all satisfy
     /// `plan`; `None` when indexing is off.
     pub fn start(&self, scope: &Scope, plan: &Query) -> Option<SharedGrep> {
@@ -177,6 +183,32 @@ impl LearnBuffer {
             data: vec![0; size as usize],
             learning: learning.clone(),
         })
+    }
+
+    /// Reads the opened file `fd` whole, without moving its offset, when
+    /// it is settled as of `st` (its `fstat`, taken at `now`, before any
+    /// byte is read), small enough to index, and the mount's learn buffers
+    /// (`learning`) have room for it. `None` (not settled, too large, no
+    /// room, changed size while read, a read failure) leaves the file to
+    /// be searched from `fd` as a stream.
+    fn read(
+        learning: &Arc<AtomicU64>,
+        fd: &OwnedFd,
+        st: &Stat,
+        now: SystemTime,
+    ) -> Option<LearnBuffer> {
+        let size = st.st_size as u64;
+        if !settled(st, now) || size > trigram::MAX_INDEXED_FILE_BYTES as u64 {
+            return None;
+        }
+        let mut buffer = LearnBuffer::reserve(learning, size)?;
+        let mut past_end = [0; 1];
+        let read = rustix::io::pread(fd, &mut buffer.data, 0).ok()?;
+        // A short read or a byte past the size: the file changed meanwhile.
+        if read as u64 != size || rustix::io::pread(fd, &mut past_end, size).ok()? != 0 {
+            return None;
+        }
+        Some(buffer)
     }
 
     /// The file's content.
@@ -232,12 +264,9 @@ impl SharedGrep {
         }
     }
 
-    /// Reads the opened file `fd` whole, without moving its offset, and
-    /// learns it when it is settled as of `st` (its `fstat`, taken at
-    /// `now`, before any byte is read), small enough to index, and the
-    /// mount's learn buffers have room for it. `None` (not settled, too
-    /// large, no room, changed size while read, a read failure) leaves the
-    /// file to be searched from `fd` as usual.
+    /// Reads the opened file `fd` whole and learns it, when
+    /// [`LearnBuffer::read`] can; else `None`, and the file is searched
+    /// from `fd` as a stream.
     pub fn read_and_learn(
         &self,
         path: &VfsPath,
@@ -245,17 +274,7 @@ impl SharedGrep {
         st: &Stat,
         now: SystemTime,
     ) -> Option<LearnBuffer> {
-        let size = st.st_size as u64;
-        if !settled(st, now) || size > trigram::MAX_INDEXED_FILE_BYTES as u64 {
-            return None;
-        }
-        let mut buffer = LearnBuffer::reserve(&self.learning, size)?;
-        let mut past_end = [0; 1];
-        let read = rustix::io::pread(fd, &mut buffer.data, 0).ok()?;
-        // A short read or a byte past the size: the file changed meanwhile.
-        if read as u64 != size || rustix::io::pread(fd, &mut past_end, size).ok()? != 0 {
-            return None;
-        }
+        let buffer = LearnBuffer::read(&self.learning, fd, st, now)?;
         lock(&self.grep).learn(path.order_key(), fingerprint(st), &buffer.data);
         Some(buffer)
     }
@@ -303,6 +322,12 @@ impl Keeper for FileKeeper {
         std::fs::create_dir_all(dir)
             .and_then(|()| crate::private_file::write(&self.path, bytes))
             .map_err(|e| self.io_error("cannot save the search index", e))
+    }
+
+    /// The mirror's table is built again after a restart (inotify saw
+    /// nothing meanwhile), so a saved one would never be walked.
+    fn keeps_table(&self) -> bool {
+        false
     }
 
     fn forget(&self, _key: &str) -> crate::error::Result<()> {

@@ -75,6 +75,7 @@ pub mod changes;
 mod changeset;
 mod copy;
 mod fingerprint;
+mod grep_file;
 mod ignore_files;
 mod index;
 mod mirror;

@@ -27,6 +27,7 @@
 //! workers open each file beneath its directory's handle (`grep_file`) and
 //! search it, and results come out in walk order, bounded as described there.
 
+use super::grep_file::search_opened;
 use super::ignore_files::load_level;
 use super::index::{FsIndex, Peek, SharedGrep};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
@@ -72,15 +73,15 @@ pub fn search(
         (SearchKind::Grep(grep), Some(index)) => index.start(scope, &grep.plan),
         _ => None,
     };
-    if let (SearchKind::Grep(options), Some(index), Some(shared)) =
-        (&run.spec().kind, index, &indexed)
+    // `indexed` is a Grep's only.
+    if let (Some(index), Some(shared)) = (index, &indexed)
         && whole
         && *top == run.spec().root
     {
         let mut grep = shared.lock();
         if let Some((table, levels)) = index.table(top, &mut grep) {
-            let run_limit = (run, options.max_file_bytes);
-            let walked = table_walk::search(run_limit, part, sandbox, (&table, &levels), &mut grep);
+            let mount = (&*table, &*levels);
+            let walked = table_walk::search(run, part, sandbox, mount, (index, &mut grep));
             drop(grep);
             if let Some(indexed) = indexed {
                 indexed.finish();
@@ -192,16 +193,9 @@ fn grep_file(
             return None;
         }
     };
-    if file_type(&st) != FileType::RegularFile || !searcher.within_size(st.st_size as u64) {
-        return None;
-    }
-    let modified = sandbox::modified(&st);
-    if let Some(data) = learn.and_then(|index| index.read_and_learn(&task.path, &fd, &st, now)) {
-        // Searched as a stream still, as the scan reads it (binary
-        // detection differs for a slice: `search::grep`).
-        return searcher.search_reader(&task.path, modified, data.as_slice());
-    }
-    searcher.search_reader(&task.path, modified, std::fs::File::from(fd))
+    search_opened(searcher, &task.path, (fd, &st), |fd| {
+        learn?.read_and_learn(&task.path, fd, &st, now)
+    })
 }
 
 /// What the walk does with the files it keeps.

@@ -26,7 +26,7 @@ use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::rules;
-use crate::search::sorted::SortedFiles;
+use crate::search::sorted::WholeFiles;
 use crate::search::{SearchKind, SearchPart};
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -292,7 +292,7 @@ impl<'a> Walk<'a> {
     }
 }
 
-impl SortedFiles for Walk<'_> {
+impl WholeFiles for Walk<'_> {
     type Data = Bytes;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {

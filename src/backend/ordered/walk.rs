@@ -9,7 +9,7 @@ use super::{Cursor, Frozen, file_entry, path_of};
 use crate::entry::Entry;
 use crate::error::Result;
 use crate::search::index::table::PathTable;
-use crate::search::sorted::SortedFiles;
+use crate::search::sorted::WholeFiles;
 use std::sync::Arc;
 
 /// One scan over a frozen scope, fed to `search::sorted`.
@@ -48,7 +48,7 @@ impl<'a, F: Frozen> Walk<'a, F> {
     }
 }
 
-impl<F: Frozen> SortedFiles for Walk<'_, F> {
+impl<F: Frozen> WholeFiles for Walk<'_, F> {
     type Data = F::Data;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {

@@ -572,7 +572,7 @@ impl NamespaceIndex {
         let saved = persist::Saved {
             walked: self.walked.load(Relaxed),
             segment,
-            table: self.table(),
+            table: self.table().filter(|_| keeper.keeps_table()),
         };
         let bytes = persist::encode(&saved);
         match keeper.save(&self.key, &bytes) {

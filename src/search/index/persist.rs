@@ -38,6 +38,13 @@ pub trait Keeper: Send + Sync {
 
     /// Drops what is kept for `key`.
     fn forget(&self, key: &str) -> Result<()>;
+
+    /// Whether the path table is kept with the segment: a tier whose table
+    /// is built again after a restart anyway (the Filesystem tier's mirror)
+    /// need not write it at every merge.
+    fn keeps_table(&self) -> bool {
+        true
+    }
 }
 
 /// What a persisted index holds.
