@@ -10,7 +10,8 @@
 //! fetches in flight (at most [`FETCH_CONCURRENCY`] at once, through the
 //! content cache: a head whose listed ETag is cached costs nothing). Names the
 //! walk will prune (hidden, ignored) and every head of a paths-only Glob are
-//! not fetched. A seek past what is listed starts a new listing there;
+//! not fetched when the listing shows a live file's head (else the head
+//! alone tells whether a file is there: a move in flight). A seek past what is listed starts a new listing there;
 //! dropping the walk stops its tasks.
 //!
 //! Memory: [`AHEAD`] heads (at most 64 KiB of content each) and one page of
@@ -40,9 +41,20 @@ const AHEAD: usize = 128;
 /// Keys the listing task may send ahead of the walk.
 const LISTED_AHEAD: usize = 1024;
 
-/// A key as the listing gives it, with its ETag, and its generation when
-/// it comes from the catalog (`catalog`).
-type ListedKey = (String, Option<String>, Option<u64>);
+/// A key as the listing gives it.
+struct ListedKey {
+    key: String,
+    /// Its ETag as listed.
+    etag: Option<String>,
+    /// Its generation, when it comes from the catalog (`catalog`).
+    generation: Option<u64>,
+    /// The listing shows a live file's head: else (a move in flight, a
+    /// state the catalog does not know) only its head tells whether a file
+    /// is there, so it is fetched even where the walk prunes or wants no
+    /// metadata: a pruned directory or a path of a paths-only Glob is then
+    /// one that holds a file.
+    live: bool,
+}
 
 /// One listed key and, when wanted, the fetch of its head.
 struct Listed {
@@ -127,7 +139,14 @@ impl<'a> Walk<'a> {
                 use std::ops::Bound::{Excluded, Unbounded};
                 let from = offset.map_or(Unbounded, Excluded);
                 for (key, known) in catalog.range::<String, _>((from, Unbounded)) {
-                    let item = (key.clone(), known.etag.clone(), Some(known.generation));
+                    // The catalog keeps an ETag only for a live head
+                    // (`catalog`): a move in flight or a file gone has none.
+                    let item = ListedKey {
+                        key: key.clone(),
+                        etag: known.etag.clone(),
+                        generation: Some(known.generation),
+                        live: known.etag.is_some(),
+                    };
                     if tx.send(Ok(item)).await.is_err() {
                         break;
                     }
@@ -145,7 +164,12 @@ impl<'a> Walk<'a> {
                     {
                         continue;
                     }
-                    let item = item.map(|meta| (meta.location.to_string(), meta.e_tag, None));
+                    let item = item.map(|meta| ListedKey {
+                        key: meta.location.to_string(),
+                        live: Class::of_size(meta.size) == Class::Live,
+                        etag: meta.e_tag,
+                        generation: None,
+                    });
                     let failed = item.is_err();
                     if tx.send(item).await.is_err() || failed {
                         return Ok(());
@@ -191,11 +215,16 @@ impl<'a> Walk<'a> {
                 self.listed_all = true;
                 break;
             };
-            let (key, etag, generation) = listed?;
+            let ListedKey {
+                key,
+                etag,
+                generation,
+                live,
+            } = listed?;
             let Some(path) = self.tier.keys.path(&self.ns, &key) else {
                 continue;
             };
-            let head = (self.fetch && !self.pruned(&path))
+            let head = (!live || self.fetch && !self.pruned(&path))
                 .then(|| self.start_fetch(&key, etag, generation));
             self.ahead.push_back(Listed { key, path, head });
         }
@@ -311,7 +340,8 @@ impl WholeFiles for Walk<'_> {
                 return Some(Err(err));
             }
             let Some(fetch) = listed.head else {
-                // Not fetched: pruned by the walk, or a paths-only Glob.
+                // Not fetched: a live head pruned by the walk, or of a
+                // paths-only Glob.
                 return Some(Ok(Entry {
                     path: listed.path,
                     kind: EntryKind::File,
