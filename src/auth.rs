@@ -169,7 +169,7 @@ impl Auth {
     ) -> Result<Auth, String> {
         if let Some(path) = operator_token_file {
             let token = new_token();
-            crate::private_file::write(path, token.as_bytes())
+            crate::private_file::write(path, &[token.as_bytes()])
                 .map_err(|e| format!("access operator_token_file {}: {e}", path.display()))?;
             let operator = Principal {
                 name: "operator".into(),

@@ -1,14 +1,15 @@
 //! Files only the server's user may read, replaced whole: the operator
-//! token (`auth`) and a Filesystem mount's persisted search index
-//! (`backend::fs::index`), which holds what the served files contain.
+//! token (`auth`) and the persisted search indexes of the Filesystem and
+//! object tiers (`search::index::file_keeper`), which hold what the served
+//! files contain.
 
 use std::path::Path;
 
-/// Writes `bytes` to `path`: into a new file of mode 0600 beside it, then
+/// Writes `parts`, one after another, to `path`: into a new file of mode 0600 beside it, then
 /// renamed over it, so a reader sees the old file or the whole new one, and
 /// nobody but the server's user can read it. `create_new` never follows a
 /// planted link.
-pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let name = path
@@ -24,7 +25,9 @@ pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .mode(0o600)
         .open(&tmp)
         .and_then(|mut file| {
-            file.write_all(bytes)?;
+            for part in parts {
+                file.write_all(part)?;
+            }
             file.sync_all()
         })
         .and_then(|()| std::fs::rename(&tmp, path));
@@ -45,11 +48,11 @@ mod tests {
         let path = dir.path().join("operator.token");
         std::fs::write(&path, "old").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        write(&path, b"new-secret").unwrap();
+        write(&path, &[b"new-", b"secret"]).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new-secret");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        assert!(write(&dir.path().join("missing/x"), b"s").is_err());
+        assert!(write(&dir.path().join("missing/x"), &[b"s"]).is_err());
     }
 }

@@ -78,9 +78,19 @@ pub fn build_app(config: &Config) -> Result<App, String> {
                     renew_uploads_after: RENEW_UPLOADS_AFTER,
                     keep: m.keep,
                 };
+                // With no data directory the index is kept in memory only:
+                // it speeds Greps up, and the tier serves without it.
+                let index_dir = config::default_object_index_path(bucket, key_prefix)
+                    .inspect_err(|err| {
+                        tracing::warn!(mount = %m.prefix, %err, "search index not kept across restarts");
+                    })
+                    .ok();
                 let tier = ObjectBackend::open(m.prefix.clone(), options)
                     .map_err(|e| format!("mount {}: {}", m.prefix, e.kind()))?;
-                (Arc::new(tier.with_search_index(search)), "object")
+                (
+                    Arc::new(tier.with_search_index(search, index_dir.as_deref())),
+                    "object",
+                )
             }
         };
         mounts.push(Mount {

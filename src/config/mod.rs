@@ -25,7 +25,7 @@ pub use crate::tools::ToolsConfig;
 pub use mounts::{
     DEFAULT_MEMORY_CHANGE_LOG, DEFAULT_OBJECT_REQUEST_TIMEOUT_SECONDS,
     DEFAULT_OBJECT_TIMEOUT_SECONDS, MAX_CHANGE_LOG, MAX_HISTORY_VERSIONS, MountConfig, TierConfig,
-    default_journal_path, default_store_path, valid_key_prefix,
+    default_journal_path, default_object_index_path, default_store_path, valid_key_prefix,
 };
 pub use principals::AccessConfig;
 

@@ -7,6 +7,7 @@ use crate::backend::branch::{RESERVED_PREFIX, is_reserved};
 use crate::backend::object::{BucketOptions, DEFAULT_CACHE_BYTES};
 use crate::history::Retention;
 use crate::path::VfsPath;
+use crate::search::index::file_keeper::stable_hash;
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -366,20 +367,29 @@ pub fn default_journal_path(root: &std::path::Path) -> Result<PathBuf, String> {
     let resolved = root
         .canonicalize()
         .map_err(|e| format!("{}: {e}", root.display()))?;
-    // FNV-1a: stable across builds, unlike std's hasher.
-    let hash = resolved
-        .as_os_str()
-        .as_encoded_bytes()
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
+    let hash = stable_hash(resolved.as_os_str().as_encoded_bytes());
     let name = resolved
         .file_name()
         .map_or("root".into(), |n| n.to_string_lossy().into_owned());
     Ok(data_home()?
         .join("agentvfs-journal")
         .join(format!("{name}-{hash:016x}")))
+}
+
+/// Where an object-tier mount keeps its namespaces' search indexes:
+/// `agentvfs-index/<bucket>-<hash>` in the user's data directory, named by
+/// the bucket (its endpoint, name and the mount's key prefix), so servers of
+/// one deployment on this machine share it and two deployments never do.
+pub fn default_object_index_path(
+    bucket: &BucketOptions,
+    key_prefix: &str,
+) -> Result<PathBuf, String> {
+    let endpoint = bucket.endpoint.as_deref().unwrap_or("");
+    let deployment = format!("{endpoint}\n{}\n{key_prefix}", bucket.bucket);
+    let hash = stable_hash(deployment.as_bytes());
+    Ok(data_home()?
+        .join("agentvfs-index")
+        .join(format!("{}-{hash:016x}", bucket.bucket)))
 }
 
 /// The user's data directory: `$XDG_DATA_HOME`, else `~/.local/share`.

@@ -6,11 +6,16 @@
 //! server or the other one, interleaved with random Greps: the indexing
 //! server's matches and summaries must equal the scanning server's every
 //! time, including after files it indexed were changed by another server.
+//! Then the indexing server is killed (SIGKILL) and restarted: it loads
+//! the index it kept in its data directory, more changes are made through
+//! the other server, and its first Greps rule out files it has not read
+//! since the restart, with answers still equal.
 
 use super::search_index::{
     Op, answer, change, random_grep, random_op, random_text, seed, skipped_files,
 };
 use crate::util::Server;
+use agentvfs::pb;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -29,7 +34,7 @@ fn config(search: &str, key_prefix: &str) -> String {
 async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
     let seed = seed("object");
     let prefix = format!("idx-{:016x}", rand::random::<u64>());
-    let indexing = Server::start_with(
+    let mut indexing = Server::start_with(
         Some(&config(
             "[search]\nindex = true\nindex_min_files = 0",
             &prefix,
@@ -68,4 +73,44 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
         "seed {seed}: the index never skipped a file"
     );
     assert!(!scanning.logs.lock().unwrap().contains("search index"));
+    // Kept across a crash: a Grep of the whole tree merges what the
+    // Greps learned, and the merge saves it.
+    let whole = pb::GrepRequest {
+        pattern: "zzz_absent".into(),
+        path: root.into(),
+        literal: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        answer(&mut a, &whole).await,
+        answer(&mut scan, &whole).await
+    );
+    let patience = std::time::Duration::from_secs(30);
+    assert!(
+        indexing
+            .wait_for_log("search index persisted", patience)
+            .await,
+        "seed {seed}: the index was never saved"
+    );
+    indexing.crash_and_restart();
+    let mut a = indexing.fs().await;
+    for round in 0..3 {
+        for _ in 0..rng.random_range(1..5) {
+            change(&mut b, &random_op(&mut rng, root)).await;
+        }
+        for req in [whole.clone(), random_grep(&mut rng, root)] {
+            let indexed = answer(&mut a, &req).await;
+            let scanned = answer(&mut scan, &req).await;
+            assert_eq!(indexed, scanned, "seed {seed} restarted {round}: {req:?}");
+        }
+    }
+    let logs = indexing.logs.lock().unwrap().clone();
+    assert!(
+        logs.contains("search index loaded"),
+        "seed {seed}: not loaded"
+    );
+    assert!(
+        skipped_files(&logs) > 0,
+        "seed {seed}: the loaded index never skipped a file"
+    );
 }

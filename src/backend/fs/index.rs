@@ -38,14 +38,13 @@ use super::mirror::{Levels, Mirror};
 use super::sandbox::{Sandbox, file_type};
 use crate::path::VfsPath;
 use crate::scope::Scope;
-use crate::search::index::persist::Keeper;
+use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::plan::Query;
 use crate::search::index::table::PathTable;
 use crate::search::index::{IndexSettings, IndexedGrep, Registry, Verdict, trigram};
 use rustix::fs::{AtFlags, FileType, Stat};
-use std::io::Read;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -69,8 +68,9 @@ const MAX_LEARNING_BYTES: u64 = 32 << 20;
 /// (docs/performance.md § The Filesystem tier's path table).
 const TABLE_MAX_SHARE: u64 = 32;
 
-/// The file name of a mount's persisted index in its directory.
-const FILE_NAME: &str = "index.avix";
+/// The one file of a mount's persisted index before the files were named
+/// by namespace (`FileKeeper`): removed at start, as it is never read.
+const OLD_FILE_NAME: &str = "index.avix";
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section is one call of `IndexedGrep`, which leaves
@@ -93,10 +93,11 @@ impl FsIndex {
     /// The index of the mount `sandbox` serves, kept across restarts in
     /// `dir` (the server's data directory, never the served tree).
     pub fn new(sandbox: Sandbox, settings: IndexSettings, dir: &Path) -> FsIndex {
-        let keeper = FileKeeper {
-            path: dir.join(FILE_NAME),
-            max_bytes: settings.bytes_per_principal,
-        };
+        let _ = std::fs::remove_file(dir.join(OLD_FILE_NAME));
+        // Without the mirror's table: it is built again after a restart
+        // (inotify saw nothing meanwhile), so a saved one would never be
+        // walked.
+        let keeper = FileKeeper::new(dir.to_owned(), settings.bytes_per_principal, false);
         FsIndex {
             registry: Registry::new(settings, Some(Arc::new(keeper))),
             key: sandbox.mount().to_string(),
@@ -284,59 +285,6 @@ impl SharedGrep {
         let mut grep = self.grep.into_inner().unwrap_or_else(|p| p.into_inner());
         grep.passed(self.passed.into_inner());
         grep.finish();
-    }
-}
-
-/// Keeps a mount's index in one file of the server's data directory.
-/// Servers of one directory share it: each copy is exact by metadata
-/// alone, so whichever was saved last serves them all.
-struct FileKeeper {
-    path: PathBuf,
-    /// A file larger than this is not read (the principal share).
-    max_bytes: u64,
-}
-
-impl FileKeeper {
-    fn io_error(&self, what: &str, err: std::io::Error) -> crate::error::Error {
-        crate::error::Error::Internal(format!("{what} {}: {err}", self.path.display()))
-    }
-}
-
-impl Keeper for FileKeeper {
-    fn load(&self, _key: &str) -> crate::error::Result<Option<Vec<u8>>> {
-        let file = match std::fs::File::open(&self.path) {
-            Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(self.io_error("cannot open the search index", err)),
-        };
-        let mut bytes = Vec::new();
-        file.take(self.max_bytes.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|e| self.io_error("cannot read the search index", e))?;
-        Ok(Some(bytes))
-    }
-
-    fn save(&self, _key: &str, bytes: &[u8]) -> crate::error::Result<()> {
-        // Mode 0600: the index tells which trigrams each served file holds.
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir)
-            .and_then(|()| crate::private_file::write(&self.path, bytes))
-            .map_err(|e| self.io_error("cannot save the search index", e))
-    }
-
-    /// The mirror's table is built again after a restart (inotify saw
-    /// nothing meanwhile), so a saved one would never be walked.
-    fn keeps_table(&self) -> bool {
-        false
-    }
-
-    fn forget(&self, _key: &str) -> crate::error::Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Err(err) if err.kind() != std::io::ErrorKind::NotFound => {
-                Err(self.io_error("cannot drop the search index", err))
-            }
-            _ => Ok(()),
-        }
     }
 }
 

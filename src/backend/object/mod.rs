@@ -80,6 +80,8 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::file_keeper::FileKeeper;
+use crate::search::index::persist::Keeper;
 use crate::search::index::{IndexSettings, IndexedGrep, Registry};
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use bucket::Bucket;
@@ -208,9 +210,20 @@ impl ObjectBackend {
         Ok(tier)
     }
 
-    /// The tier with its search index set up as `[search]` says.
-    pub fn with_search_index(mut self, settings: IndexSettings) -> ObjectBackend {
-        self.index = Registry::new(settings, None);
+    /// The tier with its search index set up as `[search]` says, each
+    /// namespace's kept across restarts in a file of `dir` (the server's
+    /// data directory) when given: docs/search-index.md § Persistence in
+    /// files.
+    pub fn with_search_index(
+        mut self,
+        settings: IndexSettings,
+        dir: Option<&std::path::Path>,
+    ) -> ObjectBackend {
+        let keeper = dir.map(|dir| {
+            let max_bytes = settings.bytes_per_principal;
+            Arc::new(FileKeeper::new(dir.to_owned(), max_bytes, true)) as Arc<dyn Keeper>
+        });
+        self.index = Registry::new(settings, keeper);
         self
     }
 

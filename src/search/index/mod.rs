@@ -25,6 +25,7 @@
 //! - `codec`: the integers and byte strings those bytes are made of.
 
 pub mod codec;
+pub mod file_keeper;
 pub mod passes;
 pub mod persist;
 pub mod plan;
