@@ -525,56 +525,54 @@ async fn writes_and_edits_are_learned_before_any_grep_reads_them() {
         "index_min_files = 0
 index_self_check = 0",
     );
-    let mut fs = server.fs().await;
     for (round, root) in ["/w", "/memories/w"].into_iter().enumerate() {
-        let write = |path: String, content: &str| pb::WriteRequest {
-            path,
-            content: content.into(),
-            ..Default::default()
-        };
-        for i in 0..40 {
-            fs.write(write(
-                format!("{root}/{i:02}.txt"),
-                &format!(
-                    "hay {i}
-"
-                ),
-            ))
+        writes_and_edits_are_learned(&server, root, 2 * round).await;
+    }
+}
+
+/// The check of `writes_and_edits_are_learned_before_any_grep_reads_them`
+/// under `root` of `server`, whose log shows `before` narrowed Greps so
+/// far: after a Grep learned 40 files, a Write and an Edit are learned as
+/// they commit, so the next Grep learns nothing and skips the 39 others.
+pub(super) async fn writes_and_edits_are_learned(server: &Server, root: &str, before: usize) {
+    let mut fs = server.fs().await;
+    let write = |path: String, content: &str| pb::WriteRequest {
+        path,
+        content: content.into(),
+        ..Default::default()
+    };
+    for i in 0..40 {
+        let content = format!("hay {i}\n");
+        fs.write(write(format!("{root}/{i:02}.txt"), &content))
             .await
             .unwrap();
-        }
-        let needle = pb::GrepRequest {
-            pattern: "needle".into(),
-            path: root.into(),
-            ..Default::default()
-        };
-        // The first Grep learns every file.
-        let (matches, _) = grep_all(&mut fs, needle.clone()).await.unwrap();
-        assert!(matches.is_empty());
-        assert_eq!(narrowed(&server, 2 * round + 1, "learned").await, 40);
-        fs.write(write(
-            format!("{root}/new.txt"),
-            "a needle
-",
-        ))
+    }
+    let needle = pb::GrepRequest {
+        pattern: "needle".into(),
+        path: root.into(),
+        ..Default::default()
+    };
+    // The first Grep learns every file.
+    let (matches, _) = grep_all(&mut fs, needle.clone()).await.unwrap();
+    assert!(matches.is_empty());
+    assert_eq!(narrowed(server, before + 1, "learned").await, 40);
+    fs.write(write(format!("{root}/new.txt"), "a needle\n"))
         .await
         .unwrap();
-        let edit = pb::EditRequest {
-            path: format!("{root}/07.txt"),
-            old_string: "hay 7".into(),
-            new_string: "hay 7 and a needle".into(),
-            ..Default::default()
-        };
-        fs.edit(edit).await.unwrap();
-        let (matches, summary) = grep_all(&mut fs, needle).await.unwrap();
-        let paths: Vec<String> = matches.into_iter().map(|m| m.path).collect();
-        assert_eq!(paths, [format!("{root}/07.txt"), format!("{root}/new.txt")]);
-        assert_eq!(summary.files_searched, 41);
-        let second = 2 * round + 2;
-        let learned = narrowed(&server, second, "learned").await;
-        assert_eq!(learned, 0, "{root}: learned by the writes");
-        assert_eq!(narrowed(&server, second, "skipped").await, 39, "{root}");
-    }
+    let edit = pb::EditRequest {
+        path: format!("{root}/07.txt"),
+        old_string: "hay 7".into(),
+        new_string: "hay 7 and a needle".into(),
+        ..Default::default()
+    };
+    fs.edit(edit).await.unwrap();
+    let (matches, summary) = grep_all(&mut fs, needle).await.unwrap();
+    let paths: Vec<String> = matches.into_iter().map(|m| m.path).collect();
+    assert_eq!(paths, [format!("{root}/07.txt"), format!("{root}/new.txt")]);
+    assert_eq!(summary.files_searched, 41);
+    let learned = narrowed(server, before + 2, "learned").await;
+    assert_eq!(learned, 0, "{root}: learned by the writes");
+    assert_eq!(narrowed(server, before + 2, "skipped").await, 39, "{root}");
 }
 
 /// A server whose Store (`/memories`, in `store/` of its working

@@ -13,6 +13,7 @@
 
 use super::search_index::{
     Op, answer, change, random_grep, random_op, random_text, seed, skipped_files,
+    writes_and_edits_are_learned,
 };
 use crate::util::Server;
 use agentvfs::pb;
@@ -113,4 +114,20 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
         skipped_files(&logs) > 0,
         "seed {seed}: the loaded index never skipped a file"
     );
+}
+
+/// A Write and an Edit on the object tier teach the index the version
+/// they committed, as on State and the Store (docs/search-index.md
+/// § Learning in the write path).
+#[tokio::test]
+async fn object_writes_and_edits_are_learned_before_any_grep_reads_them() {
+    let prefix = format!("idx-{:016x}", rand::random::<u64>());
+    let server = Server::start_with(
+        Some(&config(
+            "[search]\nindex = true\nindex_min_files = 0\nindex_self_check = 0",
+            &prefix,
+        )),
+        &[],
+    );
+    writes_and_edits_are_learned(&server, "/shared/w", 0).await;
 }

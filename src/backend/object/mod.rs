@@ -82,7 +82,7 @@ use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::persist::Keeper;
-use crate::search::index::{IndexSettings, IndexedGrep, Registry};
+use crate::search::index::{IndexSettings, IndexedGrep, MAX_WRITE_LEARN_BYTES, Registry};
 use crate::search::{SearchKind, SearchPart, SearchRun};
 use bucket::Bucket;
 use cache::ContentCache;
@@ -225,6 +225,26 @@ impl ObjectBackend {
         });
         self.index = Registry::new(settings, keeper);
         self
+    }
+
+    /// A copy of `data`, about to be written, for the search index to learn
+    /// once the write commits ([`ObjectBackend::learn_written`]), when the
+    /// index may take it: small files only, so the copy costs little
+    /// beside the PUT.
+    fn copy_to_learn(&self, data: &[u8]) -> Option<Vec<u8>> {
+        let wanted = self.index.settings().enabled && data.len() <= MAX_WRITE_LEARN_BYTES;
+        wanted.then(|| data.to_vec())
+    }
+
+    /// Teaches the namespace `ns`'s search index what a Write or an Edit
+    /// just committed (`Registry::learn_written`): the next Grep rules the
+    /// file out, or selects it, without reading it first
+    /// (docs/search-index.md § Learning in the write path).
+    fn learn_written(&self, ns: &str, outcome: &WriteOutcome, data: Option<Vec<u8>>) {
+        if let Some(data) = data {
+            let key = outcome.path.order_key();
+            self.index.learn_written(ns, key, outcome.version, &data);
+        }
     }
 
     /// The tier's view of its bucket for futures it runs.
@@ -449,8 +469,11 @@ impl Backend for ObjectBackend {
         let ns = self.namespace(scope)?;
         self.file_key(ns, path)?;
         let origin = Origin::of(scope, Operation::Write);
+        let learn = self.copy_to_learn(&data);
         let content = self.new_content(ns, path, data)?;
-        self.put_content(scope, path, pre, content, &origin)
+        let outcome = self.put_content(scope, path, pre, content, &origin)?;
+        self.learn_written(ns, &outcome, learn);
+        Ok(outcome)
     }
 
     fn write_chunks(

@@ -230,6 +230,7 @@ impl ObjectBackend {
             let old = self.content(ns, path, file)?;
             let new = f(&old)?;
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
+            let learn = self.copy_to_learn(&new);
             let content = self.new_content(ns, path, new)?;
             let version = next_version(now.floor());
             let created = Some(file.meta.created);
@@ -249,12 +250,14 @@ impl ObjectBackend {
             match committed {
                 Ok(true) => {
                     self.forget_replaced(ns, path, file);
-                    return Ok(WriteOutcome {
+                    let outcome = WriteOutcome {
                         path: path.clone(),
                         bytes_written: content.size(),
                         version,
                         created: false,
-                    });
+                    };
+                    self.learn_written(ns, &outcome, learn);
+                    return Ok(outcome);
                 }
                 Ok(false) => self.forget_blob(ns, path, content.blob()),
                 Err(err) => {
