@@ -693,6 +693,49 @@ fn put_pieces(db: &rocksdb::DB, pieces: &[(Vec<u8>, Vec<u8>)]) {
     db.write(batch).unwrap();
 }
 
+/// Writes `count` files of random words under `dir`, one in seven with
+/// `the needle`: answers those files' paths, and the Grep for `needle`.
+pub(super) async fn needle_files(
+    fs: &mut FilesystemClient<Channel>,
+    dir: &str,
+    count: usize,
+) -> (Vec<String>, pb::GrepRequest) {
+    let mut expected = Vec::new();
+    for i in 0..count {
+        let mut text = format!("w{} w{}\n", rand::random::<u32>(), rand::random::<u32>());
+        if i % 7 == 0 {
+            text.push_str("the needle\n");
+            expected.push(format!("{dir}/{i:03}.txt"));
+        }
+        crate::util::write(fs, &format!("{dir}/{i:03}.txt"), &text).await;
+    }
+    let grep = pb::GrepRequest {
+        pattern: "needle".into(),
+        path: dir.into(),
+        ..Default::default()
+    };
+    (expected, grep)
+}
+
+/// A persisted index (`bytes`) as a bug could write it: it decodes, but
+/// holds no trigram of `007.txt`, so it rules that file out.
+pub(super) fn without_the_victims_trigrams(bytes: &[u8]) -> Vec<u8> {
+    let mut saved = persist::decode(bytes).expect("the persisted index decodes");
+    let mut docs = saved.segment.docs();
+    let doc = docs
+        .iter_mut()
+        .find(|d| d.key.ends_with(b"007.txt"))
+        .expect("the victim is indexed");
+    doc.trigrams = Some(Default::default());
+    saved.segment = std::sync::Arc::new(Segment::build(docs));
+    persist::encode(&saved)
+}
+
+/// The paths of `matches`, in order.
+pub(super) fn paths(matches: Vec<pb::GrepMatch>) -> Vec<String> {
+    matches.into_iter().map(|m| m.path).collect()
+}
+
 /// Faults in the persisted Store index, made as a disk or a bug would make
 /// them, with the self-check on for every narrowed Grep: bytes flipped are
 /// caught by the checksum at load (the index is dropped and learned anew);
@@ -703,24 +746,7 @@ fn put_pieces(db: &rocksdb::DB, pieces: &[(Vec<u8>, Vec<u8>)]) {
 async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check() {
     let mut server = store_server("index_min_files = 0\nindex_self_check = 1.0");
     let mut fs = server.fs().await;
-    let mut rng = StdRng::seed_from_u64(rand::random());
-    let mut expected = Vec::new();
-    for i in 0..300 {
-        let mut text = format!("w{} w{}\n", rng.random::<u32>(), rng.random::<u32>());
-        if i % 7 == 0 {
-            text.push_str("the needle\n");
-            expected.push(format!("/memories/c/{i:03}.txt"));
-        }
-        crate::util::write(&mut fs, &format!("/memories/c/{i:03}.txt"), &text).await;
-    }
-    let grep = pb::GrepRequest {
-        pattern: "needle".into(),
-        path: "/memories/c".into(),
-        ..Default::default()
-    };
-    let paths = |matches: Vec<pb::GrepMatch>| -> Vec<String> {
-        matches.into_iter().map(|m| m.path).collect()
-    };
+    let (expected, grep) = needle_files(&mut fs, "/memories/c", 300).await;
     let learn = async |server: &Server, fs: &mut FilesystemClient<Channel>| {
         for _ in 0..3 {
             let (matches, _) = grep_all(fs, grep.clone()).await.unwrap();
@@ -759,15 +785,7 @@ async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check()
     {
         let (db, pieces) = index_pieces(&store);
         let bytes: Vec<u8> = pieces.iter().flat_map(|(_, v)| v.clone()).collect();
-        let mut saved = persist::decode(&bytes).expect("the persisted index decodes");
-        let mut docs = saved.segment.docs();
-        let doc = docs
-            .iter_mut()
-            .find(|d| d.key.ends_with(b"007.txt"))
-            .expect("the victim is indexed");
-        doc.trigrams = Some(Default::default());
-        saved.segment = std::sync::Arc::new(Segment::build(docs));
-        let bytes = persist::encode(&saved);
+        let bytes = without_the_victims_trigrams(&bytes);
         let ns = pieces[0].0[..4].to_vec();
         put_pieces(&db, &[([ns, vec![0; 4]].concat(), bytes)]);
     }

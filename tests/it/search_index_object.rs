@@ -12,8 +12,8 @@
 //! since the restart, with answers still equal.
 
 use super::search_index::{
-    Op, answer, change, random_grep, random_op, random_text, seed, skipped_files,
-    writes_and_edits_are_learned,
+    Op, answer, change, needle_files, paths, random_grep, random_op, random_text, seed,
+    skipped_files, without_the_victims_trigrams, writes_and_edits_are_learned,
 };
 use crate::util::Server;
 use agentvfs::pb;
@@ -130,4 +130,76 @@ async fn object_writes_and_edits_are_learned_before_any_grep_reads_them() {
         &[],
     );
     writes_and_edits_are_learned(&server, "/shared/w", 0).await;
+}
+
+/// The kept index files below `dir`, recursively.
+fn kept_indexes(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(kept_indexes(&path));
+        } else if path.extension().is_some_and(|e| e == "avix") {
+            out.push(path);
+        }
+    }
+    out
+}
+
+/// A bug keeps an object-tier index that decodes but rules out a matching
+/// file: one Grep answers wrong, and the self-check (a scan, the indexed
+/// run, a scan again, judged when both scans agree) finds it, logs it,
+/// switches the namespace's index off and drops its kept copy.
+#[tokio::test]
+async fn a_wrong_object_index_is_caught_by_the_self_check() {
+    let prefix = format!("idx-{:016x}", rand::random::<u64>());
+    let search = "[search]\nindex = true\nindex_min_files = 0\nindex_self_check = 1.0";
+    let mut server = Server::start_with(Some(&config(search, &prefix)), &[]);
+    let mut fs = server.fs().await;
+    let (expected, grep) = needle_files(&mut fs, "/shared/c", 120).await;
+    for _ in 0..3 {
+        let (matches, _) = crate::util::grep_all(&mut fs, grep.clone()).await.unwrap();
+        assert_eq!(paths(matches), expected);
+    }
+    let patience = std::time::Duration::from_secs(20);
+    assert!(
+        server
+            .wait_for_log("search index persisted", patience)
+            .await
+    );
+    server.kill();
+    let victim = "/shared/c/007.txt";
+    let kept = kept_indexes(server.data_dir());
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    {
+        let bytes = std::fs::read(&kept[0]).unwrap();
+        // The keeper's header: the key's length (2 bytes) and the key.
+        let header = 2 + u16::from_le_bytes([bytes[0], bytes[1]]) as usize;
+        let index = without_the_victims_trigrams(&bytes[header..]);
+        let tampered = [&bytes[..header], &index].concat();
+        std::fs::write(&kept[0], tampered).unwrap();
+    }
+    server.crash_and_restart();
+    fs = server.fs().await;
+    let (matches, _) = crate::util::grep_all(&mut fs, grep.clone()).await.unwrap();
+    let wrong: Vec<String> = expected.iter().filter(|p| *p != victim).cloned().collect();
+    assert_eq!(paths(matches), wrong, "the tampered index was not used");
+    let failed = "search index self-check failed";
+    assert!(server.wait_for_log(failed, patience).await);
+    let logs = server.logs.lock().unwrap().clone();
+    let line = logs.lines().find(|l| l.contains(failed)).unwrap();
+    assert!(
+        line.contains("WARN") && line.contains("mismatches=1"),
+        "{line}"
+    );
+    for _ in 0..2 {
+        let (matches, summary) = crate::util::grep_all(&mut fs, grep.clone()).await.unwrap();
+        assert_eq!(paths(matches), expected);
+        assert_eq!(summary.files_searched, 120);
+    }
+    // The index is off: nothing more is narrowed, and the copy is gone.
+    let logs = server.logs.lock().unwrap().clone();
+    let after = &logs[logs.find(failed).unwrap()..];
+    assert!(!after.contains("search index narrowed a grep"), "{after}");
+    assert!(kept_indexes(server.data_dir()).is_empty());
 }

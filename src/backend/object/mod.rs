@@ -49,6 +49,7 @@ mod bucket;
 mod cache;
 mod catalog;
 mod changeset;
+mod check;
 mod commit;
 mod credentials;
 mod delete;
@@ -80,10 +81,11 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::check::{IndexUse, spawn_check};
 use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::persist::Keeper;
-use crate::search::index::{IndexSettings, IndexedGrep, MAX_WRITE_LEARN_BYTES, Registry};
-use crate::search::{SearchKind, SearchPart, SearchRun};
+use crate::search::index::{IndexSettings, MAX_WRITE_LEARN_BYTES, Registry};
+use crate::search::{SearchPart, SearchRun};
 use bucket::Bucket;
 use cache::ContentCache;
 use futures_util::{StreamExt, TryStreamExt};
@@ -135,7 +137,9 @@ pub struct ObjectOptions {
 /// before its head commits, or the sweep could take it first.
 pub const RENEW_UPLOADS_AFTER: Duration = Duration::from_secs(sweep::GRACE.as_secs() / 2);
 
-/// The S3-backed, per-namespace tier.
+/// The S3-backed, per-namespace tier. A clone shares everything (a
+/// self-check walks one on its own thread).
+#[derive(Clone)]
 pub struct ObjectBackend {
     keys: ObjectKeys,
     bucket: Arc<Bucket>,
@@ -151,7 +155,7 @@ pub struct ObjectBackend {
     catalogs: Arc<catalog::Catalogs>,
     /// The search index of each namespace (docs/search-index.md § The
     /// object tier).
-    index: Registry,
+    index: Arc<Registry>,
 }
 
 /// The version after `floor`: larger than it, and than the clock in µs.
@@ -203,7 +207,7 @@ impl ObjectBackend {
             catalogs: Arc::new(catalog::Catalogs::new(
                 options.bucket.timeout + options.bucket.request_timeout + Duration::from_secs(10),
             )),
-            index: Registry::new(IndexSettings::default(), None),
+            index: Arc::new(Registry::new(IndexSettings::default(), None)),
         };
         tier.sweep_now_and_then()?;
         tier.poll_while_watched()?;
@@ -223,7 +227,7 @@ impl ObjectBackend {
             let max_bytes = settings.bytes_per_principal;
             Arc::new(FileKeeper::new(dir.to_owned(), max_bytes, true)) as Arc<dyn Keeper>
         });
-        self.index = Registry::new(settings, keeper);
+        self.index = Arc::new(Registry::new(settings, keeper));
         self
     }
 
@@ -542,32 +546,11 @@ impl Backend for ObjectBackend {
     }
 
     fn search(&self, scope: &Scope, run: &SearchRun, part: &SearchPart) -> Result<()> {
-        let ns = self.namespace(scope)?.to_owned();
-        let root = &part.top;
-        if let Some(file) = self.file(&ns, root)? {
-            let entry = super::ordered::file_entry(root.clone(), &file.meta);
-            let mut files = walk::Walk::new(self, ns, part, None)?.for_run(run);
-            return crate::search::sorted::search_one(run, &mut files, entry);
+        let (outcome, narrowed) = self.search_with(scope, run, part, IndexUse::Request);
+        if let Some(key) = narrowed {
+            spawn_check(self, (&self.index, key), (scope, run.spec(), part));
         }
-        self.lookup_missing(&ns, root)?;
-        let catalog = self.fresh_catalog(&ns)?;
-        // A Grep skips the files the index rules out at the version their
-        // heads show: a change on any server gives its path a new version
-        // in its head, so the index is exact across servers without a log
-        // (docs/search-index.md § The object tier).
-        let mut index = match &run.spec().kind {
-            SearchKind::Grep(grep) => self
-                .index
-                .get(&ns, &scope.principal.owner)
-                .map(|index| IndexedGrep::start(index, self.index.settings(), &grep.plan)),
-            SearchKind::Glob(_) => None,
-        };
-        let mut files = walk::Walk::new(self, ns, part, catalog)?.for_run(run);
-        let walked = crate::search::sorted::walk_indexed(run, &mut files, part, index.as_mut());
-        if let Some(index) = index {
-            index.finish();
-        }
-        walked
+        outcome
     }
 
     fn versions(&self, scope: &Scope, path: &VfsPath) -> Result<Vec<FileVersion>> {

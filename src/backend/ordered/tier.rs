@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::check::{IndexUse, spawn_check};
 use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use std::sync::Arc;
@@ -47,17 +48,6 @@ impl<E> Clone for OrderedTier<E> {
             index: self.index.clone(),
         }
     }
-}
-
-/// How a walk of a namespace uses its index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum IndexUse {
-    /// As a request does: narrow, learn, merge.
-    Request,
-    /// As a self-check's indexed run: narrow, learn nothing.
-    Check,
-    /// Not at all: the plain scan.
-    Scan,
 }
 
 /// The first file strictly below the directory `rel`, if any.
@@ -846,7 +836,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             Ok(self.search_view(scope, files, run, part, IndexUse::Request))
         })?;
         if let Some(key) = narrowed {
-            self.maybe_check(scope, run.spec(), part, key);
+            spawn_check(self, (&self.index, key), (scope, run.spec(), part));
         }
         outcome
     }

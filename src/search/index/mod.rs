@@ -24,6 +24,7 @@
 //!   (docs/search-index.md § Persistence);
 //! - `codec`: the integers and byte strings those bytes are made of.
 
+pub mod check;
 pub mod codec;
 pub mod file_keeper;
 pub mod passes;
