@@ -717,6 +717,26 @@ pub(super) async fn needle_files(
     (expected, grep)
 }
 
+/// Greps `grep` (answering `expected`) until the Store's index of it is
+/// learned, used and persisted.
+async fn learn_and_persist(
+    server: &Server,
+    fs: &mut FilesystemClient<Channel>,
+    grep: &pb::GrepRequest,
+    expected: &[String],
+) {
+    for _ in 0..3 {
+        let (matches, _) = grep_all(fs, grep.clone()).await.unwrap();
+        assert_eq!(paths(matches), expected);
+    }
+    let persisted = "search index persisted";
+    assert!(
+        server
+            .wait_for_log(persisted, std::time::Duration::from_secs(20))
+            .await
+    );
+}
+
 /// A persisted index (`bytes`) as a bug could write it: it decodes, but
 /// holds no trigram of `007.txt`, so it rules that file out.
 pub(super) fn without_the_victims_trigrams(bytes: &[u8]) -> Vec<u8> {
@@ -747,19 +767,7 @@ async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check()
     let mut server = store_server("index_min_files = 0\nindex_self_check = 1.0");
     let mut fs = server.fs().await;
     let (expected, grep) = needle_files(&mut fs, "/memories/c", 300).await;
-    let learn = async |server: &Server, fs: &mut FilesystemClient<Channel>| {
-        for _ in 0..3 {
-            let (matches, _) = grep_all(fs, grep.clone()).await.unwrap();
-            assert_eq!(paths(matches), expected);
-        }
-        let persisted = "search index persisted";
-        assert!(
-            server
-                .wait_for_log(persisted, std::time::Duration::from_secs(20))
-                .await
-        );
-    };
-    learn(&server, &mut fs).await;
+    learn_and_persist(&server, &mut fs, &grep, &expected).await;
     let store = server.workdir().join("store");
 
     // A disk flips a bit: the checksum refuses the copy at load.
@@ -773,7 +781,7 @@ async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check()
     }
     server.crash_and_restart();
     fs = server.fs().await;
-    learn(&server, &mut fs).await;
+    learn_and_persist(&server, &mut fs, &grep, &expected).await;
     let logs = server.logs.lock().unwrap().clone();
     assert!(logs.contains("checksum mismatch"), "{logs}");
     assert!(!logs.contains("search index loaded"));
@@ -817,4 +825,32 @@ async fn faults_in_the_persisted_index_are_caught_at_load_or_by_the_self_check()
     assert!(!after.contains("search index narrowed a grep"), "{after}");
     server.kill();
     assert!(index_pieces(&store).1.is_empty());
+}
+
+/// A kept index larger than what its reader may still hold is refused
+/// unread at load: the Grep scans, learns within its share, and answers
+/// right.
+#[tokio::test]
+async fn a_kept_index_over_the_readers_share_is_not_loaded() {
+    let mut server = store_server("index_min_files = 0\nindex_self_check = 0");
+    let mut fs = server.fs().await;
+    let (expected, grep) = needle_files(&mut fs, "/memories/s", 300).await;
+    learn_and_persist(&server, &mut fs, &grep, &expected).await;
+    server.kill();
+    let config = server.workdir().join("agentvfs.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let small = "[search]\nindex_bytes_per_principal = 4096\n";
+    std::fs::write(&config, text.replacen("[search]\n", small, 1)).unwrap();
+    server.crash_and_restart();
+    fs = server.fs().await;
+    let (matches, summary) = grep_all(&mut fs, grep.clone()).await.unwrap();
+    assert_eq!(paths(matches), expected);
+    assert_eq!(summary.files_searched, 300);
+    let logs = server.logs.lock().unwrap().clone();
+    let refused = logs
+        .lines()
+        .find(|l| l.contains("not loaded: over the principal's share"))
+        .unwrap_or_else(|| panic!("the kept index was not refused:\n{logs}"));
+    assert!(refused.contains("room=4096"), "{refused}");
+    assert!(!logs.contains("search index loaded"), "{logs}");
 }

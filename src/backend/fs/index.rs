@@ -97,7 +97,7 @@ impl FsIndex {
         // Without the mirror's table: it is built again after a restart
         // (inotify saw nothing meanwhile), so a saved one would never be
         // walked.
-        let keeper = FileKeeper::new(dir.to_owned(), settings.bytes_per_principal, false);
+        let keeper = FileKeeper::new(dir.to_owned(), false);
         FsIndex {
             registry: Registry::new(settings, Some(Arc::new(keeper))),
             key: sandbox.mount().to_string(),

@@ -84,7 +84,7 @@ use crate::scope::Scope;
 use crate::search::index::check::{IndexUse, spawn_check};
 use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::persist::Keeper;
-use crate::search::index::{IndexSettings, MAX_WRITE_LEARN_BYTES, Registry};
+use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use bucket::Bucket;
 use cache::ContentCache;
@@ -223,20 +223,19 @@ impl ObjectBackend {
         settings: IndexSettings,
         dir: Option<&std::path::Path>,
     ) -> ObjectBackend {
-        let keeper = dir.map(|dir| {
-            let max_bytes = settings.bytes_per_principal;
-            Arc::new(FileKeeper::new(dir.to_owned(), max_bytes, true)) as Arc<dyn Keeper>
-        });
+        let keeper =
+            dir.map(|dir| Arc::new(FileKeeper::new(dir.to_owned(), true)) as Arc<dyn Keeper>);
         self.index = Arc::new(Registry::new(settings, keeper));
         self
     }
 
     /// A copy of `data`, about to be written, for the search index to learn
     /// once the write commits ([`ObjectBackend::learn_written`]), when the
-    /// index may take it: small files only, so the copy costs little
-    /// beside the PUT.
-    fn copy_to_learn(&self, data: &[u8]) -> Option<Vec<u8>> {
-        let wanted = self.index.settings().enabled && data.len() <= MAX_WRITE_LEARN_BYTES;
+    /// namespace `ns` has an index that would take it: small files only,
+    /// so the copy costs little beside the PUT, and none where nothing
+    /// learns.
+    fn copy_to_learn(&self, ns: &str, data: &[u8]) -> Option<Vec<u8>> {
+        let wanted = self.index.learns_writes(ns, data.len());
         wanted.then(|| data.to_vec())
     }
 
@@ -473,7 +472,7 @@ impl Backend for ObjectBackend {
         let ns = self.namespace(scope)?;
         self.file_key(ns, path)?;
         let origin = Origin::of(scope, Operation::Write);
-        let learn = self.copy_to_learn(&data);
+        let learn = self.copy_to_learn(ns, &data);
         let content = self.new_content(ns, path, data)?;
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
         self.learn_written(ns, &outcome, learn);

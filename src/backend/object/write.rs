@@ -230,7 +230,7 @@ impl ObjectBackend {
             let old = self.content(ns, path, file)?;
             let new = f(&old)?;
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
-            let learn = self.copy_to_learn(&new);
+            let learn = self.copy_to_learn(ns, &new);
             let content = self.new_content(ns, path, new)?;
             let version = next_version(now.floor());
             let created = Some(file.meta.created);

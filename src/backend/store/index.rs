@@ -22,7 +22,7 @@
 use super::keys::{self, NsId};
 use super::{CF_INDEX, StoreEngine, bounded, db_error};
 use crate::error::Result;
-use crate::search::index::persist::Keeper;
+use crate::search::index::persist::{Keeper, Kept};
 use rocksdb::{WriteBatch, WriteOptions};
 
 /// Largest piece of a persisted index in one RocksDB value.
@@ -70,9 +70,9 @@ impl StoreEngine {
 }
 
 impl Keeper for StoreEngine {
-    fn load(&self, key: &str) -> Result<Option<Vec<u8>>> {
+    fn load(&self, key: &str, limit: u64) -> Result<Kept> {
         let Some(ns) = self.namespace_named(key) else {
-            return Ok(None);
+            return Ok(Kept::Nothing);
         };
         let opts = bounded(ns.to_be_bytes().to_vec(), (ns + 1).to_be_bytes().to_vec());
         let mut it = self.db.raw_iterator_cf_opt(self.cf(CF_INDEX)?, opts);
@@ -85,14 +85,21 @@ impl Keeper for StoreEngine {
                     namespace = key,
                     "persisted search index has a missing piece"
                 );
-                return Ok(None);
+                return Ok(Kept::Nothing);
+            }
+            let length = (bytes.len() + v.len()) as u64;
+            if length > limit {
+                return Ok(Kept::Over(length));
             }
             bytes.extend_from_slice(v);
             expected += 1;
             it.next();
         }
         it.status().map_err(db_error("read the search index"))?;
-        Ok((expected > 0).then_some(bytes))
+        Ok(match expected {
+            0 => Kept::Nothing,
+            _ => Kept::Bytes(bytes),
+        })
     }
 
     fn save(&self, key: &str, bytes: &[u8]) -> Result<()> {

@@ -10,7 +10,7 @@
 //! hash collision. Mode 0600: an index tells which trigrams each file
 //! holds.
 
-use super::persist::Keeper;
+use super::persist::{Keeper, Kept};
 use crate::error::{Error, Result};
 use std::io::Read;
 use std::path::PathBuf;
@@ -21,21 +21,15 @@ const SUFFIX: &str = "avix";
 /// A [`Keeper`] over one directory, one file per namespace.
 pub struct FileKeeper {
     dir: PathBuf,
-    /// A copy larger than this is not read (the principal share).
-    max_bytes: u64,
     /// [`Keeper::keeps_table`].
     keeps_table: bool,
 }
 
 impl FileKeeper {
-    /// Keeps indexes in `dir` (made at the first save), reading back none
-    /// larger than `max_bytes`; with the path table when `keeps_table`.
-    pub fn new(dir: PathBuf, max_bytes: u64, keeps_table: bool) -> FileKeeper {
-        FileKeeper {
-            dir,
-            max_bytes,
-            keeps_table,
-        }
+    /// Keeps indexes in `dir` (made at the first save), with the path
+    /// table when `keeps_table`.
+    pub fn new(dir: PathBuf, keeps_table: bool) -> FileKeeper {
+        FileKeeper { dir, keeps_table }
     }
 
     /// The file of `key`.
@@ -69,25 +63,34 @@ fn header(key: &str) -> Vec<u8> {
 }
 
 impl Keeper for FileKeeper {
-    fn load(&self, key: &str) -> Result<Option<Vec<u8>>> {
+    fn load(&self, key: &str, limit: u64) -> Result<Kept> {
         let file = match std::fs::File::open(self.path(key)) {
             Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Kept::Nothing),
             Err(err) => return Err(self.io_error("cannot open the search index", key, err)),
         };
         let header = header(key);
-        let mut file = file.take(header.len() as u64 + self.max_bytes.saturating_add(1));
+        let length = file
+            .metadata()
+            .map_err(|err| self.io_error("cannot read the search index", key, err))?
+            .len()
+            .saturating_sub(header.len() as u64);
+        if length > limit {
+            return Ok(Kept::Over(length));
+        }
+        // Bounded again: the file may have grown since its length was read.
+        let mut file = file.take(header.len() as u64 + limit);
         let mut start = vec![0; header.len()];
-        let mut bytes = Vec::new();
+        let mut bytes = Vec::with_capacity(length as usize);
         let read = file
             .read_exact(&mut start)
             .and_then(|()| file.read_to_end(&mut bytes));
         match read {
             // Another namespace's (a hash collision), or cut short: none
             // for this one, and the next save replaces it.
-            Ok(_) if start != header => Ok(None),
-            Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-            Ok(_) => Ok(Some(bytes)),
+            Ok(_) if start != header => Ok(Kept::Nothing),
+            Err(err) if err.kind() == std::io::ErrorKind::UnexpectedEof => Ok(Kept::Nothing),
+            Ok(_) => Ok(Kept::Bytes(bytes)),
             Err(err) => Err(self.io_error("cannot read the search index", key, err)),
         }
     }
@@ -119,27 +122,30 @@ mod tests {
     #[test]
     fn each_namespace_reads_back_only_its_own_copy() {
         let dir = tempfile::tempdir().unwrap();
-        let keeper = FileKeeper::new(dir.path().join("idx"), 1 << 20, true);
-        assert_eq!(keeper.load("a").unwrap(), None);
+        let keeper = FileKeeper::new(dir.path().join("idx"), true);
+        let load = |key| keeper.load(key, 1 << 20).unwrap();
+        assert_eq!(load("a"), Kept::Nothing);
         keeper.save("a", b"index of a").unwrap();
         keeper.save("b", b"index of b").unwrap();
-        assert_eq!(
-            keeper.load("a").unwrap().as_deref(),
-            Some(&b"index of a"[..])
-        );
-        assert_eq!(
-            keeper.load("b").unwrap().as_deref(),
-            Some(&b"index of b"[..])
-        );
+        assert_eq!(load("a"), Kept::Bytes(b"index of a".to_vec()));
+        assert_eq!(load("b"), Kept::Bytes(b"index of b".to_vec()));
         // A file holding another key, as a hash collision would leave it.
         std::fs::copy(keeper.path("b"), keeper.path("c")).unwrap();
-        assert_eq!(keeper.load("c").unwrap(), None);
+        assert_eq!(load("c"), Kept::Nothing);
         keeper.forget("a").unwrap();
-        assert_eq!(keeper.load("a").unwrap(), None);
+        assert_eq!(load("a"), Kept::Nothing);
         keeper.forget("a").unwrap();
-        // Past the size bound: more than `max_bytes` comes back, and the
-        // registry refuses it.
-        let small = FileKeeper::new(dir.path().join("idx"), 4, true);
-        assert_eq!(small.load("b").unwrap().map(|b| b.len()), Some(5));
+    }
+
+    #[test]
+    fn a_copy_over_the_limit_is_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let keeper = FileKeeper::new(dir.path().join("idx"), true);
+        keeper.save("b", b"index of b").unwrap();
+        assert_eq!(keeper.load("b", 9).unwrap(), Kept::Over(10));
+        assert_eq!(
+            keeper.load("b", 10).unwrap(),
+            Kept::Bytes(b"index of b".to_vec())
+        );
     }
 }

@@ -35,7 +35,7 @@ pub mod table;
 pub mod trigram;
 
 use passes::{Candidate, PassKey, Passes, RowDocs};
-use persist::Keeper;
+use persist::{Keeper, Kept};
 use plan::Query;
 use segment::{Doc, Segment, Selected};
 use std::collections::{BTreeMap, HashMap};
@@ -65,7 +65,7 @@ pub const MAX_LEARN_BYTES: u64 = 16 << 20;
 /// extracting its trigrams takes at most about 4 ms at the index's build
 /// speed (docs/performance.md § Build speed) added to that write; larger
 /// files are learned by the Greps that read them.
-pub const MAX_WRITE_LEARN_BYTES: usize = 256 << 10;
+const MAX_WRITE_LEARN_BYTES: usize = 256 << 10;
 /// Default of `[search] index_bytes_per_principal`: what the indexes one
 /// principal's Greps made may hold together (docs/search-index.md §
 /// Memory); the index of the Linux sources (947 MB) holds about 140 MB.
@@ -164,21 +164,23 @@ impl Registry {
     fn load(&self, key: &str, room: u64) -> Option<persist::Saved> {
         let keeper = self.keeper.as_ref()?;
         let started = std::time::Instant::now();
-        let bytes = match keeper.load(key) {
-            Ok(bytes) => bytes?,
+        let bytes = match keeper.load(key, room) {
+            Ok(Kept::Bytes(bytes)) => bytes,
+            Ok(Kept::Nothing) => return None,
+            Ok(Kept::Over(bytes)) => {
+                tracing::info!(
+                    namespace = key,
+                    bytes,
+                    room,
+                    "persisted search index not loaded: over the principal's share"
+                );
+                return None;
+            }
             Err(err) => {
                 tracing::warn!(namespace = key, %err, "could not read the persisted search index");
                 return None;
             }
         };
-        if bytes.len() as u64 > room {
-            tracing::info!(
-                namespace = key,
-                bytes = bytes.len(),
-                "persisted search index not loaded: over the principal's share"
-            );
-            return None;
-        }
         let read = started.elapsed();
         match persist::decode(&bytes) {
             Ok(saved) => {
@@ -286,21 +288,36 @@ impl Registry {
     /// [`MAX_WRITE_LEARN_BYTES`] are left to Greps: this runs on the
     /// writer's thread, after its commit.
     pub fn learn_written(&self, namespace: &str, key: Vec<u8>, version: u64, data: &[u8]) {
-        if !self.settings.enabled || data.len() > MAX_WRITE_LEARN_BYTES {
-            return;
-        }
-        let Some(index) = lock(&self.indexes).get(namespace).map(|(i, _)| i.clone()) else {
+        let Some(index) = self.learning_index(namespace, data.len()) else {
             return;
         };
-        if index.off.load(Relaxed) || index.walked.load(Relaxed) < self.settings.min_files {
-            return;
-        }
         let trigrams: Option<Arc<Pieces>> = trigram::extract(data).ok().map(Arc::new);
         if learned_bytes(&key, &trigrams) > self.room_of(&index.owner) {
             return;
         }
         index.add_learned(vec![(key, (version, trigrams))]);
         index.maybe_merge(false);
+    }
+
+    /// Whether [`Registry::learn_written`] would take a file of `bytes`
+    /// written in `namespace` now: a tier that must copy a write's content
+    /// to teach it (the object tier, whose upload consumes it) asks first,
+    /// so a namespace with no index costs no copy.
+    pub fn learns_writes(&self, namespace: &str, bytes: usize) -> bool {
+        self.learning_index(namespace, bytes).is_some()
+    }
+
+    /// The index of `namespace` if it learns a written file of `bytes`:
+    /// indexing is on, the file is small, and the namespace has an index
+    /// that is on and large enough to be used.
+    fn learning_index(&self, namespace: &str, bytes: usize) -> Option<Arc<NamespaceIndex>> {
+        if !self.settings.enabled || bytes > MAX_WRITE_LEARN_BYTES {
+            return None;
+        }
+        let index = lock(&self.indexes).get(namespace).map(|(i, _)| i.clone())?;
+        let used =
+            !index.off.load(Relaxed) && index.walked.load(Relaxed) >= self.settings.min_files;
+        used.then_some(index)
     }
 
     /// What the indexes made by `owner` may still grow by.
@@ -936,6 +953,23 @@ mod tests {
         }
         g.finish();
         searched
+    }
+
+    #[test]
+    fn only_a_used_index_learns_writes() {
+        let registry = Registry::new(settings(2), None);
+        let small = 100;
+        // No index yet: a tier copies nothing to teach it.
+        assert!(!registry.learns_writes("ns", small));
+        let (index, _) = registry.get("ns", "alice").unwrap();
+        // Too small a namespace to be used yet.
+        assert!(!registry.learns_writes("ns", small));
+        index.walked.store(2, Relaxed);
+        assert!(registry.learns_writes("ns", small));
+        assert!(!registry.learns_writes("ns", MAX_WRITE_LEARN_BYTES + 1));
+        assert!(!registry.learns_writes("other", small));
+        index.off.store(true, Relaxed);
+        assert!(!registry.learns_writes("ns", small));
     }
 
     #[test]

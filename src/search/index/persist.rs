@@ -29,8 +29,10 @@ const HEADER_BYTES: usize = 4 + 1 + 4;
 /// Where a tier keeps its namespaces' indexes across restarts, by the
 /// namespace's index key (`Engine::index_key`).
 pub trait Keeper: Send + Sync {
-    /// The bytes last saved for `key`, if any.
-    fn load(&self, key: &str) -> Result<Option<Vec<u8>>>;
+    /// The bytes last saved for `key`, read only when they are at most
+    /// `limit` bytes: a copy too large for its reader's share is refused
+    /// before it takes any memory.
+    fn load(&self, key: &str, limit: u64) -> Result<Kept>;
 
     /// Replaces what is kept for `key` by `bytes`, atomically: after a
     /// crash, the old bytes or the new ones are there, whole.
@@ -45,6 +47,19 @@ pub trait Keeper: Send + Sync {
     fn keeps_table(&self) -> bool {
         true
     }
+}
+
+/// What [`Keeper::load`] found for a namespace.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// No copy of this namespace (none saved, another namespace's file, or
+    /// one cut short: the next save replaces it).
+    Nothing,
+    /// A copy of at least this many bytes, over the limit: not read (or
+    /// read no further than that).
+    Over(u64),
+    /// The copy's bytes.
+    Bytes(Vec<u8>),
 }
 
 /// What a persisted index holds.
