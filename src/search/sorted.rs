@@ -304,6 +304,9 @@ pub(crate) fn visit_file<S: SortedFiles>(
         selected,
     } = file;
     match &run.spec().kind {
+        // A row of an empty directory (a Filesystem table's) is visited,
+        // never listed: the tree's Glob lists files and links.
+        SearchKind::Glob(_) if entry.is_directory() => {}
         SearchKind::Glob(glob) => {
             if glob.matcher.is_match(rel) {
                 run.emit_entry(entry);

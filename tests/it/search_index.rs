@@ -261,6 +261,51 @@ pub(super) fn random_grep(rng: &mut StdRng, root: &str) -> pb::GrepRequest {
     }
 }
 
+/// Glob patterns of [`random_glob`]: every file, by extension, below a
+/// directory, by a directory's name, and an alternation.
+const GLOB_PATTERNS: &[&str] = &[
+    "**",
+    "**/*.txt",
+    "*.md",
+    "d1/**",
+    "**/sub/*",
+    "**/*.{rs,md}",
+];
+
+/// A random Glob below `root`, mostly paths only (the CLI's and the tools'
+/// kind), with random budgets and rules.
+pub(super) fn random_glob(rng: &mut StdRng, root: &str) -> pb::GlobRequest {
+    let path = match rng.random_range(0..4) {
+        0 => format!("{root}/d1"),
+        _ => root.to_owned(),
+    };
+    pb::GlobRequest {
+        pattern: GLOB_PATTERNS[rng.random_range(0..GLOB_PATTERNS.len())].into(),
+        path,
+        max_results: [0, 0, 0, 1, 5][rng.random_range(0..5)],
+        max_visited: [0, 0, 0, 1, 3, 7, 40, 150, 300, 310, 330][rng.random_range(0..11)],
+        include_hidden: rng.random_ratio(1, 4),
+        include_ignored: rng.random_ratio(1, 4),
+        paths_only: rng.random_ratio(3, 4),
+        ..Default::default()
+    }
+}
+
+/// A Glob's full answer with the elapsed time zeroed, or its error code
+/// and message with the elapsed time cut out.
+pub(super) async fn glob_answer(
+    fs: &mut FilesystemClient<Channel>,
+    req: &pb::GlobRequest,
+) -> Result<(Vec<pb::FileInfo>, pb::SearchSummary), (tonic::Code, String)> {
+    match crate::util::glob_entries(fs, req.clone()).await {
+        Ok((entries, mut summary)) => {
+            summary.elapsed_ms = 0;
+            Ok((entries, summary))
+        }
+        Err(status) => Err(without_time(&status)),
+    }
+}
+
 /// A Grep's full answer with the elapsed time zeroed, or its error code
 /// and message with the elapsed time cut out.
 pub(super) async fn answer(
@@ -272,18 +317,21 @@ pub(super) async fn answer(
             summary.elapsed_ms = 0;
             Ok((matches, summary))
         }
-        Err(status) => {
-            let message = status.message();
-            // "... after visiting N entries in T ms without a result ...".
-            let message = match (message.find(" in "), message.find(" ms ")) {
-                (Some(from), Some(to)) if from < to => {
-                    format!("{}{}", &message[..from], &message[to + 3..])
-                }
-                _ => message.to_owned(),
-            };
-            Err((status.code(), message))
-        }
+        Err(status) => Err(without_time(&status)),
     }
+}
+
+/// A search's error code and message, the elapsed time cut out of the
+/// message ("... after visiting N entries in T ms without a result ...").
+fn without_time(status: &tonic::Status) -> (tonic::Code, String) {
+    let message = status.message();
+    let message = match (message.find(" in "), message.find(" ms ")) {
+        (Some(from), Some(to)) if from < to => {
+            format!("{}{}", &message[..from], &message[to + 3..])
+        }
+        _ => message.to_owned(),
+    };
+    (status.code(), message)
 }
 
 /// The seed of a differential run named `what`: `AGENTVFS_INDEX_SEED`, else

@@ -26,7 +26,10 @@
 //! walk got (visited, hidden, ignored) and whether the result limit or the
 //! visited budget came first. Matches and `matched` are compared always.
 
-use super::search_index::{Op, change, random_grep, random_path, random_text, seed, skipped_files};
+use super::search_index::{
+    Op, change, glob_answer, random_glob, random_grep, random_path, random_text, seed,
+    skipped_files,
+};
 use crate::util::Server;
 use agentvfs::pb;
 use rand::rngs::StdRng;
@@ -304,6 +307,10 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
             let scanned = answer(&mut scan, &req).await;
             assert_eq!(indexed, scanned, "seed {seed} round {round}: {req:?}");
             greps += 1;
+            let glob = random_glob(&mut rng, root);
+            let indexed = glob_answer(&mut a, &glob).await;
+            let scanned = glob_answer(&mut scan, &glob).await;
+            assert_eq!(indexed, scanned, "seed {seed} round {round}: {glob:?}");
             // Change files the Grep may just have learned, at once.
             if rng.random_ratio(1, 2) {
                 change_on_disk(&mut rng, &disk);
@@ -359,9 +366,20 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
             );
             let indexed = answer(&mut a, &none).await;
             assert_eq!(indexed, answer(&mut scan, &none).await, "seed {seed}");
+            // A paths-only Glob of the whole tree walks the table too.
+            let every = pb::GlobRequest {
+                pattern: "**".into(),
+                path: root.into(),
+                paths_only: true,
+                ..Default::default()
+            };
+            let indexed = glob_answer(&mut a, &every).await;
+            assert_eq!(indexed, glob_answer(&mut scan, &every).await, "seed {seed}");
             overflow_watch(indexing.pid(), &disk);
             let indexed = answer(&mut a, &none).await;
             assert_eq!(indexed, answer(&mut scan, &none).await, "seed {seed}");
+            let indexed = glob_answer(&mut a, &every).await;
+            assert_eq!(indexed, glob_answer(&mut scan, &every).await, "seed {seed}");
             assert!(
                 indexing
                     .wait_for_log("search index mirror lost events", patience)
@@ -403,6 +421,7 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
         "search index mirror built",
         "search index walk counts",
         "search index mirror lost events",
+        "glob walked the mirror's table",
     ] {
         assert!(logs.contains(step), "seed {seed}: no {step}");
     }

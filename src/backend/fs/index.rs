@@ -87,6 +87,9 @@ pub struct FsIndex {
     learning: Arc<AtomicU64>,
     /// The mount's path table kept by inotify, when inotify works here.
     mirror: Option<Mirror>,
+    /// The most entries one Glob visited walking the tree: a mount only
+    /// ever globbed is worth the mirror too (`Registry::wants_table`).
+    globbed: AtomicU64,
 }
 
 impl FsIndex {
@@ -103,7 +106,28 @@ impl FsIndex {
             key: sandbox.mount().to_string(),
             learning: Arc::default(),
             mirror: Mirror::new(sandbox),
+            globbed: AtomicU64::new(0),
         }
+    }
+
+    /// The mount's path table and ignore rules for a paths-only Glob of
+    /// the whole directory `top`, current as of now (`Mirror::current`),
+    /// when the mount is large enough for the index and its index is on.
+    /// `None`: the Glob walks the tree (a first call starts building the
+    /// mirror). Nothing is charged to the caller: the mirror is the
+    /// mount's, bounded by `MAX_TABLE_FILES`, and the Glob holds its table
+    /// only while it walks.
+    pub fn glob_table(&self, top: &VfsPath) -> Option<(Arc<PathTable>, Arc<Levels>)> {
+        let globbed = self.globbed.load(Relaxed);
+        if !self.registry.wants_table(&self.key, globbed) {
+            return None;
+        }
+        self.mirror.as_ref()?.current(top)
+    }
+
+    /// Records that a Glob walked the tree and visited `entries`.
+    pub fn globbed(&self, entries: u64) {
+        self.globbed.fetch_max(entries, Relaxed);
     }
 
     /// The mount's path table and ignore rules for `grep`, a Grep of the

@@ -89,7 +89,21 @@ pub fn search(
             return walked;
         }
     }
-    let read_ahead = matches!(run.spec().kind, SearchKind::Glob(_));
+    let glob = match &run.spec().kind {
+        SearchKind::Glob(glob) => Some(glob),
+        SearchKind::Grep(_) => None,
+    };
+    // A paths-only Glob (fd's answer, the CLI's) of the whole mount needs
+    // no metadata a row lacks: the tier's version is not in the table.
+    if let (Some(index), Some(glob)) = (index, glob)
+        && glob.paths_only
+        && whole
+        && *top == run.spec().root
+        && let Some(mount) = index.glob_table(top)
+    {
+        return table_walk::glob(run, part, sandbox, (&mount.0, &mount.1), index);
+    }
+    let read_ahead = glob.is_some();
     let prefetch = &Prefetch::new(read_ahead);
     let mut walk = Walk {
         run,
@@ -111,6 +125,9 @@ pub fn search(
     });
     if let Some(indexed) = indexed {
         indexed.finish();
+    }
+    if let (Some(index), Some(_)) = (index, glob) {
+        index.globbed(run.visited());
     }
     walked
 }

@@ -1,7 +1,8 @@
-//! A narrowed Grep on a Filesystem mount over the mirror's path table
-//! (docs/search-index.md § The Filesystem tier's path table): the walk
-//! that jumps from candidate to candidate (`crate::search::bulk`), given
-//! this tier's rules.
+//! A narrowed Grep, or a paths-only Glob, on a Filesystem mount over the
+//! mirror's path table (docs/search-index.md § The Filesystem tier's path
+//! table): for a Grep the walk that jumps from candidate to candidate
+//! (`crate::search::bulk`), for a Glob the ordered tiers' walk
+//! (`crate::search::sorted`), given this tier's rules.
 //!
 //! - The ignore files: each path is judged by the rules of the directories
 //!   above it, kept with the table, as the tree's walk judges it.
@@ -24,7 +25,7 @@ use crate::search::ignore_rules::{Level, skip_of};
 use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
-use crate::search::sorted::SortedFiles;
+use crate::search::sorted::{self, SortedFiles};
 use crate::search::{FileSearcher, SearchPart, SearchRun, bulk};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
@@ -41,13 +42,29 @@ pub fn search(
     (table, levels): (&PathTable, &Levels),
     (index, grep): (&FsIndex, &mut IndexedGrep),
 ) -> Result<()> {
-    let mut files = TableFiles {
-        levels,
-        sandbox,
-        index,
-        table,
-    };
+    let mut files = TableFiles::new(table, levels, sandbox, index);
     bulk::walk_table(run, &mut files, part, grep, table)
+}
+
+/// Runs the paths-only Glob `run` over `part` of the mount's `table`: no
+/// directory is listed and no file's `lstat` taken, and the rows are
+/// judged by the rules the tree's walk applies, so paths and summary are
+/// its own.
+pub fn glob(
+    run: &SearchRun,
+    part: &SearchPart,
+    sandbox: &Sandbox,
+    (table, levels): (&PathTable, &Levels),
+    index: &FsIndex,
+) -> Result<()> {
+    let mut files = TableFiles::new(table, levels, sandbox, index);
+    let walked = sorted::walk(run, &mut files, part);
+    tracing::debug!(
+        rows = table.len(),
+        visited = run.visited(),
+        "glob walked the mirror's table"
+    );
+    walked
 }
 
 /// The mount's files as a table gives them.
@@ -57,12 +74,44 @@ struct TableFiles<'a> {
     sandbox: &'a Sandbox,
     /// The mount's index: its learn buffers bound the files read whole.
     index: &'a FsIndex,
+    /// The row after the last one sought: most seeks ask for it.
+    next_row: usize,
+    /// The directory whose paths were judged last, and the rules above
+    /// them: rows come by directory, and looking the rules up again for
+    /// each (a hash per level) was a tenth of a Glob.
+    last_dir: (String, Vec<Arc<Level>>),
 }
 
-impl TableFiles<'_> {
+impl<'a> TableFiles<'a> {
+    fn new(
+        table: &'a PathTable,
+        levels: &'a Levels,
+        sandbox: &'a Sandbox,
+        index: &'a FsIndex,
+    ) -> TableFiles<'a> {
+        TableFiles {
+            table,
+            levels,
+            sandbox,
+            index,
+            next_row: 0,
+            last_dir: (String::new(), Vec::new()),
+        }
+    }
+
     /// The rules of the directories above `path` (from the mount root
     /// down) that have ignore files.
-    fn levels_above(&self, path: &str) -> Vec<Arc<Level>> {
+    fn levels_above(&mut self, path: &str) -> &[Arc<Level>] {
+        let dir = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+        if self.last_dir.0 != dir || self.last_dir.0.is_empty() {
+            let levels = self.levels_of(path);
+            self.last_dir = (dir.to_owned(), levels);
+        }
+        &self.last_dir.1
+    }
+
+    /// [`TableFiles::levels_above`], looked up.
+    fn levels_of(&self, path: &str) -> Vec<Arc<Level>> {
         let mount = self.sandbox.mount().as_str();
         let mut out = Vec::new();
         if let Some(level) = self.levels.get(mount) {
@@ -80,7 +129,9 @@ impl TableFiles<'_> {
 
 impl SortedFiles for TableFiles<'_> {
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        self.table.seek(from).map(|row| Ok(row.entry.clone()))
+        let at = self.table.position_from(self.next_row, from);
+        self.next_row = at + 1;
+        (at < self.table.len()).then(|| Ok(self.table.row(at).entry.clone()))
     }
 
     fn search_file(
@@ -121,9 +172,9 @@ impl SortedFiles for TableFiles<'_> {
     fn skip(&mut self, run: &SearchRun, path: &crate::path::VfsPath, is_dir: bool) -> Option<Skip> {
         // A search that includes ignored files reads no ignore file.
         let levels = match run.spec().include_ignored {
-            true => Vec::new(),
+            true => &[],
             false => self.levels_above(path.as_str()),
         };
-        skip_of(run, &levels, path.as_str(), is_dir)
+        skip_of(run, levels, path.as_str(), is_dir)
     }
 }

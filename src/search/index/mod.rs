@@ -308,16 +308,43 @@ impl Registry {
     }
 
     /// The index of `namespace` if it learns a written file of `bytes`:
-    /// indexing is on, the file is small, and the namespace has an index
-    /// that is on and large enough to be used.
+    /// the file is small and the namespace's index is used.
     fn learning_index(&self, namespace: &str, bytes: usize) -> Option<Arc<NamespaceIndex>> {
-        if !self.settings.enabled || bytes > MAX_WRITE_LEARN_BYTES {
+        match bytes > MAX_WRITE_LEARN_BYTES {
+            true => None,
+            false => self.used_index(namespace),
+        }
+    }
+
+    /// The index of `namespace` when Greps use it: indexing is on, and the
+    /// namespace has an index that is on and large enough.
+    fn used_index(&self, namespace: &str) -> Option<Arc<NamespaceIndex>> {
+        if !self.settings.enabled {
             return None;
         }
         let index = lock(&self.indexes).get(namespace).map(|(i, _)| i.clone())?;
         let used =
             !index.off.load(Relaxed) && index.walked.load(Relaxed) >= self.settings.min_files;
         used.then_some(index)
+    }
+
+    /// Whether a walk of `namespace` that is not a Grep (a Filesystem
+    /// mount's Glob) should use the namespace's path table: indexing is on,
+    /// no self-check switched the namespace's index off, and its Greps, or
+    /// the caller's own walks (the most `entries` one visited), reached
+    /// `index_min_files`. A namespace only ever globbed is large too, but
+    /// its Globs do not count as the files a Grep walked (which tells when
+    /// the index covers the namespace).
+    pub fn wants_table(&self, namespace: &str, entries: u64) -> bool {
+        if !self.settings.enabled {
+            return false;
+        }
+        let walked = match lock(&self.indexes).get(namespace) {
+            Some((index, _)) if index.off.load(Relaxed) => return false,
+            Some((index, _)) => index.walked.load(Relaxed),
+            None => 0,
+        };
+        walked.max(entries) >= self.settings.min_files
     }
 
     /// What the indexes made by `owner` may still grow by.
