@@ -101,7 +101,7 @@ pub fn search(
         && *top == run.spec().root
         && let Some(mount) = index.glob_table(top)
     {
-        return table_walk::glob(run, part, sandbox, (&mount.0, &mount.1), index);
+        return table_walk::glob(run, part, sandbox, (&mount.0, &mount.1));
     }
     let read_ahead = glob.is_some();
     let prefetch = &Prefetch::new(read_ahead);

@@ -9,7 +9,9 @@
 //! - Candidates are opened beneath the mount root with no link followed,
 //!   and searched as the tree's walk searches them
 //!   (`super::grep_file::search_opened`): as a stream, and read whole only
-//!   to be learned, within the mount's learn buffers.
+//!   to be learned, within the mount's learn buffers. The window's workers
+//!   search them (one per core) in walk order; a candidate the Grep learns
+//!   is searched by the walk itself, which holds the Grep's index.
 //! - A candidate is learned only in the state the table names (its
 //!   fingerprint at the `fstat` before the read) and when that state is
 //!   settled (`super::fingerprint::settled`): the same rule as the tree's walk.
@@ -21,20 +23,27 @@ use super::mirror::Levels;
 use super::sandbox::{READ_FLAGS, Sandbox, errno};
 use crate::entry::Entry;
 use crate::error::Result;
+use crate::path::VfsPath;
 use crate::search::ignore_rules::{Level, skip_of};
 use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
 use crate::search::sorted::{self, SortedFiles};
-use crate::search::{FileSearcher, SearchPart, SearchRun, bulk};
+use crate::search::window::{self, Window};
+use crate::search::{FileHits, FileSearcher, SearchPart, SearchRun, bulk};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 use std::os::fd::OwnedFd;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 /// Runs the Grep `run` over `part` of the mount's `table`, narrowed by
-/// `grep`, the Grep's use of the mount's `index`.
+/// `grep`, the Grep's use of the mount's `index`. The walk stays on this
+/// thread; the candidates it needs no index for are searched by the
+/// window's workers, one per core, and come out in walk order
+/// (`crate::search::window`), as the tree's walk searches its files. On
+/// the kernel a selective regex has hundreds of candidates (1,244 for
+/// `fn\s+parse_[a-z]+_header`): on one thread they were most of its time.
 pub fn search(
     run: &SearchRun,
     part: &SearchPart,
@@ -42,8 +51,19 @@ pub fn search(
     (table, levels): (&PathTable, &Levels),
     (index, grep): (&FsIndex, &mut IndexedGrep),
 ) -> Result<()> {
-    let mut files = TableFiles::new(table, levels, sandbox, index);
-    bulk::walk_table(run, &mut files, part, grep, table)
+    let rows = TableRows::new(table, levels, sandbox);
+    let search = |searcher: &mut FileSearcher<'_>, task: &Task| match task {
+        Task::Search(path) => search_candidate(run, searcher, sandbox, path, None),
+        Task::Searched(hits) => hits.lock().unwrap_or_else(|p| p.into_inner()).take(),
+    };
+    window::grep_in_order(run, search, |window| {
+        let mut files = TableFiles {
+            rows,
+            window,
+            index,
+        };
+        bulk::walk_table(run, &mut files, part, grep, table)
+    })
 }
 
 /// Runs the paths-only Glob `run` over `part` of the mount's `table`: no
@@ -55,10 +75,9 @@ pub fn glob(
     part: &SearchPart,
     sandbox: &Sandbox,
     (table, levels): (&PathTable, &Levels),
-    index: &FsIndex,
 ) -> Result<()> {
-    let mut files = TableFiles::new(table, levels, sandbox, index);
-    let walked = sorted::walk(run, &mut files, part);
+    let mut rows = TableRows::new(table, levels, sandbox);
+    let walked = sorted::walk(run, &mut rows, part);
     tracing::debug!(
         rows = table.len(),
         visited = run.visited(),
@@ -67,13 +86,110 @@ pub fn glob(
     walked
 }
 
-/// The mount's files as a table gives them.
-struct TableFiles<'a> {
+/// A candidate handed to the window.
+enum Task {
+    /// To be searched by a worker.
+    Search(VfsPath),
+    /// Searched by the walk, which learned it (the Grep's index is the
+    /// walk's): its hits take their place in the window's order.
+    Searched(Mutex<Option<FileHits>>),
+}
+
+/// What a candidate the Grep learns needs to be learned.
+struct Learn<'a> {
+    /// The mount's index: its learn buffers bound the files read whole.
+    index: &'a FsIndex,
+    grep: &'a mut IndexedGrep,
+    key: &'a [u8],
+    /// The state the table names: the only one learned.
+    version: u64,
+}
+
+/// Opens the candidate `path` beneath the mount root with no link
+/// followed and searches it as the tree's walk searches its files; with
+/// `learn`, reads it whole first when it is in the state the table names.
+fn search_candidate(
+    run: &SearchRun,
+    searcher: &mut FileSearcher<'_>,
+    sandbox: &Sandbox,
+    path: &VfsPath,
+    learn: Option<Learn<'_>>,
+) -> Option<FileHits> {
+    // Before the `fstat`: the state read must have settled by then.
+    let now = SystemTime::now();
+    let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    let opened = sandbox
+        .open_exact(path, flags)
+        .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
+    let (fd, st) = match opened {
+        Ok(opened) => opened,
+        // Removed since the fence, as the tree's walk finds a file
+        // removed since its listing: nothing to report.
+        Err(Errno::NOENT) => return None,
+        Err(e) => {
+            run.problem(path.as_str(), errno(path, e));
+            return None;
+        }
+    };
+    let learn = learn.filter(|learn| fingerprint(&st) == learn.version);
+    let read_whole = |fd: &OwnedFd| {
+        let learn = learn?;
+        let data = learn.index.read_whole(fd, &st, now)?;
+        let key = learn.key.to_vec();
+        learn.grep.learn(key, learn.version, data.as_slice());
+        Some(data)
+    };
+    search_opened(searcher, path, (fd, &st), read_whole)
+}
+
+/// The mount's files as a table gives them, for a Grep: the rows, and the
+/// window its candidates go to.
+struct TableFiles<'a, 'w, 's> {
+    rows: TableRows<'a>,
+    window: &'w mut Window<'s, Task>,
+    index: &'a FsIndex,
+}
+
+impl SortedFiles for TableFiles<'_, '_, '_> {
+    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
+        self.rows.seek(from)
+    }
+
+    fn search_file(
+        &mut self,
+        run: &SearchRun,
+        searcher: &mut FileSearcher<'_>,
+        (entry, key): (&Entry, &[u8]),
+        learn: Option<&mut IndexedGrep>,
+    ) {
+        let task = match learn {
+            Some(grep) => {
+                let learn = Learn {
+                    index: self.index,
+                    grep,
+                    key,
+                    version: entry.version,
+                };
+                let sandbox = self.rows.sandbox;
+                let hits = search_candidate(run, searcher, sandbox, &entry.path, Some(learn));
+                Task::Searched(Mutex::new(hits))
+            }
+            None => Task::Search(entry.path.clone()),
+        };
+        self.window.push(task);
+    }
+
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        self.rows.skip(run, path, is_dir)
+    }
+}
+
+/// The mount's rows with the rules of their directories: what a Glob
+/// walks, and what a Grep's walk seeks and judges.
+struct TableRows<'a> {
     table: &'a PathTable,
     levels: &'a Levels,
     sandbox: &'a Sandbox,
-    /// The mount's index: its learn buffers bound the files read whole.
-    index: &'a FsIndex,
     /// The row after the last one sought: most seeks ask for it.
     next_row: usize,
     /// The directory whose paths were judged last, and the rules above
@@ -82,18 +198,12 @@ struct TableFiles<'a> {
     last_dir: (String, Vec<Arc<Level>>),
 }
 
-impl<'a> TableFiles<'a> {
-    fn new(
-        table: &'a PathTable,
-        levels: &'a Levels,
-        sandbox: &'a Sandbox,
-        index: &'a FsIndex,
-    ) -> TableFiles<'a> {
-        TableFiles {
+impl<'a> TableRows<'a> {
+    fn new(table: &'a PathTable, levels: &'a Levels, sandbox: &'a Sandbox) -> TableRows<'a> {
+        TableRows {
             table,
             levels,
             sandbox,
-            index,
             next_row: 0,
             last_dir: (String::new(), Vec::new()),
         }
@@ -110,7 +220,7 @@ impl<'a> TableFiles<'a> {
         &self.last_dir.1
     }
 
-    /// [`TableFiles::levels_above`], looked up.
+    /// [`TableRows::levels_above`], looked up.
     fn levels_of(&self, path: &str) -> Vec<Arc<Level>> {
         let mount = self.sandbox.mount().as_str();
         let mut out = Vec::new();
@@ -127,49 +237,24 @@ impl<'a> TableFiles<'a> {
     }
 }
 
-impl SortedFiles for TableFiles<'_> {
+impl SortedFiles for TableRows<'_> {
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         let at = self.table.position_from(self.next_row, from);
         self.next_row = at + 1;
         (at < self.table.len()).then(|| Ok(self.table.row(at).entry.clone()))
     }
 
+    /// Never called: the rows alone serve a Glob, which searches no file.
     fn search_file(
         &mut self,
-        run: &SearchRun,
-        searcher: &mut FileSearcher<'_>,
-        (entry, key): (&Entry, &[u8]),
-        learn: Option<&mut IndexedGrep>,
+        _run: &SearchRun,
+        _searcher: &mut FileSearcher<'_>,
+        _file: (&Entry, &[u8]),
+        _learn: Option<&mut IndexedGrep>,
     ) {
-        let path = &entry.path;
-        // Before the `fstat`: the state read must have settled by then.
-        let now = SystemTime::now();
-        let flags = READ_FLAGS | OFlags::NOFOLLOW | OFlags::NONBLOCK;
-        let opened = self
-            .sandbox
-            .open_exact(path, flags)
-            .and_then(|fd| rustix::fs::fstat(&fd).map(|st| (fd, st)));
-        let (fd, st) = match opened {
-            Ok(opened) => opened,
-            // Removed since the fence, as the tree's walk finds a file
-            // removed since its listing: nothing to report.
-            Err(Errno::NOENT) => return,
-            Err(e) => return run.problem(path.as_str(), errno(path, e)),
-        };
-        // Learned only in the state the table names.
-        let learn = learn.filter(|_| fingerprint(&st) == entry.version);
-        let read_whole = |fd: &OwnedFd| {
-            let index = learn?;
-            let data = self.index.read_whole(fd, &st, now)?;
-            index.learn(key.to_vec(), entry.version, data.as_slice());
-            Some(data)
-        };
-        if let Some(hits) = search_opened(searcher, path, (fd, &st), read_whole) {
-            run.emit_file(hits);
-        }
     }
 
-    fn skip(&mut self, run: &SearchRun, path: &crate::path::VfsPath, is_dir: bool) -> Option<Skip> {
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
         // A search that includes ignored files reads no ignore file.
         let levels = match run.spec().include_ignored {
             true => &[],
