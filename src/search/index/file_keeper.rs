@@ -27,8 +27,10 @@ pub struct FileKeeper {
 
 impl FileKeeper {
     /// Keeps indexes in `dir` (made at the first save), with the path
-    /// table when `keeps_table`.
+    /// table when `keeps_table`. Removes what saves cut short by a crash
+    /// left there.
     pub fn new(dir: PathBuf, keeps_table: bool) -> FileKeeper {
+        remove_stale_temporaries(&dir);
         FileKeeper { dir, keeps_table }
     }
 
@@ -41,6 +43,40 @@ impl FileKeeper {
     fn io_error(&self, what: &str, key: &str, err: std::io::Error) -> Error {
         let path = self.path(key);
         Error::Internal(format!("{what} {}: {err}", path.display()))
+    }
+}
+
+/// How long a save's temporary file goes unwritten before it counts as
+/// left by a crash: a save writes without pause, so one of another server
+/// sharing the directory is never this old.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Removes the temporary files (`crate::private_file::write`) of saves a
+/// crash cut short: each is up to an index's size, and nothing else ever
+/// removes them.
+fn remove_stale_temporaries(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let temporary = name.starts_with('.') && name.ends_with(".tmp") && name.contains(SUFFIX);
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified + STALE_AFTER < now);
+        if temporary && stale {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(path = %entry.path().display(), "removed a search index save cut short")
+                }
+                Err(err) => {
+                    tracing::warn!(path = %entry.path().display(), %err, "could not remove a search index save cut short")
+                }
+            }
+        }
     }
 }
 
@@ -135,6 +171,28 @@ mod tests {
         keeper.forget("a").unwrap();
         assert_eq!(load("a"), Kept::Nothing);
         keeper.forget("a").unwrap();
+    }
+
+    #[test]
+    fn a_save_cut_short_long_ago_is_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let idx = dir.path().join("idx");
+        std::fs::create_dir_all(&idx).unwrap();
+        let old = idx.join(".0123456789abcdef.avix.00000000000000aa.tmp");
+        let fresh = idx.join(".0123456789abcdef.avix.00000000000000bb.tmp");
+        let other = idx.join(".unrelated.tmp");
+        for path in [&old, &fresh, &other] {
+            std::fs::write(path, b"part of an index").unwrap();
+        }
+        let long_ago = std::time::SystemTime::now() - 2 * STALE_AFTER;
+        for path in [&old, &other] {
+            let file = std::fs::File::options().write(true).open(path).unwrap();
+            file.set_modified(long_ago).unwrap();
+        }
+        let _keeper = FileKeeper::new(idx, true);
+        assert!(!old.exists());
+        // Another server's save in progress, and what is not a save's.
+        assert!(fresh.exists() && other.exists());
     }
 
     #[test]
