@@ -6,7 +6,10 @@
 //! server or the other one, interleaved with random Greps: the indexing
 //! server's matches and summaries must equal the scanning server's every
 //! time, including after files it indexed were changed by another server.
-//! Then the indexing server is killed (SIGKILL) and restarted: it loads
+//! Then the indexing server is killed (SIGKILL) at random points of the
+//! merges and saves that Greps of new files start, and its answers after
+//! each restart must still be equal. Last it is killed after a save and
+//! restarted: it loads
 //! the index it kept in its data directory, more changes are made through
 //! the other server, and its first Greps rule out files it has not read
 //! since the restart, with answers still equal.
@@ -74,14 +77,37 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
         "seed {seed}: the index never skipped a file"
     );
     assert!(!scanning.logs.lock().unwrap().contains("search index"));
-    // Kept across a crash: a Grep of the whole tree merges what the
-    // Greps learned, and the merge saves it.
     let whole = pb::GrepRequest {
         pattern: "zzz_absent".into(),
         path: root.into(),
         literal: true,
         ..Default::default()
     };
+    // kill -9 at a random point of the merges and saves that Greps of new
+    // files start: whatever was kept (the old copy, the new one or none)
+    // is loaded or learned anew, and the answers stay the scan's.
+    for crash in 0..3 {
+        for i in 0..60 {
+            let op = Op::Write(format!("{root}/c{crash}/{i:02}.txt"), random_text(&mut rng));
+            change(&mut b, &op).await;
+        }
+        let indexed = answer(&mut a, &whole).await;
+        assert_eq!(indexed, answer(&mut scan, &whole).await, "seed {seed}");
+        tokio::time::sleep(std::time::Duration::from_millis(rng.random_range(0..60))).await;
+        indexing.crash_and_restart();
+        a = indexing.fs().await;
+        for req in [whole.clone(), random_grep(&mut rng, root)] {
+            let indexed = answer(&mut a, &req).await;
+            let scanned = answer(&mut scan, &req).await;
+            assert_eq!(indexed, scanned, "seed {seed} crash {crash}: {req:?}");
+        }
+    }
+    // Kept across a crash: a Grep of the whole tree learns new files, and
+    // its merge saves the index.
+    for i in 0..60 {
+        let op = Op::Write(format!("{root}/last/{i:02}.txt"), random_text(&mut rng));
+        change(&mut b, &op).await;
+    }
     assert_eq!(
         answer(&mut a, &whole).await,
         answer(&mut scan, &whole).await
