@@ -239,9 +239,8 @@ impl<'a> TableRows<'a> {
 
 impl SortedFiles for TableRows<'_> {
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
-        let at = self.table.position_from(self.next_row, from);
-        self.next_row = at + 1;
-        (at < self.table.len()).then(|| Ok(self.table.row(at).entry.clone()))
+        let row = self.table.seek_next(&mut self.next_row, from);
+        row.map(|row| Ok(row.entry.clone()))
     }
 
     /// Never called: the rows alone serve a Glob, which searches no file.

@@ -21,6 +21,9 @@ pub struct Walk<'a, F: Frozen + 'a> {
     last: Option<Vec<u8>>,
     /// Seeks answered from this table instead of the cursor.
     table: Option<Arc<PathTable>>,
+    /// The table's row after the one sought last: most seeks ask for it
+    /// (`PathTable::seek_next`).
+    next_row: usize,
 }
 
 impl<'a, F: Frozen> Walk<'a, F> {
@@ -32,6 +35,7 @@ impl<'a, F: Frozen> Walk<'a, F> {
             cursor: files.scan(b"", true)?,
             last: None,
             table: None,
+            next_row: 0,
         })
     }
 
@@ -53,7 +57,8 @@ impl<F: Frozen> WholeFiles for Walk<'_, F> {
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         if let Some(table) = &self.table {
-            return table.seek(from).map(|row| Ok(row.entry.clone()));
+            let row = table.seek_next(&mut self.next_row, from);
+            return row.map(|row| Ok(row.entry.clone()));
         }
         // The walk asks for "the key right after the last one" for every
         // file; a `next` is far cheaper than a fresh seek.

@@ -138,11 +138,19 @@ impl PathTable {
         self.rows.partition_point(|r| &*r.key < from)
     }
 
-    /// [`PathTable::position`], trying `hint` first: a walk going forward
-    /// row by row (a Glob over the table, a walk counting its rows) finds
-    /// its next row in two comparisons instead of a binary search, which
-    /// was 40% of a Glob of 50,000 rows.
-    pub fn position_from(&self, hint: usize, from: &[u8]) -> usize {
+    /// [`PathTable::seek`] for a walk going forward row by row (a Glob
+    /// over the table, a walk counting its rows): tries the row after the
+    /// one it found last (`next`, which it updates) before a binary
+    /// search, which was 40% of a Glob of 50,000 rows.
+    pub fn seek_next(&self, next: &mut usize, from: &[u8]) -> Option<&Row> {
+        let at = self.position_from(*next, from);
+        *next = at + 1;
+        self.rows.get(at).map(|r| &**r)
+    }
+
+    /// [`PathTable::position`], trying `hint` first: two comparisons when
+    /// it is right.
+    fn position_from(&self, hint: usize, from: &[u8]) -> usize {
         let rows = &self.rows;
         let after_previous = hint == 0 || rows.get(hint - 1).is_some_and(|r| &*r.key < from);
         let at_or_before = rows.get(hint).is_none_or(|r| &*r.key >= from);
