@@ -454,6 +454,16 @@ impl NamespaceIndex {
         self.segment().len() + lock(&self.overlay).len()
     }
 
+    /// About how many files a Grep of the whole namespace would still
+    /// learn: how many more the most one Grep walked than it holds (0 when
+    /// it covers the namespace; files changed since they were learned are
+    /// not counted).
+    pub fn unlearned_files(&self) -> u64 {
+        self.walked
+            .load(Relaxed)
+            .saturating_sub(self.files() as u64)
+    }
+
     /// Files learned since the segment was built: checked one by one
     /// until the next merge.
     pub fn overlay_files(&self) -> usize {
@@ -693,7 +703,7 @@ impl IndexedGrep {
         // A Grep the index does not narrow learns only while the index
         // holds fewer files than the namespace has: once it covers the
         // namespace, such a Grep skips the per-file lookups altogether.
-        let covered = index.files() as u64 >= index.walked.load(Relaxed);
+        let covered = index.unlearned_files() == 0;
         let learning = large && (filter.is_some() || !covered);
         IndexedGrep {
             index,
