@@ -76,8 +76,10 @@ const TABLE_MAX_SHARE: u64 = 2;
 /// Grep's index; the tree's walk on every worker. Learning costs about
 /// 150 µs a file on the kernel, so the table pays while it learns fewer
 /// files than about files × 2.4 / 75 (the listing it saves against the
-/// half of each learning it runs alone). Without this, the first Greps of
-/// a 50,000-file tree, learning it, took 1.5-2× rg instead of about 1×.
+/// half of each learning it runs alone). Learning Greps thus walk the tree,
+/// as they did while the table took only Greps of 1/32 of the files; the
+/// cold bench did not tell the two apart beyond its noise
+/// (docs/performance.md § The Filesystem table walk on two workers).
 const TABLE_MAX_LEARNING_SHARE: u64 = 32;
 
 /// The one file of a mount's persisted index before the files were named
