@@ -39,6 +39,15 @@ pub trait SortedFiles {
     /// shared hidden/default-ignore name rules, which are all an ordered
     /// tier has; a branch of a Filesystem mount adds its ignore files.
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip>;
+
+    /// What a Glob asking for metadata lists for `entry`, returned by
+    /// `seek`; `None` when it is gone. `entry` itself by default; the
+    /// Filesystem tier's table holds the index's fingerprint, not the
+    /// tier's version, so its walk takes the file's `lstat` here, as its
+    /// tree's walk does (`src/backend/fs/table_walk.rs`).
+    fn glob_entry(&mut self, _run: &SearchRun, entry: Entry) -> Option<Entry> {
+        Some(entry)
+    }
 }
 
 /// The ordered file set of a tier that reads a file whole to search it
@@ -307,11 +316,16 @@ pub(crate) fn visit_file<S: SortedFiles>(
         // A row of an empty directory (a Filesystem table's) is visited,
         // never listed: the tree's Glob lists files and links.
         SearchKind::Glob(_) if entry.is_directory() => {}
-        SearchKind::Glob(glob) => {
-            if glob.matcher.is_match(rel) {
+        SearchKind::Glob(glob) if glob.matcher.is_match(rel) => {
+            let entry = match run.paths_only() {
+                true => Some(entry),
+                false => files.glob_entry(run, entry),
+            };
+            if let Some(entry) = entry {
                 run.emit_entry(entry);
             }
         }
+        SearchKind::Glob(_) => {}
         // Grep never follows a link (a Filesystem mount's), as the tier's
         // own walk skips them, and an empty directory holds nothing.
         SearchKind::Grep(_) if entry.kind != EntryKind::File => {}

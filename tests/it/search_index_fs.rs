@@ -366,15 +366,22 @@ async fn indexed_grep_on_the_filesystem_tier_equals_the_scan_under_outside_chang
             );
             let indexed = answer(&mut a, &none).await;
             assert_eq!(indexed, answer(&mut scan, &none).await, "seed {seed}");
-            // A paths-only Glob of the whole tree walks the table too.
+            // A Glob of the whole tree walks the table too, paths only or
+            // with each entry's metadata.
             let every = pb::GlobRequest {
                 pattern: "**".into(),
                 path: root.into(),
                 paths_only: true,
                 ..Default::default()
             };
-            let indexed = glob_answer(&mut a, &every).await;
-            assert_eq!(indexed, glob_answer(&mut scan, &every).await, "seed {seed}");
+            for paths_only in [true, false] {
+                let every = pb::GlobRequest {
+                    paths_only,
+                    ..every.clone()
+                };
+                let indexed = glob_answer(&mut a, &every).await;
+                assert_eq!(indexed, glob_answer(&mut scan, &every).await, "seed {seed}");
+            }
             overflow_watch(indexing.pid(), &disk);
             let indexed = answer(&mut a, &none).await;
             assert_eq!(indexed, answer(&mut scan, &none).await, "seed {seed}");

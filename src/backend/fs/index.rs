@@ -124,8 +124,8 @@ impl FsIndex {
         }
     }
 
-    /// The mount's path table and ignore rules for a paths-only Glob of
-    /// the whole directory `top`, current as of now (`Mirror::current`),
+    /// The mount's path table and ignore rules for a Glob of the whole
+    /// directory `top`, current as of now (`Mirror::current`),
     /// when the mount is large enough for the index and its index is on.
     /// `None`: the Glob walks the tree (a first call starts building the
     /// mirror). Nothing is charged to the caller: the mirror is the

@@ -27,6 +27,7 @@
 //! Logical paths contain no `..`, NUL or `//` ([`VfsPath::parse`]); host paths
 //! never appear in an error.
 
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir, ResolveFlags, Stat};
@@ -509,6 +510,28 @@ pub fn version(st: &Stat) -> u64 {
     let m = nanos(modified(st));
     let c = nanos(time(st.st_ctime as i64, st.st_ctime_nsec as u64));
     m.max(c).max(1)
+}
+
+/// What a Glob lists for the file or link (`link`) at `path` whose `lstat`
+/// is `st`: the tree's walk (`super::search`) and the table's
+/// (`super::table_walk`) alike.
+pub fn glob_entry(path: VfsPath, st: &Stat, link: bool) -> Entry {
+    let modified = modified(st);
+    Entry {
+        path,
+        kind: if link {
+            // Search never resolves links, not even to describe them.
+            EntryKind::Symlink {
+                to_directory: false,
+            }
+        } else {
+            EntryKind::File
+        },
+        size: st.st_size as u64,
+        modified,
+        created: modified,
+        version: version(st),
+    }
 }
 
 /// Writes every byte of `data` to `fd`.

@@ -33,7 +33,6 @@ use super::index::{FsIndex, Peek, SharedGrep};
 use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use super::table_walk;
-use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
@@ -93,10 +92,7 @@ pub fn search(
         SearchKind::Glob(glob) => Some(glob),
         SearchKind::Grep(_) => None,
     };
-    // A paths-only Glob (fd's answer, the CLI's) of the whole mount needs
-    // no metadata a row lacks: the tier's version is not in the table.
-    if let (Some(index), Some(glob)) = (index, glob)
-        && glob.paths_only
+    if let (Some(index), Some(_)) = (index, glob)
         && whole
         && *top == run.spec().root
         && let Some(mount) = index.glob_table(top)
@@ -238,22 +234,7 @@ impl Visitor for Glob {
             }
             _ => return,
         };
-        let modified = sandbox::modified(&st);
-        run.emit_entry(Entry {
-            path,
-            kind: if link {
-                // Search never resolves links, not even to describe them.
-                EntryKind::Symlink {
-                    to_directory: false,
-                }
-            } else {
-                EntryKind::File
-            },
-            size: st.st_size as u64,
-            modified,
-            created: modified,
-            version: sandbox::version(&st),
-        });
+        run.emit_entry(sandbox::glob_entry(path, &st, link));
     }
 }
 

@@ -1,4 +1,4 @@
-//! A narrowed Grep, or a paths-only Glob, on a Filesystem mount over the
+//! A narrowed Grep, or a Glob, on a Filesystem mount over the
 //! mirror's path table (docs/search-index.md § The Filesystem tier's path
 //! table): for a Grep the walk that jumps from candidate to candidate
 //! (`crate::search::bulk`), for a Glob the ordered tiers' walk
@@ -20,9 +20,9 @@ use super::fingerprint::fingerprint;
 use super::grep_file::search_opened;
 use super::index::FsIndex;
 use super::mirror::Levels;
-use super::sandbox::{READ_FLAGS, Sandbox, errno};
-use crate::entry::Entry;
-use crate::error::Result;
+use super::sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, glob_entry};
+use crate::entry::{Entry, EntryKind};
+use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::ignore_rules::{Level, skip_of};
 use crate::search::index::IndexedGrep;
@@ -31,7 +31,7 @@ use crate::search::rules::Skip;
 use crate::search::sorted::{self, SortedFiles};
 use crate::search::window::{self, Window};
 use crate::search::{FileHits, FileSearcher, SearchPart, SearchRun, bulk};
-use rustix::fs::OFlags;
+use rustix::fs::{AtFlags, OFlags};
 use rustix::io::Errno;
 use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
@@ -66,10 +66,10 @@ pub fn search(
     })
 }
 
-/// Runs the paths-only Glob `run` over `part` of the mount's `table`: no
-/// directory is listed and no file's `lstat` taken, and the rows are
-/// judged by the rules the tree's walk applies, so paths and summary are
-/// its own.
+/// Runs the Glob `run` over `part` of the mount's `table`: no directory is
+/// listed, and a file's `lstat` is taken only for an entry listed with its
+/// metadata; the rows are judged by the rules the tree's walk applies, so
+/// entries and summary are its own.
 pub fn glob(
     run: &SearchRun,
     part: &SearchPart,
@@ -196,6 +196,9 @@ struct TableRows<'a> {
     /// them: rows come by directory, and looking the rules up again for
     /// each (a hash per level) was a tenth of a Glob.
     last_dir: (String, Vec<Arc<Level>>),
+    /// The directory of the entry a Glob described last, opened beneath
+    /// the mount root with no link followed.
+    described_dir: Option<(VfsPath, OwnedFd)>,
 }
 
 impl<'a> TableRows<'a> {
@@ -206,7 +209,30 @@ impl<'a> TableRows<'a> {
             sandbox,
             next_row: 0,
             last_dir: (String::new(), Vec::new()),
+            described_dir: None,
         }
+    }
+
+    /// The opened directory of `path`, opened once for the rows of one
+    /// directory; `None` when it went since the fence (nothing to report,
+    /// as the tree's walk finds a file gone since its listing).
+    fn directory_of(&mut self, run: &SearchRun, path: &VfsPath) -> Option<&OwnedFd> {
+        let parent = path.parent();
+        if self
+            .described_dir
+            .as_ref()
+            .is_none_or(|(dir, _)| *dir != parent)
+        {
+            self.described_dir = match self.sandbox.open_at(&parent, DIR_FLAGS, Links::Refuse) {
+                Ok(fd) => Some((parent, fd)),
+                Err(Error::NotFound(_)) => None,
+                Err(err) => {
+                    run.problem(path.as_str(), err);
+                    None
+                }
+            };
+        }
+        self.described_dir.as_ref().map(|(_, fd)| fd)
     }
 
     /// The rules of the directories above `path` (from the mount root
@@ -251,6 +277,19 @@ impl SortedFiles for TableRows<'_> {
         _file: (&Entry, &[u8]),
         _learn: Option<&mut IndexedGrep>,
     ) {
+    }
+
+    fn glob_entry(&mut self, run: &SearchRun, entry: Entry) -> Option<Entry> {
+        let link = matches!(entry.kind, EntryKind::Symlink { .. });
+        let dir = self.directory_of(run, &entry.path)?;
+        match rustix::fs::statat(dir, entry.path.name(), AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Some(glob_entry(entry.path, &st, link)),
+            Err(Errno::NOENT) => None,
+            Err(e) => {
+                run.problem(entry.path.as_str(), errno(&entry.path, e));
+                None
+            }
+        }
     }
 
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
