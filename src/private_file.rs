@@ -37,6 +37,53 @@ pub fn write(path: &Path, parts: &[&[u8]]) -> std::io::Result<()> {
     written
 }
 
+/// Removes from `dir` the temporary files [`write`] left, for files whose
+/// names end in `.{suffix}`, unwritten for `stale_after`: a crash between
+/// creating one and renaming it leaves it, up to the whole file's size, and
+/// nothing else ever removes it. A write in progress (of another server
+/// sharing the directory) writes without pause, so it is never that old.
+pub fn remove_stale_temporaries(dir: &Path, suffix: &str, stale_after: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !is_temporary(&name.to_string_lossy(), suffix) {
+            continue;
+        }
+        let stale = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|modified| modified + stale_after < now);
+        if stale {
+            let path = entry.path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => tracing::info!(path = %path.display(), "removed a write cut short"),
+                Err(err) => {
+                    tracing::warn!(path = %path.display(), %err, "could not remove a write cut short")
+                }
+            }
+        }
+    }
+}
+
+/// True for the name [`write`] gives the temporary file of a file named
+/// `*.{suffix}`: `.{name}.{16 hex digits}.tmp`.
+fn is_temporary(name: &str, suffix: &str) -> bool {
+    let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let Some((file, random)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    random.len() == 16
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+        && file
+            .strip_suffix(suffix)
+            .is_some_and(|stem| stem.ends_with('.'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

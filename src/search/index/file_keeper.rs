@@ -30,7 +30,7 @@ impl FileKeeper {
     /// table when `keeps_table`. Removes what saves cut short by a crash
     /// left there.
     pub fn new(dir: PathBuf, keeps_table: bool) -> FileKeeper {
-        remove_stale_temporaries(&dir);
+        crate::private_file::remove_stale_temporaries(&dir, SUFFIX, STALE_AFTER);
         FileKeeper { dir, keeps_table }
     }
 
@@ -50,35 +50,6 @@ impl FileKeeper {
 /// left by a crash: a save writes without pause, so one of another server
 /// sharing the directory is never this old.
 const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// Removes the temporary files (`crate::private_file::write`) of saves a
-/// crash cut short: each is up to an index's size, and nothing else ever
-/// removes them.
-fn remove_stale_temporaries(dir: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let now = std::time::SystemTime::now();
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let temporary = name.starts_with('.') && name.ends_with(".tmp") && name.contains(SUFFIX);
-        let stale = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .is_ok_and(|modified| modified + STALE_AFTER < now);
-        if temporary && stale {
-            match std::fs::remove_file(entry.path()) {
-                Ok(()) => {
-                    tracing::info!(path = %entry.path().display(), "removed a search index save cut short")
-                }
-                Err(err) => {
-                    tracing::warn!(path = %entry.path().display(), %err, "could not remove a search index save cut short")
-                }
-            }
-        }
-    }
-}
 
 /// FNV-1a of `bytes`: the same in every build (unlike std's hasher), so
 /// it can name files that outlive the process (also the default data
