@@ -22,11 +22,13 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
+use super::run::FileCounts;
 use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
 use grep_matcher::Matcher;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use std::cell::Cell;
 use std::io;
 use std::time::SystemTime;
 
@@ -36,6 +38,10 @@ pub struct FileSearcher<'r> {
     grep: &'r GrepOptions,
     builder: SearcherBuilder,
     searcher: Searcher,
+    /// Set on a window's worker: the files searched (and skipped as binary
+    /// or too large) are counted here, for the window to add in walk order
+    /// (`super::window`), rather than in the run.
+    held: Option<Cell<FileCounts>>,
 }
 
 /// grep-searcher's initial read buffer; a file no larger cannot grow it.
@@ -78,7 +84,37 @@ impl<'r> FileSearcher<'r> {
             grep,
             builder,
             searcher,
+            held: None,
         })
+    }
+
+    /// This searcher counting its files apart, for a window's worker
+    /// ([`FileSearcher::take_counts`]).
+    pub fn holding_counts(mut self) -> FileSearcher<'r> {
+        self.held = Some(Cell::default());
+        self
+    }
+
+    /// What this searcher counted apart since the last call.
+    pub fn take_counts(&mut self) -> FileCounts {
+        self.held.as_ref().map(Cell::take).unwrap_or_default()
+    }
+
+    /// Counts with `count`, apart or in the run.
+    fn count(&self, count: impl FnOnce(&mut FileCounts)) {
+        let mut counts = FileCounts::default();
+        count(&mut counts);
+        match &self.held {
+            Some(held) => held.set(held.get().plus(counts)),
+            None => self.run.add_file_counts(counts),
+        }
+    }
+
+    /// Counts a file searched without being read: the search index ruled
+    /// a match out, so it holds no binary file and the search would find
+    /// nothing.
+    pub fn searched_unread(&self) {
+        self.count(|c| c.files_searched += 1);
     }
 
     /// True when the file at `rel` (relative to the search root) passes the
@@ -87,7 +123,7 @@ impl<'r> FileSearcher<'r> {
         match self.grep.admits(rel, size) {
             Admit::Filtered => false,
             Admit::TooLarge => {
-                self.run.skipped_too_large();
+                self.count(|c| c.skipped_too_large += 1);
                 false
             }
             Admit::Searched => true,
@@ -104,7 +140,7 @@ impl<'r> FileSearcher<'r> {
     /// as skipped otherwise.
     pub fn within_size(&self, size: u64) -> bool {
         if size > self.grep.max_file_bytes {
-            self.run.skipped_too_large();
+            self.count(|c| c.skipped_too_large += 1);
             return false;
         }
         true
@@ -168,12 +204,11 @@ impl<'r> FileSearcher<'r> {
                 )),
             );
         }
-        if sink.binary {
-            // Like ripgrep, lines matched before the binary data showed up
-            // (past the first buffer of a read file) are still reported.
-            self.run.skipped_binary();
-        } else {
-            self.run.searched_file();
+        // Like ripgrep, lines matched before the binary data showed up
+        // (past the first buffer of a read file) are still reported.
+        match sink.binary {
+            true => self.count(|c| c.skipped_binary += 1),
+            false => self.count(|c| c.files_searched += 1),
         }
         if sink.lines.is_empty() {
             return None;

@@ -93,6 +93,49 @@ struct Counters {
     skipped_too_large: AtomicU64,
 }
 
+/// What a search counts per entry and file, besides results: the walk's
+/// visits and skips, and the searches of files. A window of workers
+/// (`super::window`) counts its files' searches apart and adds them in
+/// walk order, and sets these back when `max_results` stops the run at a
+/// file its walk had passed, so that the summary is the one-thread walk's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileCounts {
+    pub visited: u64,
+    pub files_searched: u64,
+    pub skipped_ignored: u64,
+    pub skipped_hidden: u64,
+    pub skipped_binary: u64,
+    pub skipped_too_large: u64,
+}
+
+impl FileCounts {
+    /// Each count of `self` plus that of `other`.
+    pub fn plus(self, other: FileCounts) -> FileCounts {
+        FileCounts {
+            visited: self.visited + other.visited,
+            files_searched: self.files_searched + other.files_searched,
+            skipped_ignored: self.skipped_ignored + other.skipped_ignored,
+            skipped_hidden: self.skipped_hidden + other.skipped_hidden,
+            skipped_binary: self.skipped_binary + other.skipped_binary,
+            skipped_too_large: self.skipped_too_large + other.skipped_too_large,
+        }
+    }
+
+    /// Each count of `self` less that of `other` (never below zero).
+    pub fn minus(self, other: FileCounts) -> FileCounts {
+        FileCounts {
+            visited: self.visited.saturating_sub(other.visited),
+            files_searched: self.files_searched.saturating_sub(other.files_searched),
+            skipped_ignored: self.skipped_ignored.saturating_sub(other.skipped_ignored),
+            skipped_hidden: self.skipped_hidden.saturating_sub(other.skipped_hidden),
+            skipped_binary: self.skipped_binary.saturating_sub(other.skipped_binary),
+            skipped_too_large: self
+                .skipped_too_large
+                .saturating_sub(other.skipped_too_large),
+        }
+    }
+}
+
 struct Pending {
     hits: Vec<Hit>,
     items: usize,
@@ -158,6 +201,23 @@ impl SearchRun {
         let _first_wins = self
             .stop
             .compare_exchange(0, reason as u8 + 1, Relaxed, Relaxed);
+    }
+
+    /// Makes `max_results` the reason the search stopped, also over a
+    /// spent visited budget: a window's walk (`super::window`) may spend
+    /// that budget past the file that reached `max_results`, where a
+    /// one-thread walk stops first. Other reasons stay.
+    pub fn stop_at_limit(&self) {
+        let limit = AbortReason::Limit as u8 + 1;
+        let count_limit = AbortReason::CountLimit as u8 + 1;
+        let _other_reason_stays = self.stop.fetch_update(Relaxed, Relaxed, |stop| {
+            (stop == 0 || stop == count_limit).then_some(limit)
+        });
+    }
+
+    /// True when the results sent reached `max_results`.
+    pub fn limit_reached(&self) -> bool {
+        self.counters.matched.load(Relaxed) >= self.spec.max_results
     }
 
     /// The reason the search stopped, if it did.
@@ -264,19 +324,44 @@ impl SearchRun {
         self.counters.skipped_hidden.fetch_add(1, Relaxed);
     }
 
-    /// Counts a file left out as binary.
-    pub fn skipped_binary(&self) {
-        self.counters.skipped_binary.fetch_add(1, Relaxed);
+    /// The run's [`FileCounts`] so far.
+    pub fn file_counts(&self) -> FileCounts {
+        let c = &self.counters;
+        FileCounts {
+            visited: c.visited.load(Relaxed),
+            files_searched: c.files_searched.load(Relaxed),
+            skipped_ignored: c.skipped_ignored.load(Relaxed),
+            skipped_hidden: c.skipped_hidden.load(Relaxed),
+            skipped_binary: c.skipped_binary.load(Relaxed),
+            skipped_too_large: c.skipped_too_large.load(Relaxed),
+        }
     }
 
-    /// Counts a file left out as too large.
-    pub fn skipped_too_large(&self) {
-        self.counters.skipped_too_large.fetch_add(1, Relaxed);
+    /// Adds `counts` to the run's (counted apart by a window's worker).
+    pub fn add_file_counts(&self, counts: FileCounts) {
+        self.each_count(counts, |count, n| {
+            count.fetch_add(n, Relaxed);
+        });
     }
 
-    /// Counts a file whose content was searched.
-    pub fn searched_file(&self) {
-        self.counters.files_searched.fetch_add(1, Relaxed);
+    /// Sets the run's [`FileCounts`] to `counts`: a window's, once
+    /// `max_results` stopped the run at a file its walk had passed. Only
+    /// the thread that walks and emits may call it, and no worker counts
+    /// into the run meanwhile.
+    pub fn set_file_counts(&self, counts: FileCounts) {
+        self.each_count(counts, |count, n| count.store(n, Relaxed));
+    }
+
+    /// Applies `apply` to each of the run's [`FileCounts`] counters with
+    /// the matching count of `counts`.
+    fn each_count(&self, counts: FileCounts, apply: impl Fn(&AtomicU64, u64)) {
+        let c = &self.counters;
+        apply(&c.visited, counts.visited);
+        apply(&c.files_searched, counts.files_searched);
+        apply(&c.skipped_ignored, counts.skipped_ignored);
+        apply(&c.skipped_hidden, counts.skipped_hidden);
+        apply(&c.skipped_binary, counts.skipped_binary);
+        apply(&c.skipped_too_large, counts.skipped_too_large);
     }
 
     /// Records a soft error (an unreadable file, a failing mount); the search

@@ -11,7 +11,7 @@
 
 use super::index::{IndexedGrep, Verdict};
 use super::rules::{self, Skip};
-use super::{FileSearcher, SearchKind, SearchPart, SearchRun};
+use super::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -83,23 +83,38 @@ impl<W: WholeFiles> SortedFiles for W {
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
     ) {
-        match self.load(entry) {
-            Ok(data) => {
-                if let Some(index) = learn {
-                    index.learn(key.to_vec(), entry.version, data.as_ref());
-                }
-                if let Some(hits) =
-                    searcher.search_slice(&entry.path, entry.modified, data.as_ref())
-                {
-                    run.emit_file(hits);
-                }
-            }
-            Err(err) => run.problem(entry.path.as_str(), err),
+        let loaded = self.load(entry);
+        if let Some(hits) = search_whole(run, searcher, (entry, key), loaded, learn) {
+            run.emit_file(hits);
         }
     }
 
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
         WholeFiles::skip(self, run, path, is_dir)
+    }
+}
+
+/// Searches the file `entry` (order key `key`) whose content `loaded`
+/// read, handing the content to `learn` first when given; a failed read
+/// is the run's soft problem.
+pub fn search_whole(
+    run: &SearchRun,
+    searcher: &mut FileSearcher<'_>,
+    (entry, key): (&Entry, &[u8]),
+    loaded: Result<impl AsRef<[u8]>>,
+    learn: Option<&mut IndexedGrep>,
+) -> Option<FileHits> {
+    match loaded {
+        Ok(data) => {
+            if let Some(index) = learn {
+                index.learn(key.to_vec(), entry.version, data.as_ref());
+            }
+            searcher.search_slice(&entry.path, entry.modified, data.as_ref())
+        }
+        Err(err) => {
+            run.problem(entry.path.as_str(), err);
+            None
+        }
     }
 }
 
@@ -342,7 +357,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
                     }
                     Some(index) => match index.check(key, entry.version) {
                         Verdict::Skip => {
-                            run.searched_file();
+                            searcher.searched_unread();
                             return Ok(());
                         }
                         Verdict::Search { learn: true } => Some(index),

@@ -10,6 +10,16 @@
 //! done. So results come out in the walk's order, exactly as a one-thread
 //! search would emit them.
 //!
+//! The counts are the one-thread walk's too: a worker counts the files it
+//! searches apart ([`FileSearcher::holding_counts`]), and they are added to
+//! the run as each file is emitted, in walk order. When the file emitted
+//! reaches `max_results`, the walk has already gone past it (up to
+//! [`WINDOW`] files), so the run's counts are set back to what they were
+//! when the walk pushed that file, plus what its searches and those of the
+//! files before it added since; and when the walk spent the visited budget
+//! meanwhile, `max_results` becomes the reason the run stopped, as the
+//! one-thread walk would have stopped at that file first.
+//!
 //! Invariants and bounds: at most [`WINDOW`] files are in flight; once
 //! finished results waiting for emission exceed [`MAX_BUFFERED_BYTES`],
 //! workers pause, except on the file at the head of the window (so emission
@@ -21,10 +31,11 @@
 //! budget. A halted run (cancelled, timed out) stops searching files; the
 //! ones in flight are then reported empty.
 
-use super::{FileHits, FileSearcher, SearchRun};
+use super::run::FileCounts;
+use super::{AbortReason, FileHits, FileSearcher, SearchRun};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
 /// Files in flight between the walker and emission. Large enough to keep
@@ -65,7 +76,8 @@ where
             let (tasks_rx, done_tx) = (tasks_rx.clone(), done_tx.clone());
             scope.spawn(move || {
                 // None: the run is not a Grep, and no file is searched.
-                let Some(mut searcher) = FileSearcher::new(run) else {
+                let Some(mut searcher) = FileSearcher::new(run).map(FileSearcher::holding_counts)
+                else {
                     return;
                 };
                 for (seq, file) in tasks_rx.iter().flatten() {
@@ -77,7 +89,8 @@ where
                     };
                     let bytes = hits.as_ref().map_or(0, hits_bytes);
                     gate.buffered.fetch_add(bytes, Ordering::Relaxed);
-                    if done_tx.send((seq, hits)).is_err() {
+                    let counts = searcher.take_counts();
+                    if done_tx.send((seq, Done { hits, counts })).is_err() {
                         return;
                     }
                 }
@@ -92,11 +105,40 @@ where
             done: done_rx,
             pending: VecDeque::new(),
             next: 0,
+            added: FileCounts::default(),
+            limited: false,
         };
         let walked = walk(&mut window);
         window.finish();
         walked
     })
+}
+
+/// A file a walk over a path table hands to the window
+/// (`src/backend/fs/table_walk.rs`, `src/backend/ordered/walk.rs`): most
+/// are searched by the workers, but a file the Grep learns is searched by
+/// the walk itself, which holds the Grep's index.
+pub enum Task<T> {
+    /// To be searched by a worker.
+    Search(T),
+    /// Searched by the walk: its hits take their place in the window's
+    /// order.
+    Searched(Mutex<Option<FileHits>>),
+}
+
+impl<T> Task<T> {
+    /// A file the walk searched, with its hits.
+    pub fn searched(hits: Option<FileHits>) -> Task<T> {
+        Task::Searched(Mutex::new(hits))
+    }
+
+    /// The file's hits: searched now by `search`, unless the walk did.
+    pub fn hits(&self, search: impl FnOnce(&T) -> Option<FileHits>) -> Option<FileHits> {
+        match self {
+            Task::Search(file) => search(file),
+            Task::Searched(hits) => hits.lock().unwrap_or_else(PoisonError::into_inner).take(),
+        }
+    }
 }
 
 /// The walk's end of [`grep_in_order`]: files go in with [`Window::push`],
@@ -107,11 +149,33 @@ pub struct Window<'s, T> {
     tasks: Option<crossbeam_channel::Sender<Vec<(u64, T)>>>,
     /// Files not yet handed to a worker (up to [`CHUNK`]), with their numbers.
     chunk: Vec<(u64, T)>,
-    done: crossbeam_channel::Receiver<(u64, Option<FileHits>)>,
-    /// Results of files `next..`, `None` while a file is in flight.
-    pending: VecDeque<Option<Option<FileHits>>>,
+    done: crossbeam_channel::Receiver<(u64, Done)>,
+    /// Files `next..`, in walk order.
+    pending: VecDeque<Slot>,
     /// The number of the file at the head of the window.
     next: u64,
+    /// Every count the workers' searches added to the run so far.
+    added: FileCounts,
+    /// `max_results` stopped the run at a file of this window: the run's
+    /// counts are set, and nothing more is added.
+    limited: bool,
+}
+
+/// A file in the window.
+struct Slot {
+    /// The run's counts when the walk pushed it.
+    counts: FileCounts,
+    /// [`Window::added`] then.
+    added: FileCounts,
+    /// Its search, once finished.
+    done: Option<Done>,
+}
+
+/// A file's search: its hits (`None`: nothing to report) and what it
+/// counted.
+struct Done {
+    hits: Option<FileHits>,
+    counts: FileCounts,
 }
 
 impl<T> Window<'_, T> {
@@ -127,7 +191,11 @@ impl<T> Window<'_, T> {
             }
         }
         let seq = self.next + self.pending.len() as u64;
-        self.pending.push_back(None);
+        self.pending.push_back(Slot {
+            counts: self.run.file_counts(),
+            added: self.added,
+            done: None,
+        });
         self.chunk.push((seq, file));
         if self.chunk.len() >= CHUNK {
             self.send_chunk();
@@ -138,22 +206,47 @@ impl<T> Window<'_, T> {
         self.emit_ready();
     }
 
-    /// Emits every finished file at the head of the window.
+    /// Emits every finished file at the head of the window, adding what
+    /// its search counted; sets the run's counts back when one reaches
+    /// `max_results` (see the module doc).
     fn emit_ready(&mut self) {
         let mut released = 0;
-        while let Some(Some(_)) = self.pending.front() {
-            if let Some(Some(Some(hits))) = self.pending.pop_front() {
-                released += hits_bytes(&hits);
-                self.run.emit_file(hits);
-            }
+        while self.pending.front().is_some_and(|slot| slot.done.is_some()) {
+            let Some(Slot {
+                counts,
+                added,
+                done: Some(done),
+            }) = self.pending.pop_front()
+            else {
+                break;
+            };
             self.next += 1;
+            if self.limited {
+                released += done.hits.as_ref().map_or(0, hits_bytes);
+                continue;
+            }
+            self.run.add_file_counts(done.counts);
+            self.added = self.added.plus(done.counts);
+            let Some(hits) = done.hits else {
+                continue;
+            };
+            released += hits_bytes(&hits);
+            let open = matches!(self.run.aborted(), None | Some(AbortReason::CountLimit));
+            let reached = self.run.limit_reached();
+            self.run.emit_file(hits);
+            if open && !reached && self.run.limit_reached() {
+                self.run.stop_at_limit();
+                self.limited = true;
+                let since = self.added.minus(added);
+                self.run.set_file_counts(counts.plus(since));
+            }
         }
         self.gate.release(released, self.next);
     }
 
-    fn record(&mut self, (seq, hits): (u64, Option<FileHits>)) {
+    fn record(&mut self, (seq, done): (u64, Done)) {
         let at = (seq - self.next) as usize;
-        self.pending[at] = Some(hits);
+        self.pending[at].done = Some(done);
     }
 
     /// Waits for one result (false: every worker is gone).

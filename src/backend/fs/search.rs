@@ -146,7 +146,7 @@ fn walk_with(walk: &mut Walk<'_>, listing: Listing, index: Option<&SharedGrep>) 
                     // Counted as the scan counts it: searched, no hits
                     // (an indexed file holds no NUL byte).
                     Some((_, Peek::RuledOut)) => {
-                        run.searched_file();
+                        searcher.searched_unread();
                         None
                     }
                     Some((index, Peek::Search { learn: true })) => {

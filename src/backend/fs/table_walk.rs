@@ -29,12 +29,12 @@ use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
 use crate::search::sorted::{self, SortedFiles};
-use crate::search::window::{self, Window};
+use crate::search::window::{self, Task, Window};
 use crate::search::{FileHits, FileSearcher, SearchPart, SearchRun, bulk};
 use rustix::fs::{AtFlags, OFlags};
 use rustix::io::Errno;
 use std::os::fd::OwnedFd;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 /// Runs the Grep `run` over `part` of the mount's `table`, narrowed by
@@ -52,9 +52,8 @@ pub fn search(
     (index, grep): (&FsIndex, &mut IndexedGrep),
 ) -> Result<()> {
     let rows = TableRows::new(table, levels, sandbox);
-    let search = |searcher: &mut FileSearcher<'_>, task: &Task| match task {
-        Task::Search(path) => search_candidate(run, searcher, sandbox, path, None),
-        Task::Searched(hits) => hits.lock().unwrap_or_else(|p| p.into_inner()).take(),
+    let search = |searcher: &mut FileSearcher<'_>, task: &Task<VfsPath>| {
+        task.hits(|path| search_candidate(run, searcher, sandbox, path, None))
     };
     window::grep_in_order(run, search, |window| {
         let mut files = TableFiles {
@@ -84,15 +83,6 @@ pub fn glob(
         "glob walked the mirror's table"
     );
     walked
-}
-
-/// A candidate handed to the window.
-enum Task {
-    /// To be searched by a worker.
-    Search(VfsPath),
-    /// Searched by the walk, which learned it (the Grep's index is the
-    /// walk's): its hits take their place in the window's order.
-    Searched(Mutex<Option<FileHits>>),
 }
 
 /// What a candidate the Grep learns needs to be learned.
@@ -146,7 +136,7 @@ fn search_candidate(
 /// window its candidates go to.
 struct TableFiles<'a, 'w, 's> {
     rows: TableRows<'a>,
-    window: &'w mut Window<'s, Task>,
+    window: &'w mut Window<'s, Task<VfsPath>>,
     index: &'a FsIndex,
 }
 
@@ -172,7 +162,7 @@ impl SortedFiles for TableFiles<'_, '_, '_> {
                 };
                 let sandbox = self.rows.sandbox;
                 let hits = search_candidate(run, searcher, sandbox, &entry.path, Some(learn));
-                Task::Searched(Mutex::new(hits))
+                Task::searched(hits)
             }
             None => Task::Search(entry.path.clone()),
         };

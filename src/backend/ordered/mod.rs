@@ -165,9 +165,15 @@ pub trait Frozen: Files {
     /// File content, borrowed or owned.
     type Data: AsRef<[u8]>;
 
-    /// The content of the file at `rel` (`path`), usually the file `cursor`
-    /// stands on.
-    fn load(&self, cursor: &Self::Cursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Self::Data>;
+    /// The content of the file at `rel` (`path`): usually the file
+    /// `cursor` stands on, which saves a lookup; a worker searching a
+    /// table walk's candidate has no cursor.
+    fn load(
+        &self,
+        cursor: Option<&Self::Cursor<'_>>,
+        path: &VfsPath,
+        rel: &[u8],
+    ) -> Result<Self::Data>;
 
     /// Where the scope's change log stood in this view: read with its files,
     /// so every change the view shows is numbered at or before `head`
@@ -436,8 +442,9 @@ pub trait Engine: Send + Sync + 'static {
     type Space<'a>: History<Upload = Self::Upload>
     where
         Self: 'a;
-    /// A search's view of one scope.
-    type Frozen<'a>: Frozen
+    /// A search's view of one scope, read by the walk and by the
+    /// workers that search its files (`walk::search_table`).
+    type Frozen<'a>: Frozen + Sync
     where
         Self: 'a;
     /// What a streamed write stores before its commit.

@@ -2,14 +2,20 @@
 //! [`Frozen`] scope, translating the walk's full-path order keys into the
 //! tier's relative keys; or over the namespace's path table at the view's
 //! log position, so that only the files searched are read from the tier
-//! (docs/search-index.md § The path table).
+//! (docs/search-index.md § The path table), with the candidates read and
+//! searched by the window's workers ([`search_table`]).
 
 use super::keys::{MountKeys, Seek};
 use super::{Cursor, Frozen, file_entry, path_of};
 use crate::entry::Entry;
 use crate::error::Result;
+use crate::path::VfsPath;
+use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
-use crate::search::sorted::WholeFiles;
+use crate::search::rules::Skip;
+use crate::search::sorted::{SortedFiles, WholeFiles, search_whole};
+use crate::search::window::{self, Task, Window};
+use crate::search::{FileSearcher, SearchPart, SearchRun, bulk};
 use std::sync::Arc;
 
 /// One scan over a frozen scope, fed to `search::sorted`.
@@ -86,6 +92,78 @@ impl<F: Frozen> WholeFiles for Walk<'_, F> {
 
     fn load(&mut self, entry: &Entry) -> Result<F::Data> {
         let rel = self.keys.rel(&entry.path)?;
-        self.files.load(&self.cursor, &entry.path, &rel)
+        self.files.load(Some(&self.cursor), &entry.path, &rel)
+    }
+}
+
+/// Runs the Grep `run` over `part` of `table`, narrowed by `grep`, with
+/// `walk` over that table. The walk stays on this thread; the candidates
+/// it needs no index for are read and searched by the window's workers,
+/// one per core, and come out in walk order (`crate::search::window`). A
+/// selective regex has hundreds of candidates on the kernel, and on the
+/// Store each is a RocksDB lookup and a block to decompress: on one
+/// thread they were most of its time (docs/performance.md § Candidates on
+/// the window's workers).
+pub fn search_table<F: Frozen + Sync>(
+    run: &SearchRun,
+    walk: Walk<'_, F>,
+    part: &SearchPart,
+    grep: &mut IndexedGrep,
+    table: &PathTable,
+) -> Result<()> {
+    let (keys, files) = (walk.keys, walk.files);
+    let search = |searcher: &mut FileSearcher<'_>, task: &Task<Entry>| {
+        task.hits(|entry| {
+            let key = entry.path.order_key();
+            let loaded = keys
+                .rel(&entry.path)
+                .and_then(|rel| files.load(None, &entry.path, &rel));
+            search_whole(run, searcher, (entry, &key), loaded, None)
+        })
+    };
+    window::grep_in_order(run, search, |window| {
+        let mut files = TableFiles { walk, window };
+        bulk::walk_table(run, &mut files, part, grep, table)
+    })
+}
+
+/// A walk over a table whose candidates go to the window.
+struct TableFiles<'a, 'w, 's, F: Frozen> {
+    walk: Walk<'a, F>,
+    window: &'w mut Window<'s, Task<Entry>>,
+}
+
+impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
+    fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
+        WholeFiles::seek(&mut self.walk, from)
+    }
+
+    /// A candidate the Grep learns is read and searched here, as the
+    /// Grep's index is this thread's; any other goes to a worker.
+    fn search_file(
+        &mut self,
+        run: &SearchRun,
+        searcher: &mut FileSearcher<'_>,
+        (entry, key): (&Entry, &[u8]),
+        learn: Option<&mut IndexedGrep>,
+    ) {
+        let task = match learn {
+            Some(grep) => {
+                let loaded = self.walk.load(entry);
+                Task::searched(search_whole(
+                    run,
+                    searcher,
+                    (entry, key),
+                    loaded,
+                    Some(grep),
+                ))
+            }
+            None => Task::Search(entry.clone()),
+        };
+        self.window.push(task);
+    }
+
+    fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
+        WholeFiles::skip(&mut self.walk, run, path, is_dir)
     }
 }

@@ -222,8 +222,13 @@ impl Files for Snapshot {
 impl Frozen for Snapshot {
     type Data = Arc<[u8]>;
 
-    fn load(&self, cursor: &MapCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Arc<[u8]>> {
-        let file = match cursor.at {
+    fn load(
+        &self,
+        cursor: Option<&MapCursor<'_>>,
+        path: &VfsPath,
+        rel: &[u8],
+    ) -> Result<Arc<[u8]>> {
+        let file = match cursor.and_then(|cursor| cursor.at) {
             Some(file) if file.key == rel => Some(file.clone()),
             _ => self.get(rel)?,
         };

@@ -21,6 +21,7 @@ use crate::backend::record::{self, Meta};
 use crate::error::{Error, Result};
 use crate::history::FileVersion;
 use crate::path::VfsPath;
+use std::sync::PoisonError;
 
 impl StoreSpace<'_> {
     /// The past versions of `rel` as `(version, value)`, newest first (the
@@ -90,7 +91,7 @@ impl History for StoreSpace<'_> {
             let key = keys::meta(self.ns, rel);
             let past = keys::version(self.ns, rel, file.version);
             let remembered = self.last_read.as_ref().and_then(|last| {
-                let last = last.borrow();
+                let last = last.lock().unwrap_or_else(PoisonError::into_inner);
                 let (read, value) = last.as_ref()?;
                 (*read == key && record::decode(&KeyName(&key), value).ok()?.0 == *file)
                     .then(|| value.clone())

@@ -100,7 +100,6 @@ use rocksdb::{
     ColumnFamily, DB, DBRawIteratorWithThreadMode, ReadOptions, SnapshotWithThreadMode, WriteBatch,
     WriteOptions,
 };
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
@@ -189,7 +188,7 @@ pub struct StoreSpace<'a> {
     /// retiring that record copies it without reading it again (a change
     /// reads the record it replaces first, under the path's lock, so the
     /// value is the current one).
-    last_read: Option<RefCell<Option<KeyValue>>>,
+    last_read: Option<Mutex<Option<KeyValue>>>,
 }
 
 /// A key and the value read at it.

@@ -24,7 +24,7 @@ use crate::change::LogBounds;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use rocksdb::{DB, DBPinnableSlice, ReadOptions, SnapshotWithThreadMode};
-use std::cell::RefCell;
+use std::sync::{Mutex, PoisonError};
 
 impl StoreEngine {
     /// The scope's files, read live or through `snapshot`; a `changing`
@@ -43,7 +43,7 @@ impl StoreEngine {
             meta: self.cf(CF_META)?,
             chunks: self.cf(CF_CHUNKS)?,
             versions: self.cf(CF_VERSIONS)?,
-            last_read: changing.then(RefCell::default),
+            last_read: changing.then(Mutex::default),
         })
     }
 }
@@ -104,7 +104,8 @@ impl Files for StoreSpace<'_> {
             Some(value) => {
                 let meta = record::decode(&KeyName(&key), &value)?.0;
                 if let Some(last) = &self.last_read {
-                    *last.borrow_mut() = Some((key, value.to_vec()));
+                    *last.lock().unwrap_or_else(PoisonError::into_inner) =
+                        Some((key, value.to_vec()));
                 }
                 Ok(Some(meta))
             }
@@ -130,10 +131,15 @@ impl Files for StoreSpace<'_> {
 impl Frozen for StoreSpace<'_> {
     type Data = Vec<u8>;
 
-    fn load(&self, cursor: &StoreCursor<'_>, path: &VfsPath, rel: &[u8]) -> Result<Vec<u8>> {
+    fn load(
+        &self,
+        cursor: Option<&StoreCursor<'_>>,
+        path: &VfsPath,
+        rel: &[u8],
+    ) -> Result<Vec<u8>> {
         let key = keys::meta(self.ns, rel);
         let pinned;
-        let value = match cursor.it.item() {
+        let value = match cursor.and_then(|cursor| cursor.it.item()) {
             Some((k, v)) if k == key.as_slice() => v,
             _ => {
                 pinned = self

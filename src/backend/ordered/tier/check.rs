@@ -21,7 +21,7 @@ impl<E: Engine> OrderedTier<E> {
     /// Searches `part` of the view `files` into `run`, using the
     /// namespace's index as `mode` says. Answers the outcome and, when the
     /// index narrowed the Grep, the namespace's index key.
-    pub(super) fn search_view<F: Frozen>(
+    pub(super) fn search_view<F: Frozen + Sync>(
         &self,
         scope: &Scope,
         files: Option<&F>,
@@ -54,8 +54,8 @@ impl<E: Engine> OrderedTier<E> {
             };
             match (table, index.as_mut()) {
                 (Some(table), Some(grep)) => {
-                    let mut walk = Walk::over_table(&self.keys, files, table.clone())?;
-                    crate::search::bulk::walk_table(run, &mut walk, part, grep, &table)
+                    let walk = Walk::over_table(&self.keys, files, table.clone())?;
+                    crate::backend::ordered::walk::search_table(run, walk, part, grep, &table)
                 }
                 (_, index) => {
                     let mut walk = Walk::new(&self.keys, files)?;
