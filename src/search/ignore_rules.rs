@@ -66,6 +66,20 @@ impl Level {
     pub fn has_rules(&self) -> bool {
         self.matchers.iter().any(Option::is_some)
     }
+
+    /// True when `other` holds the same rules for the same directory
+    /// depth. Compiled rules are shared by text
+    /// (`crate::search::ignore_cache`), so the same text is the same
+    /// matcher; a cache emptied between the two only makes equal rules
+    /// look changed. Unlike a file's metadata, this sees a rewrite of an
+    /// ignore file that kept its size within one tick of the clock.
+    pub fn same_rules(&self, other: &Level) -> bool {
+        let same = |(a, b): (&Option<Arc<Compiled>>, &Option<Arc<Compiled>>)| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        self.prefix_len == other.prefix_len && self.matchers.iter().zip(&other.matchers).all(same)
+    }
 }
 
 /// True when `name` is that of an ignore file: changing one changes what
