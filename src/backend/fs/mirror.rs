@@ -100,6 +100,11 @@ struct State {
     wds: HashMap<i32, Vec<u8>>,
     /// Watches with events not yet handled.
     dirty: HashSet<i32>,
+    /// Watches the kernel removed (their directory deleted), not yet
+    /// handled: the fence forgets their directories before it relists, so
+    /// one made again under the same name is watched anew even when it got
+    /// the old one's inode number (ext4 gives it back at once).
+    unwatched: HashSet<i32>,
     /// An event was lost: the mirror must be built again.
     overflowed: bool,
     /// Directories whose listing had a problem.
@@ -322,8 +327,9 @@ impl Inner {
                     {
                         state.overflowed = true;
                     } else if flags.contains(ReadFlags::IGNORED) {
-                        // A watch removed (by the mirror, or with its
-                        // directory, whose parent reports the removal).
+                        // A watch removed: by the mirror (it forgot the
+                        // watch first), or with its directory.
+                        state.unwatched.insert(event.wd());
                     } else if event.wd() >= 0 {
                         state.dirty.insert(event.wd());
                     }
@@ -339,14 +345,35 @@ impl Inner {
     /// Lists again every directory an event named, parents first, and
     /// moves the table to the result.
     fn refresh(&self, state: &mut State) -> Result<(), Stop> {
-        if state.dirty.is_empty() {
+        if state.dirty.is_empty() && state.unwatched.is_empty() {
             return Ok(());
         }
+        let mut changes = Changes::new();
+        // Directories whose watch went with them: forgotten, and their
+        // parents listed again.
+        let mut keys = Vec::new();
+        for wd in std::mem::take(&mut state.unwatched) {
+            let Some(path) = state
+                .wds
+                .get(&wd)
+                .and_then(|key| state.dirs.get(key))
+                .map(|d| d.path.clone())
+            else {
+                continue;
+            };
+            if path == *self.sandbox.mount() {
+                state.overflowed = true;
+                return Ok(());
+            }
+            self.drop_tree(state, &path.order_key(), &mut changes);
+            keys.push(path.parent().order_key());
+        }
         // Watches no longer known (their directories dropped) are gone.
-        let mut keys: Vec<Vec<u8>> = std::mem::take(&mut state.dirty)
-            .into_iter()
-            .filter_map(|wd| state.wds.get(&wd).cloned())
-            .collect();
+        keys.extend(
+            std::mem::take(&mut state.dirty)
+                .into_iter()
+                .filter_map(|wd| state.wds.get(&wd).cloned()),
+        );
         if keys.len() > MAX_FENCE_DIRS {
             // Cheaper built again in the background than relisted by a
             // Grep that holds the lock meanwhile.
@@ -355,7 +382,6 @@ impl Inner {
         }
         keys.sort_unstable();
         keys.dedup();
-        let mut changes = Changes::new();
         let mut relisted_rules_changed = false;
         for key in keys {
             let Some(path) = state.dirs.get(&key).map(|d| d.path.clone()) else {
@@ -589,6 +615,7 @@ impl State {
             dirs: BTreeMap::new(),
             wds: HashMap::new(),
             dirty: HashSet::new(),
+            unwatched: HashSet::new(),
             overflowed: false,
             troubled: 0,
             entries: 0,
@@ -606,6 +633,7 @@ impl State {
         self.dirs.clear();
         self.wds.clear();
         self.dirty.clear();
+        self.unwatched.clear();
         self.overflowed = false;
         self.troubled = 0;
         self.entries = 0;
@@ -860,6 +888,35 @@ mod tests {
         assert!(
             levels["/m"].same_rules(&expected["/m"]),
             "the rules of the old text were kept"
+        );
+    }
+
+    /// A directory removed and made again between two fences may get the
+    /// removed one's inode number (ext4 gives it back at once here), and
+    /// its watch went with the removed one: it is watched anew, so what
+    /// changes in it later is seen.
+    #[test]
+    fn a_directory_made_again_under_its_old_inode_number_is_watched_again() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("a/sub")).unwrap();
+        std::fs::write(dir.join("a/sub/x.txt"), "x").unwrap();
+        let mirror = built(dir);
+        let mount = VfsPath::parse("/m").unwrap();
+        let ino = std::fs::metadata(dir.join("a/sub")).unwrap().ino();
+        std::fs::remove_dir_all(dir.join("a/sub")).unwrap();
+        std::fs::create_dir_all(dir.join("a/sub")).unwrap();
+        std::fs::write(dir.join("a/sub/y.txt"), "y").unwrap();
+        let reused = std::fs::metadata(dir.join("a/sub")).unwrap().ino() == ino;
+        mirror.current(&mount).expect("ready");
+        std::fs::write(dir.join("a/sub/z.txt"), "z").unwrap();
+        let (table, _) = mirror.current(&mount).expect("ready");
+        let (expected, _) = built(dir).current(&mount).expect("ready");
+        assert_eq!(
+            rows(&table),
+            rows(&expected),
+            "inode number reused: {reused}"
         );
     }
 
