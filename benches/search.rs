@@ -15,6 +15,14 @@
 //! `AGENTVFS_BENCH_ONLY=glob` runs only the cases whose name contains that
 //! text.
 //!
+//! The server keeps its data (the Filesystem mounts' search indexes among
+//! it) in `$AGENTVFS_BENCH_DIR/data`, never in the user's data directory,
+//! and across runs: a run after another measures the indexes warm, as a
+//! server that has served those trees before; the first run, or one with
+//! `AGENTVFS_BENCH_COLD=1` (which empties that directory first), measures
+//! Greps that still learn the trees (docs/search-index.md). The run says
+//! how many indexes it found kept.
+//!
 //! Both sides are configured alike: two threads (`-j2`; the machine these
 //! numbers were taken on has two cores, which the server's workers use), hidden
 //! files skipped, `.gitignore` honoured outside git repositories
@@ -42,6 +50,22 @@ const DIRS: usize = 50;
 const FILES_PER_DIR: usize = 20;
 /// Marks a complete generated tree (hidden, so neither side sees it).
 const MARKER: &str = ".agentvfs-bench-v1";
+
+/// How many Filesystem search indexes the server kept in `data`
+/// (`agentvfs-journal/<mount>/search-index/*.avix`, src/search/index/file_keeper.rs).
+fn kept_indexes(data: &Path) -> usize {
+    let dirs = |dir: PathBuf| {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+    };
+    dirs(data.join("agentvfs-journal"))
+        .flat_map(|mount| dirs(mount.join("search-index")))
+        .filter(|file| file.extension().is_some_and(|ext| ext == "avix"))
+        .count()
+}
 
 /// One search to compare.
 struct Case {
@@ -74,6 +98,20 @@ fn main() {
     );
     let generated = base.join("generated");
     generate(&generated);
+    let data = base.join("data");
+    if std::env::var_os("AGENTVFS_BENCH_COLD").is_some() {
+        let _ = std::fs::remove_dir_all(&data);
+    }
+    std::fs::create_dir_all(&data).expect("the bench's data directory");
+    let kept = kept_indexes(&data);
+    println!(
+        "server data: {}, {kept} search indexes kept from earlier runs ({})\n",
+        data.display(),
+        match kept {
+            0 => "the first Greps of each tree learn it",
+            _ => "Greps find what earlier runs learned",
+        }
+    );
     let real = std::env::var("AGENTVFS_BENCH_REAL")
         .map(PathBuf::from)
         .unwrap_or_else(|_| registry_sources());
@@ -103,7 +141,11 @@ fn main() {
     );
     println!("|---|---|---:|---:|---:|---:|---:|---|");
     for (tree, root, greps) in trees {
-        let server = Served::start([OsStr::new("--root"), root.as_os_str()], &root);
+        let server = Served::start_with_env(
+            [OsStr::new("--root"), root.as_os_str()],
+            &root,
+            vec![("XDG_DATA_HOME", data.as_os_str())],
+        );
         let mut client = rt.block_on(connect(&server.url()));
         let glob = Case {
             name: "glob **/*.rs",

@@ -24,7 +24,18 @@ impl Served {
     /// `/workspace`), logging warnings only, or what
     /// `AGENTVFS_BENCH_LOG` asks (`agentvfs=info`; tests/support/launch.rs; its
     /// `AGENTVFS_SERVER_BIN` runs an earlier build for before/after tables).
+    #[allow(dead_code)] // each bench compiles this module; `search` sets an environment
     pub fn start<I, S>(args: I, cwd: &Path) -> Served
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Served::start_with_env(args, cwd, Vec::new())
+    }
+
+    /// [`Served::start`] with more environment variables (`XDG_DATA_HOME`:
+    /// where the default configuration keeps its data).
+    pub fn start_with_env<I, S>(args: I, cwd: &Path, env: Vec<(&str, &OsStr)>) -> Served
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -39,7 +50,7 @@ impl Served {
             args: serve,
             cwd,
             log_filter: &filter,
-            env: Vec::new(),
+            env,
         }
         .start();
         Served {
