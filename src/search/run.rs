@@ -305,13 +305,14 @@ impl SearchRun {
     /// path table): the caller has checked that `passed.visited` stays
     /// within the visited budget.
     pub fn count_passed(&self, passed: &Counts) {
-        let c = &self.counters;
-        c.visited.fetch_add(passed.visited.into(), Relaxed);
-        c.skipped_hidden.fetch_add(passed.hidden.into(), Relaxed);
-        c.skipped_ignored.fetch_add(passed.ignored.into(), Relaxed);
-        c.skipped_too_large
-            .fetch_add(passed.too_large.into(), Relaxed);
-        c.files_searched.fetch_add(passed.checked.into(), Relaxed);
+        self.add_file_counts(FileCounts {
+            visited: passed.visited.into(),
+            files_searched: passed.checked.into(),
+            skipped_ignored: passed.ignored.into(),
+            skipped_hidden: passed.hidden.into(),
+            skipped_binary: 0,
+            skipped_too_large: passed.too_large.into(),
+        });
     }
 
     /// Counts an entry left out by ignore rules.
@@ -339,8 +340,12 @@ impl SearchRun {
 
     /// Adds `counts` to the run's (counted apart by a window's worker).
     pub fn add_file_counts(&self, counts: FileCounts) {
+        // Most adds count one file: the counters left as they are cost no
+        // atomic write.
         self.each_count(counts, |count, n| {
-            count.fetch_add(n, Relaxed);
+            if n > 0 {
+                count.fetch_add(n, Relaxed);
+            }
         });
     }
 

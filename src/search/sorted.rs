@@ -84,7 +84,8 @@ impl<W: WholeFiles> SortedFiles for W {
         learn: Option<&mut IndexedGrep>,
     ) {
         let loaded = self.load(entry);
-        if let Some(hits) = search_whole(run, searcher, (entry, key), loaded, learn) {
+        let learn = learn.map(|index| (index, key));
+        if let Some(hits) = search_whole(run, searcher, entry, loaded, learn) {
             run.emit_file(hits);
         }
     }
@@ -94,19 +95,19 @@ impl<W: WholeFiles> SortedFiles for W {
     }
 }
 
-/// Searches the file `entry` (order key `key`) whose content `loaded`
-/// read, handing the content to `learn` first when given; a failed read
-/// is the run's soft problem.
+/// Searches the file `entry` whose content `loaded` read, handing the
+/// content first to `learn`, the Grep's index and the file's order key,
+/// when given; a failed read is the run's soft problem.
 pub fn search_whole(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
-    (entry, key): (&Entry, &[u8]),
+    entry: &Entry,
     loaded: Result<impl AsRef<[u8]>>,
-    learn: Option<&mut IndexedGrep>,
+    learn: Option<(&mut IndexedGrep, &[u8])>,
 ) -> Option<FileHits> {
     match loaded {
         Ok(data) => {
-            if let Some(index) = learn {
+            if let Some((index, key)) = learn {
                 index.learn(key.to_vec(), entry.version, data.as_ref());
             }
             searcher.search_slice(&entry.path, entry.modified, data.as_ref())

@@ -96,6 +96,14 @@ impl<F: Frozen> WholeFiles for Walk<'_, F> {
     }
 }
 
+/// The largest candidate a worker reads whole. A file is read whole to be
+/// searched here (up to `max_file_bytes`, 64 MiB by default), so workers
+/// reading large files at once would hold one such file each; larger
+/// candidates are read and searched by the walk, one at a time, as before
+/// the workers. 1 MiB is the Store's chunk; most source files are far
+/// smaller, so nearly every candidate still goes to a worker.
+const MAX_WORKER_FILE_BYTES: u64 = 1 << 20;
+
 /// Runs the Grep `run` over `part` of `table`, narrowed by `grep`, with
 /// `walk` over that table. The walk stays on this thread; the candidates
 /// it needs no index for are read and searched by the window's workers,
@@ -114,11 +122,10 @@ pub fn search_table<F: Frozen + Sync>(
     let (keys, files) = (walk.keys, walk.files);
     let search = |searcher: &mut FileSearcher<'_>, task: &Task<Entry>| {
         task.hits(|entry| {
-            let key = entry.path.order_key();
             let loaded = keys
                 .rel(&entry.path)
                 .and_then(|rel| files.load(None, &entry.path, &rel));
-            search_whole(run, searcher, (entry, &key), loaded, None)
+            search_whole(run, searcher, entry, loaded, None)
         })
     };
     window::grep_in_order(run, search, |window| {
@@ -138,8 +145,9 @@ impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
         WholeFiles::seek(&mut self.walk, from)
     }
 
-    /// A candidate the Grep learns is read and searched here, as the
-    /// Grep's index is this thread's; any other goes to a worker.
+    /// A candidate the Grep learns, or one over
+    /// [`MAX_WORKER_FILE_BYTES`], is read and searched here, as the Grep's
+    /// index is this thread's; any other goes to a worker.
     fn search_file(
         &mut self,
         run: &SearchRun,
@@ -147,18 +155,15 @@ impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
     ) {
+        // A large file is read here too, so a Grep holds one whole file
+        // at a time beyond the workers' small ones, as the walk alone did.
         let task = match learn {
-            Some(grep) => {
+            None if entry.size <= MAX_WORKER_FILE_BYTES => Task::Search(entry.clone()),
+            learn => {
                 let loaded = self.walk.load(entry);
-                Task::searched(search_whole(
-                    run,
-                    searcher,
-                    (entry, key),
-                    loaded,
-                    Some(grep),
-                ))
+                let learn = learn.map(|grep| (grep, key));
+                Task::searched(search_whole(run, searcher, entry, loaded, learn))
             }
-            None => Task::Search(entry.clone()),
         };
         self.window.push(task);
     }
