@@ -16,6 +16,7 @@
 use crate::change::Operation;
 use crate::error::Error;
 use crate::path::VfsPath;
+use crate::search::index::Registry;
 
 /// Most files one changeset may touch, whatever `[limits]` says: a tier
 /// holds a lock per file while it applies them.
@@ -93,4 +94,24 @@ pub fn stale(path: &VfsPath, expected: Option<u64>, actual: Option<u64>) -> Erro
         expected: expected.unwrap_or(0),
         actual: actual.unwrap_or(0),
     }
+}
+
+/// Teaches the search index of `namespace` (in `registry`) the contents a
+/// changeset just put, `changes` committed as `done`, as far as one change
+/// may teach it (docs/search-index.md § Learning in the write path).
+pub fn learn_committed(
+    registry: &Registry,
+    namespace: &str,
+    changes: &[FileChange],
+    done: &[FileCommitted],
+) {
+    let Some(mut learning) = registry.write_learning(namespace) else {
+        return;
+    };
+    for (change, committed) in changes.iter().zip(done) {
+        if let FileAction::Put { data, .. } = &change.action {
+            learning.add(change.path.order_key(), committed.version, &data[..]);
+        }
+    }
+    learning.learn();
 }

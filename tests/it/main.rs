@@ -53,6 +53,9 @@
 //!   server.
 //! - `search_index_object`: the same differential on the object tier, across
 //!   three servers on one bucket.
+//! - `search_index_learning`: copies, moves, changesets, restores and
+//!   streamed writes teach the index what they commit, on State and the
+//!   Store.
 
 #[path = "../support/launch.rs"]
 mod launch;
@@ -85,6 +88,7 @@ mod sandbox;
 mod search;
 mod search_index;
 mod search_index_fs;
+mod search_index_learning;
 mod search_index_object;
 mod server;
 mod store;

@@ -539,7 +539,7 @@ async fn one_principal_cannot_grow_the_index_past_its_share() {
 /// The number the `n`th "search index narrowed a grep" line of `server`'s
 /// log gives for `field`, once the line is there (the server logs it as
 /// the Grep ends, maybe after its client has the answer).
-async fn narrowed(server: &Server, n: usize, field: &str) -> u64 {
+pub(super) async fn narrowed(server: &Server, n: usize, field: &str) -> u64 {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let logs = server.logs.lock().unwrap().clone();
@@ -626,7 +626,7 @@ pub(super) async fn writes_and_edits_are_learned(server: &Server, root: &str, be
 /// A server whose Store (`/memories`, in `store/` of its working
 /// directory) keeps its index across restarts, with `search` as its
 /// `[search]` section.
-fn store_server(search: &str) -> Server {
+pub(super) fn store_server(search: &str) -> Server {
     let config = format!(
         "[search]\n{search}\n\
          [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\

@@ -18,6 +18,7 @@ use super::search_index::{
     Op, answer, change, needle_files, paths, random_grep, random_op, random_text, seed,
     skipped_files, without_the_victims_trigrams, writes_and_edits_are_learned,
 };
+use super::search_index_learning::changes_are_learned;
 use crate::util::Server;
 use agentvfs::pb;
 use rand::rngs::StdRng;
@@ -144,7 +145,8 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
 
 /// A Write and an Edit on the object tier teach the index the version
 /// they committed, as on State and the Store (docs/search-index.md
-/// § Learning in the write path).
+/// § Learning in the write path); so do a Copy, a Move of a file and of a
+/// directory, a changeset, a Restore and a small streamed write.
 #[tokio::test]
 async fn object_writes_and_edits_are_learned_before_any_grep_reads_them() {
     let prefix = format!("idx-{:016x}", rand::random::<u64>());
@@ -156,6 +158,9 @@ async fn object_writes_and_edits_are_learned_before_any_grep_reads_them() {
         &[],
     );
     writes_and_edits_are_learned(&server, "/shared/w", 0).await;
+    // The namespace's index is in use since the first check: the writes
+    // below teach it before any Grep.
+    changes_are_learned(&server, "/shared/c", 2, 0).await;
 }
 
 /// The kept index files below `dir`, recursively.

@@ -36,7 +36,7 @@ use super::log::{self, Intent};
 use super::state::{Now, Store, now_micros};
 use super::write::NewContent;
 use super::{FETCH_CONCURRENCY, ObjectBackend, next_version};
-use crate::backend::changeset::stale;
+use crate::backend::changeset::{learn_committed, stale};
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};
 use crate::error::{Error, Result};
@@ -109,6 +109,9 @@ impl ObjectBackend {
             });
         }
         let done = self.commit_staged(ns, scope, changes, &keys, &nows, &contents);
+        if let Ok(done) = &done {
+            learn_committed(&self.index, ns, changes, done);
+        }
         if done.is_err() {
             for (change, content) in changes.iter().zip(&contents) {
                 if let Some(content) = content {

@@ -235,18 +235,19 @@ impl ObjectBackend {
     /// so the copy costs little beside the PUT, and none where nothing
     /// learns.
     fn copy_to_learn(&self, ns: &str, data: &[u8]) -> Option<Vec<u8>> {
-        let wanted = self.index.learns_writes(ns, data.len());
+        let learning = self.index.write_learning(ns);
+        let wanted = learning.is_some_and(|l| l.takes(data.len() as u64));
         wanted.then(|| data.to_vec())
     }
 
     /// Teaches the namespace `ns`'s search index what a Write or an Edit
-    /// just committed (`Registry::learn_written`): the next Grep rules the
-    /// file out, or selects it, without reading it first
-    /// (docs/search-index.md § Learning in the write path).
-    fn learn_written(&self, ns: &str, outcome: &WriteOutcome, data: Option<Vec<u8>>) {
+    /// just committed: the next Grep rules the file out, or selects it,
+    /// without reading it first (docs/search-index.md § Learning in the
+    /// write path).
+    fn learn_written(&self, ns: &str, outcome: &WriteOutcome, data: Option<&[u8]>) {
         if let Some(data) = data {
             let key = outcome.path.order_key();
-            self.index.learn_written(ns, key, outcome.version, &data);
+            self.index.learn_written(ns, key, outcome.version, data);
         }
     }
 
@@ -475,7 +476,7 @@ impl Backend for ObjectBackend {
         let learn = self.copy_to_learn(ns, &data);
         let content = self.new_content(ns, path, data)?;
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        self.learn_written(ns, &outcome, learn);
+        self.learn_written(ns, &outcome, learn.as_deref());
         Ok(outcome)
     }
 
@@ -495,7 +496,10 @@ impl Backend for ObjectBackend {
         }
         let content = self.upload(ns, path, pieces)?;
         let origin = Origin::of(scope, Operation::Write);
-        self.put_content(scope, path, pre, content, &origin)
+        let learn = content.inline().cloned();
+        let outcome = self.put_content(scope, path, pre, content, &origin)?;
+        self.learn_written(ns, &outcome, learn.as_deref());
+        Ok(outcome)
     }
 
     fn update(

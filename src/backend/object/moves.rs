@@ -32,6 +32,7 @@ use crate::change::{ChangeKind, Operation, Origin};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use crate::search::index::written::WriteLearning;
 use bytes::Bytes;
 
 impl ObjectBackend {
@@ -51,6 +52,7 @@ impl ObjectBackend {
         let ns = self.namespace(scope)?;
         let origin = Origin::of(scope, Operation::Move);
         let (src_key, dst_key) = (self.file_key(ns, source)?, self.file_key(ns, destination)?);
+        let mut learning = self.index.write_learning(ns);
         for attempt in 0..MAX_ATTEMPTS {
             let src = self.settled(ns, &src_key, 1)?;
             let source_is_dir = match src.file() {
@@ -102,14 +104,21 @@ impl ObjectBackend {
                 continue;
             }
             if source_is_dir {
-                return self.move_tree(ns, source, destination, &origin);
+                let moved = self.move_tree(ns, source, destination, &origin, &mut learning)?;
+                if let Some(learning) = learning {
+                    learning.learn();
+                }
+                return Ok(moved);
             }
             let ends = Ends {
                 ns,
                 source: (source, &src_key, &src),
                 destination: (destination, &dst_key, &dst),
             };
-            if let Some(version) = self.move_file(&ends, &origin)? {
+            if let Some(version) = self.move_file(&ends, &origin, &mut learning)? {
+                if let Some(learning) = learning {
+                    learning.learn();
+                }
                 return Ok(MoveOutcome {
                     files_moved: 1,
                     version,
@@ -143,6 +152,7 @@ impl ObjectBackend {
         source: &VfsPath,
         destination: &VfsPath,
         origin: &Origin,
+        learning: &mut Option<WriteLearning<'_>>,
     ) -> Result<MoveOutcome> {
         let mut files_moved = 0;
         let mut after = None;
@@ -167,7 +177,7 @@ impl ObjectBackend {
                     source: (&file, &src_key, &src),
                     destination: (&to, &dst_key, &dst),
                 };
-                if self.move_file(&ends, origin)?.is_some() {
+                if self.move_file(&ends, origin, learning)?.is_some() {
                     files_moved += 1;
                 }
             }
@@ -187,8 +197,15 @@ impl ObjectBackend {
 
     /// Moves the live file of `ends.source` to `ends.destination` as the
     /// module doc says: its new version, or `None` when either end changed
-    /// since it was read (then nothing changed).
-    fn move_file(&self, ends: &Ends<'_>, origin: &Origin) -> Result<Option<u64>> {
+    /// since it was read (then nothing changed). A moved file whose content
+    /// is inline in its head is held for `learning` (docs/search-index.md §
+    /// Learning in the write path); one in a blob is learned by a Grep.
+    fn move_file(
+        &self,
+        ends: &Ends<'_>,
+        origin: &Origin,
+        learning: &mut Option<WriteLearning<'_>>,
+    ) -> Result<Option<u64>> {
         let (ns, (source, src_key, src), (destination, dst_key, dst)) =
             (ends.ns, ends.source, ends.destination);
         let file = src
@@ -253,10 +270,7 @@ impl ObjectBackend {
                 blob: content.blob(),
                 ..file.meta
             };
-            let inline = match &content {
-                NewContent::Inline(data) => Some(data.as_ref()),
-                NewContent::Blob { .. } => None,
-            };
+            let inline = content.inline().map(Bytes::as_ref);
             let new = head::live(&meta, origin, inline, to_pos);
             let move_id = rand::random::<u64>().max(1);
             let pending = Pending {
@@ -303,6 +317,11 @@ impl ObjectBackend {
                         self.forget_replaced(ns, destination, replaced);
                     }
                     self.prune_history(ns, destination);
+                    if let (Some(learning), Some(data)) = (learning.as_mut(), content.inline())
+                        && learning.takes(data.len() as u64)
+                    {
+                        learning.add(destination.order_key(), version, data.to_vec());
+                    }
                     return Ok(Some(version));
                 }
             }

@@ -47,6 +47,14 @@ impl NewContent {
         }
     }
 
+    /// Its bytes when it is inline (small enough to live in the head).
+    pub fn inline(&self) -> Option<&Bytes> {
+        match self {
+            NewContent::Inline(data) => Some(data),
+            NewContent::Blob { .. } => None,
+        }
+    }
+
     /// The blob holding it (0: inline).
     pub fn blob(&self) -> u64 {
         match self {
@@ -65,10 +73,7 @@ impl NewContent {
         pos: super::keys::Position,
     ) -> Bytes {
         let now = nanos(SystemTime::now());
-        let inline = match self {
-            NewContent::Inline(data) => Some(data.as_ref()),
-            NewContent::Blob { .. } => None,
-        };
+        let inline = self.inline().map(Bytes::as_ref);
         let meta = Meta {
             version,
             size: self.size(),
@@ -256,7 +261,7 @@ impl ObjectBackend {
                         version,
                         created: false,
                     };
-                    self.learn_written(ns, &outcome, learn);
+                    self.learn_written(ns, &outcome, learn.as_deref());
                     return Ok(outcome);
                 }
                 Ok(false) => self.forget_blob(ns, path, content.blob()),
@@ -462,6 +467,9 @@ impl ObjectBackend {
             if_version,
         };
         let origin = Origin::of(scope, Operation::Restore);
-        self.put_content(scope, path, pre, content, &origin)
+        let learn = content.inline().cloned();
+        let outcome = self.put_content(scope, path, pre, content, &origin)?;
+        self.learn_written(ns, &outcome, learn.as_deref());
+        Ok(outcome)
     }
 }

@@ -17,6 +17,7 @@ use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::index::check::{IndexUse, spawn_check};
+use crate::search::index::written::WriteLearning;
 use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use std::sync::Arc;
@@ -58,6 +59,26 @@ fn first_below<F: Files>(files: &F, rel: &[u8]) -> Result<Option<FileMeta>> {
     }
 }
 
+/// Holds for `learning` the content of the file a Move takes from `rel`
+/// (`path`, of `size` bytes) as `version` of `to`, where the Move commits
+/// it: read from `space` before the Move applies, and only when it fits
+/// what the change may still learn.
+fn learn_moved<S: Space>(
+    learning: &mut Option<WriteLearning<'_>>,
+    space: &S,
+    (path, rel, size): (&VfsPath, &[u8], u64),
+    to: &VfsPath,
+    version: u64,
+) -> Result<()> {
+    let Some(learning) = learning.as_mut().filter(|l| l.takes(size)) else {
+        return Ok(());
+    };
+    if let Some((_, data)) = space.read(path, rel)? {
+        learning.add(to.order_key(), version, data);
+    }
+    Ok(())
+}
+
 /// The precondition of a change of an existing file: only `if_version`.
 fn version_check(if_version: Option<u64>) -> Precondition {
     Precondition {
@@ -78,11 +99,19 @@ impl<E: Engine> OrderedTier<E> {
         }
     }
 
-    /// Teaches the namespace's search index what a Write or Edit just
-    /// committed, outside the namespace's lock (`Registry::learn_written`).
+    /// What a change in `scope`'s namespace may teach its search index
+    /// (docs/search-index.md § Learning in the write path): the change adds
+    /// each file it commits, reading a source's content only when
+    /// [`WriteLearning::takes`] it, and learns them outside the namespace's
+    /// lock once it has committed.
+    fn write_learning(&self, scope: &Scope) -> Option<WriteLearning<'_>> {
+        self.index.write_learning(&self.engine.index_key(scope))
+    }
+
+    /// Teaches the search index `data`, the file a Write, an Edit or a
+    /// small streamed write (a Restore too) just committed as `outcome`.
     fn learn_written(&self, scope: &Scope, outcome: &WriteOutcome, data: &[u8]) {
-        let key = outcome.path.order_key();
-        let namespace = self.engine.index_key(scope);
+        let (key, namespace) = (outcome.path.order_key(), self.engine.index_key(scope));
         self.index
             .learn_written(&namespace, key, outcome.version, data);
     }
@@ -261,7 +290,10 @@ impl<E: Engine> OrderedTier<E> {
         match self.engine.upload(path, pieces)? {
             Streamed::Whole(data) => {
                 self.check_size(path, data.len())?;
-                self.replace(scope, path, rel, pre, Content::Bytes(&data), operation)
+                let content = Content::Bytes(&data);
+                let outcome = self.replace(scope, path, rel, pre, content, operation)?;
+                self.learn_written(scope, &outcome, &data);
+                Ok(outcome)
             }
             Streamed::Stored(upload) => {
                 let outcome =
@@ -701,7 +733,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
         };
         let from = movable(source)?;
         let to = movable(destination)?;
-        self.engine.change(scope, &[&from, &to], |space| {
+        let mut learning = self.write_learning(scope);
+        let outcome = self.engine.change(scope, &[&from, &to], |space| {
             let Some(space) = space else {
                 return Err(Error::NotFound(source.to_string()));
             };
@@ -745,6 +778,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
                         replaced.as_ref(),
                         &origin,
                     )?;
+                    let moved = (source, from.as_slice(), file.meta().size);
+                    learn_moved(&mut learning, &*space, moved, destination, version)?;
                     space.drop_key(&mut batch, &from);
                     MoveOutcome {
                         files_moved: 1,
@@ -762,9 +797,11 @@ impl<E: Engine> Backend for OrderedTier<E> {
                         let mut rel = to.clone();
                         rel.extend_from_slice(&key[from.len()..]);
                         let path = self.keys.path(&rel)?;
-                        self.move_file(
+                        let version = self.move_file(
                             &*space, &mut batch, key, &file, &path, &rel, None, &origin,
                         )?;
+                        let moved = (&self.keys.path(key)?, key, file.meta().size);
+                        learn_moved(&mut learning, &*space, moved, &path, version)?;
                         files_moved += 1;
                         cursor.next();
                     }
@@ -778,7 +815,11 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             space.apply(batch)?;
             Ok(outcome)
-        })
+        })?;
+        if let Some(learning) = learning {
+            learning.learn();
+        }
+        Ok(outcome)
     }
 
     /// One change under the locks of both keys: the destination's new
@@ -793,7 +834,9 @@ impl<E: Engine> Backend for OrderedTier<E> {
     ) -> Result<WriteOutcome> {
         let from = self.file_rel(source)?;
         let to = self.file_rel(destination)?;
-        self.engine.change(scope, &[&from, &to], |space| {
+        let learning = self.write_learning(scope);
+        let mut copied = None;
+        let outcome = self.engine.change(scope, &[&from, &to], |space| {
             let Some(space) = space else {
                 return Err(Error::NotFound(source.to_string()));
             };
@@ -801,6 +844,9 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 return Err(self.not_a_file(Some(&*space), source, &from));
             };
             self.check_size(source, file.meta().size as usize)?;
+            if learning.as_ref().is_some_and(|l| l.takes(file.meta().size)) {
+                copied = space.read(source, &from)?.map(|(_, data)| data);
+            }
             let old = space.get(&to)?;
             pre.check(destination, old.as_ref().map(|f| f.meta().version))?;
             if old.is_none() {
@@ -819,7 +865,12 @@ impl<E: Engine> Backend for OrderedTier<E> {
                     space.put_copy(batch, destination, &to, old, source, version, origin)
                 },
             )
-        })
+        })?;
+        if let (Some(mut learning), Some(data)) = (learning, copied) {
+            learning.add(outcome.path.order_key(), outcome.version, data);
+            learning.learn();
+        }
+        Ok(outcome)
     }
 
     fn commit(&self, scope: &Scope, changes: &[FileChange]) -> Result<Vec<FileCommitted>> {

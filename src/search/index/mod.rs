@@ -22,7 +22,9 @@
 //!   over the table, counting the rows between in one step;
 //! - `persist`: an index as bytes, kept by a tier across restarts
 //!   (docs/search-index.md § Persistence);
-//! - `codec`: the integers and byte strings those bytes are made of.
+//! - `codec`: the integers and byte strings those bytes are made of;
+//! - `written`: what a change teaches the index as it commits
+//!   (docs/search-index.md § Learning in the write path).
 
 pub mod check;
 pub mod codec;
@@ -33,6 +35,7 @@ pub mod plan;
 pub mod segment;
 pub mod table;
 pub mod trigram;
+pub mod written;
 
 use passes::{Candidate, PassKey, Passes, RowDocs};
 use persist::{Keeper, Kept};
@@ -61,11 +64,6 @@ const MERGE_MIN_FILES: usize = 256;
 /// ~0.3 s to a Grep; a large namespace is learned over several Greps.
 pub const MAX_LEARN_BYTES: u64 = 16 << 20;
 
-/// Largest file a write teaches the index ([`Registry::learn_written`]):
-/// extracting its trigrams takes at most about 4 ms at the index's build
-/// speed (docs/performance.md § Build speed) added to that write; larger
-/// files are learned by the Greps that read them.
-const MAX_WRITE_LEARN_BYTES: usize = 256 << 10;
 /// Default of `[search] index_bytes_per_principal`: what the indexes one
 /// principal's Greps made may hold together (docs/search-index.md §
 /// Memory); the index of the Linux sources (947 MB) holds about 140 MB.
@@ -276,44 +274,6 @@ impl Registry {
         drop(indexes);
         drop(loading);
         Some((index, self.room_of(owner)))
-    }
-
-    /// Learns `data`, just written as `version` of the file with order key
-    /// `key`, into the index of the namespace `namespace` when one is held,
-    /// the namespace is large enough to index and the index's maker has
-    /// room for it: the next Grep rules the file out, or selects it,
-    /// without reading it first (docs/search-index.md § Learning in the
-    /// write path). The index is exact by versions, so a write learned
-    /// late, or after a newer one, only costs a read. Files over
-    /// [`MAX_WRITE_LEARN_BYTES`] are left to Greps: this runs on the
-    /// writer's thread, after its commit.
-    pub fn learn_written(&self, namespace: &str, key: Vec<u8>, version: u64, data: &[u8]) {
-        let Some(index) = self.learning_index(namespace, data.len()) else {
-            return;
-        };
-        let trigrams: Option<Arc<Pieces>> = trigram::extract(data).ok().map(Arc::new);
-        if learned_bytes(&key, &trigrams) > self.room_of(&index.owner) {
-            return;
-        }
-        index.add_learned(vec![(key, (version, trigrams))]);
-        index.maybe_merge(false);
-    }
-
-    /// Whether [`Registry::learn_written`] would take a file of `bytes`
-    /// written in `namespace` now: a tier that must copy a write's content
-    /// to teach it (the object tier, whose upload consumes it) asks first,
-    /// so a namespace with no index costs no copy.
-    pub fn learns_writes(&self, namespace: &str, bytes: usize) -> bool {
-        self.learning_index(namespace, bytes).is_some()
-    }
-
-    /// The index of `namespace` if it learns a written file of `bytes`:
-    /// the file is small and the namespace's index is used.
-    fn learning_index(&self, namespace: &str, bytes: usize) -> Option<Arc<NamespaceIndex>> {
-        match bytes > MAX_WRITE_LEARN_BYTES {
-            true => None,
-            false => self.used_index(namespace),
-        }
     }
 
     /// The index of `namespace` when Greps use it: indexing is on, and the
@@ -939,16 +899,20 @@ impl IndexedGrep {
             .fetch_max(self.walked, Relaxed)
             .max(self.walked);
         let before = self.index.files() as u64;
-        if self.filter.is_some() {
+        let (narrowed, learned) = (self.filter.is_some(), self.learned.len());
+        self.index.add_learned(self.learned);
+        // Logged once what it learned is in the index: whoever reads the
+        // line (a test, an operator) and then changes a file knows this
+        // Grep's older entry cannot land after that change's own.
+        if narrowed {
             tracing::info!(
                 walked = self.walked,
                 skipped = self.skipped,
-                learned = self.learned.len(),
+                learned,
                 overlay = self.index.overlay_files(),
                 "search index narrowed a grep"
             );
         }
-        self.index.add_learned(self.learned);
         let covered_now = before < walked && self.index.files() as u64 >= walked;
         self.index.maybe_merge(covered_now);
     }
@@ -958,7 +922,7 @@ impl IndexedGrep {
 mod tests {
     use super::*;
 
-    fn settings(min_files: u64) -> IndexSettings {
+    pub(super) fn settings(min_files: u64) -> IndexSettings {
         IndexSettings {
             enabled: true,
             min_files,
@@ -990,23 +954,6 @@ mod tests {
         }
         g.finish();
         searched
-    }
-
-    #[test]
-    fn only_a_used_index_learns_writes() {
-        let registry = Registry::new(settings(2), None);
-        let small = 100;
-        // No index yet: a tier copies nothing to teach it.
-        assert!(!registry.learns_writes("ns", small));
-        let (index, _) = registry.get("ns", "alice").unwrap();
-        // Too small a namespace to be used yet.
-        assert!(!registry.learns_writes("ns", small));
-        index.walked.store(2, Relaxed);
-        assert!(registry.learns_writes("ns", small));
-        assert!(!registry.learns_writes("ns", MAX_WRITE_LEARN_BYTES + 1));
-        assert!(!registry.learns_writes("other", small));
-        index.off.store(true, Relaxed);
-        assert!(!registry.learns_writes("ns", small));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! so a watcher receives them together.
 
 use super::OrderedTier;
-use crate::backend::changeset::stale;
+use crate::backend::changeset::{learn_committed, stale};
 use crate::backend::ordered::{Content, Engine, Files, Space, Stored};
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};
@@ -54,7 +54,7 @@ impl<E: Engine> OrderedTier<E> {
                 })
                 .collect();
         };
-        self.engine.enter(&scoped, Some(&locked), |space| {
+        let done = self.engine.enter(&scoped, Some(&locked), |space| {
             let mut olds = Vec::with_capacity(changes.len());
             for (change, rel) in changes.iter().zip(&rels) {
                 let old = space.get(rel)?;
@@ -133,7 +133,10 @@ impl<E: Engine> OrderedTier<E> {
             }
             space.apply(batch)?;
             Ok(done)
-        })
+        })?;
+        let namespace = self.engine.index_key(scope);
+        learn_committed(&self.index, &namespace, changes, &done);
+        Ok(done)
     }
 }
 
