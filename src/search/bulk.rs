@@ -505,7 +505,7 @@ mod tests {
     }
 
     impl WholeFiles for TableFiles {
-        type Data = Vec<u8>;
+        type Data<'w> = Vec<u8>;
 
         fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
             self.table.seek(from).map(|row| Ok(row.entry.clone()))

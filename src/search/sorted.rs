@@ -54,14 +54,17 @@ pub trait SortedFiles {
 /// (State, the Store, the object tier, a branch's view): a
 /// [`SortedFiles`] whose files are searched as slices.
 pub trait WholeFiles {
-    /// File contents, borrowed or owned.
-    type Data: AsRef<[u8]>;
+    /// File contents: shared, owned, or lent by the walk until its next
+    /// step.
+    type Data<'w>: AsRef<[u8]>
+    where
+        Self: 'w;
 
     /// [`SortedFiles::seek`].
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>>;
 
     /// The content of a file returned by `seek`.
-    fn load(&mut self, entry: &Entry) -> Result<Self::Data>;
+    fn load(&mut self, entry: &Entry) -> Result<Self::Data<'_>>;
 
     /// [`SortedFiles::skip`]: the shared name rules unless the tier has
     /// more.

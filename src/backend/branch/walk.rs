@@ -180,7 +180,10 @@ fn before(entry: &Entry, key: &[u8]) -> bool {
 }
 
 impl WholeFiles for ViewFiles<'_> {
-    type Data = Vec<u8>;
+    type Data<'w>
+        = Vec<u8>
+    where
+        Self: 'w;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         let top = self.top.clone();

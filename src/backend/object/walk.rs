@@ -322,7 +322,10 @@ impl<'a> Walk<'a> {
 }
 
 impl WholeFiles for Walk<'_> {
-    type Data = Bytes;
+    type Data<'w>
+        = Bytes
+    where
+        Self: 'w;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         let seek = match self.tier.keys.seek(&self.ns, from) {

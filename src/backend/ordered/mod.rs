@@ -162,18 +162,22 @@ pub trait Files {
 
 /// A search's consistent view of one scope: files and their content.
 pub trait Frozen: Files {
-    /// File content, borrowed or owned.
-    type Data: AsRef<[u8]>;
+    /// File content: shared, owned, or lent by the view or its cursor
+    /// for as long as they are borrowed.
+    type Data<'c>: AsRef<[u8]>
+    where
+        Self: 'c;
 
     /// The content of the file at `rel` (`path`): usually the file
-    /// `cursor` stands on, which saves a lookup; a worker searching a
-    /// table walk's candidate has no cursor.
-    fn load(
-        &self,
-        cursor: Option<&Self::Cursor<'_>>,
+    /// `cursor` stands on, which saves a lookup (and, on the Store, lends
+    /// a small file's bytes with no copy); a worker searching a table
+    /// walk's candidate has no cursor.
+    fn load<'c>(
+        &'c self,
+        cursor: Option<&'c Self::Cursor<'_>>,
         path: &VfsPath,
         rel: &[u8],
-    ) -> Result<Self::Data>;
+    ) -> Result<Self::Data<'c>>;
 
     /// Where the scope's change log stood in this view: read with its files,
     /// so every change the view shows is numbered at or before `head`

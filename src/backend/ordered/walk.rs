@@ -59,7 +59,10 @@ impl<'a, F: Frozen> Walk<'a, F> {
 }
 
 impl<F: Frozen> WholeFiles for Walk<'_, F> {
-    type Data = F::Data;
+    type Data<'w>
+        = F::Data<'w>
+    where
+        Self: 'w;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         if let Some(table) = &self.table {
@@ -90,7 +93,7 @@ impl<F: Frozen> WholeFiles for Walk<'_, F> {
         Some(entry)
     }
 
-    fn load(&mut self, entry: &Entry) -> Result<F::Data> {
+    fn load(&mut self, entry: &Entry) -> Result<F::Data<'_>> {
         let rel = self.keys.rel(&entry.path)?;
         self.files.load(Some(&self.cursor), &entry.path, &rel)
     }

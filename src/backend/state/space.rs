@@ -220,11 +220,11 @@ impl Files for Snapshot {
 }
 
 impl Frozen for Snapshot {
-    type Data = Arc<[u8]>;
+    type Data<'c> = Arc<[u8]>;
 
-    fn load(
-        &self,
-        cursor: Option<&MapCursor<'_>>,
+    fn load<'c>(
+        &'c self,
+        cursor: Option<&'c MapCursor<'_>>,
         path: &VfsPath,
         rel: &[u8],
     ) -> Result<Arc<[u8]>> {

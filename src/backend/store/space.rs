@@ -24,6 +24,7 @@ use crate::change::LogBounds;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use rocksdb::{DB, DBPinnableSlice, ReadOptions, SnapshotWithThreadMode};
+use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 
 impl StoreEngine {
@@ -129,35 +130,47 @@ impl Files for StoreSpace<'_> {
 }
 
 impl Frozen for StoreSpace<'_> {
-    type Data = Vec<u8>;
+    /// A small file's bytes are lent from the cursor's current value: a
+    /// scan reads most files this way, and copying each into a buffer of
+    /// its own cost a `malloc` per file, whose time grew with the heap's
+    /// fragmentation (docs/performance.md § The scan lends small files).
+    type Data<'c>
+        = Cow<'c, [u8]>
+    where
+        Self: 'c;
 
-    fn load(
-        &self,
-        cursor: Option<&StoreCursor<'_>>,
+    fn load<'c>(
+        &'c self,
+        cursor: Option<&'c StoreCursor<'_>>,
         path: &VfsPath,
         rel: &[u8],
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Cow<'c, [u8]>> {
         let key = keys::meta(self.ns, rel);
-        let pinned;
-        let value = match cursor.and_then(|cursor| cursor.it.item()) {
-            Some((k, v)) if k == key.as_slice() => v,
+        let meta = match cursor.and_then(|cursor| cursor.it.item()) {
+            Some((k, value)) if k == key.as_slice() => {
+                let (meta, inline) = record::decode(path, value)?;
+                if meta.inline {
+                    return Ok(Cow::Borrowed(inline));
+                }
+                meta
+            }
             _ => {
-                pinned = self
+                let value = self
                     .value(&key)?
                     .ok_or_else(|| Error::NotFound(path.to_string()))?;
-                &pinned
+                let (meta, inline) = record::decode(path, &value)?;
+                if meta.inline {
+                    return Ok(Cow::Owned(inline.to_vec()));
+                }
+                meta
             }
         };
-        let (meta, inline) = record::decode(path, value)?;
-        if meta.inline {
-            return Ok(inline.to_vec());
-        }
         let mut opts = ReadOptions::default();
         if let Some(snapshot) = self.snapshot {
             opts.set_snapshot(snapshot);
         }
         opts.fill_cache(false);
-        self.store.assemble(&opts, path, &meta)
+        self.store.assemble(&opts, path, &meta).map(Cow::Owned)
     }
 
     fn log_bounds(&self) -> Result<LogBounds> {
