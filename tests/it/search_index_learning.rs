@@ -1,8 +1,10 @@
 //! Learning in the write path beyond Write and Edit (docs/search-index.md §
 //! Learning in the write path), through the real server on State and the
-//! Store (and the object tier, from `search_index_object`): a Copy, a Move of a file and of a directory, a changeset, a
-//! Restore and a small streamed write each teach the namespace's index the
-//! content they commit, so the next Grep reads none of them to learn them.
+//! Store (and the object tier, from `search_index_object`): a Copy, a Move
+//! of a file and of a directory, a changeset, a Restore and streamed writes
+//! (one over 64 KiB, stored as it arrives) each teach the namespace's index
+//! the content they commit, so the next Grep reads none of them to learn
+//! them.
 
 use super::search_index::{narrowed, store_server};
 use crate::util::{Server, grep_all};
@@ -109,25 +111,32 @@ pub(super) async fn changes_are_learned(server: &Server, root: &str, before: usi
     })
     .await
     .unwrap();
-    let header = pb::WriteBytesRequest {
-        kind: Some(Kind::Header(pb::WriteBytesHeader {
-            path: format!("{root}/streamed.txt"),
-            ..Default::default()
-        })),
-    };
-    let body = pb::WriteBytesRequest {
-        kind: Some(Kind::Data(b"streamed needle\n".to_vec())),
-    };
-    fs.write_bytes(tokio_stream::iter([header, body]))
-        .await
-        .unwrap();
+    // A small streamed write, and one over 64 KiB that the Store and the
+    // object tier store apart as it arrives.
+    let large = "hay in a large file\n".repeat(5_000);
+    for (name, content) in [("streamed.txt", "streamed needle\n"), ("large.txt", &large)] {
+        let header = pb::WriteBytesRequest {
+            kind: Some(Kind::Header(pb::WriteBytesHeader {
+                path: format!("{root}/{name}"),
+                ..Default::default()
+            })),
+        };
+        let pieces = content
+            .as_bytes()
+            .chunks(30_000)
+            .map(|piece| pb::WriteBytesRequest {
+                kind: Some(Kind::Data(piece.to_vec())),
+            });
+        let messages: Vec<_> = std::iter::once(header).chain(pieces).collect();
+        fs.write_bytes(tokio_stream::iter(messages)).await.unwrap();
+    }
 
     let (matches, summary) = grep_all(&mut fs, needle).await.unwrap();
     let paths: Vec<String> = matches.into_iter().map(|m| m.path).collect();
     let expected = ["03.txt", "cs.txt", "streamed.txt"].map(|p| format!("{root}/{p}"));
     assert_eq!(paths, expected);
-    assert_eq!(summary.files_searched, 43, "{root}");
+    assert_eq!(summary.files_searched, 44, "{root}");
     let learned = narrowed(server, before + 2, "learned").await;
     assert_eq!(learned, 0, "{root}: learned by the changes");
-    assert_eq!(narrowed(server, before + 2, "skipped").await, 40, "{root}");
+    assert_eq!(narrowed(server, before + 2, "skipped").await, 41, "{root}");
 }

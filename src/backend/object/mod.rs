@@ -84,6 +84,7 @@ use crate::scope::Scope;
 use crate::search::index::check::{IndexUse, spawn_check};
 use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::persist::Keeper;
+use crate::search::index::written::StreamCopy;
 use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use bucket::Bucket;
@@ -494,11 +495,15 @@ impl Backend for ObjectBackend {
         if pre != Precondition::default() {
             pre.check(path, self.file(ns, path)?.map(|f| f.meta.version))?;
         }
-        let content = self.upload(ns, path, pieces)?;
+        let learning = self.index.write_learning(ns);
+        let mut copying = StreamCopy::new(pieces, learning.as_ref());
+        let content = self.upload(ns, path, &mut copying)?;
+        let copied = copying.whole();
         let origin = Origin::of(scope, Operation::Write);
-        let learn = content.inline().cloned();
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        self.learn_written(ns, &outcome, learn.as_deref());
+        if let (Some(learning), Some(data)) = (learning, copied) {
+            learning.learn_file(outcome.path.order_key(), outcome.version, data);
+        }
         Ok(outcome)
     }
 

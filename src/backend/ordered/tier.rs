@@ -17,7 +17,7 @@ use crate::history::FileVersion;
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use crate::search::index::check::{IndexUse, spawn_check};
-use crate::search::index::written::WriteLearning;
+use crate::search::index::written::{StreamCopy, WriteLearning};
 use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use std::sync::Arc;
@@ -108,8 +108,8 @@ impl<E: Engine> OrderedTier<E> {
         self.index.write_learning(&self.engine.index_key(scope))
     }
 
-    /// Teaches the search index `data`, the file a Write, an Edit or a
-    /// small streamed write (a Restore too) just committed as `outcome`.
+    /// Teaches the search index `data`, the file a Write or an Edit just
+    /// committed as `outcome`.
     fn learn_written(&self, scope: &Scope, outcome: &WriteOutcome, data: &[u8]) {
         let (key, namespace) = (outcome.path.order_key(), self.engine.index_key(scope));
         self.index
@@ -287,13 +287,14 @@ impl<E: Engine> OrderedTier<E> {
         pieces: &mut ChunkSource<'_>,
         operation: Operation,
     ) -> Result<WriteOutcome> {
-        match self.engine.upload(path, pieces)? {
+        let learning = self.write_learning(scope);
+        let mut copying = StreamCopy::new(pieces, learning.as_ref());
+        let streamed = self.engine.upload(path, &mut copying)?;
+        let copied = copying.whole();
+        let outcome = match streamed {
             Streamed::Whole(data) => {
                 self.check_size(path, data.len())?;
-                let content = Content::Bytes(&data);
-                let outcome = self.replace(scope, path, rel, pre, content, operation)?;
-                self.learn_written(scope, &outcome, &data);
-                Ok(outcome)
+                self.replace(scope, path, rel, pre, Content::Bytes(&data), operation)?
             }
             Streamed::Stored(upload) => {
                 let outcome =
@@ -301,9 +302,13 @@ impl<E: Engine> OrderedTier<E> {
                 if outcome.is_err() {
                     self.engine.abandon(&upload)?;
                 }
-                outcome
+                outcome?
             }
+        };
+        if let (Some(learning), Some(data)) = (learning, copied) {
+            learning.learn_file(outcome.path.order_key(), outcome.version, data);
         }
+        Ok(outcome)
     }
 
     /// The history step of a change of `rel` (`path`) that replaces or
@@ -866,9 +871,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 },
             )
         })?;
-        if let (Some(mut learning), Some(data)) = (learning, copied) {
-            learning.add(outcome.path.order_key(), outcome.version, data);
-            learning.learn();
+        if let (Some(learning), Some(data)) = (learning, copied) {
+            learning.learn_file(outcome.path.order_key(), outcome.version, data);
         }
         Ok(outcome)
     }

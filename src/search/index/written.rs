@@ -16,6 +16,7 @@
 //! to learn it, so a change whose files do not fit reads nothing extra.
 
 use super::{Learned, NamespaceIndex, Registry, learned_bytes, trigram};
+use crate::error::Result;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -55,9 +56,8 @@ impl Registry {
     /// `version` of the file with order key `key`: a change of one file
     /// that [`Registry::write_learning`] takes.
     pub fn learn_written(&self, namespace: &str, key: Vec<u8>, version: u64, data: &[u8]) {
-        if let Some(mut learning) = self.write_learning(namespace) {
-            learning.add(key, version, data);
-            learning.learn();
+        if let Some(learning) = self.write_learning(namespace) {
+            learning.learn_file(key, version, data);
         }
     }
 }
@@ -81,6 +81,13 @@ impl<'a> WriteLearning<'a> {
         }
     }
 
+    /// Learns `data`, committed as `version` of the file with order key
+    /// `key`: a change of one file.
+    pub fn learn_file(mut self, key: Vec<u8>, version: u64, data: impl Into<Cow<'a, [u8]>>) {
+        self.add(key, version, data);
+        self.learn();
+    }
+
     /// Learns the files held, each while its entry fits in the room the
     /// index's maker has left (its Greps' learning is charged the same way,
     /// docs/search-index.md § Memory), then merges the overlay if it grew
@@ -102,6 +109,54 @@ impl<'a> WriteLearning<'a> {
         }
         self.index.add_learned(learned);
         self.index.maybe_merge(false);
+    }
+}
+
+/// A streamed write's pieces as its tier consumes them, with a copy of
+/// their bytes kept while it fits what the change may learn: a tier whose
+/// upload consumes the pieces (storing a large file as it arrives) learns
+/// its content from [`StreamCopy::whole`] once the write commits.
+pub struct StreamCopy<I> {
+    pieces: I,
+    copy: Option<Vec<u8>>,
+    /// Most bytes the copy may hold.
+    room: u64,
+    /// The pieces ran out: the copy, if kept, is the whole content.
+    ended: bool,
+}
+
+impl<I> StreamCopy<I> {
+    /// `pieces`, copied for `learning` when there is one.
+    pub fn new(pieces: I, learning: Option<&WriteLearning<'_>>) -> StreamCopy<I> {
+        StreamCopy {
+            pieces,
+            copy: learning.map(|_| Vec::new()),
+            room: learning.map_or(0, |l| l.left as u64),
+            ended: false,
+        }
+    }
+
+    /// The whole content, when every piece was taken and it fitted.
+    pub fn whole(self) -> Option<Vec<u8>> {
+        self.copy.filter(|_| self.ended)
+    }
+}
+
+impl<I: Iterator<Item = Result<Vec<u8>>>> Iterator for StreamCopy<I> {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+        let Some(piece) = self.pieces.next() else {
+            self.ended = true;
+            return None;
+        };
+        if let (Ok(piece), Some(copy)) = (&piece, &mut self.copy) {
+            match (copy.len() + piece.len()) as u64 <= self.room {
+                true => copy.extend_from_slice(piece),
+                false => self.copy = None,
+            }
+        }
+        Some(piece)
     }
 }
 
@@ -136,5 +191,31 @@ mod tests {
         drop(overlay);
         index.off.store(true, Relaxed);
         assert!(registry.write_learning("ns").is_none());
+    }
+
+    #[test]
+    fn a_stream_is_copied_whole_only_when_it_fits_and_ends() {
+        let registry = Registry::new(settings(0), None);
+        registry.get("ns", "alice").unwrap();
+        let learning = registry.write_learning("ns").unwrap();
+        let pieces = |sizes: &[usize]| -> Vec<Result<Vec<u8>>> {
+            sizes.iter().map(|&n| Ok(vec![b'a'; n])).collect()
+        };
+        let half = MAX_WRITE_LEARN_BYTES / 2;
+        let mut fits = StreamCopy::new(pieces(&[half, half]).into_iter(), Some(&learning));
+        assert_eq!(fits.by_ref().count(), 2);
+        assert_eq!(fits.whole().map(|c| c.len()), Some(MAX_WRITE_LEARN_BYTES));
+        // One byte too many: nothing is kept, and every piece still passes.
+        let mut over = StreamCopy::new(pieces(&[half, half, 1]).into_iter(), Some(&learning));
+        assert_eq!(over.by_ref().count(), 3);
+        assert_eq!(over.whole(), None);
+        // Not read to its end (an upload that failed): no content.
+        let mut cut = StreamCopy::new(pieces(&[1, 1]).into_iter(), Some(&learning));
+        cut.next();
+        assert_eq!(cut.whole(), None);
+        // No index that learns: nothing is copied.
+        let mut none = StreamCopy::new(pieces(&[1]).into_iter(), None);
+        none.by_ref().count();
+        assert_eq!(none.whole(), None);
     }
 }
