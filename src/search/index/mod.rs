@@ -376,6 +376,10 @@ pub struct NamespaceIndex {
     /// namespace is large enough to index.
     walked: AtomicU64,
     merging: AtomicBool,
+    /// Segments merges have swapped in: a Grep that took an older one
+    /// follows ([`IndexedGrep::check`]), as the merge moved the overlay's
+    /// files out of its sight.
+    merges: AtomicU64,
     /// A merge asked for with `now` while one ran: the running one merges
     /// again when done, so the request is not lost.
     merge_again: AtomicBool,
@@ -562,6 +566,9 @@ impl NamespaceIndex {
         let merged = Arc::new(old.merge(current, learned));
         let mut overlay = lock(&self.overlay);
         *self.segment.write().unwrap_or_else(|p| p.into_inner()) = merged.clone();
+        // Under the overlay's lock, before its files leave it: a Grep that
+        // misses one there sees this count moved.
+        self.merges.fetch_add(1, Relaxed);
         overlay.retain(|key, (version, _)| taken.get(key).is_none_or(|(v, _)| v != version));
         drop(overlay);
         self.measure();
@@ -625,6 +632,8 @@ pub struct IndexedGrep {
     index: Arc<NamespaceIndex>,
     /// Set when the index narrows this Grep.
     filter: Option<(Arc<Segment>, Selected)>,
+    /// The index's merge count when `filter`'s segment was taken.
+    merges: u64,
     query: Query,
     /// Learn unknown files (the namespace is large enough).
     learning: bool,
@@ -649,6 +658,9 @@ impl IndexedGrep {
         query: &Query,
     ) -> IndexedGrep {
         let large = index.walked.load(Relaxed) >= settings.min_files;
+        // Read before the segment: a merge between the two makes the Grep
+        // follow it once, never miss it.
+        let merges = index.merges.load(Relaxed);
         let mut filter = None;
         if large && *query != Query::All {
             let segment = index.segment();
@@ -668,6 +680,7 @@ impl IndexedGrep {
         IndexedGrep {
             index,
             filter,
+            merges,
             query: query.clone(),
             learning,
             learned: Vec::new(),
@@ -843,7 +856,7 @@ impl IndexedGrep {
         verdict
     }
 
-    fn decide(&self, key: &[u8], version: u64) -> Verdict {
+    fn decide(&mut self, key: &[u8], version: u64) -> Verdict {
         if self.filter.is_none() && !self.learning {
             return Verdict::Search { learn: false };
         }
@@ -855,6 +868,7 @@ impl IndexedGrep {
                 _ => Verdict::Search { learn: false },
             };
         }
+        self.follow_merge();
         let segment = match &self.filter {
             Some((segment, _)) => segment.clone(),
             None if self.learning => self.index.segment(),
@@ -870,6 +884,26 @@ impl IndexedGrep {
                     && self.learned_bytes < MAX_LEARN_BYTES
                     && self.grown < self.room,
             },
+        }
+    }
+
+    /// Takes the index's segment, and this Grep's selection in it, when a
+    /// merge swapped it in since the Grep took its own. The merge moved the
+    /// overlay's files into the new segment, where the Grep's older one
+    /// cannot find them: they would be read and learned again, and none of
+    /// them skipped (a file found in neither is searched, so answers never
+    /// depended on this). Selecting again costs what the Grep's start did,
+    /// once per merge the Grep overlaps.
+    fn follow_merge(&mut self) {
+        let merges = self.index.merges.load(Relaxed);
+        if merges == self.merges {
+            return;
+        }
+        self.merges = merges;
+        if let Some((segment, selected)) = &mut self.filter {
+            let now = self.index.segment();
+            *selected = now.select(&self.query);
+            *segment = now;
         }
     }
 
@@ -983,6 +1017,38 @@ mod tests {
         assert_eq!(grep(&index, &changed, "goodbye"), ["c"]);
         // A pattern with no trigram is never narrowed.
         assert_eq!(grep(&index, &changed, "h.*"), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_grep_that_overlaps_a_merge_follows_it() {
+        let index = Arc::new(NamespaceIndex::default());
+        let files = [
+            ("a", 1, "hello world"),
+            ("b", 2, "goodbye"),
+            ("c", 3, "more"),
+        ];
+        grep(&index, &files, "hello");
+        grep(&index, &files, "hello");
+        assert_eq!(index.overlay_files(), 3);
+        // The Grep takes the empty segment; the merge then moves the
+        // overlay's three files into a new one.
+        let query = plan::plan("hello", false, false);
+        let mut g = IndexedGrep::start((index.clone(), u64::MAX), settings(2), &query);
+        index.merge();
+        assert_eq!(index.overlay_files(), 0);
+        let verdicts: Vec<Verdict> = files
+            .iter()
+            .map(|(k, v, _)| g.check(k.as_bytes(), *v))
+            .collect();
+        // Without following it, all three were unknown: searched, learned.
+        assert_eq!(
+            verdicts,
+            [
+                Verdict::Search { learn: false },
+                Verdict::Skip,
+                Verdict::Skip
+            ]
+        );
     }
 
     #[test]
