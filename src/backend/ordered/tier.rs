@@ -62,21 +62,21 @@ fn first_below<F: Files>(files: &F, rel: &[u8]) -> Result<Option<FileMeta>> {
 /// Holds for `learning` the content of the file a Move takes from `rel`
 /// (`path`, of `size` bytes) as `version` of `to`, where the Move commits
 /// it: read from `space` before the Move applies, and only when it fits
-/// what the change may still learn.
+/// what the change may still learn. A read that fails only leaves the file
+/// to the Greps: learning never fails a change.
 fn learn_moved<S: Space>(
     learning: &mut Option<WriteLearning<'_>>,
     space: &S,
     (path, rel, size): (&VfsPath, &[u8], u64),
     to: &VfsPath,
     version: u64,
-) -> Result<()> {
+) {
     let Some(learning) = learning.as_mut().filter(|l| l.takes(size)) else {
-        return Ok(());
+        return;
     };
-    if let Some((_, data)) = space.read(path, rel)? {
+    if let Ok(Some((_, data))) = space.read(path, rel) {
         learning.add(to.order_key(), version, data);
     }
-    Ok(())
 }
 
 /// The precondition of a change of an existing file: only `if_version`.
@@ -784,7 +784,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                         &origin,
                     )?;
                     let moved = (source, from.as_slice(), file.meta().size);
-                    learn_moved(&mut learning, &*space, moved, destination, version)?;
+                    learn_moved(&mut learning, &*space, moved, destination, version);
                     space.drop_key(&mut batch, &from);
                     MoveOutcome {
                         files_moved: 1,
@@ -806,7 +806,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                             &*space, &mut batch, key, &file, &path, &rel, None, &origin,
                         )?;
                         let moved = (&self.keys.path(key)?, key, file.meta().size);
-                        learn_moved(&mut learning, &*space, moved, &path, version)?;
+                        learn_moved(&mut learning, &*space, moved, &path, version);
                         files_moved += 1;
                         cursor.next();
                     }
@@ -850,7 +850,12 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             self.check_size(source, file.meta().size as usize)?;
             if learning.as_ref().is_some_and(|l| l.takes(file.meta().size)) {
-                copied = space.read(source, &from)?.map(|(_, data)| data);
+                // Best effort: a failed read leaves the copy to the Greps.
+                copied = space
+                    .read(source, &from)
+                    .ok()
+                    .flatten()
+                    .map(|(_, data)| data);
             }
             let old = space.get(&to)?;
             pre.check(destination, old.as_ref().map(|f| f.meta().version))?;
