@@ -1,9 +1,10 @@
 //! What one change teaches its namespace's index as it commits
 //! (docs/search-index.md § Learning in the write path).
 //!
-//! A Write, an Edit, a Copy, a Move, a changeset, a Restore or a small
-//! streamed upload knows the content of every file it commits: the bytes it
-//! was given, or the source it copies or moves. Learning that content as
+//! A Write, an Edit, a Copy, a Move, a changeset, a Restore or a streamed
+//! upload knows the content of every file it commits: the bytes it was
+//! given, the source it copies or moves, or the pieces it streamed in
+//! ([`StreamCopy`]). Learning that content as
 //! the change returns lets the next Grep rule the file out, or select it,
 //! without reading it first, so no Grep pays for learning what was just
 //! written.
