@@ -84,7 +84,7 @@ use crate::scope::Scope;
 use crate::search::index::check::{IndexUse, spawn_check};
 use crate::search::index::file_keeper::FileKeeper;
 use crate::search::index::persist::Keeper;
-use crate::search::index::written::StreamCopy;
+use crate::search::index::written::{StreamCopy, WriteLearning};
 use crate::search::index::{IndexSettings, Registry};
 use crate::search::{SearchPart, SearchRun};
 use bucket::Bucket;
@@ -230,26 +230,16 @@ impl ObjectBackend {
         self
     }
 
-    /// A copy of `data`, about to be written, for the search index to learn
-    /// once the write commits ([`ObjectBackend::learn_written`]), when the
-    /// namespace `ns` has an index that would take it: small files only,
-    /// so the copy costs little beside the PUT, and none where nothing
-    /// learns.
-    fn copy_to_learn(&self, ns: &str, data: &[u8]) -> Option<Vec<u8>> {
-        let learning = self.index.write_learning(ns);
-        let wanted = learning.is_some_and(|l| l.takes(data.len() as u64));
-        wanted.then(|| data.to_vec())
-    }
-
-    /// Teaches the namespace `ns`'s search index what a Write or an Edit
-    /// just committed: the next Grep rules the file out, or selects it,
-    /// without reading it first (docs/search-index.md § Learning in the
-    /// write path).
-    fn learn_written(&self, ns: &str, outcome: &WriteOutcome, data: Option<&[u8]>) {
-        if let Some(data) = data {
-            let key = outcome.path.order_key();
-            self.index.learn_written(ns, key, outcome.version, data);
-        }
+    /// What the namespace `ns`'s search index may learn of `data`, about
+    /// to be written, with a copy of `data` for it to learn once the write
+    /// commits ([`learn_written`]): taken before the upload consumes
+    /// `data`, for small files only, so the copy costs little beside the
+    /// PUT, and none where nothing learns.
+    fn copy_to_learn(&self, ns: &str, data: &[u8]) -> Option<(WriteLearning<'_>, Vec<u8>)> {
+        let learning = self.index.write_learning(ns)?;
+        learning
+            .takes(data.len() as u64)
+            .then(|| (learning, data.to_vec()))
     }
 
     /// The tier's view of its bucket for futures it runs.
@@ -414,6 +404,20 @@ impl ObjectBackend {
     }
 }
 
+/// Teaches the search index `data`, committed as `outcome`, through
+/// `learning`, when there are both: the next Grep rules the file out, or
+/// selects it, without reading it first (docs/search-index.md § Learning
+/// in the write path).
+fn learn_written<'a>(
+    outcome: &WriteOutcome,
+    learning: Option<WriteLearning<'a>>,
+    data: Option<impl Into<std::borrow::Cow<'a, [u8]>>>,
+) {
+    if let (Some(learning), Some(data)) = (learning, data) {
+        learning.learn_file(outcome.path.order_key(), outcome.version, data);
+    }
+}
+
 impl Backend for ObjectBackend {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
         self.list_dir(self.namespace(scope)?, dir)
@@ -474,10 +478,10 @@ impl Backend for ObjectBackend {
         let ns = self.namespace(scope)?;
         self.file_key(ns, path)?;
         let origin = Origin::of(scope, Operation::Write);
-        let learn = self.copy_to_learn(ns, &data);
+        let (learning, copy) = self.copy_to_learn(ns, &data).unzip();
         let content = self.new_content(ns, path, data)?;
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        self.learn_written(ns, &outcome, learn.as_deref());
+        learn_written(&outcome, learning, copy);
         Ok(outcome)
     }
 
@@ -501,9 +505,7 @@ impl Backend for ObjectBackend {
         let copied = copying.whole();
         let origin = Origin::of(scope, Operation::Write);
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        if let (Some(learning), Some(data)) = (learning, copied) {
-            learning.learn_file(outcome.path.order_key(), outcome.version, data);
-        }
+        learn_written(&outcome, learning, copied);
         Ok(outcome)
     }
 

@@ -15,7 +15,7 @@ use super::commit::Change;
 use super::head::{self, Head};
 use super::keys::Space;
 use super::state::{Now, read_head};
-use super::{MAX_ATTEMPTS, ObjectBackend, backoff, blob_id, next_version};
+use super::{MAX_ATTEMPTS, ObjectBackend, backoff, blob_id, learn_written, next_version};
 use crate::backend::record::{INLINE_MAX_BYTES, Meta, nanos};
 use crate::backend::{ChunkSource, Precondition, UpdateFn, WriteOutcome};
 use crate::change::{ChangeKind, Operation, Origin};
@@ -235,7 +235,7 @@ impl ObjectBackend {
             let old = self.content(ns, path, file)?;
             let new = f(&old)?;
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
-            let learn = self.copy_to_learn(ns, &new);
+            let (learning, copy) = self.copy_to_learn(ns, &new).unzip();
             let content = self.new_content(ns, path, new)?;
             let version = next_version(now.floor());
             let created = Some(file.meta.created);
@@ -261,7 +261,7 @@ impl ObjectBackend {
                         version,
                         created: false,
                     };
-                    self.learn_written(ns, &outcome, learn.as_deref());
+                    learn_written(&outcome, learning, copy);
                     return Ok(outcome);
                 }
                 Ok(false) => self.forget_blob(ns, path, content.blob()),
@@ -467,9 +467,9 @@ impl ObjectBackend {
             if_version,
         };
         let origin = Origin::of(scope, Operation::Restore);
-        let learn = content.inline().cloned();
+        let (learning, inline) = (self.index.write_learning(ns), content.inline().cloned());
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        self.learn_written(ns, &outcome, learn.as_deref());
+        learn_written(&outcome, learning, inline.as_deref());
         Ok(outcome)
     }
 }
