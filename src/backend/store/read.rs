@@ -20,7 +20,7 @@ use crate::backend::record::{self, Meta};
 use crate::backend::{ChunkReader, split_chunks};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use rocksdb::{DB, ReadOptions};
+use rocksdb::{DB, DBPinnableSlice, ReadOptions};
 use std::sync::Arc;
 
 impl StoreEngine {
@@ -32,18 +32,26 @@ impl StoreEngine {
         path: &VfsPath,
         meta: &Meta,
     ) -> Result<Vec<u8>> {
-        let chunks = self.cf(CF_CHUNKS)?;
         // Sizes are bounded by max_file_bytes, which the process can hold.
         let mut data = Vec::with_capacity(meta.size as usize);
         for i in 0..meta.chunks() {
-            let chunk = self
-                .db
-                .get_pinned_cf_opt(chunks, keys::chunk(meta.blob, i), opts)
-                .map_err(db_error("read a chunk"))?
-                .ok_or_else(|| Error::Internal(format!("Store: chunk {i} of {path} is missing")))?;
-            data.extend_from_slice(&chunk);
+            data.extend_from_slice(&self.chunk(opts, path, meta, i)?);
         }
         Ok(data)
+    }
+
+    /// Chunk `i` of the large file `meta` (`path`), pinned, not copied.
+    pub(super) fn chunk(
+        &self,
+        opts: &ReadOptions,
+        path: &VfsPath,
+        meta: &Meta,
+        i: u32,
+    ) -> Result<DBPinnableSlice<'_>> {
+        self.db
+            .get_pinned_cf_opt(self.cf(CF_CHUNKS)?, keys::chunk(meta.blob, i), opts)
+            .map_err(db_error("read a chunk"))?
+            .ok_or_else(|| Error::Internal(format!("Store: chunk {i} of {path} is missing")))
     }
 }
 

@@ -24,7 +24,6 @@ use crate::change::LogBounds;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use rocksdb::{DB, DBPinnableSlice, ReadOptions, SnapshotWithThreadMode};
-use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 
 impl StoreEngine {
@@ -130,12 +129,8 @@ impl Files for StoreSpace<'_> {
 }
 
 impl Frozen for StoreSpace<'_> {
-    /// A small file's bytes are lent from the cursor's current value: a
-    /// scan reads most files this way, and copying each into a buffer of
-    /// its own cost a `malloc` per file, whose time grew with the heap's
-    /// fragmentation (docs/performance.md § The scan lends small files).
     type Data<'c>
-        = Cow<'c, [u8]>
+        = Lent<'c>
     where
         Self: 'c;
 
@@ -144,13 +139,13 @@ impl Frozen for StoreSpace<'_> {
         cursor: Option<&'c StoreCursor<'_>>,
         path: &VfsPath,
         rel: &[u8],
-    ) -> Result<Cow<'c, [u8]>> {
+    ) -> Result<Lent<'c>> {
         let key = keys::meta(self.ns, rel);
         let meta = match cursor.and_then(|cursor| cursor.it.item()) {
             Some((k, value)) if k == key.as_slice() => {
                 let (meta, inline) = record::decode(path, value)?;
                 if meta.inline {
-                    return Ok(Cow::Borrowed(inline));
+                    return Ok(Lent::Cursor(inline));
                 }
                 meta
             }
@@ -160,7 +155,8 @@ impl Frozen for StoreSpace<'_> {
                     .ok_or_else(|| Error::NotFound(path.to_string()))?;
                 let (meta, inline) = record::decode(path, &value)?;
                 if meta.inline {
-                    return Ok(Cow::Owned(inline.to_vec()));
+                    let start = value.len() - inline.len();
+                    return Ok(Lent::Pinned(value, start));
                 }
                 meta
             }
@@ -170,13 +166,43 @@ impl Frozen for StoreSpace<'_> {
             opts.set_snapshot(snapshot);
         }
         opts.fill_cache(false);
-        self.store.assemble(&opts, path, &meta).map(Cow::Owned)
+        if meta.chunks() == 1 {
+            let chunk = self.store.chunk(&opts, path, &meta, 0)?;
+            return Ok(Lent::Pinned(chunk, 0));
+        }
+        self.store.assemble(&opts, path, &meta).map(Lent::Owned)
     }
 
     fn log_bounds(&self) -> Result<LogBounds> {
         match self.snapshot {
             Some(snapshot) => self.store.log_bounds_at(snapshot),
             None => self.store.log_bounds_at(&self.store.db.snapshot()),
+        }
+    }
+}
+
+/// A file's content as a search reads it from the Store, lent rather than
+/// copied wherever RocksDB lets it be: copying each file into a buffer of
+/// its own cost a `malloc` and a `memcpy` per file, and for a file of one
+/// 1 MiB chunk a fresh mapping to fault in, whose time grew with the heap's
+/// fragmentation (docs/performance.md § The scan lends small files).
+pub enum Lent<'c> {
+    /// A small file's bytes in the cursor's current value (a scan).
+    Cursor(&'c [u8]),
+    /// A value pinned by RocksDB (a point lookup: a table walk's candidate,
+    /// or a file of one chunk) from the given offset: a small file's
+    /// record past its metadata, or the chunk whole.
+    Pinned(DBPinnableSlice<'c>, usize),
+    /// A file of several chunks, assembled.
+    Owned(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Lent<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Lent::Cursor(bytes) => bytes,
+            Lent::Pinned(value, start) => &value[*start..],
+            Lent::Owned(bytes) => bytes,
         }
     }
 }
