@@ -319,9 +319,19 @@ pub fn summary(s: Summary) -> pb::SearchSummary {
     }
 }
 
-/// A batch of Grep hits as one message.
+/// A batch of Grep hits as one message. The matches are counted first so
+/// the message's list is allocated once: grown by doubling, a batch of
+/// 2,048 lines reallocated and copied it ten times, up to 180 KB, for
+/// every batch of a dense Grep.
 pub fn grep_batch(hits: Vec<Hit>) -> pb::GrepBatch {
-    let mut matches = Vec::new();
+    let lines = hits
+        .iter()
+        .map(|hit| match hit {
+            Hit::File(file) => file.lines.len(),
+            _ => 0,
+        })
+        .sum();
+    let mut matches = Vec::with_capacity(lines);
     for hit in hits {
         if let Hit::File(file) = hit {
             let path = file.path.to_string();
