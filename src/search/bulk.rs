@@ -81,7 +81,12 @@ pub fn walk_table<S: SortedFiles>(
         after: None,
     };
     let mut searcher = FileSearcher::new(run);
-    for &Candidate { row, selected } in &candidates {
+    for &Candidate {
+        row,
+        selected,
+        nul_free,
+    } in &candidates
+    {
         let row = row as usize;
         if !passes.reaches_index(row) {
             continue;
@@ -101,6 +106,7 @@ pub fn walk_table<S: SortedFiles>(
             key: &found.key,
             entry: found.entry.clone(),
             selected,
+            nul_free,
         };
         visit_file(run, files, searcher.as_mut(), visit, Some(index))?;
         jump.from = row + 1;

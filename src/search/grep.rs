@@ -36,6 +36,13 @@ use std::time::SystemTime;
 pub struct FileSearcher<'r> {
     run: &'r SearchRun,
     grep: &'r GrepOptions,
+    /// This searcher's own copy of the Grep's regex. Performance: a regex
+    /// keeps its scratch space in a pool whose first user takes it without
+    /// a lock; every other thread (a window's second worker) took and gave
+    /// back a cache through a mutex per file, 5% of a selective regex Grep
+    /// on State. A clone has a pool of its own (docs/performance.md §
+    /// Pinned reads, the block cache, and what the unindexable gap is).
+    matcher: RegexMatcher,
     builder: SearcherBuilder,
     searcher: Searcher,
     /// Set on a window's worker: the files searched (and skipped as binary
@@ -44,6 +51,11 @@ pub struct FileSearcher<'r> {
     held: Option<Cell<FileCounts>>,
 }
 
+/// ripgrep's binary detection: a file is binary from its first NUL byte
+/// on, and its search stops there.
+fn binary_detection() -> BinaryDetection {
+    BinaryDetection::quit(0)
+}
 /// grep-searcher's initial read buffer; a file no larger cannot grow it.
 const BUFFER_BYTES: u64 = 64 << 10;
 /// Longest line (and match) text a result carries; longer ones are cut.
@@ -75,13 +87,14 @@ impl<'r> FileSearcher<'r> {
         let mut builder = SearcherBuilder::new();
         builder
             .line_number(true)
-            .binary_detection(BinaryDetection::quit(0))
+            .binary_detection(binary_detection())
             .before_context(grep.before_context)
             .after_context(grep.after_context);
         let searcher = builder.build();
         Some(FileSearcher {
             run,
             grep,
+            matcher: grep.matcher.clone(),
             builder,
             searcher,
             held: None,
@@ -148,16 +161,28 @@ impl<'r> FileSearcher<'r> {
 
     /// Searches an in-memory file and returns its hits (`None`: no match, or
     /// binary, counted).
+    ///
+    /// `nul_free`: the caller knows `data` holds no NUL byte (the search
+    /// index holds this very version as text), so binary detection, which
+    /// could find nothing, is skipped. Performance: it is a pass over the
+    /// file before the search, a tenth of a selective regex Grep's CPU on
+    /// State (docs/performance.md § Pinned reads, the block cache, and what
+    /// the unindexable gap is).
     pub fn search_slice(
         &mut self,
         path: &VfsPath,
         modified: SystemTime,
         data: &[u8],
+        nul_free: bool,
     ) -> Option<FileHits> {
-        let mut sink = Collect::new(self.grep, self.run);
-        let outcome = self
-            .searcher
-            .search_slice(&self.grep.matcher, data, &mut sink);
+        let mut sink = Collect::new(&self.matcher, self.grep, self.run);
+        if nul_free {
+            self.searcher.set_binary_detection(BinaryDetection::none());
+        }
+        let outcome = self.searcher.search_slice(&self.matcher, data, &mut sink);
+        if nul_free {
+            self.searcher.set_binary_detection(binary_detection());
+        }
         self.finish(path, modified, sink, outcome)
     }
 
@@ -168,14 +193,14 @@ impl<'r> FileSearcher<'r> {
         modified: SystemTime,
         reader: impl io::Read,
     ) -> Option<FileHits> {
-        let mut sink = Collect::new(self.grep, self.run);
+        let mut sink = Collect::new(&self.matcher, self.grep, self.run);
         let mut reader = Counted {
             inner: reader,
             bytes: 0,
         };
         let outcome = self
             .searcher
-            .search_reader(&self.grep.matcher, &mut reader, &mut sink);
+            .search_reader(&self.matcher, &mut reader, &mut sink);
         if reader.bytes > BUFFER_BYTES {
             self.searcher = self.builder.build();
         }
@@ -238,9 +263,9 @@ struct Collect<'a> {
 }
 
 impl<'a> Collect<'a> {
-    fn new(grep: &'a GrepOptions, run: &'a SearchRun) -> Self {
+    fn new(matcher: &'a RegexMatcher, grep: &'a GrepOptions, run: &'a SearchRun) -> Self {
         Collect {
-            matcher: &grep.matcher,
+            matcher,
             max_count: grep.max_count_per_file.min(run.remaining_results()),
             run,
             matches: 0,

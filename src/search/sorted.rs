@@ -26,13 +26,16 @@ pub trait SortedFiles {
     /// tier that reads a file whole implements [`WholeFiles`] instead; the
     /// Filesystem tier's table walk searches as its scan does, as a
     /// stream, and reads whole only a file it learns
-    /// (`src/backend/fs/table_walk.rs`).
+    /// (`src/backend/fs/table_walk.rs`). `nul_free`: the index holds this
+    /// very version as text, so binary detection may be skipped
+    /// ([`FileSearcher::search_slice`]).
     fn search_file(
         &mut self,
         run: &SearchRun,
         searcher: &mut FileSearcher<'_>,
         file: (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
+        nul_free: bool,
     );
 
     /// Why the search's rules skip `path` (a directory when `is_dir`): the
@@ -85,10 +88,11 @@ impl<W: WholeFiles> SortedFiles for W {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
+        nul_free: bool,
     ) {
         let loaded = self.load(entry);
         let learn = learn.map(|index| (index, key));
-        if let Some(hits) = search_whole(run, searcher, entry, loaded, learn) {
+        if let Some(hits) = search_whole(run, searcher, (entry, nul_free), loaded, learn) {
             run.emit_file(hits);
         }
     }
@@ -98,13 +102,14 @@ impl<W: WholeFiles> SortedFiles for W {
     }
 }
 
-/// Searches the file `entry` whose content `loaded` read, handing the
-/// content first to `learn`, the Grep's index and the file's order key,
-/// when given; a failed read is the run's soft problem.
+/// Searches the file `entry` whose content `loaded` read (`nul_free`: known
+/// to hold no NUL byte), handing the content first to `learn`, the Grep's
+/// index and the file's order key, when given; a failed read is the run's
+/// soft problem.
 pub fn search_whole(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
-    entry: &Entry,
+    (entry, nul_free): (&Entry, bool),
     loaded: Result<impl AsRef<[u8]>>,
     learn: Option<(&mut IndexedGrep, &[u8])>,
 ) -> Option<FileHits> {
@@ -113,7 +118,7 @@ pub fn search_whole(
             if let Some((index, key)) = learn {
                 index.learn(key.to_vec(), entry.version, data.as_ref());
             }
-            searcher.search_slice(&entry.path, entry.modified, data.as_ref())
+            searcher.search_slice(&entry.path, entry.modified, data.as_ref(), nul_free)
         }
         Err(err) => {
             run.problem(entry.path.as_str(), err);
@@ -275,6 +280,7 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             key: &key,
             entry,
             selected: false,
+            nul_free: false,
         };
         file(files, tally, visit)?;
         cursor = key;
@@ -294,6 +300,8 @@ pub(crate) struct Visit<'a> {
     /// it: it is searched without asking the index again (a lookup by key
     /// per candidate was a tenth of a selective Grep on the kernel).
     pub selected: bool,
+    /// Selected by its trigrams: it has no NUL byte (`Candidate::nul_free`).
+    pub nul_free: bool,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -309,6 +317,7 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
             key: &key,
             entry,
             selected: false,
+            nul_free: false,
         };
         visit_file(run, files, FileSearcher::new(run).as_mut(), file, None)?;
     }
@@ -330,6 +339,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
         key,
         entry,
         selected,
+        nul_free,
     } = file;
     match &run.spec().kind {
         // A row of an empty directory (a Filesystem table's) is visited,
@@ -369,7 +379,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
                     },
                     None => None,
                 };
-                files.search_file(run, searcher, (&entry, key), learn);
+                files.search_file(run, searcher, (&entry, key), learn, nul_free);
             }
         }
     }

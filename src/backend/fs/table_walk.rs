@@ -151,6 +151,10 @@ impl SortedFiles for TableFiles<'_, '_, '_> {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
+        // Not used: a real file's fingerprint names its content only up to
+        // the file system's timestamp tick (docs/search-index.md § The
+        // Filesystem tier), so its binary detection stays.
+        _nul_free: bool,
     ) {
         let task = match learn {
             Some(grep) => {
@@ -266,6 +270,7 @@ impl SortedFiles for TableRows<'_> {
         _searcher: &mut FileSearcher<'_>,
         _file: (&Entry, &[u8]),
         _learn: Option<&mut IndexedGrep>,
+        _nul_free: bool,
     ) {
     }
 

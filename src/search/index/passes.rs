@@ -243,6 +243,10 @@ pub struct Candidate {
     /// False for rows the segment does not hold, and for rows the overlay
     /// also knows, which the index is asked about as before.
     pub selected: bool,
+    /// Selected by its trigrams (not always scanned): the segment holds
+    /// this very version as text, which has no NUL byte
+    /// (`trigram::extract`), so Grep's binary detection would find none.
+    pub nul_free: bool,
 }
 
 impl RowDocs {
@@ -289,11 +293,12 @@ impl RowDocs {
         let mut out: Vec<Candidate> = self
             .segment
             .selected_or_unindexed(selected)?
-            .filter_map(|doc| self.row_of_doc.get(doc as usize).copied())
-            .filter(|&row| row != NO_DOC && rows.contains(&(row as usize)))
-            .map(|row| Candidate {
+            .filter_map(|doc| Some((doc, *self.row_of_doc.get(doc as usize)?)))
+            .filter(|&(_, row)| row != NO_DOC && rows.contains(&(row as usize)))
+            .map(|(doc, row)| Candidate {
                 row,
                 selected: true,
+                nul_free: !self.segment.unindexed(doc),
             })
             .collect();
         let from = self.unknown.partition_point(|&r| (r as usize) < rows.start);
@@ -301,6 +306,7 @@ impl RowDocs {
         out.extend(self.unknown[from..to].iter().map(|&row| Candidate {
             row,
             selected: false,
+            nul_free: false,
         }));
         out.sort_unstable();
         Some(out)
