@@ -56,6 +56,7 @@ pub struct FileSearcher<'r> {
 fn binary_detection() -> BinaryDetection {
     BinaryDetection::quit(0)
 }
+
 /// grep-searcher's initial read buffer; a file no larger cannot grow it.
 const BUFFER_BYTES: u64 = 64 << 10;
 /// Longest line (and match) text a result carries; longer ones are cut.
