@@ -33,6 +33,7 @@ use crate::change::{Change, ChangeCursor};
 use crate::error::{Error, Result};
 use crate::history::{FileVersion, Retention};
 use crate::path::VfsPath;
+use crate::search::index::written::WriteLearning;
 use crate::search::{SearchPart, SearchRun};
 use tokio::sync::watch;
 
@@ -158,6 +159,22 @@ pub struct WriteOutcome {
     pub version: u64,
     /// True when the file did not exist before.
     pub created: bool,
+}
+
+impl WriteOutcome {
+    /// Teaches the search index `data`, the content this write committed,
+    /// through `learning`, when there are both: the next Grep rules the
+    /// file out, or selects it, without reading it first
+    /// (docs/search-index.md § Learning in the write path).
+    pub(crate) fn teach<'a>(
+        &self,
+        learning: Option<WriteLearning<'a>>,
+        data: Option<impl Into<std::borrow::Cow<'a, [u8]>>>,
+    ) {
+        if let (Some(learning), Some(data)) = (learning, data) {
+            learning.learn_file(self.path.order_key(), self.version, data);
+        }
+    }
 }
 
 /// What a Move did.

@@ -232,7 +232,7 @@ impl ObjectBackend {
 
     /// What the namespace `ns`'s search index may learn of `data`, about
     /// to be written, with a copy of `data` for it to learn once the write
-    /// commits ([`learn_written`]): taken before the upload consumes
+    /// commits ([`WriteOutcome::teach`]): taken before the upload consumes
     /// `data`, for small files only, so the copy costs little beside the
     /// PUT, and none where nothing learns.
     fn copy_to_learn(&self, ns: &str, data: &[u8]) -> Option<(WriteLearning<'_>, Vec<u8>)> {
@@ -404,20 +404,6 @@ impl ObjectBackend {
     }
 }
 
-/// Teaches the search index `data`, committed as `outcome`, through
-/// `learning`, when there are both: the next Grep rules the file out, or
-/// selects it, without reading it first (docs/search-index.md § Learning
-/// in the write path).
-fn learn_written<'a>(
-    outcome: &WriteOutcome,
-    learning: Option<WriteLearning<'a>>,
-    data: Option<impl Into<std::borrow::Cow<'a, [u8]>>>,
-) {
-    if let (Some(learning), Some(data)) = (learning, data) {
-        learning.learn_file(outcome.path.order_key(), outcome.version, data);
-    }
-}
-
 impl Backend for ObjectBackend {
     fn list(&self, scope: &Scope, dir: &VfsPath) -> Result<Vec<Entry>> {
         self.list_dir(self.namespace(scope)?, dir)
@@ -481,7 +467,7 @@ impl Backend for ObjectBackend {
         let (learning, copy) = self.copy_to_learn(ns, &data).unzip();
         let content = self.new_content(ns, path, data)?;
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        learn_written(&outcome, learning, copy);
+        outcome.teach(learning, copy);
         Ok(outcome)
     }
 
@@ -505,7 +491,7 @@ impl Backend for ObjectBackend {
         let copied = copying.whole();
         let origin = Origin::of(scope, Operation::Write);
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        learn_written(&outcome, learning, copied);
+        outcome.teach(learning, copied);
         Ok(outcome)
     }
 

@@ -15,7 +15,7 @@ use super::commit::Change;
 use super::head::{self, Head};
 use super::keys::Space;
 use super::state::{Now, read_head};
-use super::{MAX_ATTEMPTS, ObjectBackend, backoff, blob_id, learn_written, next_version};
+use super::{MAX_ATTEMPTS, ObjectBackend, backoff, blob_id, next_version};
 use crate::backend::record::{INLINE_MAX_BYTES, Meta, nanos};
 use crate::backend::{ChunkSource, Precondition, UpdateFn, WriteOutcome};
 use crate::change::{ChangeKind, Operation, Origin};
@@ -261,7 +261,7 @@ impl ObjectBackend {
                         version,
                         created: false,
                     };
-                    learn_written(&outcome, learning, copy);
+                    outcome.teach(learning, copy);
                     return Ok(outcome);
                 }
                 Ok(false) => self.forget_blob(ns, path, content.blob()),
@@ -469,7 +469,7 @@ impl ObjectBackend {
         let origin = Origin::of(scope, Operation::Restore);
         let (learning, inline) = (self.index.write_learning(ns), content.inline().cloned());
         let outcome = self.put_content(scope, path, pre, content, &origin)?;
-        learn_written(&outcome, learning, inline.as_deref());
+        outcome.teach(learning, inline.as_deref());
         Ok(outcome)
     }
 }

@@ -108,14 +108,6 @@ impl<E: Engine> OrderedTier<E> {
         self.index.write_learning(&self.engine.index_key(scope))
     }
 
-    /// Teaches the search index `data`, the file a Write or an Edit just
-    /// committed as `outcome`.
-    fn learn_written(&self, scope: &Scope, outcome: &WriteOutcome, data: &[u8]) {
-        let (key, namespace) = (outcome.path.order_key(), self.engine.index_key(scope));
-        self.index
-            .learn_written(&namespace, key, outcome.version, data);
-    }
-
     /// The tier with its search index set up as `[search]` says.
     pub fn with_search_index(mut self, settings: IndexSettings) -> OrderedTier<E> {
         let keeper = self.engine.clone().index_keeper();
@@ -305,9 +297,7 @@ impl<E: Engine> OrderedTier<E> {
                 outcome?
             }
         };
-        if let (Some(learning), Some(data)) = (learning, copied) {
-            learning.learn_file(outcome.path.order_key(), outcome.version, data);
-        }
+        outcome.teach(learning, copied);
         Ok(outcome)
     }
 
@@ -618,7 +608,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             Content::Bytes(&data),
             Operation::Write,
         )?;
-        self.learn_written(scope, &outcome, &data);
+        outcome.teach(self.write_learning(scope), Some(&data));
         Ok(outcome)
     }
 
@@ -670,7 +660,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 (space, _) => Err(self.not_a_file(space.as_deref(), path, &rel)),
             }
         })?;
-        self.learn_written(scope, &outcome, &written);
+        outcome.teach(self.write_learning(scope), Some(&written));
         Ok(outcome)
     }
 
@@ -876,9 +866,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
                 },
             )
         })?;
-        if let (Some(learning), Some(data)) = (learning, copied) {
-            learning.learn_file(outcome.path.order_key(), outcome.version, data);
-        }
+        outcome.teach(learning, copied);
         Ok(outcome)
     }
 

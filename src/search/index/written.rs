@@ -52,15 +52,6 @@ impl Registry {
             files: Vec::new(),
         })
     }
-
-    /// Learns `data`, the file a Write or an Edit just committed as
-    /// `version` of the file with order key `key`: a change of one file
-    /// that [`Registry::write_learning`] takes.
-    pub fn learn_written(&self, namespace: &str, key: Vec<u8>, version: u64, data: &[u8]) {
-        if let Some(learning) = self.write_learning(namespace) {
-            learning.learn_file(key, version, data);
-        }
-    }
 }
 
 impl<'a> WriteLearning<'a> {
