@@ -32,6 +32,7 @@ pub mod file_keeper;
 pub mod passes;
 pub mod persist;
 pub mod plan;
+pub mod postings;
 pub mod segment;
 pub mod table;
 pub mod trigram;
