@@ -21,8 +21,11 @@ use std::sync::Arc;
 /// The first bytes of a persisted index.
 const MAGIC: &[u8; 4] = b"AVIX";
 /// The format written; another one is not read (the index is learned anew).
-/// 2: docs hold pieces (`trigram::Pieces`); 1 held one trigram set a doc.
-const FORMAT: u8 = 2;
+/// 3: mixed-case trigrams are posted too (`trigram::mixed_case`); a copy
+/// without them would rule out every file a case-sensitive query needs
+/// them of. 2: docs hold pieces (`trigram::Pieces`); 1 held one trigram set
+/// a doc.
+const FORMAT: u8 = 3;
 /// Bytes before the checksummed part: magic, format, checksum.
 const HEADER_BYTES: usize = 4 + 1 + 4;
 

@@ -15,7 +15,7 @@
 //! the pattern is parsed as grep-regex parses it (case-insensitivity in the
 //! HIR's classes: `(?i)k` is `[Kk\u{212A}]`), so `-i` needs no special case.
 
-use super::trigram::{Pieces, Trigram, fold, pack};
+use super::trigram::{Pieces, Trigram, fold, mixed_case, pack};
 use regex_syntax::hir::{Class, Hir, HirKind};
 use std::collections::BTreeSet;
 
@@ -149,7 +149,38 @@ pub fn plan_hir(hir: &Hir) -> Query {
     let mut info = analyze(hir);
     info.simplify(true);
     info.add_exact();
-    info.query
+    info.query.and(written_case(hir))
+}
+
+/// The mixed-case trigrams (`trigram::mixed_case`) of the literals every
+/// match of `hir` holds as written.
+///
+/// The folded analysis cannot keep them: its sets fold every string, so
+/// that `-i`'s classes (`[Dd]`) do not multiply them. A HIR literal,
+/// though, matches exactly its bytes, case included: a case-insensitive
+/// letter is parsed into a class, never a literal. So a literal's mixed-case
+/// windows are in every match of it, recorded as written in the piece that
+/// holds the match. Only literals every match passes through count: those
+/// of a concatenation, of a repetition of at least one copy, and of every
+/// branch of an alternation (an OR). Anything else adds nothing.
+fn written_case(hir: &Hir) -> Query {
+    match hir.kind() {
+        HirKind::Literal(lit) => lit
+            .0
+            .windows(3)
+            .filter(|w| !w.contains(&b'\n'))
+            .filter_map(|w| mixed_case(pack(w[0], w[1], w[2])))
+            .map(Query::Trigram)
+            .fold(Query::All, Query::and),
+        HirKind::Capture(cap) => written_case(&cap.sub),
+        HirKind::Repetition(rep) if rep.min > 0 => written_case(&rep.sub),
+        HirKind::Concat(parts) => parts.iter().map(written_case).fold(Query::All, Query::and),
+        HirKind::Alternation(parts) => parts
+            .iter()
+            .map(written_case)
+            .fold(Query::Nothing, Query::or),
+        _ => Query::All,
+    }
 }
 
 type Set = BTreeSet<Vec<u8>>;
@@ -459,11 +490,23 @@ mod tests {
     }
 
     #[test]
-    fn case_insensitive_and_case_sensitive_plan_the_folded_trigrams() {
+    fn case_insensitive_plans_folded_trigrams_and_case_sensitive_adds_mixed_case_ones() {
         let q = plan("HeLLo", false, true);
         assert!(q.matches(&file("hello")));
         assert!(q.matches(&file("HELLO")));
-        assert_eq!(plan("HeLLo", false, false), plan("hello", false, false));
+        assert!(plan("Drop", true, true).matches(&file("dRoP")));
+        // As written, `HeLLo` holds mixed-case windows: only `HeLLo` has them.
+        let q = plan("HeLLo", false, false);
+        assert!(q.matches(&file("say HeLLo")));
+        assert!(!q.matches(&file("hello")) && !q.matches(&file("HELLO")));
+        // All one case: the folded trigrams say it all.
+        assert_eq!(plan("HELLO", false, false), plan("hello", false, false));
+        // Every branch of an alternation, or none: `drop` must stay a candidate.
+        let q = plan("impl (Drop|drop)", false, false);
+        assert!(q.matches(&file("impl drop")) && q.matches(&file("impl Drop")));
+        assert!(!plan("impl Drop", false, false).matches(&file("impl drop")));
+        // An optional literal requires nothing.
+        assert!(plan("(Dr)?opx", false, false).matches(&file("opx")));
         // The Kelvin sign folds to k under (?i): the plan must allow it.
         assert!(plan("kelvin", false, true).matches(&file("\u{212A}elvin")));
     }
