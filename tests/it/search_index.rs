@@ -56,6 +56,8 @@ const WORDS: &[&str] = &[
     "café",
     "Straße",
     "foo_bar",
+    "FooBar",
+    "fooBar",
     "foo",
     "bar",
     "x",
@@ -70,6 +72,13 @@ const WORDS: &[&str] = &[
 const PATTERNS: &[(&str, bool)] = &[
     ("needle", false),
     ("needle", true),
+    // Mixed case as written: the index's mixed-case trigrams narrow these
+    // (docs/search-index.md § Trigrams), and must not lose `fooBar` or
+    // `NEEDLE` where they match.
+    ("Needle", false),
+    ("FooBar", true),
+    ("(Foo|foo)Bar", false),
+    ("[Ff]ooBar", false),
     ("haystack", false),
     ("alpha|gamma", false),
     ("fo+_bar", false),
