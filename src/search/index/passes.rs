@@ -18,6 +18,7 @@
 
 use super::segment::{Segment, Selected};
 use super::table::PathTable;
+use crate::search::Known;
 use std::sync::Arc;
 
 /// Counts the walk adds up as it passes entries.
@@ -234,7 +235,7 @@ pub struct RowDocs {
 }
 
 /// A row a narrowed Grep must look at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
     /// Its row in the table.
     pub row: u32,
@@ -243,10 +244,10 @@ pub struct Candidate {
     /// False for rows the segment does not hold, and for rows the overlay
     /// also knows, which the index is asked about as before.
     pub selected: bool,
-    /// Selected by its trigrams (not always scanned): the segment holds
-    /// this very version as text, which has no NUL byte
-    /// (`trigram::extract`), so Grep's binary detection would find none.
-    pub nul_free: bool,
+    /// What the segment knows of this very version's content: selected by
+    /// its trigrams (not always scanned), it is text without a NUL byte
+    /// (`trigram::extract`), and maybe only some of its pieces can match.
+    pub known: Known,
 }
 
 impl RowDocs {
@@ -298,7 +299,13 @@ impl RowDocs {
             .map(|(doc, row)| Candidate {
                 row,
                 selected: true,
-                nul_free: !self.segment.unindexed(doc),
+                known: match self.segment.unindexed(doc) {
+                    true => Known::Nothing,
+                    false => self
+                        .segment
+                        .selected_pieces(selected, doc)
+                        .map_or(Known::NulFree, Known::Pieces),
+                },
             })
             .collect();
         let from = self.unknown.partition_point(|&r| (r as usize) < rows.start);
@@ -306,7 +313,7 @@ impl RowDocs {
         out.extend(self.unknown[from..to].iter().map(|&row| Candidate {
             row,
             selected: false,
-            nul_free: false,
+            known: Known::Nothing,
         }));
         out.sort_unstable();
         Some(out)
