@@ -81,11 +81,11 @@ pub fn walk_table<S: SortedFiles>(
         after: None,
     };
     let mut searcher = FileSearcher::new(run);
-    for Candidate {
+    for &Candidate {
         row,
         selected,
-        known,
-    } in candidates
+        nul_free,
+    } in &candidates
     {
         let row = row as usize;
         if !passes.reaches_index(row) {
@@ -106,7 +106,7 @@ pub fn walk_table<S: SortedFiles>(
             key: &found.key,
             entry: found.entry.clone(),
             selected,
-            known,
+            nul_free,
         };
         visit_file(run, files, searcher.as_mut(), visit, Some(index))?;
         jump.from = row + 1;

@@ -22,7 +22,6 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
-use super::index::trigram::piece_ranges;
 use super::run::FileCounts;
 use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -32,23 +31,6 @@ use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContex
 use std::cell::Cell;
 use std::io;
 use std::time::SystemTime;
-
-/// What the search index knows of a candidate's content at the version
-/// searched. It spares work and never changes a result.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Known {
-    /// Nothing: binary detection runs and the whole file is searched.
-    #[default]
-    Nothing,
-    /// Selected by its trigrams at this very version: indexed text, which
-    /// holds no NUL byte (`index::trigram::extract`), so binary detection
-    /// could find none.
-    NulFree,
-    /// [`Known::NulFree`], and only these of the file's pieces (indexes
-    /// among its pieces, ascending: `index::trigram::piece_ranges`) hold
-    /// what the query needs, so no line elsewhere can match.
-    Pieces(Box<[u32]>),
-}
 
 /// A reusable per-thread searcher for one Grep run.
 pub struct FileSearcher<'r> {
@@ -181,42 +163,25 @@ impl<'r> FileSearcher<'r> {
     /// Searches an in-memory file and returns its hits (`None`: no match, or
     /// binary, counted).
     ///
-    /// `known`: what the index knows of `data`. Text it holds has no NUL
-    /// byte, so binary detection, which could find nothing, is skipped.
-    /// Performance: it is a pass over the file before the search, a tenth
-    /// of a selective regex Grep's CPU on State (docs/performance.md §
-    /// Pinned reads, the block cache, and what the unindexable gap is). And
-    /// when only some of the file's pieces can hold a match, and no context
-    /// lines are asked for (they may lie in another piece), only those
-    /// pieces are searched, their line numbers counted from the file's
-    /// start (docs/performance.md § Searching only the selected pieces).
+    /// `nul_free`: the caller knows `data` holds no NUL byte (the search
+    /// index holds this very version as text), so binary detection, which
+    /// could find nothing, is skipped. Performance: it is a pass over the
+    /// file before the search, a tenth of a selective regex Grep's CPU on
+    /// State (docs/performance.md § Pinned reads, the block cache, and what
+    /// the unindexable gap is).
     pub fn search_slice(
         &mut self,
         path: &VfsPath,
         modified: SystemTime,
         data: &[u8],
-        known: &Known,
+        nul_free: bool,
     ) -> Option<FileHits> {
         let mut sink = Collect::new(&self.matcher, self.grep, self.run);
-        let ranges = match known {
-            Known::Pieces(pieces)
-                if self.grep.before_context == 0 && self.grep.after_context == 0 =>
-            {
-                piece_ranges(data, pieces)
-            }
-            _ => None,
-        };
-        let text = *known != Known::Nothing;
-        if text {
+        if nul_free {
             self.searcher.set_binary_detection(BinaryDetection::none());
         }
-        let outcome = match ranges {
-            Some(ranges) => {
-                search_ranges(&mut self.searcher, &self.matcher, data, &ranges, &mut sink)
-            }
-            None => self.searcher.search_slice(&self.matcher, data, &mut sink),
-        };
-        if text {
+        let outcome = self.searcher.search_slice(&self.matcher, data, &mut sink);
+        if nul_free {
             self.searcher.set_binary_detection(binary_detection());
         }
         self.finish(path, modified, sink, outcome)
@@ -296,10 +261,6 @@ struct Collect<'a> {
     bytes: usize,
     binary: bool,
     lines: Vec<LineHit>,
-    /// Lines of the file before the slice being searched (a piece).
-    lines_before: u64,
-    /// The sink asked the searcher to stop.
-    stopped: bool,
 }
 
 impl<'a> Collect<'a> {
@@ -312,8 +273,6 @@ impl<'a> Collect<'a> {
             bytes: 0,
             binary: false,
             lines: Vec::new(),
-            lines_before: 0,
-            stopped: false,
         }
     }
 
@@ -323,27 +282,6 @@ impl<'a> Collect<'a> {
         self.lines.push(hit);
         self.bytes < MAX_FILE_HITS_BYTES
     }
-}
-
-/// Searches the byte `ranges` of `data` (whole lines, ascending) into
-/// `sink`, numbering lines from the start of `data`, until the sink stops.
-fn search_ranges(
-    searcher: &mut Searcher,
-    matcher: &RegexMatcher,
-    data: &[u8],
-    ranges: &[std::ops::Range<usize>],
-    sink: &mut Collect<'_>,
-) -> io::Result<()> {
-    let mut at = 0;
-    for range in ranges {
-        sink.lines_before += memchr::memchr_iter(b'\n', &data[at..range.start]).count() as u64;
-        at = range.start;
-        searcher.search_slice(matcher, &data[range.clone()], &mut *sink)?;
-        if sink.stopped {
-            break;
-        }
-    }
-    Ok(())
 }
 
 fn trim_terminator(bytes: &[u8]) -> &[u8] {
@@ -379,26 +317,22 @@ impl Sink for Collect<'_> {
             _ => String::new(),
         };
         let room = self.add(LineHit {
-            line_number: m.line_number().unwrap_or(0) + self.lines_before,
+            line_number: m.line_number().unwrap_or(0),
             line: clip(line),
             matched,
             is_context: false,
         });
         self.matches += 1;
-        let more = room && self.matches < self.max_count && !self.run.should_halt();
-        self.stopped |= !more;
-        Ok(more)
+        Ok(room && self.matches < self.max_count && !self.run.should_halt())
     }
 
     fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
-        let room = self.add(LineHit {
-            line_number: c.line_number().unwrap_or(0) + self.lines_before,
+        Ok(self.add(LineHit {
+            line_number: c.line_number().unwrap_or(0),
             line: clip(trim_terminator(c.bytes())),
             matched: String::new(),
             is_context: true,
-        });
-        self.stopped |= !room;
-        Ok(room)
+        }))
     }
 
     fn binary_data(&mut self, _: &Searcher, _offset: u64) -> Result<bool, io::Error> {

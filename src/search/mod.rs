@@ -36,7 +36,7 @@ pub mod sorted;
 mod spec;
 pub mod window;
 
-pub use grep::{FileSearcher, Known, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
+pub use grep::{FileSearcher, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
 pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};
 pub use spec::{
     Admit, Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED,

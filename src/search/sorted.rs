@@ -9,7 +9,6 @@
 //! reading what lies below it. Cost is therefore O(results walked), never a scan
 //! of the whole namespace.
 
-use super::grep::Known;
 use super::index::{IndexedGrep, Verdict};
 use super::rules::{self, Skip};
 use super::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
@@ -27,15 +26,16 @@ pub trait SortedFiles {
     /// tier that reads a file whole implements [`WholeFiles`] instead; the
     /// Filesystem tier's table walk searches as its scan does, as a
     /// stream, and reads whole only a file it learns
-    /// (`src/backend/fs/table_walk.rs`). `known`: what the index knows of
-    /// this very version's content ([`FileSearcher::search_slice`]).
+    /// (`src/backend/fs/table_walk.rs`). `nul_free`: the index holds this
+    /// very version as text, so binary detection may be skipped
+    /// ([`FileSearcher::search_slice`]).
     fn search_file(
         &mut self,
         run: &SearchRun,
         searcher: &mut FileSearcher<'_>,
         file: (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        known: Known,
+        nul_free: bool,
     );
 
     /// Why the search's rules skip `path` (a directory when `is_dir`): the
@@ -88,11 +88,11 @@ impl<W: WholeFiles> SortedFiles for W {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        known: Known,
+        nul_free: bool,
     ) {
         let loaded = self.load(entry);
         let learn = learn.map(|index| (index, key));
-        if let Some(hits) = search_whole(run, searcher, (entry, &known), loaded, learn) {
+        if let Some(hits) = search_whole(run, searcher, (entry, nul_free), loaded, learn) {
             run.emit_file(hits);
         }
     }
@@ -102,14 +102,14 @@ impl<W: WholeFiles> SortedFiles for W {
     }
 }
 
-/// Searches the file `entry` whose content `loaded` read (`known`: what
-/// the index knows of it), handing the content first to `learn`, the Grep's
+/// Searches the file `entry` whose content `loaded` read (`nul_free`: known
+/// to hold no NUL byte), handing the content first to `learn`, the Grep's
 /// index and the file's order key, when given; a failed read is the run's
 /// soft problem.
 pub fn search_whole(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
-    (entry, known): (&Entry, &Known),
+    (entry, nul_free): (&Entry, bool),
     loaded: Result<impl AsRef<[u8]>>,
     learn: Option<(&mut IndexedGrep, &[u8])>,
 ) -> Option<FileHits> {
@@ -118,7 +118,7 @@ pub fn search_whole(
             if let Some((index, key)) = learn {
                 index.learn(key.to_vec(), entry.version, data.as_ref());
             }
-            searcher.search_slice(&entry.path, entry.modified, data.as_ref(), known)
+            searcher.search_slice(&entry.path, entry.modified, data.as_ref(), nul_free)
         }
         Err(err) => {
             run.problem(entry.path.as_str(), err);
@@ -280,7 +280,7 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             key: &key,
             entry,
             selected: false,
-            known: Known::Nothing,
+            nul_free: false,
         };
         file(files, tally, visit)?;
         cursor = key;
@@ -300,8 +300,8 @@ pub(crate) struct Visit<'a> {
     /// it: it is searched without asking the index again (a lookup by key
     /// per candidate was a tenth of a selective Grep on the kernel).
     pub selected: bool,
-    /// What the index knows of its content (`Candidate::known`).
-    pub known: Known,
+    /// Selected by its trigrams: it has no NUL byte (`Candidate::nul_free`).
+    pub nul_free: bool,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -317,7 +317,7 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
             key: &key,
             entry,
             selected: false,
-            known: Known::Nothing,
+            nul_free: false,
         };
         visit_file(run, files, FileSearcher::new(run).as_mut(), file, None)?;
     }
@@ -339,7 +339,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
         key,
         entry,
         selected,
-        known,
+        nul_free,
     } = file;
     match &run.spec().kind {
         // A row of an empty directory (a Filesystem table's) is visited,
@@ -379,7 +379,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
                     },
                     None => None,
                 };
-                files.search_file(run, searcher, (&entry, key), learn, known);
+                files.search_file(run, searcher, (&entry, key), learn, nul_free);
             }
         }
     }

@@ -24,7 +24,6 @@ use super::sandbox::{DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, glob_entry};
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use crate::search::Known;
 use crate::search::ignore_rules::{Level, skip_of};
 use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
@@ -154,9 +153,8 @@ impl SortedFiles for TableFiles<'_, '_, '_> {
         learn: Option<&mut IndexedGrep>,
         // Not used: a real file's fingerprint names its content only up to
         // the file system's timestamp tick (docs/search-index.md § The
-        // Filesystem tier), so its binary detection stays and it is
-        // searched whole.
-        _known: Known,
+        // Filesystem tier), so its binary detection stays.
+        _nul_free: bool,
     ) {
         let task = match learn {
             Some(grep) => {
@@ -272,7 +270,7 @@ impl SortedFiles for TableRows<'_> {
         _searcher: &mut FileSearcher<'_>,
         _file: (&Entry, &[u8]),
         _learn: Option<&mut IndexedGrep>,
-        _known: Known,
+        _nul_free: bool,
     ) {
     }
 

@@ -803,7 +803,7 @@ impl IndexedGrep {
                 out.push(Candidate {
                     row: row as u32,
                     selected: false,
-                    known: crate::search::Known::Nothing,
+                    nul_free: false,
                 });
             }
         }

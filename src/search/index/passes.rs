@@ -18,7 +18,6 @@
 
 use super::segment::{Segment, Selected};
 use super::table::PathTable;
-use crate::search::Known;
 use std::sync::Arc;
 
 /// Counts the walk adds up as it passes entries.
@@ -235,7 +234,7 @@ pub struct RowDocs {
 }
 
 /// A row a narrowed Grep must look at.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
     /// Its row in the table.
     pub row: u32,
@@ -244,10 +243,10 @@ pub struct Candidate {
     /// False for rows the segment does not hold, and for rows the overlay
     /// also knows, which the index is asked about as before.
     pub selected: bool,
-    /// What the segment knows of this very version's content: selected by
-    /// its trigrams (not always scanned), it is text without a NUL byte
-    /// (`trigram::extract`), and maybe only some of its pieces can match.
-    pub known: Known,
+    /// Selected by its trigrams (not always scanned): the segment holds
+    /// this very version as text, which has no NUL byte
+    /// (`trigram::extract`), so Grep's binary detection would find none.
+    pub nul_free: bool,
 }
 
 impl RowDocs {
@@ -299,13 +298,7 @@ impl RowDocs {
             .map(|(doc, row)| Candidate {
                 row,
                 selected: true,
-                known: match self.segment.unindexed(doc) {
-                    true => Known::Nothing,
-                    false => self
-                        .segment
-                        .selected_pieces(selected, doc)
-                        .map_or(Known::NulFree, Known::Pieces),
-                },
+                nul_free: !self.segment.unindexed(doc),
             })
             .collect();
         let from = self.unknown.partition_point(|&r| (r as usize) < rows.start);
@@ -313,7 +306,7 @@ impl RowDocs {
         out.extend(self.unknown[from..to].iter().map(|&row| Candidate {
             row,
             selected: false,
-            known: Known::Nothing,
+            nul_free: false,
         }));
         out.sort_unstable();
         Some(out)

@@ -19,29 +19,23 @@ pub struct Doc {
     pub trigrams: Option<Pieces>,
 }
 
-/// Docs a query selects: all of them, or a bit per doc id (and per piece).
+/// Docs a query selects: all of them, or a bit per doc id.
+#[derive(Clone)]
 pub enum Selected {
     /// No constraint.
     All,
-    /// Bit `i` of `docs` set: doc `i` may match; bit `p` of `pieces`: piece
-    /// `p` may hold a match.
-    Bits {
-        /// A bit per doc.
-        docs: Vec<u64>,
-        /// A bit per piece.
-        pieces: Vec<u64>,
-    },
+    /// Bit `i` set: doc `i` may match.
+    Bits(Vec<u64>),
 }
-
-/// Pieces a query part selects: `None`, all of them, or a bit per piece.
-type PieceSet = Option<Vec<u64>>;
 
 impl Selected {
     /// True when doc `id` may match.
     pub fn has(&self, id: u32) -> bool {
         match self {
             Selected::All => true,
-            Selected::Bits { docs, .. } => has_bit(docs, id),
+            Selected::Bits(bits) => bits
+                .get(id as usize / 64)
+                .is_some_and(|w| w >> (id % 64) & 1 == 1),
         }
     }
 
@@ -49,7 +43,7 @@ impl Selected {
     pub fn count(&self) -> Option<u64> {
         match self {
             Selected::All => None,
-            Selected::Bits { docs, .. } => Some(ones_in(docs) as u64),
+            Selected::Bits(bits) => Some(ones_in(bits) as u64),
         }
     }
 }
@@ -92,11 +86,6 @@ const LOOKUP_BELOW: usize = 32;
 /// How many bits of `words` are set.
 fn ones_in(words: &[u64]) -> usize {
     words.iter().map(|w| w.count_ones() as usize).sum()
-}
-
-fn has_bit(bits: &[u64], id: u32) -> bool {
-    bits.get(id as usize / 64)
-        .is_some_and(|w| w >> (id % 64) & 1 == 1)
 }
 
 fn set_bit(bits: &mut [u64], id: u32) {
@@ -305,7 +294,7 @@ impl Segment {
     /// `None` when `selected` is everything. Costs a word per 64 docs plus
     /// one step per doc given.
     pub fn selected_or_unindexed(&self, selected: &Selected) -> Option<impl Iterator<Item = u32>> {
-        let Selected::Bits { docs: bits, .. } = selected else {
+        let Selected::Bits(bits) = selected else {
             return None;
         };
         Some(ones(bits.iter().zip(&self.unindexed).map(|(a, b)| a | b)))
@@ -365,51 +354,37 @@ impl Segment {
     /// The docs with a piece whose trigrams satisfy `query` (unindexed docs
     /// are not included: callers check [`Segment::unindexed`]).
     pub fn select(&self, query: &Query) -> Selected {
-        let Some(pieces) = self.select_within(query, None) else {
-            return Selected::All;
-        };
-        // One step per selected piece.
-        let mut docs = vec![0; self.keys.len().div_ceil(64)];
-        for piece in ones(pieces.iter().copied()) {
-            set_bit(&mut docs, self.piece_docs[piece as usize]);
+        match self.select_pieces(query) {
+            Selected::All => Selected::All,
+            Selected::Bits(pieces) => {
+                // One step per selected piece.
+                let mut docs = vec![0; self.keys.len().div_ceil(64)];
+                for piece in ones(pieces.into_iter()) {
+                    set_bit(&mut docs, self.piece_docs[piece as usize]);
+                }
+                Selected::Bits(docs)
+            }
         }
-        Selected::Bits { docs, pieces }
     }
 
-    /// Which of doc `id`'s pieces (counted from its first, ascending)
-    /// `selected` holds, when it holds some but not all of them; `None`
-    /// for a doc of one piece, or all selected, or everything selected.
-    /// A Grep searches only these pieces of the file
-    /// (`crate::search::grep::Known::Pieces`).
-    pub fn selected_pieces(&self, selected: &Selected, id: u32) -> Option<Box<[u32]>> {
-        let Selected::Bits { pieces, .. } = selected else {
-            return None;
-        };
-        let first = self.piece_docs.partition_point(|&d| d < id);
-        let end = first + self.piece_docs[first..].partition_point(|&d| d <= id);
-        if end - first <= 1 {
-            return None;
-        }
-        let chosen: Box<[u32]> = (first..end)
-            .filter(|&p| has_bit(pieces, p as u32))
-            .map(|p| (p - first) as u32)
-            .collect();
-        (chosen.len() < end - first).then_some(chosen)
+    /// The pieces whose trigrams satisfy `query`: an AND or OR holds for a
+    /// doc only if it holds within one of its pieces, so pieces are only
+    /// turned into docs at the end.
+    fn select_pieces(&self, query: &Query) -> Selected {
+        self.select_within(query, Selected::All)
     }
 
-    /// The pieces of `within` (`None`: all) whose trigrams satisfy `query`
-    /// (`None`: all): an AND or OR holds for a doc only if it holds within
-    /// one of its pieces, so pieces are only turned into docs at the end.
-    fn select_within(&self, query: &Query, within: PieceSet) -> PieceSet {
+    /// The pieces of `within` whose trigrams satisfy `query`.
+    fn select_within(&self, query: &Query, within: Selected) -> Selected {
         match query {
             Query::All => within,
-            Query::Nothing => Some(vec![0; self.piece_docs.len().div_ceil(64)]),
+            Query::Nothing => Selected::Bits(vec![0; self.piece_docs.len().div_ceil(64)]),
             Query::Trigram(t) => match within {
-                None => Some(self.posting_bits(*t)),
-                Some(mut pieces) => {
+                Selected::All => Selected::Bits(self.posting_bits(*t)),
+                Selected::Bits(mut pieces) => {
                     let count = ones_in(&pieces);
                     self.keep_posted(*t, &mut pieces, count);
-                    Some(pieces)
+                    Selected::Bits(pieces)
                 }
             },
             Query::And(parts) => {
@@ -423,7 +398,7 @@ impl Segment {
                 let mut out = within;
                 for part in parts {
                     out = self.select_within(part, out);
-                    if out.as_deref().is_some_and(|bits| ones_in(bits) == 0) {
+                    if out.count() == Some(0) {
                         break;
                     }
                 }
@@ -432,11 +407,12 @@ impl Segment {
             Query::Or(parts) => {
                 let mut out = vec![0; self.piece_docs.len().div_ceil(64)];
                 for part in parts {
-                    // `None`: a part without constraint, so the OR has none.
-                    let b = self.select_within(part, within.clone())?;
-                    out.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
+                    match self.select_within(part, within.clone()) {
+                        Selected::All => return Selected::All,
+                        Selected::Bits(b) => out.iter_mut().zip(&b).for_each(|(x, y)| *x |= y),
+                    }
                 }
-                Some(out)
+                Selected::Bits(out)
             }
         }
     }
@@ -631,17 +607,6 @@ mod tests {
         let selected = seg.select(&query);
         assert!(!selected.has(0) && selected.has(1));
         assert_eq!(selected.count(), Some(1));
-        // Only `together`'s second piece holds the query: a Grep searches
-        // just that one, which `piece_ranges` finds where `extract` cut it.
-        assert_eq!(docs_pieces(&seg, 1), 2);
-        let pieces = seg.selected_pieces(&selected, 1).unwrap();
-        assert_eq!(&*pieces, &[1]);
-        let ranges = super::super::trigram::piece_ranges(together.as_bytes(), &pieces).unwrap();
-        assert_eq!(
-            &together.as_bytes()[ranges[0].clone()],
-            b"say hello world\n"
-        );
-        assert_eq!(seg.selected_pieces(&Selected::All, 1), None);
         // Pieces survive a merge's decoding and the persisted format.
         let again = Segment::build(seg.docs());
         assert_eq!(again.select(&query).count(), Some(1));
@@ -701,10 +666,6 @@ mod tests {
             });
         }
         docs
-    }
-
-    fn docs_pieces(seg: &Segment, doc: u32) -> usize {
-        seg.piece_docs.iter().filter(|&&d| d == doc).count()
     }
 
     /// A random AND/OR query over trigrams `1..=max`.

@@ -219,48 +219,6 @@ pub fn extract(data: &[u8]) -> Result<Pieces, Unindexable> {
     Ok(out)
 }
 
-/// Where the piece of `data` starting at `start` ends, as [`extract`] cuts
-/// it: after the first `\n` that makes it [`PIECE_BYTES`] long, or at the
-/// end of `data`.
-fn piece_end(data: &[u8], start: usize) -> usize {
-    let from = start + PIECE_BYTES - 1;
-    match data
-        .get(from..)
-        .and_then(|rest| memchr::memchr(b'\n', rest))
-    {
-        Some(at) => from + at + 1,
-        None => data.len(),
-    }
-}
-
-/// The byte ranges of the pieces `indexes` (strictly ascending, counted
-/// from the first) of `data`, as [`extract`] cut them; `None` when an index
-/// is past the last piece (so `data` is not what was indexed: the caller
-/// searches it whole) or out of order.
-///
-/// Performance: a Grep searches only these ranges of a file the index
-/// selected by some of its pieces; on the Linux kernel, the selected
-/// pieces of a selective regex's candidates are a quarter to two fifths of
-/// their bytes (docs/performance.md § Searching only the selected pieces).
-pub fn piece_ranges(data: &[u8], indexes: &[u32]) -> Option<Vec<std::ops::Range<usize>>> {
-    let mut out = Vec::with_capacity(indexes.len());
-    let (mut start, mut piece) = (0, 0);
-    for (n, &want) in indexes.iter().enumerate() {
-        if n > 0 && want <= piece {
-            return None;
-        }
-        while piece < want {
-            start = piece_end(data, start);
-            piece += 1;
-        }
-        if start >= data.len() {
-            return None;
-        }
-        out.push(start..piece_end(data, start));
-    }
-    Some(out)
-}
-
 fn window_has_newline(t: Trigram) -> bool {
     t & 0xFF == u32::from(b'\n')
         || (t >> 8) & 0xFF == u32::from(b'\n')
@@ -429,47 +387,6 @@ mod tests {
                     }
                 }
             }
-        }
-    }
-
-    #[test]
-    fn piece_ranges_cut_the_file_where_extract_cuts_it() {
-        let mut rng = StdRng::seed_from_u64(11);
-        for round in 0..40 {
-            let len = rng.random_range(0..120_000);
-            let text: Vec<u8> = (0..len)
-                .map(|_| match rng.random_range(0..40) {
-                    0 => b'\n',
-                    n => b'a' + n % 26,
-                })
-                .collect();
-            let pieces = extract(&text).unwrap();
-            let all: Vec<u32> = (0..pieces.len() as u32).collect();
-            let ranges = piece_ranges(&text, &all).unwrap();
-            // Each range holds exactly the trigrams extract gave its piece.
-            for (range, want) in ranges.iter().zip(pieces.iter()) {
-                assert_eq!(naive(&text[range.clone()]), want, "round {round}");
-            }
-            // Contiguous, whole lines, covering the pieces.
-            let mut at = 0;
-            for range in &ranges {
-                assert_eq!(range.start, at, "round {round}");
-                assert!(range.end == text.len() || text[range.end - 1] == b'\n');
-                at = range.end;
-            }
-            // A subset gives the same ranges; past the end or out of
-            // order, none.
-            let some: Vec<u32> = all.iter().copied().filter(|p| p % 2 == 1).collect();
-            let picked = piece_ranges(&text, &some).unwrap();
-            assert_eq!(
-                picked,
-                some.iter()
-                    .map(|&p| ranges[p as usize].clone())
-                    .collect::<Vec<_>>()
-            );
-            let n = ranges.len() as u32;
-            assert_eq!(piece_ranges(&text, &[n + 1]), None);
-            assert_eq!(piece_ranges(&text, &[0, 0]), None);
         }
     }
 
