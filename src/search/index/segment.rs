@@ -316,12 +316,12 @@ impl Segment {
     }
 
     /// Clears the bits of `pieces` whose piece is not in `t`'s list.
-    fn keep_posted(&self, t: Trigram, pieces: &mut [u64], count: usize) {
+    fn keep_posted(&self, t: Trigram, pieces: &mut [u64]) {
         let Some(list) = self.lists.get(&t) else {
             pieces.fill(0);
             return;
         };
-        if count * LOOKUP_BELOW >= (list.end - list.start) as usize {
+        if ones_in(pieces) * LOOKUP_BELOW >= (list.end - list.start) as usize {
             let posted = self.posting_bits(t);
             pieces.iter_mut().zip(&posted).for_each(|(x, y)| *x &= y);
             return;
@@ -354,7 +354,9 @@ impl Segment {
     /// The docs with a piece whose trigrams satisfy `query` (unindexed docs
     /// are not included: callers check [`Segment::unindexed`]).
     pub fn select(&self, query: &Query) -> Selected {
-        match self.select_pieces(query) {
+        // An AND or OR holds for a doc only if it holds within one of its
+        // pieces, so pieces are only turned into docs at the end.
+        match self.select_within(query, Selected::All) {
             Selected::All => Selected::All,
             Selected::Bits(pieces) => {
                 // One step per selected piece.
@@ -367,13 +369,6 @@ impl Segment {
         }
     }
 
-    /// The pieces whose trigrams satisfy `query`: an AND or OR holds for a
-    /// doc only if it holds within one of its pieces, so pieces are only
-    /// turned into docs at the end.
-    fn select_pieces(&self, query: &Query) -> Selected {
-        self.select_within(query, Selected::All)
-    }
-
     /// The pieces of `within` whose trigrams satisfy `query`.
     fn select_within(&self, query: &Query, within: Selected) -> Selected {
         match query {
@@ -382,8 +377,7 @@ impl Segment {
             Query::Trigram(t) => match within {
                 Selected::All => Selected::Bits(self.posting_bits(*t)),
                 Selected::Bits(mut pieces) => {
-                    let count = ones_in(&pieces);
-                    self.keep_posted(*t, &mut pieces, count);
+                    self.keep_posted(*t, &mut pieces);
                     Selected::Bits(pieces)
                 }
             },
