@@ -877,6 +877,10 @@ fn index_pattern() -> impl Strategy<Value = String> {
             "[a-c]",
             "[^a]",
             "[a-z]",
+            "[a-z_]",
+            "[A-Z_]+",
+            "[a-zé]",
+            "[α-ω]",
             "[Kk]",
             "\\w",
             "\\d",
@@ -901,6 +905,7 @@ fn index_text() -> impl Strategy<Value = String> {
     prop::collection::vec(
         prop::sample::select(vec![
             "a", "b", "c", "A", "B", "C", "k", "K", "\u{212A}", "é", "É", "ß", "ẞ", " ", "1", "_",
+            "z", "\t", "\u{A0}", "\u{3000}", "α", "λ", "ω",
         ]),
         0..40,
     )

@@ -17,7 +17,7 @@
 
 use super::trigram::{Pieces, Trigram, fold, mixed_case, pack};
 use regex_syntax::hir::{Class, Hir, HirKind};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 /// Most exact strings a node keeps before they become trigrams.
 const MAX_EXACT: usize = 16;
@@ -25,11 +25,35 @@ const MAX_EXACT: usize = 16;
 const MAX_SET: usize = 32;
 /// Largest character class expanded into its members.
 const MAX_CLASS: u32 = 16;
+/// Largest character class whose members' first and last bytes are
+/// gathered (larger ones, such as `\w` or `[^x]`, match any character).
+const MAX_EDGE_CLASS: u32 = 1024;
 /// Copies of a repeated node analysed; more only repeat what these say.
 const MAX_REPEAT: u32 = 3;
+/// Most strings whose trigrams a query ORs; a larger set constrains nothing.
+///
+/// Performance: a seam between two classes' edges (`[a-z_]+x[a-z_]`) crosses
+/// up to [`MAX_SET`]² strings, which match nearly every file anyway; ORing
+/// 729 of them at each of 300 such seams took 6.9 s to plan.
+const MAX_ANY_OF: usize = MAX_EXACT * MAX_EXACT;
+/// Most nodes of a pattern planned; a larger one is scanned.
+///
+/// Performance: analysing a node crosses sets of up to [`MAX_EXACT`]²
+/// strings, about 60 µs for the worst (300 copies of `[0-9a-f][0-9a-f]x`,
+/// 900 nodes, took 52 ms), so this bounds planning near 60 ms of CPU while
+/// compiling even a 51 KB pattern took grep-regex 8 ms. Patterns people
+/// write have tens of nodes.
+const MAX_PLANNED_NODES: usize = 1024;
+/// Most trigrams an AND names; a part that would take it past them is
+/// dropped, which only weakens it.
+///
+/// Performance: each step of the analysis copies the query so far, so an
+/// unbounded query made planning quadratic in the pattern: 300 copies of
+/// `[0-9a-f][0-9a-f]x` named 305,920 trigrams and took 0.9 s to plan.
+const MAX_LEAVES: usize = 1024;
 
 /// A condition on a file's trigram set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Query {
     /// Every file (no constraint).
     All,
@@ -71,6 +95,13 @@ impl Query {
         if self == absorbing || other == absorbing {
             return absorbing;
         }
+        if and && self.leaves_up_to(MAX_LEAVES) + other.leaves_up_to(MAX_LEAVES) > MAX_LEAVES {
+            // Dropping a part of an AND only weakens it.
+            return [self, other]
+                .into_iter()
+                .find(|q| q.leaves_up_to(MAX_LEAVES) <= MAX_LEAVES)
+                .unwrap_or(Query::All);
+        }
         let mut parts = Vec::new();
         for q in [self, other] {
             match q {
@@ -83,6 +114,45 @@ impl Query {
             Query::And(parts)
         } else {
             Query::Or(parts)
+        }
+    }
+
+    /// The trigrams the query names, counted up to just past `limit`.
+    fn leaves_up_to(&self, limit: usize) -> usize {
+        match self {
+            Query::All | Query::Nothing => 0,
+            Query::Trigram(_) => 1,
+            Query::And(parts) | Query::Or(parts) => {
+                let mut n = 0;
+                for part in parts {
+                    n += part.leaves_up_to(limit - n.min(limit));
+                    if n > limit {
+                        break;
+                    }
+                }
+                n
+            }
+        }
+    }
+
+    /// The same query with each AND's and OR's repeated parts kept once:
+    /// `a AND a` would only be selected again.
+    fn without_repeats(self) -> Query {
+        let (parts, and) = match self {
+            Query::And(parts) => (parts, true),
+            Query::Or(parts) => (parts, false),
+            q => return q,
+        };
+        let mut seen = HashSet::new();
+        let parts: Vec<Query> = parts
+            .into_iter()
+            .map(Query::without_repeats)
+            .filter(|part| seen.insert(part.clone()))
+            .collect();
+        match (parts.len(), and) {
+            (1, _) => parts.into_iter().next().unwrap_or(Query::All),
+            (_, true) => Query::And(parts),
+            (_, false) => Query::Or(parts),
         }
     }
 
@@ -104,20 +174,25 @@ impl Query {
     }
 
     /// The query every string in `set` satisfies: for each string, all its
-    /// trigrams; no constraint when a string is shorter than 3 bytes.
+    /// trigrams; no constraint when a string is shorter than 3 bytes, or when
+    /// the set has more than [`MAX_ANY_OF`] strings.
     fn any_of(set: &BTreeSet<Vec<u8>>) -> Query {
-        let mut out = Query::Nothing;
-        for s in set {
-            if s.len() < 3 {
-                return Query::All;
-            }
-            let all = s
-                .windows(3)
-                .map(|w| Query::Trigram(pack(w[0], w[1], w[2])))
-                .fold(Query::All, Query::and);
-            out = out.or(all);
+        if set.len() > MAX_ANY_OF || set.iter().any(|s| s.len() < 3) {
+            return Query::All;
         }
-        out
+        let one_of = |mut parts: Vec<Query>, and: bool| match parts.len() {
+            1 => parts.pop().unwrap_or(Query::All),
+            _ if and => Query::And(parts),
+            _ => Query::Or(parts),
+        };
+        let strings = set.iter().map(|s| {
+            let trigrams = s.windows(3).map(|w| Query::Trigram(pack(w[0], w[1], w[2])));
+            one_of(trigrams.collect(), true)
+        });
+        match set.len() {
+            0 => Query::Nothing,
+            _ => one_of(strings.collect(), false),
+        }
     }
 }
 
@@ -139,9 +214,27 @@ pub fn plan(pattern: &str, literal: bool, case_insensitive: bool) -> Query {
         .build()
         .parse(pattern);
     match parsed {
-        Ok(hir) => plan_hir(&hir),
-        Err(_) => Query::All,
+        Ok(hir) if nodes_up_to(&hir, MAX_PLANNED_NODES) <= MAX_PLANNED_NODES => plan_hir(&hir),
+        _ => Query::All,
     }
+}
+
+/// The nodes of `hir`, counted up to just past `limit`.
+fn nodes_up_to(hir: &Hir, limit: usize) -> usize {
+    let subs: &[Hir] = match hir.kind() {
+        HirKind::Concat(parts) | HirKind::Alternation(parts) => parts,
+        HirKind::Capture(cap) => std::slice::from_ref(&cap.sub),
+        HirKind::Repetition(rep) => std::slice::from_ref(&rep.sub),
+        _ => &[],
+    };
+    let mut n = 1;
+    for sub in subs {
+        n += nodes_up_to(sub, limit - n.min(limit));
+        if n > limit {
+            break;
+        }
+    }
+    n
 }
 
 /// The trigram query every match of `hir` satisfies.
@@ -149,7 +242,7 @@ pub fn plan_hir(hir: &Hir) -> Query {
     let mut info = analyze(hir);
     info.simplify(true);
     info.add_exact();
-    info.query.and(written_case(hir))
+    info.query.and(written_case(hir)).without_repeats()
 }
 
 /// The mixed-case trigrams (`trigram::mixed_case`) of the literals every
@@ -335,6 +428,12 @@ fn analyze(hir: &Hir) -> Info {
             }
             if rep.max != Some(copies) {
                 info = concat(info, Info::any(true));
+                // Every match still ends with a match of the repeated node:
+                // `[a-z]+,` needs a letter before the comma.
+                if info.exact.is_none() {
+                    info.suffix = sub.edges().0;
+                    info.simplify(false);
+                }
             }
             info
         }
@@ -349,7 +448,9 @@ fn analyze(hir: &Hir) -> Info {
     }
 }
 
-/// A class is its members when few, else any single character.
+/// A class is its members when few; else one character that starts with
+/// one of its members' first bytes and ends with one of their last bytes,
+/// when those are few (`\s`, `[a-z_]`); else any single character.
 fn class_info(class: &Class) -> Info {
     // (first, last) code of each range: characters, or bytes.
     let ranges: Vec<(u32, u32)> = match class {
@@ -365,22 +466,41 @@ fn class_info(class: &Class) -> Info {
             .collect(),
     };
     let count: u32 = ranges.iter().map(|(lo, hi)| hi - lo + 1).sum();
-    if count > MAX_CLASS {
+    if count > MAX_EDGE_CLASS {
         return Info::any(false);
     }
-    let mut set = Set::new();
-    for (lo, hi) in ranges {
-        for code in lo..=hi {
+    let members = ranges
+        .into_iter()
+        .flat_map(|(lo, hi)| lo..=hi)
+        .filter_map(|code| {
             let bytes = match class {
-                Class::Unicode(_) => char::from_u32(code)
-                    .map(|ch| ch.to_string().into_bytes())
-                    .unwrap_or_default(),
+                Class::Unicode(_) => char::from_u32(code)?.to_string().into_bytes(),
                 Class::Bytes(_) => vec![code as u8],
             };
-            set.insert(bytes.into_iter().map(fold).collect());
-        }
+            Some(bytes.into_iter().map(fold).collect::<Vec<u8>>())
+        });
+    if count <= MAX_CLASS {
+        return Info::exact(members.collect());
     }
-    Info::exact(set)
+    let (mut first, mut last) = (Set::new(), Set::new());
+    for member in members {
+        first.insert(member[..1].to_vec());
+        last.insert(member[member.len() - 1..].to_vec());
+    }
+    let few_or_any = |set: Set| {
+        if set.len() <= MAX_SET {
+            set
+        } else {
+            set_of(b"")
+        }
+    };
+    Info {
+        can_empty: false,
+        exact: None,
+        prefix: few_or_any(first),
+        suffix: few_or_any(last),
+        query: Query::All,
+    }
 }
 
 fn concat(x: Info, y: Info) -> Info {
@@ -538,6 +658,41 @@ mod tests {
         let q = plan("(ab){2,}", false, false);
         assert!(q.matches(&file("abab")));
         assert!(!q.matches(&file("ab ab")));
+    }
+
+    #[test]
+    fn a_large_class_keeps_its_members_first_and_last_bytes() {
+        // `\s` has 25 members, `[a-z_]` 27: too many to expand, few edges.
+        let q = plan(r"fn\s+parse", false, false);
+        assert!(q.matches(&file("fn parse")) && q.matches(&file("fn\tparse")));
+        assert!(
+            q.matches(&file("fn\u{3000}parse")),
+            "a wide space's first byte"
+        );
+        assert!(!q.matches(&file("parse_fn(x) parse")), "{q:?}");
+        // A repetition of one copy or more ends as one copy does.
+        let q = plan("alloc_array\\([a-z_]+, sizeof", false, false);
+        assert!(q.matches(&file("alloc_array(n, sizeof")));
+        assert!(!q.matches(&file("alloc_array(2, sizeof")), "{q:?}");
+        // Members of many first bytes say nothing: `[^x]`, `\w`.
+        assert_eq!(plan("[^x]", false, false), Query::All);
+        assert!(plan(r"ab\wcd", false, false).matches(&file("abécd")));
+    }
+
+    #[test]
+    fn planning_is_bounded_whatever_the_pattern() {
+        // Each seam of this pattern ORs 256 strings: the AND keeps a bounded
+        // number of trigrams instead of one OR per copy.
+        let q = plan(&"[0-9a-f][0-9a-f]x".repeat(300), false, false);
+        assert!(
+            q.leaves_up_to(usize::MAX) <= MAX_LEAVES,
+            "{}",
+            q.leaves_up_to(usize::MAX)
+        );
+        assert!(q.matches(&file(&"0ax".repeat(300))));
+        // Past MAX_PLANNED_NODES the pattern is scanned, not planned.
+        assert_ne!(plan(&"abcd.".repeat(100), false, false), Query::All);
+        assert_eq!(plan(&"abcd.".repeat(600), false, false), Query::All);
     }
 
     #[test]
