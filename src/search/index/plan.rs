@@ -39,11 +39,10 @@ const MAX_ANY_OF: usize = MAX_EXACT * MAX_EXACT;
 /// Most nodes of a pattern planned; a larger one is scanned.
 ///
 /// Performance: analysing a node crosses sets of up to [`MAX_EXACT`]²
-/// strings, about 60 µs for the worst (300 copies of `[0-9a-f][0-9a-f]x`,
-/// 900 nodes, took 52 ms), so this bounds planning near 60 ms of CPU while
-/// compiling even a 51 KB pattern took grep-regex 8 ms. Patterns people
-/// write have tens of nodes.
-const MAX_PLANNED_NODES: usize = 1024;
+/// strings and gathers the query so far, about 100 µs for the worst found
+/// (170 copies of `[0-9a-f][0-9a-f]x`, 510 nodes); this bounds planning
+/// near 50 ms of CPU. Patterns people write have tens of nodes.
+const MAX_PLANNED_NODES: usize = 512;
 /// Most trigrams an AND names; a part that would take it past them is
 /// dropped, which only weakens it.
 ///
@@ -78,23 +77,10 @@ impl Query {
         self.join(other, false)
     }
 
-    /// AND (`and`) or OR of two queries: the identity dropped, the absorbing
-    /// element kept alone, nested parts of the same kind flattened.
+    /// AND (`and`) or OR of two queries, gathered as [`Query::and_of`] and
+    /// [`Query::or_of`] do; of an AND that would name more than
+    /// [`MAX_LEAVES`] trigrams, only a part that fits.
     fn join(self, other: Query, and: bool) -> Query {
-        let (identity, absorbing) = if and {
-            (Query::All, Query::Nothing)
-        } else {
-            (Query::Nothing, Query::All)
-        };
-        if self == identity || self == other {
-            return other;
-        }
-        if other == identity {
-            return self;
-        }
-        if self == absorbing || other == absorbing {
-            return absorbing;
-        }
         if and && self.leaves_up_to(MAX_LEAVES) + other.leaves_up_to(MAX_LEAVES) > MAX_LEAVES {
             // Dropping a part of an AND only weakens it.
             return [self, other]
@@ -102,19 +88,7 @@ impl Query {
                 .find(|q| q.leaves_up_to(MAX_LEAVES) <= MAX_LEAVES)
                 .unwrap_or(Query::All);
         }
-        let mut parts = Vec::new();
-        for q in [self, other] {
-            match q {
-                Query::And(p) if and => parts.extend(p),
-                Query::Or(p) if !and => parts.extend(p),
-                q => parts.push(q),
-            }
-        }
-        if and {
-            Query::And(parts)
-        } else {
-            Query::Or(parts)
-        }
+        Query::gather([self, other], and)
     }
 
     /// The trigrams the query names, counted up to just past `limit`.
@@ -135,24 +109,92 @@ impl Query {
         }
     }
 
-    /// The same query with each AND's and OR's repeated parts kept once:
-    /// `a AND a` would only be selected again.
-    fn without_repeats(self) -> Query {
-        let (parts, and) = match self {
-            Query::And(parts) => (parts, true),
-            Query::Or(parts) => (parts, false),
-            q => return q,
+    /// The same query, smaller and cheaper to select: nested parts of the
+    /// same kind flattened, repeated parts kept once (`a AND a` would only be
+    /// selected again), and the parts every branch of an OR shares taken
+    /// out of it: `(a AND x) OR (a AND y)` is `a AND (x OR y)`.
+    ///
+    /// Performance: crossing a literal with a class's edges gives an OR of
+    /// 27 branches that each repeat the literal's trigrams
+    /// (`kmalloc_array\([a-z_]+`): selected as planned, each of its
+    /// candidates was looked up 27 times in each of 13 lists, and the query
+    /// took twice as long (docs/performance.md § Large classes).
+    fn simplified(self) -> Query {
+        match self {
+            Query::And(parts) => Query::and_of(parts.into_iter().map(Query::simplified)),
+            Query::Or(parts) => {
+                let branches = match Query::or_of(parts.into_iter().map(Query::simplified)) {
+                    Query::Or(branches) => branches,
+                    q => return q,
+                };
+                let conjuncts = |q: &Query| match q {
+                    Query::And(parts) => parts.clone(),
+                    q => vec![q.clone()],
+                };
+                let mut shared = conjuncts(&branches[0]);
+                for branch in &branches[1..] {
+                    let theirs = conjuncts(branch);
+                    shared.retain(|part| theirs.contains(part));
+                }
+                if shared.is_empty() {
+                    return Query::Or(branches);
+                }
+                let rest = branches.iter().map(|branch| {
+                    Query::and_of(
+                        conjuncts(branch)
+                            .into_iter()
+                            .filter(|p| !shared.contains(p)),
+                    )
+                });
+                let rest = Query::or_of(rest);
+                Query::and_of(shared.into_iter().chain([rest]))
+            }
+            q => q,
+        }
+    }
+
+    /// The AND of `parts`: nested ANDs flattened, `All` dropped, repeats
+    /// kept once; `Nothing` if a part is.
+    fn and_of(parts: impl IntoIterator<Item = Query>) -> Query {
+        Query::gather(parts, true)
+    }
+
+    /// The OR of `parts`: nested ORs flattened, `Nothing` dropped, repeats
+    /// kept once; `All` if a part is.
+    fn or_of(parts: impl IntoIterator<Item = Query>) -> Query {
+        Query::gather(parts, false)
+    }
+
+    fn gather(parts: impl IntoIterator<Item = Query>, and: bool) -> Query {
+        let (identity, absorbing) = if and {
+            (Query::All, Query::Nothing)
+        } else {
+            (Query::Nothing, Query::All)
         };
-        let mut seen = HashSet::new();
-        let parts: Vec<Query> = parts
+        let mut flat = Vec::new();
+        for part in parts {
+            match part {
+                Query::And(p) if and => flat.extend(p),
+                Query::Or(p) if !and => flat.extend(p),
+                q if q == absorbing => return absorbing,
+                q if q == identity => {}
+                q => flat.push(q),
+            }
+        }
+        let first: Vec<bool> = {
+            let mut seen = HashSet::new();
+            flat.iter().map(|q| seen.insert(q)).collect()
+        };
+        let mut out: Vec<Query> = flat
             .into_iter()
-            .map(Query::without_repeats)
-            .filter(|part| seen.insert(part.clone()))
+            .zip(first)
+            .filter_map(|(q, first)| first.then_some(q))
             .collect();
-        match (parts.len(), and) {
-            (1, _) => parts.into_iter().next().unwrap_or(Query::All),
-            (_, true) => Query::And(parts),
-            (_, false) => Query::Or(parts),
+        match out.len() {
+            0 => identity,
+            1 => out.pop().unwrap_or(identity),
+            _ if and => Query::And(out),
+            _ => Query::Or(out),
         }
     }
 
@@ -180,18 +222,12 @@ impl Query {
         if set.len() > MAX_ANY_OF || set.iter().any(|s| s.len() < 3) {
             return Query::All;
         }
-        let one_of = |mut parts: Vec<Query>, and: bool| match parts.len() {
-            1 => parts.pop().unwrap_or(Query::All),
-            _ if and => Query::And(parts),
-            _ => Query::Or(parts),
-        };
-        let strings = set.iter().map(|s| {
-            let trigrams = s.windows(3).map(|w| Query::Trigram(pack(w[0], w[1], w[2])));
-            one_of(trigrams.collect(), true)
-        });
+        let strings = set
+            .iter()
+            .map(|s| Query::and_of(s.windows(3).map(|w| Query::Trigram(pack(w[0], w[1], w[2])))));
         match set.len() {
             0 => Query::Nothing,
-            _ => one_of(strings.collect(), false),
+            _ => Query::or_of(strings),
         }
     }
 }
@@ -242,7 +278,7 @@ pub fn plan_hir(hir: &Hir) -> Query {
     let mut info = analyze(hir);
     info.simplify(true);
     info.add_exact();
-    info.query.and(written_case(hir)).without_repeats()
+    info.query.and(written_case(hir)).simplified()
 }
 
 /// The mixed-case trigrams (`trigram::mixed_case`) of the literals every
@@ -585,6 +621,8 @@ fn alternate(x: Info, y: Info) -> Info {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
 
     fn t(s: &str) -> Query {
         let b = s.as_bytes();
@@ -692,7 +730,67 @@ mod tests {
         assert!(q.matches(&file(&"0ax".repeat(300))));
         // Past MAX_PLANNED_NODES the pattern is scanned, not planned.
         assert_ne!(plan(&"abcd.".repeat(100), false, false), Query::All);
-        assert_eq!(plan(&"abcd.".repeat(600), false, false), Query::All);
+        assert_eq!(plan(&"abcd.".repeat(300), false, false), Query::All);
+    }
+
+    /// A random query over trigrams 1..=6, with repeats and shared parts.
+    fn random_query(rng: &mut StdRng, depth: u32) -> Query {
+        match rng.random_range(0..if depth == 0 { 2 } else { 6 }) {
+            0 => Query::Trigram(rng.random_range(1..=6)),
+            1 if rng.random_range(0..8) == 0 => Query::All,
+            1 => Query::Trigram(rng.random_range(1..=6)),
+            2 => Query::Nothing,
+            3 => Query::And(
+                (0..rng.random_range(1..4))
+                    .map(|_| random_query(rng, depth - 1))
+                    .collect(),
+            ),
+            _ => {
+                // Branches that share a part, as crossed sets give.
+                let shared = random_query(rng, depth - 1);
+                Query::Or(
+                    (0..rng.random_range(1..4))
+                        .map(|_| Query::And(vec![shared.clone(), random_query(rng, depth - 1)]))
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    #[test]
+    fn simplifying_a_query_keeps_what_it_selects() {
+        let mut rng = StdRng::seed_from_u64(25);
+        let pieces: Vec<Vec<Trigram>> = (0..64u32)
+            .map(|bits| (1..=6).filter(|t| bits >> (t - 1) & 1 == 1).collect())
+            .collect();
+        let mut factored = 0;
+        for _ in 0..20_000 {
+            let q = random_query(&mut rng, 4);
+            let simple = q.clone().simplified();
+            factored += usize::from(simple.leaves_up_to(usize::MAX) < q.leaves_up_to(usize::MAX));
+            for piece in &pieces {
+                assert_eq!(
+                    q.matches(piece),
+                    simple.matches(piece),
+                    "{q:?} became {simple:?}"
+                );
+            }
+        }
+        assert!(factored > 1_000, "only {factored} queries got smaller");
+        // The shape crossing a literal with a class's edges gives.
+        let (a, b, x, y) = (t("abc"), t("bcd"), t("cdx"), t("cdy"));
+        let crossed = Query::And(vec![
+            a.clone(),
+            b.clone(),
+            Query::Or(vec![
+                Query::And(vec![a.clone(), b.clone(), x.clone()]),
+                Query::And(vec![a.clone(), b.clone(), y.clone()]),
+            ]),
+        ]);
+        assert_eq!(
+            crossed.simplified(),
+            Query::And(vec![a, b, Query::Or(vec![x, y])])
+        );
     }
 
     #[test]
