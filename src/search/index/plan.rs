@@ -33,8 +33,8 @@ const MAX_REPEAT: u32 = 3;
 /// Most strings whose trigrams a query ORs; a larger set constrains nothing.
 ///
 /// Performance: a seam between two classes' edges (`[a-z_]+x[a-z_]`) crosses
-/// up to [`MAX_SET`]² strings, which match nearly every file anyway; ORing
-/// 729 of them at each of 300 such seams took 6.9 s to plan.
+/// up to [`MAX_SET`]² strings, which match nearly every file anyway; each
+/// such seam would add an OR of up to 1,024 trigrams to plan and select.
 const MAX_ANY_OF: usize = MAX_EXACT * MAX_EXACT;
 /// Most nodes of a pattern planned; a larger one is scanned.
 ///
@@ -165,6 +165,7 @@ impl Query {
         Query::gather(parts, false)
     }
 
+    /// [`Query::and_of`] (`and`) or [`Query::or_of`].
     fn gather(parts: impl IntoIterator<Item = Query>, and: bool) -> Query {
         let (identity, absorbing) = if and {
             (Query::All, Query::Nothing)
