@@ -33,9 +33,7 @@ impl Selected {
     pub fn has(&self, id: u32) -> bool {
         match self {
             Selected::All => true,
-            Selected::Bits(bits) => bits
-                .get(id as usize / 64)
-                .is_some_and(|w| w >> (id % 64) & 1 == 1),
+            Selected::Bits(bits) => has_bit(bits, id),
         }
     }
 
@@ -86,6 +84,11 @@ const LOOKUP_BELOW: usize = 32;
 /// How many bits of `words` are set.
 fn ones_in(words: &[u64]) -> usize {
     words.iter().map(|w| w.count_ones() as usize).sum()
+}
+
+fn has_bit(bits: &[u64], id: u32) -> bool {
+    bits.get(id as usize / 64)
+        .is_some_and(|w| w >> (id % 64) & 1 == 1)
 }
 
 fn set_bit(bits: &mut [u64], id: u32) {
@@ -302,9 +305,7 @@ impl Segment {
 
     /// True when doc `id` is always scanned.
     pub fn unindexed(&self, id: u32) -> bool {
-        self.unindexed
-            .get(id as usize / 64)
-            .is_some_and(|w| w >> (id % 64) & 1 == 1)
+        has_bit(&self.unindexed, id)
     }
 
     fn posting_bits(&self, t: Trigram) -> Vec<u64> {
