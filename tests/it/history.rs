@@ -502,6 +502,50 @@ async fn changes_made_on_disk_are_reported_as_external() {
     assert!(!own[0].external && own[0].principal == "local");
 }
 
+/// The disk watcher a Watch starts asks the kernel only for the events it
+/// reports: no open, read or close-after-reading. Every file a Grep opened on
+/// a watched mount used to be an event for the watcher to read and drop, a
+/// third more of the Grep's time (src/backend/fs/changes.rs,
+/// `WATCHED_EVENTS`). The kernel lists each inotify watch, with its mask, in
+/// the descriptor's `fdinfo`.
+#[tokio::test]
+async fn the_disk_watcher_asks_for_no_open_or_read_events() {
+    const IN_ACCESS: u32 = 0x1;
+    const IN_CLOSE_NOWRITE: u32 = 0x10;
+    const IN_OPEN: u32 = 0x20;
+    let server = Server::start();
+    let dir = server.workdir().to_owned();
+    std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+    let mut fs = server.fs().await;
+    catch_up(&mut fs, watch_req("/workspace", "", true, true))
+        .await
+        .unwrap();
+    let masks: Vec<u32> = std::fs::read_dir(format!("/proc/{}/fdinfo", server.pid()))
+        .unwrap()
+        .filter_map(|fd| std::fs::read_to_string(fd.ok()?.path()).ok())
+        .flat_map(|info| {
+            info.lines()
+                .filter(|line| line.starts_with("inotify wd:"))
+                .filter_map(|line| {
+                    let mask = line
+                        .split_whitespace()
+                        .find_map(|f| f.strip_prefix("mask:"))?;
+                    u32::from_str_radix(mask, 16).ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    // The workspace, `sub` and `sub/deeper`, at least.
+    assert!(masks.len() >= 3, "inotify watches: {masks:x?}");
+    for mask in &masks {
+        assert_eq!(
+            mask & (IN_ACCESS | IN_CLOSE_NOWRITE | IN_OPEN),
+            0,
+            "a watch asks for reads: {masks:x?}"
+        );
+    }
+}
+
 /// 100,000 writes to 100 Store files with `history_versions = 5` keep at
 /// most 5 versions of each, the newest, and the store stays small.
 #[tokio::test]

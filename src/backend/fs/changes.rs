@@ -31,7 +31,7 @@ use crate::change::{Change, ChangeCursor, ChangeKind, LogPosition, Operation, Or
 use crate::error::Result;
 use crate::path::VfsPath;
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::{EventKind, EventKindMask, RecursiveMode, Watcher};
 use rustix::fs::{AtFlags, FileType};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +47,18 @@ pub const OWN_CHANGE_WINDOW: Duration = Duration::from_secs(2);
 
 /// Paths remembered as changed by agentvfs before old ones are forgotten.
 const MAX_OWN_CHANGES: usize = 4096;
+
+/// The events asked of the kernel: the kinds [`FsChanges::on_disk_event`]
+/// reports, and nothing else. notify asks for every open (`IN_OPEN`) by
+/// default, and every write (`IN_MODIFY`): on a watched mount each file a
+/// Grep opened was an event for the watcher's thread to read, name and
+/// drop, and a Grep over 31,595 files took 0.32 s instead of 0.22 s, with
+/// 40% more of the server's CPU (docs/performance.md § The change log's
+/// disk watcher).
+const WATCHED_EVENTS: EventKindMask = EventKindMask::CREATE
+    .union(EventKindMask::REMOVE)
+    .union(EventKindMask::MODIFY_NAME)
+    .union(EventKindMask::ACCESS_CLOSE);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // Every critical section leaves its value whole (a push, an insert).
@@ -242,7 +254,9 @@ impl FsChanges {
                     "a change on disk was lost"),
             }
         };
-        let config = notify::Config::default().with_follow_symlinks(false);
+        let config = notify::Config::default()
+            .with_follow_symlinks(false)
+            .with_event_kinds(WATCHED_EVENTS);
         let started = notify::RecommendedWatcher::new(handler, config).and_then(|mut watcher| {
             watcher.watch(&self.host_root, RecursiveMode::Recursive)?;
             Ok(watcher)
