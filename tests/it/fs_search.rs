@@ -676,3 +676,65 @@ async fn visited_budget_is_deterministic_with_the_parallel_walk() {
         }
     }
 }
+
+/// A walk holds a bounded number of directories open, however deep the
+/// tree: a Glob of a tree 1,000 levels deep whose client stops reading once
+/// the walk is at the bottom held 1,000 descriptors, and a few such Globs
+/// could take the server's whole descriptor limit from every other request
+/// (src/backend/fs/search.rs, `MAX_OPEN_LEVELS`). Closed directories are
+/// opened again on the way back up: a file listed after the subdirectory at
+/// every level is still found, in order.
+#[tokio::test]
+async fn a_deep_walk_holds_few_descriptors_and_finds_everything() {
+    const DEPTH: usize = 1000;
+    const BOTTOM_FILES: usize = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut expected = Vec::new();
+    let mut rel = String::new();
+    for level in 0..DEPTH {
+        // `a.txt` comes before the subdirectory `d`, `e.txt` after it.
+        for name in ["a.txt", "e.txt"] {
+            put(dir.path(), &format!("{rel}{name}"), "x\n");
+            expected.push(format!("/workspace/{rel}{name}"));
+        }
+        if level + 1 < DEPTH {
+            rel.push_str("d/");
+        }
+    }
+    for i in 0..BOTTOM_FILES {
+        put(dir.path(), &format!("{rel}f{i:04}.txt"), "x\n");
+        expected.push(format!("/workspace/{rel}f{i:04}.txt"));
+    }
+    expected.sort_by_key(|p| agentvfs::path::VfsPath::parse(p).unwrap().order_key());
+    let server = serve(dir.path());
+    let mut fs = server.fs().await;
+    let (found, summary) = glob_all(&mut fs, glob("**/*.txt")).await.unwrap();
+    assert_eq!(summary.aborted_reason, AbortedReason::Unspecified as i32);
+    assert_eq!(found.len(), expected.len());
+    assert!(
+        found == expected,
+        "a Glob of the deep tree lost or reordered files"
+    );
+
+    let descriptors = || {
+        std::fs::read_dir(format!("/proc/{}/fd", server.pid()))
+            .unwrap()
+            .count()
+    };
+    let before = descriptors();
+    // Six Globs whose clients read one message and stop: each walk stalls
+    // at the bottom, on the results it cannot send.
+    let mut stalled = Vec::new();
+    for _ in 0..6 {
+        let mut fs = server.fs().await;
+        let mut stream = fs.glob(glob("**/*.txt")).await.unwrap().into_inner();
+        stream.message().await.unwrap().unwrap();
+        stalled.push((fs, stream));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let held = descriptors().saturating_sub(before);
+    assert!(
+        held < 6 * 150,
+        "six stalled Globs of a tree {DEPTH} deep hold {held} descriptors"
+    );
+}

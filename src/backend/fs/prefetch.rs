@@ -76,10 +76,30 @@ pub struct Name {
     pub path: Option<VfsPath>,
 }
 
+/// A listed directory's handle, as a walk holds it.
+pub enum DirHandle {
+    /// Open: its files and subdirectories are opened beneath it.
+    Open(Arc<OwnedFd>),
+    /// Closed by a deep walk until it comes back up
+    /// (`super::search::MAX_OPEN_LEVELS`), with the directory's device and
+    /// inode, to be checked when it is opened again.
+    Closed(u64, u64),
+}
+
+impl DirHandle {
+    /// The handle, when open.
+    pub fn open(&self) -> Option<&Arc<OwnedFd>> {
+        match self {
+            DirHandle::Open(fd) => Some(fd),
+            DirHandle::Closed(..) => None,
+        }
+    }
+}
+
 /// A directory's handle, ignore rules and entries sorted by name.
 pub struct Listing {
-    /// The open directory (files are opened beneath it).
-    pub fd: Arc<OwnedFd>,
+    /// The directory's handle (files are opened beneath it).
+    pub fd: DirHandle,
     /// Its logical path.
     pub path: VfsPath,
     /// The directory's own ignore rules.
@@ -190,7 +210,7 @@ impl Listing {
             });
         }
         Ok(Listing {
-            fd: Arc::new(fd),
+            fd: DirHandle::Open(Arc::new(fd)),
             path: path.clone(),
             level,
             problems,

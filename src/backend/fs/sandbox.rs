@@ -156,14 +156,7 @@ impl Sandbox {
             Some(rel) => rel,
             None => return Err(Errno::NOENT),
         };
-        let mut tries = 0;
-        loop {
-            let resolve = RESOLVE | ResolveFlags::NO_SYMLINKS;
-            match rustix::fs::openat2(&self.root, rel, flags, Mode::empty(), resolve) {
-                Err(Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
-                other => return other,
-            }
-        }
+        open_beneath(&self.root, rel, flags)
     }
 
     /// The logical path `path` leads to once the symbolic links on the way
@@ -545,4 +538,17 @@ pub fn write_all(fd: impl AsFd, mut data: &[u8]) -> rustix::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Opens `rel` beneath the directory `dir` with no symbolic link in any
+/// component and no `..` leaving `dir`.
+pub(super) fn open_beneath(dir: &OwnedFd, rel: &str, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+    let mut tries = 0;
+    loop {
+        let resolve = RESOLVE | ResolveFlags::NO_SYMLINKS;
+        match rustix::fs::openat2(dir, rel, flags, Mode::empty(), resolve) {
+            Err(Errno::AGAIN) if tries < EAGAIN_RETRIES => tries += 1,
+            other => return other,
+        }
+    }
 }

@@ -30,9 +30,10 @@
 use super::grep_file::search_opened;
 use super::ignore_files::load_level;
 use super::index::{FsIndex, Peek, SharedGrep};
-use super::prefetch::{CloseOnDrop, Listing, Name, PREFETCHERS, Prefetch};
+use super::prefetch::{CloseOnDrop, DirHandle, Listing, Name, PREFETCHERS, Prefetch};
 use super::sandbox::{self, DIR_FLAGS, Links, READ_FLAGS, Sandbox, errno, file_type};
 use super::table_walk;
+use super::tree::identity;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
@@ -250,6 +251,17 @@ impl Visitor for Window<'_, FileTask> {
     }
 }
 
+/// Directories one walk holds open at once, besides the search's top: the
+/// one it is in and its nearest ancestors. Deeper, an ancestor's handle is
+/// closed as the walk goes down and opened again beneath the top's handle,
+/// with no link followed and checked to be the same directory, when the walk
+/// comes back up to it. Unbounded, a Glob of a tree 2,000 levels deep held
+/// 2,000 descriptors, a client that stopped reading kept them, and the
+/// server's 16 searches at once could take more than its descriptor limit
+/// (the stress test's `deep_tree` saw "Too many open files" answer another
+/// request).
+pub(super) const MAX_OPEN_LEVELS: usize = 64;
+
 /// The walk's state: the run, the part to cover, the ignore rules in force.
 struct Walk<'a> {
     run: &'a SearchRun,
@@ -317,10 +329,23 @@ impl Walk<'_> {
     fn dir(&mut self, listing: Listing, visitor: &mut dyn Visitor) -> Result<()> {
         let run = self.run;
         let mut stack = vec![self.enter(listing)];
+        let top = match stack[0].0.fd.open() {
+            Some(fd) => (fd.clone(), stack[0].0.path.clone()),
+            None => return Ok(()),
+        };
         while let Some((listing, names)) = stack.last_mut() {
             let Some(mut name) = names.next() else {
                 stack.pop();
                 self.levels.pop();
+                if let Some((parked, names)) = stack.last_mut()
+                    && let Err(err) = unpark(&top, parked)
+                {
+                    run.problem(parked.path.as_str(), err);
+                    names.for_each(drop);
+                }
+                continue;
+            };
+            let Some(fd) = listing.fd.open().cloned() else {
                 continue;
             };
             let is_dir = name.kind == FileType::Directory;
@@ -352,7 +377,7 @@ impl Walk<'_> {
                 FileType::Directory => {
                     let sub = self.prefetch.take(&child).unwrap_or_else(|| {
                         let flags = DIR_FLAGS | OFlags::NOFOLLOW;
-                        rustix::fs::openat(&*listing.fd, child.name(), flags, Mode::empty())
+                        rustix::fs::openat(&*fd, child.name(), flags, Mode::empty())
                             .map_err(|e| errno(&child, e))
                             .and_then(|sub| Listing::read(run, sub, &child, &self.levels))
                     });
@@ -360,13 +385,16 @@ impl Walk<'_> {
                         Ok(sub) => {
                             let frame = self.enter(sub);
                             stack.push(frame);
+                            if let Some(deep) = stack.len().checked_sub(MAX_OPEN_LEVELS + 1)
+                                && deep > 0
+                            {
+                                park(&mut stack[deep].0);
+                            }
                         }
                         Err(err) => run.problem(child.as_str(), err),
                     }
                 }
-                FileType::RegularFile | FileType::Symlink => {
-                    visitor.file(run, &listing.fd, child, name)
-                }
+                FileType::RegularFile | FileType::Symlink => visitor.file(run, &fd, child, name),
                 _ => {}
             }
         }
@@ -396,11 +424,39 @@ impl Walk<'_> {
                 (Some(child), FileType::Directory) if self.in_part(child, true) => Some(child),
                 _ => None,
             });
-        self.prefetch
-            .submit(&listing.fd, subdirs.skip(1), &self.levels);
+        if let Some(fd) = listing.fd.open() {
+            self.prefetch.submit(fd, subdirs.skip(1), &self.levels);
+        }
         let names = std::mem::take(&mut listing.names).into_iter();
         (listing, names)
     }
+}
+
+/// Closes the handle of `listing`, a directory the walk will come back to.
+fn park(listing: &mut Listing) {
+    if let Some(fd) = listing.fd.open()
+        && let Ok((dev, ino)) = identity(&listing.path, fd)
+    {
+        listing.fd = DirHandle::Closed(dev, ino);
+    }
+}
+
+/// Opens the parked directory `listing` again beneath the search's top
+/// directory (its handle and path), with no link followed; an error when
+/// it is gone or is no longer the directory the walk left.
+fn unpark((top, top_path): &(Arc<OwnedFd>, VfsPath), listing: &mut Listing) -> Result<()> {
+    let DirHandle::Closed(dev, ino) = listing.fd else {
+        return Ok(());
+    };
+    let path = &listing.path;
+    let moved = || Error::NotFound(format!("{path} (moved during the search)"));
+    let rel = path.relative_to(top_path).ok_or_else(moved)?;
+    let fd = sandbox::open_beneath(top, rel, DIR_FLAGS).map_err(|e| errno(path, e))?;
+    if identity(path, &fd)? != (dev, ino) {
+        return Err(moved());
+    }
+    listing.fd = DirHandle::Open(Arc::new(fd));
+    Ok(())
 }
 
 /// Counts a skipped entry under its rule.
