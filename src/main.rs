@@ -9,6 +9,28 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// jemalloc, for every allocation of the process (RocksDB's included, as
+/// the C `malloc`). With glibc's malloc, a server holding a search index
+/// scanned slower than one without, its time going to `_int_malloc` and
+/// `malloc_consolidate` over a heap the index had fragmented: an unindexable
+/// Grep on a Filesystem mount, measured in pairs, took 1.10-1.14x the
+/// scanning server's time; with jemalloc 1.01x, and both a quarter less
+/// (docs/performance.md § The allocator: jemalloc).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's settings, read at its start (the C symbol `malloc_conf`).
+/// Freed pages go back to the system from background threads, within about
+/// a second (`dirty_decay_ms`), not inline in the request that freed them:
+/// returning each at once doubled the Store's scan time. Blocks of 2 MiB and
+/// more (request bodies, whole files) come from an arena that returns them
+/// at once (`oversize_threshold`): without it, 12 refused 16 MiB changesets
+/// left the server 170 MiB larger, over `tests/it/memory.rs`'s bound.
+#[allow(non_upper_case_globals)]
+#[unsafe(no_mangle)]
+pub static malloc_conf: &[u8; 87] =
+    b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,oversize_threshold:2097152\0";
+
 /// A gRPC file system for AI agents.
 #[derive(Parser)]
 #[command(version, about)]
@@ -194,11 +216,8 @@ fn client(connection: agentvfs::cli::Connection, verb: agentvfs::cli::Verb) -> R
         .block_on(agentvfs::cli::run(connection, verb))
 }
 
-/// `serve` and `mcp`: malloc arenas capped, logging on, and a runtime with
-/// a worker per core.
+/// `serve` and `mcp`: logging on, and a runtime with a worker per core.
 fn server(work: impl Future<Output = Result<(), String>>) -> Result<(), String> {
-    // Before any thread exists, so every allocation sees the setting.
-    startup::limit_malloc_arenas();
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -114,25 +114,6 @@ pub fn build_app(config: &Config) -> Result<App, String> {
     })
 }
 
-/// Caps glibc's malloc arenas at two per core (its default is eight). Each
-/// thread that meets a busy arena gets one of its own, and memory freed in an
-/// arena mostly stays with it; with the blocking pool's many threads each
-/// passing large buffers (file pieces, Grep batches), the stress test's
-/// server grew to 805 MiB in 120 s with the default and peaked at 451 MiB
-/// with two arenas. Call before any thread starts.
-pub fn limit_malloc_arenas() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let arenas = libc::c_int::try_from(cores * 2).unwrap_or(libc::c_int::MAX);
-        // SAFETY: mallopt only changes a malloc tunable; no thread runs yet.
-        let applied = unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) };
-        if applied == 0 {
-            eprintln!("agentvfs: could not cap malloc arenas (mallopt failed)");
-        }
-    }
-}
-
 /// Raises the soft limit on open descriptors to the hard limit: a
 /// Filesystem search holds one per directory level it is inside, and many
 /// searches and transfers at once must not run the process out of them
