@@ -684,28 +684,47 @@ async fn visited_budget_is_deterministic_with_the_parallel_walk() {
 /// (src/backend/fs/search.rs, `MAX_OPEN_LEVELS`). Closed directories are
 /// opened again on the way back up: a file listed after the subdirectory at
 /// every level is still found, in order.
-#[tokio::test]
-async fn a_deep_walk_holds_few_descriptors_and_finds_everything() {
-    const DEPTH: usize = 1000;
-    const BOTTOM_FILES: usize = 3000;
-    let dir = tempfile::tempdir().unwrap();
-    let mut expected = Vec::new();
+/// Levels of [`deep_tree`].
+const DEEP_TREE_LEVELS: usize = 1000;
+
+/// Builds a tree [`DEEP_TREE_LEVELS`] deep in `root`: at every level `a.txt`
+/// (listed before the subdirectory `d`) and `e.txt` (after it), and 3,000
+/// files at the bottom, whose 2 KB paths stall a Glob whose client stops
+/// reading while its walk is at the bottom. Returns every file's logical
+/// path, in walk order.
+fn deep_tree(root: &Path) -> Vec<String> {
+    let mut files = Vec::new();
     let mut rel = String::new();
-    for level in 0..DEPTH {
-        // `a.txt` comes before the subdirectory `d`, `e.txt` after it.
+    for level in 0..DEEP_TREE_LEVELS {
         for name in ["a.txt", "e.txt"] {
-            put(dir.path(), &format!("{rel}{name}"), "x\n");
-            expected.push(format!("/workspace/{rel}{name}"));
+            files.push(format!("{rel}{name}"));
         }
-        if level + 1 < DEPTH {
+        if level + 1 < DEEP_TREE_LEVELS {
             rel.push_str("d/");
         }
     }
-    for i in 0..BOTTOM_FILES {
-        put(dir.path(), &format!("{rel}f{i:04}.txt"), "x\n");
-        expected.push(format!("/workspace/{rel}f{i:04}.txt"));
+    files.extend((0..3000).map(|i| format!("{rel}f{i:04}.txt")));
+    for file in &files {
+        put(root, file, "x\n");
     }
-    expected.sort_by_key(|p| agentvfs::path::VfsPath::parse(p).unwrap().order_key());
+    let mut paths: Vec<String> = files.iter().map(|f| format!("/workspace/{f}")).collect();
+    paths.sort_by_key(|p| agentvfs::path::VfsPath::parse(p).unwrap().order_key());
+    paths
+}
+
+/// A Glob of [`deep_tree`] whose client read one message and stopped: its
+/// walk is at the bottom, waiting to send.
+async fn stalled_deep_glob(server: &Server) -> tonic::Streaming<pb::GlobResponse> {
+    let mut fs = server.fs().await;
+    let mut stream = fs.glob(glob("**/*.txt")).await.unwrap().into_inner();
+    stream.message().await.unwrap().unwrap();
+    stream
+}
+
+#[tokio::test]
+async fn a_deep_walk_holds_few_descriptors_and_finds_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = deep_tree(dir.path());
     let server = serve(dir.path());
     let mut fs = server.fs().await;
     let (found, summary) = glob_all(&mut fs, glob("**/*.txt")).await.unwrap();
@@ -726,15 +745,62 @@ async fn a_deep_walk_holds_few_descriptors_and_finds_everything() {
     // at the bottom, on the results it cannot send.
     let mut stalled = Vec::new();
     for _ in 0..6 {
-        let mut fs = server.fs().await;
-        let mut stream = fs.glob(glob("**/*.txt")).await.unwrap().into_inner();
-        stream.message().await.unwrap().unwrap();
-        stalled.push((fs, stream));
+        stalled.push(stalled_deep_glob(&server).await);
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
     let held = descriptors().saturating_sub(before);
     assert!(
         held < 6 * 150,
-        "six stalled Globs of a tree {DEPTH} deep hold {held} descriptors"
+        "six stalled Globs of a tree {DEEP_TREE_LEVELS} deep hold {held} descriptors"
+    );
+}
+
+/// A directory whose handle a deep walk closed, swapped for another while
+/// the walk is below it, stops the walk there: on the way back up the
+/// directory at that path is not the one the walk left, so what it had not
+/// yet listed (`e.txt`, which the new directory holds too) is not reported
+/// from the stranger, the swap is a problem of the summary, and the levels
+/// above go on as before.
+#[tokio::test]
+async fn a_directory_swapped_under_a_deep_walk_is_not_walked() {
+    const SWAPPED: usize = 10;
+    let dir = tempfile::tempdir().unwrap();
+    deep_tree(dir.path());
+    let server = serve(dir.path());
+    let mut stream = stalled_deep_glob(&server).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let swapped = "d/".repeat(SWAPPED);
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::rename(dir.path().join(&swapped), elsewhere.path().join("old")).unwrap();
+    put(dir.path(), &format!("{swapped}e.txt"), "stranger\n");
+    let mut found = Vec::new();
+    let mut summary = None;
+    while let Some(msg) = stream.message().await.unwrap() {
+        match msg.result.expect("result set") {
+            pb::glob_response::Result::Batch(b) => {
+                found.extend(b.entries.into_iter().map(|e| e.path))
+            }
+            pb::glob_response::Result::Summary(s) => summary = Some(s),
+        }
+    }
+    let summary = summary.expect("a summary");
+    let e_txt = |level: usize| format!("/workspace/{}e.txt", "d/".repeat(level));
+    for level in 0..SWAPPED {
+        assert!(found.contains(&e_txt(level)), "{} missing", e_txt(level));
+    }
+    assert!(
+        !found.contains(&e_txt(SWAPPED)),
+        "the walk listed the directory swapped in"
+    );
+    let swapped_path = format!("/workspace/{}", swapped.trim_end_matches('/'));
+    assert!(
+        summary.problems.iter().any(|p| p.path == swapped_path),
+        "no problem for {swapped_path}: {:?}",
+        summary
+            .problems
+            .iter()
+            .map(|p| &p.path)
+            .take(5)
+            .collect::<Vec<_>>()
     );
 }

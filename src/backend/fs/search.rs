@@ -345,7 +345,7 @@ impl Walk<'_> {
                 }
                 continue;
             };
-            let Some(fd) = listing.fd.open().cloned() else {
+            let Some(fd) = listing.fd.open() else {
                 continue;
             };
             let is_dir = name.kind == FileType::Directory;
@@ -377,7 +377,7 @@ impl Walk<'_> {
                 FileType::Directory => {
                     let sub = self.prefetch.take(&child).unwrap_or_else(|| {
                         let flags = DIR_FLAGS | OFlags::NOFOLLOW;
-                        rustix::fs::openat(&*fd, child.name(), flags, Mode::empty())
+                        rustix::fs::openat(&**fd, child.name(), flags, Mode::empty())
                             .map_err(|e| errno(&child, e))
                             .and_then(|sub| Listing::read(run, sub, &child, &self.levels))
                     });
@@ -394,7 +394,7 @@ impl Walk<'_> {
                         Err(err) => run.problem(child.as_str(), err),
                     }
                 }
-                FileType::RegularFile | FileType::Symlink => visitor.file(run, &fd, child, name),
+                FileType::RegularFile | FileType::Symlink => visitor.file(run, fd, child, name),
                 _ => {}
             }
         }
