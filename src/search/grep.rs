@@ -22,6 +22,7 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
+use super::room;
 use super::run::FileCounts;
 use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
@@ -187,13 +188,18 @@ impl<'r> FileSearcher<'r> {
         self.finish(path, modified, sink, outcome)
     }
 
-    /// Searches a file read from `reader` (the Filesystem tier).
+    /// Searches a file of `size` bytes read from `reader` (the Filesystem
+    /// tier). The searcher's buffer grows to hold the longest line, up to
+    /// twice the file, so a large file holds room for that first
+    /// (`super::room`); `None` also when the run must stop while waiting.
     pub fn search_reader(
         &mut self,
         path: &VfsPath,
         modified: SystemTime,
+        size: u64,
         reader: impl io::Read,
     ) -> Option<FileHits> {
+        let _room = room::hold(self.run, size.saturating_mul(2))?;
         let mut sink = Collect::new(&self.matcher, self.grep, self.run);
         let mut reader = Counted {
             inner: reader,

@@ -19,6 +19,7 @@
 //! - `ignore_rules` and `ignore_cache`: the rules of `.ignore` and
 //!   `.gitignore` files, compiled once per text and matched during a walk
 //!   (the walker reads the files);
+//! - `room`: the one bound on large file contents all searches hold;
 //! - `sorted`: the walk over tiers whose files live in an ordered key space;
 //! - `index`: the trigram index that narrows a Grep's candidate files
 //!   (docs/search-index.md);
@@ -30,6 +31,7 @@ mod grep;
 mod ignore_cache;
 pub mod ignore_rules;
 pub mod index;
+pub mod room;
 pub mod rules;
 mod run;
 pub mod sorted;

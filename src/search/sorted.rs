@@ -10,6 +10,7 @@
 //! of the whole namespace.
 
 use super::index::{IndexedGrep, Verdict};
+use super::room::{self, Held};
 use super::rules::{self, Skip};
 use super::{FileHits, FileSearcher, SearchKind, SearchPart, SearchRun};
 use crate::entry::{Entry, EntryKind};
@@ -66,6 +67,12 @@ pub trait WholeFiles {
     /// [`SortedFiles::seek`].
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>>;
 
+    /// Whether [`WholeFiles::load`] copies a file's content into memory
+    /// of its own (a Store file of several chunks, an object's blob), so a
+    /// search holds room for a large one first (`super::room`); State
+    /// lends what it already holds.
+    const LOAD_COPIES: bool = true;
+
     /// The content of a file returned by `seek`.
     fn load(&mut self, entry: &Entry) -> Result<Self::Data<'_>>;
 
@@ -90,6 +97,9 @@ impl<W: WholeFiles> SortedFiles for W {
         learn: Option<&mut IndexedGrep>,
         nul_free: bool,
     ) {
+        let Some(_room) = hold_for_load::<W>(run, entry) else {
+            return;
+        };
         let loaded = self.load(entry);
         let learn = learn.map(|index| (index, key));
         if let Some(hits) = search_whole(run, searcher, (entry, nul_free), loaded, learn) {
@@ -100,6 +110,13 @@ impl<W: WholeFiles> SortedFiles for W {
     fn skip(&mut self, run: &SearchRun, path: &VfsPath, is_dir: bool) -> Option<Skip> {
         WholeFiles::skip(self, run, path, is_dir)
     }
+}
+
+/// The room `entry`'s content takes while `W` holds it loaded, to keep
+/// until it is searched; `None` when the run must stop first
+/// (`super::room`).
+pub fn hold_for_load<W: WholeFiles>(run: &SearchRun, entry: &Entry) -> Option<Held> {
+    room::hold(run, if W::LOAD_COPIES { entry.size } else { 0 })
 }
 
 /// Searches the file `entry` whose content `loaded` read (`nul_free`: known

@@ -10,6 +10,8 @@
 //! - concurrent unary calls building large answers (Diff): bounded likewise;
 //! - concurrent changesets (Commit) of nearly `changeset_max_bytes` each:
 //!   bounded likewise, as each is charged its staged contents;
+//! - concurrent Greps over huge one-line files on the Store and a
+//!   Filesystem mount: bounded by the room searches share for large files;
 //! - a principal's connections are bounded.
 //!
 //! Every test prints its peak (`peak … MiB`). To measure a build without
@@ -783,5 +785,97 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
             }
             Err(status) => panic!("probe: {status:?}"),
         }
+    }
+}
+
+/// The huge-file attack's bound: the searches' room for large files (128
+/// MiB, `src/search/room.rs`) and the allocator's slack; without that room
+/// the 16 Greps grew the server by 0.9 GiB on the Store and 1.8 GiB on the
+/// Filesystem mount (60 MiB files).
+const HUGE_FILE_BOUND_MIB: u64 = 200;
+
+/// Attack 2 on Grep: 16 concurrent Greps over files of one 40 MiB line, on
+/// a Store mount (whose files of several chunks a Grep reads whole) and on
+/// a Filesystem mount (whose stream's buffer grows to hold the line). Each
+/// Grep still finds every match; the server's growth stays within the
+/// room searches share for large files, whatever the number of Greps.
+#[tokio::test]
+async fn concurrent_greps_of_huge_files_are_bounded() {
+    const FILES: usize = 2;
+    let config = format!(
+        r#"
+[limits]
+memory_bytes = 536870912
+memory_bytes_per_principal = 100663296
+
+[[mount]]
+prefix = "/"
+tier = "store"
+
+[[mount]]
+prefix = "/workspace"
+tier = "filesystem"
+root = "."
+
+[[principal]]
+name = "agent"
+token = "{AGENT}"
+grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
+"#
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let mut line = "a".repeat(40 << 20);
+    line.push_str(" needle\n");
+    let mut fs = connect(&server).await;
+    for i in 0..FILES {
+        std::fs::write(server.workdir().join(format!("huge{i}.txt")), &line).unwrap();
+        let header = pb::WriteBytesRequest {
+            kind: Some(Kind::Header(pb::WriteBytesHeader {
+                path: format!("/store/huge{i}.txt"),
+                ..Default::default()
+            })),
+        };
+        let data = line
+            .as_bytes()
+            .chunks(1 << 20)
+            .map(|c| pb::WriteBytesRequest {
+                kind: Some(Kind::Data(c.to_vec())),
+            });
+        let upload: Vec<_> = std::iter::once(header).chain(data).collect();
+        fs.write_bytes(authed(tokio_stream::iter(upload)))
+            .await
+            .unwrap();
+    }
+    drop(line);
+    for root in ["/store", "/workspace"] {
+        let (start, _) = memory_mib(&server);
+        server.reset_peak_memory();
+        let mut clients = Vec::new();
+        for _ in 0..16 {
+            clients.push(connect(&server).await);
+        }
+        let mut greps = Vec::new();
+        for mut client in clients {
+            let req = authed(pb::GrepRequest {
+                pattern: "needle".into(),
+                path: root.into(),
+                max_duration_ms: 120_000,
+                ..Default::default()
+            });
+            greps.push(tokio::spawn(async move {
+                crate::util::grep_all(&mut client, req).await
+            }));
+        }
+        for grep in greps {
+            let (matches, summary) = grep.await.unwrap().expect("Grep answered");
+            assert_eq!(matches.len(), FILES, "{root}: {summary:?}");
+        }
+        let (_, peak) = memory_mib(&server);
+        let growth = peak.saturating_sub(start);
+        eprintln!("Grep of huge files in {root}: peak {peak} MiB, {growth} MiB over {start} MiB");
+        assert!(
+            growth < HUGE_FILE_BOUND_MIB,
+            "16 Greps of {FILES} huge files in {root} grew the server by {growth} MiB"
+        );
     }
 }

@@ -27,7 +27,9 @@ pub fn search_opened(
     }
     let modified = modified(st);
     if let Some(data) = read_whole(&fd) {
-        return searcher.search_reader(path, modified, data.as_slice());
+        let size = data.as_slice().len() as u64;
+        return searcher.search_reader(path, modified, size, data.as_slice());
     }
-    searcher.search_reader(path, modified, std::fs::File::from(fd))
+    let size = st.st_size as u64;
+    searcher.search_reader(path, modified, size, std::fs::File::from(fd))
 }

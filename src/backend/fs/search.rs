@@ -171,7 +171,8 @@ fn search_one(run: &SearchRun, path: &VfsPath, fd: OwnedFd, st: &rustix::fs::Sta
     }
     if run.visit() && searcher.wants(path.name(), st.st_size as u64) {
         let file = std::fs::File::from(fd);
-        if let Some(hits) = searcher.search_reader(path, sandbox::modified(st), file) {
+        let (modified, size) = (sandbox::modified(st), st.st_size as u64);
+        if let Some(hits) = searcher.search_reader(path, modified, size, file) {
             run.emit_file(hits);
         }
     }

@@ -168,6 +168,11 @@ pub trait Frozen: Files {
     where
         Self: 'c;
 
+    /// Whether `load` copies content into memory of its own (the Store's
+    /// files of several chunks), for which a search holds room
+    /// (`crate::search::room`).
+    const LOAD_COPIES: bool;
+
     /// The content of the file at `rel` (`path`): usually the file
     /// `cursor` stands on, which saves a lookup (and, on the Store, lends
     /// a small file's bytes with no copy); a worker searching a table

@@ -13,7 +13,7 @@ use crate::path::VfsPath;
 use crate::search::index::IndexedGrep;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
-use crate::search::sorted::{SortedFiles, WholeFiles, search_whole};
+use crate::search::sorted::{SortedFiles, WholeFiles, hold_for_load, search_whole};
 use crate::search::window::{self, Task, Window};
 use crate::search::{FileSearcher, SearchPart, SearchRun, bulk};
 use std::sync::Arc;
@@ -63,6 +63,8 @@ impl<F: Frozen> WholeFiles for Walk<'_, F> {
         = F::Data<'w>
     where
         Self: 'w;
+
+    const LOAD_COPIES: bool = F::LOAD_COPIES;
 
     fn seek(&mut self, from: &[u8]) -> Option<Result<Entry>> {
         if let Some(table) = &self.table {
@@ -164,6 +166,9 @@ impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
         let task = match learn {
             None if entry.size <= MAX_WORKER_FILE_BYTES => Task::Search((entry.clone(), nul_free)),
             learn => {
+                let Some(_room) = hold_for_load::<Walk<'_, F>>(run, entry) else {
+                    return;
+                };
                 let loaded = self.walk.load(entry);
                 let learn = learn.map(|grep| (grep, key));
                 let hits = search_whole(run, searcher, (entry, nul_free), loaded, learn);

@@ -222,6 +222,9 @@ impl Files for Snapshot {
 impl Frozen for Snapshot {
     type Data<'c> = Arc<[u8]>;
 
+    /// The session's files are lent, not copied.
+    const LOAD_COPIES: bool = false;
+
     fn load<'c>(
         &'c self,
         cursor: Option<&'c MapCursor<'_>>,

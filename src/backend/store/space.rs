@@ -134,6 +134,9 @@ impl Frozen for StoreSpace<'_> {
     where
         Self: 'c;
 
+    /// A file of several chunks is assembled into one buffer.
+    const LOAD_COPIES: bool = true;
+
     fn load<'c>(
         &'c self,
         cursor: Option<&'c StoreCursor<'_>>,
