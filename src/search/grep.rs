@@ -58,8 +58,16 @@ fn binary_detection() -> BinaryDetection {
     BinaryDetection::quit(0)
 }
 
-/// grep-searcher's initial read buffer; a file no larger cannot grow it.
-const BUFFER_BYTES: u64 = 64 << 10;
+/// The largest file after which a searcher keeps its read buffer. The
+/// buffer (64 KiB) grows only to hold a longer line, to at most twice the
+/// file, so after a file this size a worker keeps at most 512 KiB; after a
+/// larger one the searcher is built again, which frees the buffer.
+/// Performance: building one allocates a zeroed 64 KiB buffer, which
+/// jemalloc gets by purging pages (`madvise`, a TLB shootdown on every
+/// core) that the next read faults in again; done after every file over
+/// 64 KiB, it was 15% of a selective regex's CPU on the Filesystem tier
+/// (docs/performance.md § A searcher's buffer kept across files).
+const KEEP_BUFFER_BYTES: u64 = 256 << 10;
 /// Longest line (and match) text a result carries; longer ones are cut.
 pub const MAX_LINE_BYTES: usize = 16 << 10;
 /// Estimated memory of one file's collected results beyond which the rest
@@ -208,7 +216,7 @@ impl<'r> FileSearcher<'r> {
         let outcome = self
             .searcher
             .search_reader(&self.matcher, &mut reader, &mut sink);
-        if reader.bytes > BUFFER_BYTES {
+        if reader.bytes > KEEP_BUFFER_BYTES {
             self.searcher = self.builder.build();
         }
         self.finish(path, modified, sink, outcome)
