@@ -97,12 +97,17 @@ impl<W: WholeFiles> SortedFiles for W {
         learn: Option<&mut IndexedGrep>,
         nul_free: bool,
     ) {
-        let Some(_room) = hold_for_load::<W>(run, entry) else {
-            return;
+        // The room and the content go before the hits are sent, which
+        // may wait on the client.
+        let hits = {
+            let Some(_room) = hold_for_load::<W>(run, entry) else {
+                return;
+            };
+            let loaded = self.load(entry);
+            let learn = learn.map(|index| (index, key));
+            search_whole(run, searcher, (entry, nul_free), loaded, learn)
         };
-        let loaded = self.load(entry);
-        let learn = learn.map(|index| (index, key));
-        if let Some(hits) = search_whole(run, searcher, (entry, nul_free), loaded, learn) {
+        if let Some(hits) = hits {
             run.emit_file(hits);
         }
     }

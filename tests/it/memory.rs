@@ -879,3 +879,80 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
         );
     }
 }
+
+/// The room for large files is never held by a search waiting on its
+/// client: four Greps over a 40 MiB Store file of matching lines whose
+/// clients never read (their queues full, each walk waiting to send that
+/// file's hits, which alone would take more than the 128 MiB room), then a
+/// fifth Grep of the same file, by a client that reads, finishes long
+/// before the idle timeout would cut the stalled ones.
+#[tokio::test]
+async fn a_stalled_grep_holds_no_room_for_large_files() {
+    let config = format!(
+        r#"
+[limits]
+stream_idle_timeout_seconds = 120
+
+[[mount]]
+prefix = "/"
+tier = "store"
+
+[[principal]]
+name = "agent"
+token = "{AGENT}"
+grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
+"#
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let line = format!("needle {}\n", "x".repeat(90));
+    let content = line.repeat((40 << 20) / line.len());
+    let header = pb::WriteBytesRequest {
+        kind: Some(Kind::Header(pb::WriteBytesHeader {
+            path: "/huge.txt".into(),
+            ..Default::default()
+        })),
+    };
+    let data = content
+        .as_bytes()
+        .chunks(1 << 20)
+        .map(|c| pb::WriteBytesRequest {
+            kind: Some(Kind::Data(c.to_vec())),
+        });
+    let upload: Vec<_> = std::iter::once(header).chain(data).collect();
+    drop(content);
+    let mut fs = connect(&server).await;
+    fs.write_bytes(authed(tokio_stream::iter(upload)))
+        .await
+        .unwrap();
+    let grep = |max_results: u64| {
+        authed(pb::GrepRequest {
+            pattern: "needle".into(),
+            path: "/".into(),
+            max_results,
+            max_duration_ms: 60_000,
+            ..Default::default()
+        })
+    };
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        let mut client = connect(&server).await;
+        let stream = client.grep(grep(10_000_000)).await.unwrap().into_inner();
+        stalled.push((client, stream));
+    }
+    // Their walks fill their queues and wait to send.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let started = std::time::Instant::now();
+    let (matches, summary) = tokio::time::timeout(
+        Duration::from_secs(30),
+        crate::util::grep_all(&mut fs, grep(10)),
+    )
+    .await
+    .expect("a Grep is not held up by stalled ones")
+    .expect("Grep answered");
+    eprintln!(
+        "Grep beside 4 stalled ones: {:.1} s, {summary:?}",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(matches.len(), 10, "{summary:?}");
+    drop(stalled);
+}
