@@ -27,12 +27,12 @@ use std::time::Duration;
 
 /// The bytes of large files all searches hold at once: two files at the
 /// default `max_file_bytes`.
-pub const ROOM_BYTES: u64 = 128 << 20;
+const ROOM_BYTES: u64 = 128 << 20;
 
 /// A file up to this size is read or streamed without holding room: 1 MiB
 /// is the Store's chunk and larger than nearly every source file, so
 /// ordinary searches never touch the lock.
-pub const FREE_BYTES: u64 = 1 << 20;
+const FREE_BYTES: u64 = 1 << 20;
 
 /// How often a waiting search checks its own budgets.
 const WAIT_SLICE: Duration = Duration::from_millis(50);

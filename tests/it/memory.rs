@@ -788,6 +788,24 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
     }
 }
 
+/// Writes `content` to `path` as the agent, streamed in 1 MiB messages
+/// (WriteBytes), as a client writes a file too large for one Write.
+async fn upload(fs: &mut FilesystemClient<Channel>, path: &str, content: &[u8]) {
+    let header = pb::WriteBytesRequest {
+        kind: Some(Kind::Header(pb::WriteBytesHeader {
+            path: path.into(),
+            ..Default::default()
+        })),
+    };
+    let data = content.chunks(1 << 20).map(|c| pb::WriteBytesRequest {
+        kind: Some(Kind::Data(c.to_vec())),
+    });
+    let messages: Vec<_> = std::iter::once(header).chain(data).collect();
+    fs.write_bytes(authed(tokio_stream::iter(messages)))
+        .await
+        .unwrap_or_else(|s| panic!("upload {path}: {s:?}"));
+}
+
 /// The huge-file attack's bound: the searches' room for large files (128
 /// MiB, `src/search/room.rs`) and the allocator's slack; without that room
 /// the 16 Greps grew the server by 0.9 GiB on the Store and 1.8 GiB on the
@@ -829,22 +847,7 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
     let mut fs = connect(&server).await;
     for i in 0..FILES {
         std::fs::write(server.workdir().join(format!("huge{i}.txt")), &line).unwrap();
-        let header = pb::WriteBytesRequest {
-            kind: Some(Kind::Header(pb::WriteBytesHeader {
-                path: format!("/store/huge{i}.txt"),
-                ..Default::default()
-            })),
-        };
-        let data = line
-            .as_bytes()
-            .chunks(1 << 20)
-            .map(|c| pb::WriteBytesRequest {
-                kind: Some(Kind::Data(c.to_vec())),
-            });
-        let upload: Vec<_> = std::iter::once(header).chain(data).collect();
-        fs.write_bytes(authed(tokio_stream::iter(upload)))
-            .await
-            .unwrap();
+        upload(&mut fs, &format!("/store/huge{i}.txt"), line.as_bytes()).await;
     }
     drop(line);
     for root in ["/store", "/workspace"] {
@@ -906,24 +909,9 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
     let server = Server::start_with(Some(&config), &[]);
     let line = format!("needle {}\n", "x".repeat(90));
     let content = line.repeat((40 << 20) / line.len());
-    let header = pb::WriteBytesRequest {
-        kind: Some(Kind::Header(pb::WriteBytesHeader {
-            path: "/huge.txt".into(),
-            ..Default::default()
-        })),
-    };
-    let data = content
-        .as_bytes()
-        .chunks(1 << 20)
-        .map(|c| pb::WriteBytesRequest {
-            kind: Some(Kind::Data(c.to_vec())),
-        });
-    let upload: Vec<_> = std::iter::once(header).chain(data).collect();
-    drop(content);
     let mut fs = connect(&server).await;
-    fs.write_bytes(authed(tokio_stream::iter(upload)))
-        .await
-        .unwrap();
+    upload(&mut fs, "/huge.txt", content.as_bytes()).await;
+    drop(content);
     let grep = |max_results: u64| {
         authed(pb::GrepRequest {
             pattern: "needle".into(),
