@@ -5,8 +5,9 @@
 //! Watch cursor a client sends back (`agentvfs::change::ChangeCursor`), the
 //! AWS credentials file parser, the object tier's path-to-key encoding
 //! (`agentvfs::backend::object`), the search index's planner
-//! (`agentvfs::search::index::plan`: it never excludes a true match) and its
-//! persisted form (`agentvfs::search::index::persist`: it decodes only what
+//! (`agentvfs::search::index::plan`: it never excludes a true match), the
+//! Grep matcher's line literal (`agentvfs::search::GrepMatcher`: it finds
+//! the lines grep-regex finds) and the index's persisted form (`agentvfs::search::index::persist`: it decodes only what
 //! it encoded).
 //!
 //! Every property checks "never panics" plus agreement with a small,
@@ -720,6 +721,75 @@ proptest! {
             check_plan(&text[..cut], false, ci, &text)?;
         }
     }
+
+    /// A Grep's matcher finds candidate lines by the longest literal every
+    /// match holds (`agentvfs::search::GrepMatcher`); grep-searcher then
+    /// reports exactly the lines grep-regex's own matcher reports, for random
+    /// patterns, patterns ending in a piece of the text (so their literal is
+    /// searched for and found) or in an optional one, `-i`, and many-line
+    /// haystacks.
+    #[test]
+    fn line_literal_finds_what_the_regex_finds(
+        prefix in index_pattern(),
+        lines in prop::collection::vec(index_text(), 1..6),
+        pick in any::<prop::sample::Index>(),
+        ci: bool,
+    ) {
+        let haystack = lines.join("\n");
+        check_line_literal(&prefix, ci, &haystack)?;
+        let line = pick.get(&lines);
+        let chars: Vec<char> = line.chars().collect();
+        if chars.len() >= 4 {
+            let start = pick.index(chars.len() - 3);
+            let piece: String = chars[start..].iter().take(6).collect();
+            let piece = regex::escape(&piece);
+            check_line_literal(&format!("{prefix}{piece}"), ci, &haystack)?;
+            check_line_literal(&format!("[0-9a-z]{piece}"), ci, &haystack)?;
+            // Optional pieces hold no required literal.
+            check_line_literal(&format!("[0-9a-z](?:{piece})?"), ci, &haystack)?;
+            check_line_literal(&format!("[0-9a-z](?:{piece})*"), ci, &haystack)?;
+        }
+    }
+}
+
+/// Checks that grep-searcher reports the same lines of `haystack` for
+/// `pattern` with agentvfs's Grep matcher as with grep-regex's.
+fn check_line_literal(pattern: &str, ci: bool, haystack: &str) -> Result<(), TestCaseError> {
+    use agentvfs::search::GrepMatcher;
+    use agentvfs::search::index::plan;
+    let Ok(regex) = grep_regex::RegexMatcherBuilder::new()
+        .case_insensitive(ci)
+        .line_terminator(Some(b'\n'))
+        .build(pattern)
+    else {
+        return Ok(());
+    };
+    let ours = GrepMatcher::new(regex.clone(), plan::parse(pattern, false, ci).as_ref());
+    let expected = matching_lines(&regex, haystack);
+    let got = matching_lines(&ours, haystack);
+    prop_assert_eq!(
+        got,
+        expected,
+        "{:?} (-i {}, line literal {:?}) in {:?}",
+        pattern,
+        ci,
+        ours.line_literal().map(String::from_utf8_lossy),
+        haystack
+    );
+    Ok(())
+}
+
+/// The lines grep-searcher reports for `matcher` in `haystack`, numbered.
+fn matching_lines(matcher: &impl grep_matcher::Matcher, haystack: &str) -> Vec<(u64, Vec<u8>)> {
+    let mut found = Vec::new();
+    let sink = grep_searcher::sinks::Bytes(|number, line| {
+        found.push((number, line.to_vec()));
+        Ok(true)
+    });
+    grep_searcher::Searcher::new()
+        .search_slice(matcher, haystack.as_bytes(), sink)
+        .expect("an in-memory search cannot fail");
+    found
 }
 
 fn unnumber(content: &str, start: u64) -> Vec<String> {

@@ -22,12 +22,12 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
+use super::line_literal::GrepMatcher;
 use super::room;
 use super::run::FileCounts;
 use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
 use crate::path::VfsPath;
 use grep_matcher::Matcher;
-use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use std::cell::Cell;
 use std::io;
@@ -43,7 +43,7 @@ pub struct FileSearcher<'r> {
     /// back a cache through a mutex per file, 5% of a selective regex Grep
     /// on State. A clone has a pool of its own (docs/performance.md §
     /// Pinned reads, the block cache, and what the unindexable gap is).
-    matcher: RegexMatcher,
+    matcher: GrepMatcher,
     builder: SearcherBuilder,
     searcher: Searcher,
     /// Set on a window's worker: the files searched (and skipped as binary
@@ -265,7 +265,7 @@ impl<'r> FileSearcher<'r> {
 /// remaining results, at [`MAX_FILE_HITS_BYTES`], at binary data, and when
 /// the run must stop.
 struct Collect<'a> {
-    matcher: &'a RegexMatcher,
+    matcher: &'a GrepMatcher,
     /// Matching lines wanted at most: the per-file limit or the results the
     /// run may still send, whichever is lower.
     max_count: u64,
@@ -278,7 +278,7 @@ struct Collect<'a> {
 }
 
 impl<'a> Collect<'a> {
-    fn new(matcher: &'a RegexMatcher, grep: &'a GrepOptions, run: &'a SearchRun) -> Self {
+    fn new(matcher: &'a GrepMatcher, grep: &'a GrepOptions, run: &'a SearchRun) -> Self {
         Collect {
             matcher,
             max_count: grep.max_count_per_file.min(run.remaining_results()),

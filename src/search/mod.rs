@@ -14,7 +14,9 @@
 //! Layout:
 //! - `spec`: the validated request and its defaults;
 //! - `run`: budgets, counters and the batching, back-pressured output;
-//! - `grep`: the ripgrep matcher and sink that collects one file's matches;
+//! - `grep`: the ripgrep searcher and sink that collects one file's matches;
+//! - `line_literal`: the Grep's matcher, which finds candidate lines by the
+//!   longest literal every match holds;
 //! - `rules`: which names are hidden or ignored by default (docs/contract.md § Glob and Grep);
 //! - `ignore_rules` and `ignore_cache`: the rules of `.ignore` and
 //!   `.gitignore` files, compiled once per text and matched during a walk
@@ -31,6 +33,7 @@ mod grep;
 mod ignore_cache;
 pub mod ignore_rules;
 pub mod index;
+mod line_literal;
 pub mod room;
 pub mod rules;
 mod run;
@@ -39,6 +42,7 @@ mod spec;
 pub mod window;
 
 pub use grep::{FileSearcher, MAX_FILE_HITS_BYTES, MAX_LINE_BYTES};
+pub use line_literal::GrepMatcher;
 pub use run::{EVENT_CHANNEL_CAPACITY, MAX_BATCH_BYTES, SearchEvent, SearchRun};
 pub use spec::{
     Admit, Budgets, DEFAULT_MAX_DURATION_MS, DEFAULT_MAX_GREP_FILE_BYTES, DEFAULT_MAX_VISITED,

@@ -5,11 +5,12 @@
 //! callers run it on a blocking thread, never on the async runtime: a pattern
 //! like `\p{L}{5000}` would otherwise stall every call sharing the worker.
 
-use super::index::plan::{Query, plan};
+use super::index::plan::{Query, parse, plan_hir};
+use super::line_literal::GrepMatcher;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_regex::RegexMatcherBuilder;
 use std::time::Duration;
 
 /// The contract's visited-entries budget (docs/contract.md § Glob and Grep), the default of every search.
@@ -54,8 +55,8 @@ pub struct GlobOptions {
 #[derive(Clone, Debug)]
 pub struct GrepOptions {
     /// The compiled regex (line terminator set, which enables grep-searcher's
-    /// fast whole-buffer path).
-    pub matcher: RegexMatcher,
+    /// fast whole-buffer path), finding lines by its longest literal.
+    pub matcher: GrepMatcher,
     /// Only files passing this filter are searched.
     pub file_filter: Option<FileFilter>,
     /// Context lines before each match.
@@ -232,7 +233,7 @@ impl SearchSpec {
                 "before_context and after_context must be at most {MAX_CONTEXT_LINES}"
             )));
         }
-        let matcher = RegexMatcherBuilder::new()
+        let regex = RegexMatcherBuilder::new()
             .case_insensitive(request.case_insensitive)
             .fixed_strings(request.literal)
             .line_terminator(Some(b'\n'))
@@ -240,8 +241,9 @@ impl SearchSpec {
             .dfa_size_limit(REGEX_DFA_SIZE_LIMIT)
             .build(request.pattern)
             .map_err(|e| Error::InvalidArgument(format!("Invalid regex pattern: {e}")))?;
+        let hir = parse(request.pattern, request.literal, request.case_insensitive);
         let options = GrepOptions {
-            matcher,
+            matcher: GrepMatcher::new(regex, hir.as_ref()),
             file_filter: FileFilter::new(request.glob)?,
             before_context: request.before_context as usize,
             after_context: request.after_context as usize,
@@ -251,7 +253,7 @@ impl SearchSpec {
                 request.max_count_per_file
             },
             max_file_bytes: DEFAULT_MAX_GREP_FILE_BYTES,
-            plan: plan(request.pattern, request.literal, request.case_insensitive),
+            plan: hir.as_ref().map_or(Query::All, plan_hir),
         };
         Ok(SearchSpec::new(root, SearchKind::Grep(options), budgets))
     }

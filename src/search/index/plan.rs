@@ -237,6 +237,13 @@ impl Query {
 /// grep-regex parses it (`literal`: a fixed string). `Query::All` when the
 /// pattern cannot be planned.
 pub fn plan(pattern: &str, literal: bool, case_insensitive: bool) -> Query {
+    parse(pattern, literal, case_insensitive).map_or(Query::All, |hir| plan_hir(&hir))
+}
+
+/// The Grep pattern parsed as grep-regex parses it (a fixed string
+/// escaped, `-i` in the HIR's classes), or `None` when it does not parse or
+/// has more than `MAX_PLANNED_NODES` nodes (nothing is planned for it).
+pub fn parse(pattern: &str, literal: bool, case_insensitive: bool) -> Option<Hir> {
     let escaped;
     let pattern = if literal {
         escaped = regex_syntax::escape(pattern);
@@ -250,10 +257,9 @@ pub fn plan(pattern: &str, literal: bool, case_insensitive: bool) -> Query {
         .case_insensitive(case_insensitive)
         .build()
         .parse(pattern);
-    match parsed {
-        Ok(hir) if nodes_up_to(&hir, MAX_PLANNED_NODES) <= MAX_PLANNED_NODES => plan_hir(&hir),
-        _ => Query::All,
-    }
+    parsed
+        .ok()
+        .filter(|hir| nodes_up_to(hir, MAX_PLANNED_NODES) <= MAX_PLANNED_NODES)
 }
 
 /// The nodes of `hir`, counted up to just past `limit`.
