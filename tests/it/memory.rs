@@ -812,6 +812,28 @@ async fn upload(fs: &mut FilesystemClient<Channel>, path: &str, content: &[u8]) 
 /// Filesystem mount (60 MiB files).
 const HUGE_FILE_BOUND_MIB: u64 = 200;
 
+/// The server of the huge-file Greps: the Store at `/` and the agent with
+/// every right there, `limits` in `[limits]` and `mounts` after the Store's.
+fn huge_files_config(limits: &str, mounts: &str) -> String {
+    format!(
+        r#"
+[limits]
+{limits}
+
+[[mount]]
+prefix = "/"
+tier = "store"
+
+{mounts}
+
+[[principal]]
+name = "agent"
+token = "{AGENT}"
+grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
+"#
+    )
+}
+
 /// Attack 2 on Grep: 16 concurrent Greps over files of one 40 MiB line, on
 /// a Store mount (whose files of several chunks a Grep reads whole) and on
 /// a Filesystem mount (whose stream's buffer grows to hold the line). Each
@@ -820,26 +842,9 @@ const HUGE_FILE_BOUND_MIB: u64 = 200;
 #[tokio::test]
 async fn concurrent_greps_of_huge_files_are_bounded() {
     const FILES: usize = 2;
-    let config = format!(
-        r#"
-[limits]
-memory_bytes = 536870912
-memory_bytes_per_principal = 100663296
-
-[[mount]]
-prefix = "/"
-tier = "store"
-
-[[mount]]
-prefix = "/workspace"
-tier = "filesystem"
-root = "."
-
-[[principal]]
-name = "agent"
-token = "{AGENT}"
-grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
-"#
+    let config = huge_files_config(
+        "memory_bytes = 536870912\nmemory_bytes_per_principal = 100663296",
+        "[[mount]]\nprefix = \"/workspace\"\ntier = \"filesystem\"\nroot = \".\"",
     );
     let server = Server::start_with(Some(&config), &[]);
     let mut line = "a".repeat(40 << 20);
@@ -891,21 +896,7 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
 /// before the idle timeout would cut the stalled ones.
 #[tokio::test]
 async fn a_stalled_grep_holds_no_room_for_large_files() {
-    let config = format!(
-        r#"
-[limits]
-stream_idle_timeout_seconds = 120
-
-[[mount]]
-prefix = "/"
-tier = "store"
-
-[[principal]]
-name = "agent"
-token = "{AGENT}"
-grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }}]
-"#
-    );
+    let config = huge_files_config("stream_idle_timeout_seconds = 120", "");
     let server = Server::start_with(Some(&config), &[]);
     let line = format!("needle {}\n", "x".repeat(90));
     let content = line.repeat((40 << 20) / line.len());
