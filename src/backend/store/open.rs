@@ -26,8 +26,8 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType, MergeOperands,
-    Options, SliceTransform, WriteOptions,
+    BlockBasedIndexType, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
+    MergeOperands, Options, SliceTransform, WriteOptions,
 };
 use std::collections::HashMap;
 use std::path::Path;
@@ -36,6 +36,10 @@ use std::sync::{Arc, Mutex, RwLock};
 /// Block cache shared by the column families: 64 MiB holds the index,
 /// filters and hot blocks of a few million small files.
 const BLOCK_CACHE_BYTES: usize = 64 << 20;
+
+/// Size of one partition of a table's index and filter: RocksDB's default
+/// (4 KiB), small enough that any shard of the cache holds many.
+const METADATA_BLOCK_BYTES: usize = 4 << 10;
 
 /// The write-ahead log that may pile up before RocksDB flushes the column
 /// families still holding its oldest part. Opening replays the whole live
@@ -77,6 +81,17 @@ impl OrderedTier<StoreEngine> {
             block.set_block_cache(&cache);
             block.set_bloom_filter(10.0, false);
             block.set_cache_index_and_filter_blocks(true);
+            // Index and filter blocks cut into partitions of a few KiB,
+            // with only each table's top level pinned: a whole index block
+            // of a 64 MB table of small files is over 1 MiB decompressed,
+            // more than one shard of the cache holds, so every point
+            // lookup read it again and decompressed it (half of a broad
+            // Grep's CPU on the Store; docs/performance.md § The Store's
+            // index blocks). A lookup now reads one partition.
+            block.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+            block.set_partition_filters(true);
+            block.set_metadata_block_size(METADATA_BLOCK_BYTES);
+            block.set_pin_top_level_index_and_filter(true);
             let mut cf = Options::default();
             cf.set_block_based_table_factory(&block);
             cf.set_compression_type(DBCompressionType::Lz4);
