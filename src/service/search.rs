@@ -2,8 +2,10 @@
 //!
 //! A search is admitted under the server's [`Limits`]: it takes one of the
 //! `max_concurrent_searches` slots before its thread starts and holds it
-//! (with the caller's stream permit, if any) until the thread ends, which the
-//! idle timeout bounds even when the client stops reading.
+//! until its walk ends, just before its summary is sent, so a client that
+//! has the summary finds the slot free again; the caller's stream permit,
+//! if any, until the thread ends, which the idle timeout bounds even when
+//! the client stops reading.
 
 use super::limits::{Limits, StreamPermit};
 use crate::access::{Op, Principal};
@@ -54,7 +56,7 @@ pub fn start(
     // not exist is simply empty: the root the caller named does exist.
     let partial = tops.first() != Some(&spec.root);
     tokio::task::spawn_blocking(move || {
-        let _held = (slot, stream);
+        let _stream = stream;
         let run = SearchRun::new(spec, tx, idle_timeout);
         let mut outcome = Ok(());
         for top in tops {
@@ -78,6 +80,11 @@ pub fn start(
                 Err(err) => run.problem(top.as_str(), err),
             }
         }
+        // Freed before the summary is sent: a client starting its next
+        // search as soon as it has this one's answer, on a server running
+        // its maximum, was refused while this thread still ended
+        // (`concurrent_greps_of_huge_files_are_bounded` in tests/it).
+        drop(slot);
         run.finish(outcome);
     });
     Ok(ReceiverStream::new(rx))
