@@ -84,7 +84,7 @@ pub fn walk_table<S: SortedFiles>(
     for &Candidate {
         row,
         selected,
-        nul_free,
+        known,
     } in &candidates
     {
         let row = row as usize;
@@ -106,7 +106,7 @@ pub fn walk_table<S: SortedFiles>(
             key: &found.key,
             entry: found.entry.clone(),
             selected,
-            nul_free,
+            known,
         };
         visit_file(run, files, searcher.as_mut(), visit, Some(index))?;
         jump.from = row + 1;

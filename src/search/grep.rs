@@ -22,7 +22,9 @@
 //! (minified code, a one-line dump) is cut there and ends with
 //! `… [line truncated: N bytes]`; so is a match that long.
 
+use super::index::passes::Known;
 use super::line_literal::GrepMatcher;
+use super::prefix::{self, Prefix};
 use super::room;
 use super::run::FileCounts;
 use super::{Admit, FileHits, GrepOptions, LineHit, SearchKind, SearchRun};
@@ -172,19 +174,29 @@ impl<'r> FileSearcher<'r> {
     /// Searches an in-memory file and returns its hits (`None`: no match, or
     /// binary, counted).
     ///
-    /// `nul_free`: the caller knows `data` holds no NUL byte (the search
-    /// index holds this very version as text), so binary detection, which
-    /// could find nothing, is skipped. Performance: it is a pass over the
-    /// file before the search, a tenth of a selective regex Grep's CPU on
-    /// State (docs/performance.md § Pinned reads, the block cache, and what
-    /// the unindexable gap is).
+    /// `known`: what the search index knows of this very version.
+    /// - Text ([`Known::NulFree`]): `data` holds no NUL byte, so binary
+    ///   detection, which could find nothing, is skipped. Performance: it
+    ///   is a pass over the file before the search, a tenth of a selective
+    ///   regex Grep's CPU on State (docs/performance.md § Pinned reads, the
+    ///   block cache, and what the unindexable gap is).
+    /// - Text whose matches all lie in its first pieces
+    ///   ([`Known::MatchesWithin`]): only those pieces are searched, and
+    ///   the lines after them that after-context shows (`super::prefix`).
     pub fn search_slice(
         &mut self,
         path: &VfsPath,
         modified: SystemTime,
         data: &[u8],
-        nul_free: bool,
+        known: Known,
     ) -> Option<FileHits> {
+        let data = match known {
+            Known::MatchesWithin(pieces) => {
+                &data[..prefix::end(data, pieces, self.grep.after_context)]
+            }
+            Known::Nothing | Known::NulFree => data,
+        };
+        let nul_free = known != Known::Nothing;
         let mut sink = Collect::new(&self.matcher, self.grep, self.run);
         if nul_free {
             self.searcher.set_binary_detection(BinaryDetection::none());
@@ -220,6 +232,22 @@ impl<'r> FileSearcher<'r> {
             self.searcher = self.builder.build();
         }
         self.finish(path, modified, sink, outcome)
+    }
+
+    /// [`FileSearcher::search_reader`] of a file whose matches all lie in
+    /// its first `pieces` pieces (`Known::MatchesWithin`): it is read no
+    /// further than those and the lines after-context shows
+    /// (`super::prefix`).
+    pub fn search_reader_within(
+        &mut self,
+        path: &VfsPath,
+        modified: SystemTime,
+        size: u64,
+        reader: impl io::Read,
+        pieces: u32,
+    ) -> Option<FileHits> {
+        let reader = Prefix::new(reader, pieces, self.grep.after_context);
+        self.search_reader(path, modified, size, reader)
     }
 
     fn finish(

@@ -34,6 +34,7 @@ mod ignore_cache;
 pub mod ignore_rules;
 pub mod index;
 mod line_literal;
+mod prefix;
 pub mod room;
 pub mod rules;
 mod run;

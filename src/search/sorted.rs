@@ -9,6 +9,7 @@
 //! reading what lies below it. Cost is therefore O(results walked), never a scan
 //! of the whole namespace.
 
+use super::index::passes::Known;
 use super::index::{IndexedGrep, Verdict};
 use super::room::{self, Held};
 use super::rules::{self, Skip};
@@ -27,16 +28,15 @@ pub trait SortedFiles {
     /// tier that reads a file whole implements [`WholeFiles`] instead; the
     /// Filesystem tier's table walk searches as its scan does, as a
     /// stream, and reads whole only a file it learns
-    /// (`src/backend/fs/table_walk.rs`). `nul_free`: the index holds this
-    /// very version as text, so binary detection may be skipped
-    /// ([`FileSearcher::search_slice`]).
+    /// (`src/backend/fs/table_walk.rs`). `known`: what the index knows of
+    /// this very version's content ([`FileSearcher::search_slice`]).
     fn search_file(
         &mut self,
         run: &SearchRun,
         searcher: &mut FileSearcher<'_>,
         file: (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        nul_free: bool,
+        known: Known,
     );
 
     /// Why the search's rules skip `path` (a directory when `is_dir`): the
@@ -95,7 +95,7 @@ impl<W: WholeFiles> SortedFiles for W {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        nul_free: bool,
+        known: Known,
     ) {
         // The room and the content go before the hits are sent, which
         // may wait on the client.
@@ -105,7 +105,7 @@ impl<W: WholeFiles> SortedFiles for W {
             };
             let loaded = self.load(entry);
             let learn = learn.map(|index| (index, key));
-            search_whole(run, searcher, (entry, nul_free), loaded, learn)
+            search_whole(run, searcher, (entry, known), loaded, learn)
         };
         if let Some(hits) = hits {
             run.emit_file(hits);
@@ -124,14 +124,14 @@ pub fn hold_for_load<W: WholeFiles>(run: &SearchRun, entry: &Entry) -> Option<He
     room::hold(run, if W::LOAD_COPIES { entry.size } else { 0 })
 }
 
-/// Searches the file `entry` whose content `loaded` read (`nul_free`: known
-/// to hold no NUL byte), handing the content first to `learn`, the Grep's
+/// Searches the file `entry` whose content `loaded` read (`known`: what
+/// the index knows of it), handing the content first to `learn`, the Grep's
 /// index and the file's order key, when given; a failed read is the run's
 /// soft problem.
 pub fn search_whole(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
-    (entry, nul_free): (&Entry, bool),
+    (entry, known): (&Entry, Known),
     loaded: Result<impl AsRef<[u8]>>,
     learn: Option<(&mut IndexedGrep, &[u8])>,
 ) -> Option<FileHits> {
@@ -140,7 +140,7 @@ pub fn search_whole(
             if let Some((index, key)) = learn {
                 index.learn(key.to_vec(), entry.version, data.as_ref());
             }
-            searcher.search_slice(&entry.path, entry.modified, data.as_ref(), nul_free)
+            searcher.search_slice(&entry.path, entry.modified, data.as_ref(), known)
         }
         Err(err) => {
             run.problem(entry.path.as_str(), err);
@@ -302,7 +302,7 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             key: &key,
             entry,
             selected: false,
-            nul_free: false,
+            known: Known::Nothing,
         };
         file(files, tally, visit)?;
         cursor = key;
@@ -322,8 +322,8 @@ pub(crate) struct Visit<'a> {
     /// it: it is searched without asking the index again (a lookup by key
     /// per candidate was a tenth of a selective Grep on the kernel).
     pub selected: bool,
-    /// Selected by its trigrams: it has no NUL byte (`Candidate::nul_free`).
-    pub nul_free: bool,
+    /// What the index knows of its content (`Candidate::known`).
+    pub known: Known,
 }
 
 /// Searches a single file given as the search root (Grep on a file path).
@@ -339,7 +339,7 @@ pub fn search_one<S: SortedFiles>(run: &SearchRun, files: &mut S, entry: Entry) 
             key: &key,
             entry,
             selected: false,
-            nul_free: false,
+            known: Known::Nothing,
         };
         visit_file(run, files, FileSearcher::new(run).as_mut(), file, None)?;
     }
@@ -361,7 +361,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
         key,
         entry,
         selected,
-        nul_free,
+        known,
     } = file;
     match &run.spec().kind {
         // A row of an empty directory (a Filesystem table's) is visited,
@@ -401,7 +401,7 @@ pub(crate) fn visit_file<S: SortedFiles>(
                     },
                     None => None,
                 };
-                files.search_file(run, searcher, (&entry, key), learn, nul_free);
+                files.search_file(run, searcher, (&entry, key), learn, known);
             }
         }
     }

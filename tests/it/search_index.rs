@@ -452,6 +452,69 @@ async fn indexed_grep_equals_the_scan_under_random_changes() {
     }
 }
 
+/// A file of three pieces whose first holds the only match: a narrowed
+/// Grep searches only that piece (docs/search-index.md § Exactness), and
+/// still shows the context lines after the match, which lie in the next
+/// piece, and numbers lines as the scan does.
+#[tokio::test]
+async fn a_grep_of_a_large_file_searched_up_to_its_last_selected_piece_equals_the_scan() {
+    let mut indexed = Side::start("[search]\nindex = true\nindex_min_files = 0").await;
+    let mut scanned = Side::start("[search]\nindex = false").await;
+    // The needle ends the first piece: the first line ending at or past
+    // 16 KiB (`trigram::PIECE_BYTES`).
+    let filler = "filler of no query\n";
+    let mut text = String::new();
+    while text.len() + "a needle here\n".len() < 16 << 10 {
+        text.push_str(filler);
+    }
+    text.push_str("a needle here\nafter one\nafter two\n");
+    text.push_str(&filler.repeat(2_000));
+    for root in ["/t", "/memories/t"] {
+        for side in [&mut indexed, &mut scanned] {
+            // Enough files that the learned overlay is merged into a
+            // segment, which is what knows a file's pieces.
+            for i in 0..300 {
+                let op = Op::Write(format!("{root}/bulk/{i:03}.txt"), format!("hay {i}\n"));
+                assert_eq!(change(&mut side.fs, &op).await, tonic::Code::Ok);
+            }
+            let op = Op::Write(format!("{root}/large.txt"), text.clone());
+            assert_eq!(change(&mut side.fs, &op).await, tonic::Code::Ok);
+        }
+        let grep = |after_context, before_context| pb::GrepRequest {
+            pattern: "needle".into(),
+            path: root.into(),
+            after_context,
+            before_context,
+            ..Default::default()
+        };
+        answer(&mut indexed.fs, &grep(0, 0)).await.unwrap();
+        // One merge per namespace: this one's is the first or the second.
+        let merges = if root == "/t" { 1 } else { 2 };
+        let merged = |side: &Side| {
+            let logs = side.server.logs.lock().unwrap();
+            logs.matches("search index merged").count() >= merges
+        };
+        for _ in 0..100 {
+            if merged(&indexed) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        for (after, before) in [(0, 0), (1, 0), (2, 2), (0, 3)] {
+            let req = grep(after, before);
+            let (matches, summary) = answer(&mut indexed.fs, &req).await.unwrap();
+            assert_eq!(
+                Ok((matches.clone(), summary)),
+                answer(&mut scanned.fs, &req).await,
+                "{root} after {after} before {before}"
+            );
+            assert_eq!(matches.len(), 1 + after as usize + before as usize);
+        }
+    }
+    let logs = indexed.server.logs.lock().unwrap().clone();
+    assert_eq!(logs.matches("search index merged").count(), 2, "{logs}");
+}
+
 /// The share of the index one principal may grow (`[search]
 /// index_bytes_per_principal`) in the test below.
 const INDEX_SHARE: u64 = 200_000;

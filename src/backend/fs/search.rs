@@ -208,9 +208,8 @@ fn grep_file(
             return None;
         }
     };
-    search_opened(searcher, &task.path, (fd, &st), |fd| {
-        learn?.read_and_learn(&task.path, fd, &st, now)
-    })
+    let read_whole = |fd: &OwnedFd| learn?.read_and_learn(&task.path, fd, &st, now);
+    search_opened(searcher, &task.path, (fd, &st), read_whole, None)
 }
 
 /// What the walk does with the files it keeps.

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::search::ignore_rules::{Level, skip_of};
 use crate::search::index::IndexedGrep;
+use crate::search::index::passes::Known;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
 use crate::search::sorted::{self, SortedFiles};
@@ -52,8 +53,8 @@ pub fn search(
     (index, grep): (&FsIndex, &mut IndexedGrep),
 ) -> Result<()> {
     let rows = TableRows::new(table, levels, sandbox);
-    let search = |searcher: &mut FileSearcher<'_>, task: &Task<VfsPath>| {
-        task.hits(|path| search_candidate(run, searcher, sandbox, path, None))
+    let search = |searcher: &mut FileSearcher<'_>, task: &Task<Candidate>| {
+        task.hits(|(path, known)| search_candidate(run, searcher, sandbox, (path, *known), None))
     };
     window::grep_in_order(run, search, |window| {
         let mut files = TableFiles {
@@ -85,24 +86,27 @@ pub fn glob(
     walked
 }
 
+/// A candidate for a window's worker: its path, and the state the table
+/// names with what the index knows of it.
+type Candidate = (VfsPath, (u64, Known));
+
 /// What a candidate the Grep learns needs to be learned.
 struct Learn<'a> {
     /// The mount's index: its learn buffers bound the files read whole.
     index: &'a FsIndex,
     grep: &'a mut IndexedGrep,
     key: &'a [u8],
-    /// The state the table names: the only one learned.
-    version: u64,
 }
 
 /// Opens the candidate `path` beneath the mount root with no link
 /// followed and searches it as the tree's walk searches its files; with
-/// `learn`, reads it whole first when it is in the state the table names.
+/// `learn`, reads it whole first when it is in the state the table names
+/// (`version`), and reads no further than `known` says when it is.
 fn search_candidate(
     run: &SearchRun,
     searcher: &mut FileSearcher<'_>,
     sandbox: &Sandbox,
-    path: &VfsPath,
+    (path, (version, known)): (&VfsPath, (u64, Known)),
     learn: Option<Learn<'_>>,
 ) -> Option<FileHits> {
     // Before the `fstat`: the state read must have settled by then.
@@ -121,22 +125,27 @@ fn search_candidate(
             return None;
         }
     };
-    let learn = learn.filter(|learn| fingerprint(&st) == learn.version);
+    let named = fingerprint(&st) == version;
+    let within = match known {
+        Known::MatchesWithin(pieces) if named => Some(pieces),
+        _ => None,
+    };
+    let learn = learn.filter(|_| named);
     let read_whole = |fd: &OwnedFd| {
         let learn = learn?;
         let data = learn.index.read_whole(fd, &st, now)?;
         let key = learn.key.to_vec();
-        learn.grep.learn(key, learn.version, data.as_slice());
+        learn.grep.learn(key, version, data.as_slice());
         Some(data)
     };
-    search_opened(searcher, path, (fd, &st), read_whole)
+    search_opened(searcher, path, (fd, &st), read_whole, within)
 }
 
 /// The mount's files as a table gives them, for a Grep: the rows, and the
 /// window its candidates go to.
 struct TableFiles<'a, 'w, 's> {
     rows: TableRows<'a>,
-    window: &'w mut Window<'s, Task<VfsPath>>,
+    window: &'w mut Window<'s, Task<Candidate>>,
     index: &'a FsIndex,
 }
 
@@ -151,10 +160,7 @@ impl SortedFiles for TableFiles<'_, '_, '_> {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        // Not used: a real file's fingerprint names its content only up to
-        // the file system's timestamp tick (docs/search-index.md § The
-        // Filesystem tier), so its binary detection stays.
-        _nul_free: bool,
+        known: Known,
     ) {
         let task = match learn {
             Some(grep) => {
@@ -162,13 +168,13 @@ impl SortedFiles for TableFiles<'_, '_, '_> {
                     index: self.index,
                     grep,
                     key,
-                    version: entry.version,
                 };
                 let sandbox = self.rows.sandbox;
-                let hits = search_candidate(run, searcher, sandbox, &entry.path, Some(learn));
+                let candidate = (&entry.path, (entry.version, known));
+                let hits = search_candidate(run, searcher, sandbox, candidate, Some(learn));
                 Task::searched(hits)
             }
-            None => Task::Search(entry.path.clone()),
+            None => Task::Search((entry.path.clone(), (entry.version, known))),
         };
         self.window.push(task);
     }
@@ -270,7 +276,7 @@ impl SortedFiles for TableRows<'_> {
         _searcher: &mut FileSearcher<'_>,
         _file: (&Entry, &[u8]),
         _learn: Option<&mut IndexedGrep>,
-        _nul_free: bool,
+        _known: Known,
     ) {
     }
 

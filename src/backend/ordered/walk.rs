@@ -11,6 +11,7 @@ use crate::entry::Entry;
 use crate::error::Result;
 use crate::path::VfsPath;
 use crate::search::index::IndexedGrep;
+use crate::search::index::passes::Known;
 use crate::search::index::table::PathTable;
 use crate::search::rules::Skip;
 use crate::search::sorted::{SortedFiles, WholeFiles, hold_for_load, search_whole};
@@ -125,12 +126,12 @@ pub fn search_table<F: Frozen + Sync>(
     table: &PathTable,
 ) -> Result<()> {
     let (keys, files) = (walk.keys, walk.files);
-    let search = |searcher: &mut FileSearcher<'_>, task: &Task<(Entry, bool)>| {
-        task.hits(|(entry, nul_free)| {
+    let search = |searcher: &mut FileSearcher<'_>, task: &Task<(Entry, Known)>| {
+        task.hits(|(entry, known)| {
             let loaded = keys
                 .rel(&entry.path)
                 .and_then(|rel| files.load(None, &entry.path, &rel));
-            search_whole(run, searcher, (entry, *nul_free), loaded, None)
+            search_whole(run, searcher, (entry, *known), loaded, None)
         })
     };
     window::grep_in_order(run, search, |window| {
@@ -142,7 +143,7 @@ pub fn search_table<F: Frozen + Sync>(
 /// A walk over a table whose candidates go to the window.
 struct TableFiles<'a, 'w, 's, F: Frozen> {
     walk: Walk<'a, F>,
-    window: &'w mut Window<'s, Task<(Entry, bool)>>,
+    window: &'w mut Window<'s, Task<(Entry, Known)>>,
 }
 
 impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
@@ -159,19 +160,19 @@ impl<F: Frozen> SortedFiles for TableFiles<'_, '_, '_, F> {
         searcher: &mut FileSearcher<'_>,
         (entry, key): (&Entry, &[u8]),
         learn: Option<&mut IndexedGrep>,
-        nul_free: bool,
+        known: Known,
     ) {
         // A large file is read here too, so a Grep holds one whole file
         // at a time beyond the workers' small ones, as the walk alone did.
         let task = match learn {
-            None if entry.size <= MAX_WORKER_FILE_BYTES => Task::Search((entry.clone(), nul_free)),
+            None if entry.size <= MAX_WORKER_FILE_BYTES => Task::Search((entry.clone(), known)),
             learn => {
                 let Some(_room) = hold_for_load::<Walk<'_, F>>(run, entry) else {
                     return;
                 };
                 let loaded = self.walk.load(entry);
                 let learn = learn.map(|grep| (grep, key));
-                let hits = search_whole(run, searcher, (entry, nul_free), loaded, learn);
+                let hits = search_whole(run, searcher, (entry, known), loaded, learn);
                 Task::searched(hits)
             }
         };

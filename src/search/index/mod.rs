@@ -38,7 +38,7 @@ pub mod table;
 pub mod trigram;
 pub mod written;
 
-use passes::{Candidate, PassKey, Passes, RowDocs};
+use passes::{Candidate, Known, PassKey, Passes, RowDocs};
 use persist::{Keeper, Kept};
 use plan::Query;
 use segment::{Doc, Segment, Selected};
@@ -803,7 +803,7 @@ impl IndexedGrep {
                 out.push(Candidate {
                     row: row as u32,
                     selected: false,
-                    nul_free: false,
+                    known: Known::Nothing,
                 });
             }
         }

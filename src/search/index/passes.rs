@@ -233,6 +233,21 @@ pub struct RowDocs {
     unknown: Vec<u32>,
 }
 
+/// What the index knows of the very version of a file a Grep searches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Known {
+    /// Nothing: the file is searched as a scan searches it.
+    #[default]
+    Nothing,
+    /// Selected by its trigrams: it is text, which has no NUL byte
+    /// (`trigram::extract`), so Grep's binary detection would find none.
+    NulFree,
+    /// As [`Known::NulFree`], and every match lies in its first this many
+    /// pieces ([`super::segment::Segment::matches_within`]), so Grep
+    /// searches only up to their end (`crate::search::FileSearcher::search_slice`).
+    MatchesWithin(u32),
+}
+
 /// A row a narrowed Grep must look at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Candidate {
@@ -243,10 +258,8 @@ pub struct Candidate {
     /// False for rows the segment does not hold, and for rows the overlay
     /// also knows, which the index is asked about as before.
     pub selected: bool,
-    /// Selected by its trigrams (not always scanned): the segment holds
-    /// this very version as text, which has no NUL byte
-    /// (`trigram::extract`), so Grep's binary detection would find none.
-    pub nul_free: bool,
+    /// What the segment knows of this very version's content.
+    pub known: Known,
 }
 
 impl RowDocs {
@@ -298,7 +311,13 @@ impl RowDocs {
             .map(|(doc, row)| Candidate {
                 row,
                 selected: true,
-                nul_free: !self.segment.unindexed(doc),
+                known: match self.segment.unindexed(doc) {
+                    true => Known::Nothing,
+                    false => self
+                        .segment
+                        .matches_within(selected, doc)
+                        .map_or(Known::NulFree, Known::MatchesWithin),
+                },
             })
             .collect();
         let from = self.unknown.partition_point(|&r| (r as usize) < rows.start);
@@ -306,7 +325,7 @@ impl RowDocs {
         out.extend(self.unknown[from..to].iter().map(|&row| Candidate {
             row,
             selected: false,
-            nul_free: false,
+            known: Known::Nothing,
         }));
         out.sort_unstable();
         Some(out)

@@ -19,21 +19,30 @@ pub struct Doc {
     pub trigrams: Option<Pieces>,
 }
 
-/// Docs a query selects: all of them, or a bit per doc id.
+/// Docs a query selects: all of them, or a bit per doc id (and per piece).
 #[derive(Clone)]
 pub enum Selected {
     /// No constraint.
     All,
-    /// Bit `i` set: doc `i` may match.
-    Bits(Vec<u64>),
+    /// Bit `i` of `docs` set: doc `i` may match; bit `p` of `pieces`: piece
+    /// `p` may hold a match.
+    Bits {
+        /// A bit per doc.
+        docs: Vec<u64>,
+        /// A bit per piece.
+        pieces: Vec<u64>,
+    },
 }
+
+/// Pieces a query part selects: `None`, all of them, or a bit per piece.
+type PieceSet = Option<Vec<u64>>;
 
 impl Selected {
     /// True when doc `id` may match.
     pub fn has(&self, id: u32) -> bool {
         match self {
             Selected::All => true,
-            Selected::Bits(bits) => has_bit(bits, id),
+            Selected::Bits { docs, .. } => has_bit(docs, id),
         }
     }
 
@@ -41,7 +50,7 @@ impl Selected {
     pub fn count(&self) -> Option<u64> {
         match self {
             Selected::All => None,
-            Selected::Bits(bits) => Some(ones_in(bits) as u64),
+            Selected::Bits { docs, .. } => Some(ones_in(docs) as u64),
         }
     }
 }
@@ -297,10 +306,10 @@ impl Segment {
     /// `None` when `selected` is everything. Costs a word per 64 docs plus
     /// one step per doc given.
     pub fn selected_or_unindexed(&self, selected: &Selected) -> Option<impl Iterator<Item = u32>> {
-        let Selected::Bits(bits) = selected else {
+        let Selected::Bits { docs, .. } = selected else {
             return None;
         };
-        Some(ones(bits.iter().zip(&self.unindexed).map(|(a, b)| a | b)))
+        Some(ones(docs.iter().zip(&self.unindexed).map(|(a, b)| a | b)))
     }
 
     /// True when doc `id` is always scanned.
@@ -357,29 +366,49 @@ impl Segment {
     pub fn select(&self, query: &Query) -> Selected {
         // An AND or OR holds for a doc only if it holds within one of its
         // pieces, so pieces are only turned into docs at the end.
-        match self.select_within(query, Selected::All) {
-            Selected::All => Selected::All,
-            Selected::Bits(pieces) => {
-                // One step per selected piece.
-                let mut docs = vec![0; self.keys.len().div_ceil(64)];
-                for piece in ones(pieces.into_iter()) {
-                    set_bit(&mut docs, self.piece_docs[piece as usize]);
-                }
-                Selected::Bits(docs)
-            }
+        let Some(pieces) = self.select_within(query, None) else {
+            return Selected::All;
+        };
+        // One step per selected piece.
+        let mut docs = vec![0; self.keys.len().div_ceil(64)];
+        for piece in ones(pieces.iter().copied()) {
+            set_bit(&mut docs, self.piece_docs[piece as usize]);
         }
+        Selected::Bits { docs, pieces }
     }
 
-    /// The pieces of `within` whose trigrams satisfy `query`.
-    fn select_within(&self, query: &Query, within: Selected) -> Selected {
+    /// How many of doc `id`'s first pieces hold every piece `selected`
+    /// selected of it, when that is fewer than all its pieces: a match lies
+    /// in one line, and a line in one piece, so none lies past them. `None`
+    /// for a doc of one piece, one whose last piece is selected, or when
+    /// everything is selected. A Grep searches only that prefix of the file
+    /// ([`super::passes::Known::MatchesWithin`]).
+    ///
+    /// Performance: two binary searches over the pieces and a step per
+    /// piece of the doc. On the kernel, `copyright holder` (`-i`) selects
+    /// 489 files over 64 KiB, 395 MB, by their first piece, their license
+    /// header (docs/performance.md § Searching up to the last selected piece).
+    pub fn matches_within(&self, selected: &Selected, id: u32) -> Option<u32> {
+        let Selected::Bits { pieces, .. } = selected else {
+            return None;
+        };
+        let first = self.piece_docs.partition_point(|&d| d < id);
+        let end = first + self.piece_docs[first..].partition_point(|&d| d <= id);
+        let last = (first..end).rev().find(|&p| has_bit(pieces, p as u32))?;
+        (last + 1 < end).then_some((last + 1 - first) as u32)
+    }
+
+    /// The pieces of `within` (`None`: all) whose trigrams satisfy `query`
+    /// (`None`: all).
+    fn select_within(&self, query: &Query, within: PieceSet) -> PieceSet {
         match query {
             Query::All => within,
-            Query::Nothing => Selected::Bits(vec![0; self.piece_docs.len().div_ceil(64)]),
+            Query::Nothing => Some(vec![0; self.piece_docs.len().div_ceil(64)]),
             Query::Trigram(t) => match within {
-                Selected::All => Selected::Bits(self.posting_bits(*t)),
-                Selected::Bits(mut pieces) => {
+                None => Some(self.posting_bits(*t)),
+                Some(mut pieces) => {
                     self.keep_posted(*t, &mut pieces);
-                    Selected::Bits(pieces)
+                    Some(pieces)
                 }
             },
             Query::And(parts) => {
@@ -393,7 +422,7 @@ impl Segment {
                 let mut out = within;
                 for part in parts {
                     out = self.select_within(part, out);
-                    if out.count() == Some(0) {
+                    if out.as_deref().is_some_and(|bits| ones_in(bits) == 0) {
                         break;
                     }
                 }
@@ -409,20 +438,17 @@ impl Segment {
                 let mut out = vec![0; self.piece_docs.len().div_ceil(64)];
                 let mut left = within;
                 for part in parts {
-                    match self.select_within(part, left.clone()) {
-                        Selected::All => return Selected::All,
-                        Selected::Bits(b) => {
-                            out.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
-                            if let Selected::Bits(left) = &mut left {
-                                left.iter_mut().zip(&b).for_each(|(x, y)| *x &= !y);
-                            }
-                        }
+                    // `None`: a part without constraint, so the OR has none.
+                    let b = self.select_within(part, left.clone())?;
+                    out.iter_mut().zip(&b).for_each(|(x, y)| *x |= y);
+                    if let Some(left) = &mut left {
+                        left.iter_mut().zip(&b).for_each(|(x, y)| *x &= !y);
                     }
-                    if left.count() == Some(0) {
+                    if left.as_deref().is_some_and(|bits| ones_in(bits) == 0) {
                         break;
                     }
                 }
-                Selected::Bits(out)
+                Some(out)
             }
         }
     }
@@ -617,6 +643,16 @@ mod tests {
         let selected = seg.select(&query);
         assert!(!selected.has(0) && selected.has(1));
         assert_eq!(selected.count(), Some(1));
+        // Only `together`'s last piece holds the query: all of it is
+        // searched. `hello` alone is in `apart`'s first piece only, so a
+        // Grep searches only that one; `world` in its last, `filler` in
+        // both, so all of it.
+        assert_eq!(seg.matches_within(&selected, 1), None);
+        let within = |pattern| seg.matches_within(&seg.select(&plan(pattern, true, false)), 0);
+        assert_eq!(within("hello"), Some(1));
+        assert_eq!(within("world"), None);
+        assert_eq!(within("filler"), None);
+        assert_eq!(seg.matches_within(&Selected::All, 0), None);
         // Pieces survive a merge's decoding and the persisted format.
         let again = Segment::build(seg.docs());
         assert_eq!(again.select(&query).count(), Some(1));
