@@ -12,7 +12,9 @@
 //! restarted: it loads
 //! the index it kept in its data directory, more changes are made through
 //! the other server, and its first Greps rule out files it has not read
-//! since the restart, with answers still equal.
+//! since the restart, with answers still equal. Narrowed Greps walk the
+//! namespace's path table, taken once and then advanced by the catalog's
+//! changes.
 
 use super::search_index::{
     Op, answer, change, needle_files, paths, random_grep, random_op, random_text, seed,
@@ -77,6 +79,12 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
         skipped_files(&logs) > 0,
         "seed {seed}: the index never skipped a file"
     );
+    // Narrowed Greps walked the path table, and brought it up to date
+    // with changes made through both servers (docs/search-index.md § The
+    // object tier's path table).
+    for walked in ["path table taken", "path table advanced"] {
+        assert!(logs.contains(walked), "seed {seed}: never {walked}");
+    }
     assert!(!scanning.logs.lock().unwrap().contains("search index"));
     let whole = pb::GrepRequest {
         pattern: "zzz_absent".into(),

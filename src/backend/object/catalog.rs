@@ -16,6 +16,10 @@
 //! is never missed. It relies on every server on the bucket keeping the
 //! change log (docs/object-storage.md § Configuration).
 //!
+//! Every change of the keys is numbered, and the last [`MAX_JOURNAL`] are
+//! remembered, so a search's path table is brought to the catalog by
+//! reading again only the heads named since (`super::table`).
+//!
 //! Bounds: at most [`MAX_KEYS`] keys per namespace (past it the namespace
 //! has no catalog and searches list the bucket) and [`MAX_CATALOGS`]
 //! namespaces, the least recently searched dropped first.
@@ -24,9 +28,11 @@ use super::head::Class;
 use super::keys::Space;
 use super::log::{self, Intent};
 use super::state::Store;
+use crate::change::LogPosition;
 use crate::error::Result;
 use futures_util::StreamExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -34,6 +40,12 @@ use std::time::Duration;
 pub const MAX_KEYS: usize = 200_000;
 /// Most namespaces with a catalog.
 pub const MAX_CATALOGS: usize = 16;
+/// Most changes of a catalog's keys remembered for [`Fresh::changed`];
+/// a path table further behind is taken again.
+pub const MAX_JOURNAL: usize = 16_384;
+/// Most keys a search must read the head of ([`Known::etag`] unknown) for
+/// [`Fresh::changed`] to name them; past it, searches walk the catalog.
+pub const MAX_UNSURE: usize = 4_096;
 
 /// A change that may still be in flight.
 #[derive(Clone, Debug)]
@@ -57,6 +69,21 @@ pub struct Known {
 /// The keys of a namespace as one search sees them.
 pub type Snapshot = Arc<BTreeMap<String, Known>>;
 
+/// A catalog brought up to date for one search.
+pub struct Fresh {
+    /// Its keys.
+    pub keys: Snapshot,
+    /// Where its numbered changes stand: a catalog built anew has another
+    /// epoch.
+    pub at: LogPosition,
+    /// Every key changed after the position the search asked about (up to
+    /// [`Fresh::at`]), and every key whose head must be read (its ETag
+    /// unknown): all a path table at that position needs read again.
+    /// `None` when that is not known (another epoch, changes forgotten,
+    /// too many heads to read).
+    pub changed: Option<Vec<String>>,
+}
+
 /// One namespace's catalog.
 #[derive(Default)]
 struct Catalog {
@@ -76,7 +103,54 @@ struct Catalog {
     too_big: bool,
     built: bool,
     generation: u64,
+    /// Numbers the catalog's builds: see [`Fresh::at`].
+    epoch: u64,
+    /// The number of the last change of `keys` in this epoch.
+    seq: u64,
+    /// The last changes of `keys` (at most [`MAX_JOURNAL`]), by number.
+    journal: VecDeque<(u64, String)>,
+    /// Keys whose ETag is unknown, so their heads are read at every search.
+    unsure: BTreeSet<String>,
 }
+
+impl Catalog {
+    /// Numbers a change of `key` in `keys` (already made).
+    fn note(&mut self, key: &str) {
+        self.seq += 1;
+        if self.journal.len() == MAX_JOURNAL {
+            self.journal.pop_front();
+        }
+        self.journal.push_back((self.seq, key.to_owned()));
+        match self.keys.get(key) {
+            Some(Known { etag: None, .. }) => self.unsure.insert(key.to_owned()),
+            _ => self.unsure.remove(key),
+        };
+    }
+
+    /// The keys changed after `since` and the keys whose ETag is unknown
+    /// (see [`Fresh::changed`]).
+    fn changed_since(&self, since: LogPosition) -> Option<Vec<String>> {
+        if since.epoch != self.epoch || since.seq > self.seq || self.unsure.len() > MAX_UNSURE {
+            return None;
+        }
+        let from = self.journal.partition_point(|(seq, _)| *seq <= since.seq);
+        // The change right after `since` must still be remembered.
+        let forgotten = since.seq < self.seq
+            && self
+                .journal
+                .get(from)
+                .is_none_or(|(seq, _)| *seq != since.seq + 1);
+        if forgotten {
+            return None;
+        }
+        let mut keys: BTreeSet<&String> = self.unsure.iter().collect();
+        keys.extend(self.journal.range(from..).map(|(_, key)| key));
+        Some(keys.into_iter().cloned().collect())
+    }
+}
+
+/// Epochs of every catalog this process builds: never one twice.
+static EPOCHS: AtomicU64 = AtomicU64::new(1);
 
 /// Every namespace's catalog on one server.
 pub struct Catalogs {
@@ -118,10 +192,15 @@ impl Catalogs {
         fresh
     }
 
-    /// The keys of `ns` brought up to date with the change logs, or `None`
-    /// when the namespace has too many keys for a catalog (then search by
-    /// listing).
-    pub async fn fresh(&self, store: &Store, ns: &str) -> Result<Option<Snapshot>> {
+    /// The keys of `ns` brought up to date with the change logs, with
+    /// what changed after `since`; `None` when the namespace has too many
+    /// keys for a catalog (then search by listing).
+    pub async fn fresh(
+        &self,
+        store: &Store,
+        ns: &str,
+        since: Option<LogPosition>,
+    ) -> Result<Option<Fresh>> {
         let catalog = self.catalog(ns);
         let mut catalog = catalog.lock().await;
         catalog.used = self
@@ -140,7 +219,15 @@ impl Catalogs {
         catalog
             .unsettled
             .retain(|_, u| now.saturating_sub(u.time) < in_flight);
-        Ok(Some(catalog.keys.clone()))
+        let at = LogPosition {
+            epoch: catalog.epoch,
+            seq: catalog.seq,
+        };
+        Ok(Some(Fresh {
+            keys: catalog.keys.clone(),
+            at,
+            changed: since.and_then(|since| catalog.changed_since(since)),
+        }))
     }
 
     /// Remembers the ETag a search read for `key` (seen at `generation`),
@@ -159,12 +246,20 @@ impl Catalogs {
             catalog.unsettled.remove(key);
         }
         let keys = Arc::make_mut(&mut catalog.keys);
-        match (keys.get_mut(key), etag) {
-            (Some(known), Some(etag)) if known.generation == generation => known.etag = Some(etag),
+        let changed = match (keys.get_mut(key), etag) {
+            (Some(known), Some(etag)) if known.generation == generation => {
+                let changed = known.etag.as_ref() != Some(&etag);
+                known.etag = Some(etag);
+                changed
+            }
             (Some(known), None) if known.generation == generation => {
                 keys.remove(key);
+                true
             }
-            _ => {}
+            _ => false,
+        };
+        if changed {
+            catalog.note(key);
         }
     }
 
@@ -228,8 +323,16 @@ impl Catalogs {
                 return Ok(false);
             }
         }
+        catalog.unsure = keys
+            .iter()
+            .filter(|(_, known)| known.etag.is_none())
+            .map(|(key, _)| key.clone())
+            .collect();
         catalog.keys = Arc::new(keys);
         catalog.built = true;
+        catalog.epoch = EPOCHS.fetch_add(1, Relaxed);
+        catalog.seq = 0;
+        catalog.journal.clear();
         Ok(true)
     }
 }
@@ -250,6 +353,7 @@ fn mark(catalog: &mut Catalog, store: &Store, ns: &str, intent: Intent) -> Resul
             generation,
         },
     );
+    catalog.note(&key);
     let unsettled = Unsettled {
         expected: intent.expected,
         time: intent.time,
@@ -286,4 +390,95 @@ async fn catch_up(catalog: &mut Catalog, store: &Store, ns: &str) -> Result<()> 
         catalog.positions.insert(run, position);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A built catalog of epoch 7 holding `keys` (`true`: ETag known).
+    fn catalog(keys: &[(&str, bool)]) -> Catalog {
+        let mut catalog = Catalog {
+            epoch: 7,
+            built: true,
+            ..Catalog::default()
+        };
+        for (key, known) in keys {
+            set(&mut catalog, key, Some(*known));
+        }
+        catalog
+    }
+
+    /// Sets `key` (`None`: removes it) and numbers the change.
+    fn set(catalog: &mut Catalog, key: &str, known: Option<bool>) {
+        let keys = Arc::make_mut(&mut catalog.keys);
+        match known {
+            Some(known) => {
+                let etag = known.then(|| format!("e-{key}"));
+                keys.insert(
+                    key.into(),
+                    Known {
+                        etag,
+                        generation: 0,
+                    },
+                );
+            }
+            None => {
+                keys.remove(key);
+            }
+        }
+        catalog.note(key);
+    }
+
+    fn at(seq: u64) -> LogPosition {
+        LogPosition { epoch: 7, seq }
+    }
+
+    #[test]
+    fn changed_since_names_each_key_changed_after_and_every_unsure_one() {
+        let mut c = catalog(&[("a", true), ("b", false), ("c", true)]);
+        assert_eq!(c.seq, 3);
+        let names = |c: &Catalog, seq| c.changed_since(at(seq));
+        assert_eq!(names(&c, 3), Some(vec!["b".to_owned()]));
+        assert_eq!(names(&c, 2), Some(vec!["b".to_owned(), "c".to_owned()]));
+        set(&mut c, "b", Some(true));
+        set(&mut c, "a", None);
+        // b was learned, a removed: both named after 3; b no longer unsure.
+        assert_eq!(names(&c, 3), Some(vec!["a".to_owned(), "b".to_owned()]));
+        assert_eq!(names(&c, 5), Some(vec![]));
+        // Another epoch, or a position the catalog never reached.
+        assert_eq!(c.changed_since(LogPosition { epoch: 8, seq: 5 }), None);
+        assert_eq!(names(&c, 6), None);
+    }
+
+    #[test]
+    fn a_position_whose_changes_are_forgotten_has_none() {
+        let mut c = catalog(&[]);
+        for i in 0..MAX_JOURNAL + 2 {
+            set(&mut c, &format!("k{}", i % 3), Some(true));
+        }
+        let seq = c.seq;
+        assert_eq!(
+            c.changed_since(at(seq - MAX_JOURNAL as u64))
+                .map(|k| k.len()),
+            Some(3)
+        );
+        assert_eq!(c.changed_since(at(seq - MAX_JOURNAL as u64 - 1)), None);
+        assert_eq!(c.changed_since(at(0)), None);
+    }
+
+    #[test]
+    fn too_many_unsure_keys_have_none() {
+        let keys: Vec<String> = (0..=MAX_UNSURE).map(|i| format!("k{i:05}")).collect();
+        let unsure: Vec<(&str, bool)> = keys.iter().map(|k| (k.as_str(), false)).collect();
+        let mut c = catalog(&unsure);
+        let seq = c.seq;
+        assert_eq!(c.changed_since(at(seq)), None);
+        set(&mut c, "k00000", Some(true));
+        // The 4,096 still unsure, and the one learned since.
+        assert_eq!(
+            c.changed_since(at(seq)).map(|k| k.len()),
+            Some(MAX_UNSURE + 1)
+        );
+    }
 }

@@ -12,7 +12,7 @@
 //! (the index then switches off, which costs speed, never an answer).
 
 use super::ObjectBackend;
-use super::walk;
+use super::{table, walk};
 use crate::error::Result;
 use crate::scope::Scope;
 use crate::search::index::check::{CheckedTier, IndexUse, answer, end_walk, start_use};
@@ -39,13 +39,25 @@ impl ObjectBackend {
                 return crate::search::sorted::search_one(run, &mut files, entry);
             }
             self.lookup_missing(&ns, root)?;
-            let catalog = self.fresh_catalog(&ns)?;
             // A Grep skips the files the index rules out at the version their
             // heads show: a change on any server gives its path a new version
             // in its head, so the index is exact across servers without a log
-            // (docs/search-index.md § The object tier).
+            // (docs/search-index.md § Freshness per tier).
             let owner = &scope.principal.owner;
             index = start_use(&self.index, (&ns, owner), &run.spec().kind, mode);
+            let narrowed = index.as_mut().filter(|grep| grep.narrows());
+            let held = narrowed.as_ref().and_then(|grep| self.held_table(grep));
+            let fresh = self.fresh_catalog(&ns, held.as_ref().map(|t| t.at()))?;
+            // A narrowed Grep walks the namespace's path table, so only its
+            // candidates' heads are read (docs/search-index.md § The object
+            // tier's path table).
+            if let (Some(fresh), Some(grep)) = (&fresh, narrowed)
+                && let Some(table) = self.path_table(&ns, fresh, held, grep)?
+            {
+                let mut files = table::TableWalk::new(self, &ns, &fresh.keys, &table);
+                return crate::search::bulk::walk_table(run, &mut files, part, grep, &table);
+            }
+            let catalog = fresh.map(|fresh| fresh.keys);
             let mut files = walk::Walk::new(self, ns, part, catalog)?.for_run(run);
             crate::search::sorted::walk_indexed(run, &mut files, part, index.as_mut())
         })();

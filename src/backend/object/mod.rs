@@ -62,6 +62,7 @@ mod moves;
 mod read;
 mod state;
 mod sweep;
+mod table;
 mod walk;
 mod write;
 
@@ -75,7 +76,7 @@ use super::{
     Backend, ChunkReader, ChunkSource, Keep, MoveOutcome, Precondition, UpdateFn, WriteOutcome,
     backoff,
 };
-use crate::change::{Change, ChangeCursor, Operation, Origin};
+use crate::change::{Change, ChangeCursor, LogPosition, Operation, Origin};
 use crate::entry::Entry;
 use crate::error::{Error, Result};
 use crate::history::FileVersion;
@@ -224,8 +225,11 @@ impl ObjectBackend {
         settings: IndexSettings,
         dir: Option<&std::path::Path>,
     ) -> ObjectBackend {
+        // Without the path table: its position is in a catalog of this
+        // process (`catalog::Fresh::at`), so a saved one would never be
+        // walked.
         let keeper =
-            dir.map(|dir| Arc::new(FileKeeper::new(dir.to_owned(), true)) as Arc<dyn Keeper>);
+            dir.map(|dir| Arc::new(FileKeeper::new(dir.to_owned(), false)) as Arc<dyn Keeper>);
         self.index = Arc::new(Registry::new(settings, keeper));
         self
     }
@@ -305,14 +309,19 @@ impl ObjectBackend {
     }
 
     /// The keys of `ns` from its catalog, brought up to date with the change
-    /// logs (`None`: no change log, or too many keys: list the bucket).
-    fn fresh_catalog(&self, ns: &str) -> Result<Option<catalog::Snapshot>> {
+    /// logs, with what changed after `since` (`None`: no change log, or too
+    /// many keys: list the bucket).
+    fn fresh_catalog(
+        &self,
+        ns: &str,
+        since: Option<LogPosition>,
+    ) -> Result<Option<catalog::Fresh>> {
         if self.log.is_none() {
             return Ok(None);
         }
         let (store, catalogs, ns) = (self.store(), self.catalogs.clone(), ns.to_owned());
         self.run("reading the change logs", async move {
-            catalogs.fresh(&store, &ns).await
+            catalogs.fresh(&store, &ns, since).await
         })
     }
 

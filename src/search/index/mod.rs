@@ -735,6 +735,20 @@ impl IndexedGrep {
         self.grown += bytes;
     }
 
+    /// Keeps `next`, a path table advanced from `held`, as the index's
+    /// table, charging what it adds to this Grep's principal; `None` when
+    /// that does not fit the room left.
+    pub fn keep_advanced(&mut self, held: &PathTable, next: PathTable) -> Option<Arc<PathTable>> {
+        let growth = next.bytes().saturating_sub(held.bytes()) as u64;
+        if growth > self.room() {
+            return None;
+        }
+        self.grew(growth);
+        let next = Arc::new(next);
+        self.index().keep_table(next.clone());
+        Some(next)
+    }
+
     /// True when the index may rule files out or learn them in this Grep;
     /// when false, every [`IndexedGrep::check`] answers "search, do not
     /// learn", and a tier whose check costs a system call (the Filesystem

@@ -49,19 +49,15 @@ impl<E: Engine> OrderedTier<E> {
                 return Ok(Some(held));
             }
             if let Some(next) = self.replay(scope, files, &held, at, (&lo, &hi))? {
-                let growth = next.bytes().saturating_sub(held.bytes()) as u64;
-                if growth > grep.room() {
+                let Some(next) = grep.keep_advanced(&held, next) else {
                     return Ok(None);
-                }
-                grep.grew(growth);
-                let next = Arc::new(next);
+                };
                 tracing::info!(
                     files = next.len(),
                     from = held.at().seq,
                     to = at.seq,
                     "search index path table replayed"
                 );
-                grep.index().keep_table(next.clone());
                 return Ok(Some(next));
             }
         }
