@@ -13,8 +13,11 @@
 //!    server, nothing cached: every head fetched) and warm (the same server
 //!    again: list pages and a local scan), against `rg` over the same files
 //!    on local disk (warm page cache). Targets: cold at least 1,000 objects/s,
-//!    warm at most 1.5× rg's time. Medians of `AGENTVFS_BENCH_RUNS` runs
-//!    (default 5).
+//!    warm at most 1.5× rg's time. Then a selective Grep (one file's line)
+//!    once the search index has learned the corpus, against `rg` for the
+//!    same pattern: it reads the change logs and its candidates, through
+//!    the namespace's path table (docs/search-index.md § The object tier's
+//!    path table). Medians of `AGENTVFS_BENCH_RUNS` runs (default 5).
 //!
 //! Needs versitygw (`scripts/versitygw install`, then `AGENTVFS_VERSITYGW`)
 //! and `rg` (`RG=/path/to/rg`, else on the `PATH`).
@@ -40,6 +43,11 @@ const SMALL: usize = 1024;
 const GREP_FILE: usize = 10 << 10;
 /// Matches `error <digits>`, in one file out of ten.
 const PATTERN: &str = "error [0-9]+";
+/// Matches one line of one file.
+const SELECTIVE: &str = "error 5120\\b";
+/// Greps that teach the index the whole corpus before the selective one is
+/// timed (each learns at most 16 MiB: `search::index::MAX_LEARN_BYTES`).
+const LEARNING_GREPS: usize = 10;
 /// Budgets no benchmark reaches.
 const UNLIMITED: u64 = 1 << 40;
 
@@ -168,12 +176,12 @@ fn grep_content(i: usize) -> String {
     out
 }
 
-/// One Grep through `url`: elapsed time and matching lines.
-async fn grep(url: &str) -> (Duration, u64) {
+/// One Grep of `pattern` through `url`: elapsed time and matching lines.
+async fn grep(url: &str, pattern: &str) -> (Duration, u64) {
     let mut fs = client(url).await;
     let start = Instant::now();
     let req = pb::GrepRequest {
-        pattern: PATTERN.into(),
+        pattern: pattern.into(),
         path: "/data/corpus".into(),
         max_visited: UNLIMITED,
         max_duration_ms: UNLIMITED,
@@ -189,12 +197,13 @@ async fn grep(url: &str) -> (Duration, u64) {
     (start.elapsed(), matched)
 }
 
-/// `rg` over `dir`: elapsed time and matching lines (count mode).
-fn rg(dir: &Path) -> (Duration, u64) {
+/// `rg` of `pattern` over `dir`: elapsed time and matching lines (count
+/// mode).
+fn rg(dir: &Path, pattern: &str) -> (Duration, u64) {
     let rg = std::env::var("RG").unwrap_or_else(|_| "rg".into());
     let start = Instant::now();
     let out = Command::new(&rg)
-        .args(["-c", "--no-messages", PATTERN])
+        .args(["-c", "--no-messages", pattern])
         .arg(dir)
         .output()
         .expect("run rg (set RG=/path/to/rg)");
@@ -269,19 +278,28 @@ async fn main() {
     }
     let (mut cold, mut warm, mut rg_times, mut lists) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut counts = (0, 0);
-    rg(&disk); // warm the page cache
+    let (mut selective, mut rg_selective) = (Vec::new(), Vec::new());
+    let (mut counts, mut selective_counts) = ((0, 0), (0, 0));
+    rg(&disk, PATTERN); // warm the page cache
     for run in 0..runs() {
         let server = serve(
             &tmp.path().join(format!("grep{run}")),
             &object_mount("grep"),
         );
-        let (first, matched) = grep(&server.url()).await;
+        let (first, matched) = grep(&server.url(), PATTERN).await;
         cold.push(first.as_secs_f64());
-        let (again, _) = grep(&server.url()).await;
+        let (again, _) = grep(&server.url(), PATTERN).await;
         warm.push(again.as_secs_f64());
-        let (took, rg_matched) = rg(&disk);
+        let (took, rg_matched) = rg(&disk, PATTERN);
         rg_times.push(took.as_secs_f64());
+        for _ in 0..LEARNING_GREPS {
+            grep(&server.url(), SELECTIVE).await;
+        }
+        let (took, matched_one) = grep(&server.url(), SELECTIVE).await;
+        selective.push(took.as_secs_f64());
+        let (took, rg_matched_one) = rg(&disk, SELECTIVE);
+        rg_selective.push(took.as_secs_f64());
+        selective_counts = (matched_one, rg_matched_one);
         // The heads of the namespace (the change log and past versions
         // live beside them under other keys).
         let (listed, keys) = list_alone("grep/default/f/").await;
@@ -290,6 +308,7 @@ async fn main() {
         counts = (matched, rg_matched);
     }
     let (cold, warm, rg_time, list) = (median(cold), median(warm), median(rg_times), median(lists));
+    let (selective, rg_selective) = (median(selective), median(rg_selective));
 
     println!(
         "| 1 KiB files, {CALLERS} gRPC clients ({small} files) | Write new /s | Write again /s | Read /s | Delete /s |"
@@ -327,6 +346,31 @@ async fn main() {
         "| rg over the same files on local disk | {:.0} ms | {:.0} | 1.00 |",
         rg_time * 1000.0,
         grep_files as f64 / rg_time
+    );
+    println!();
+    println!(
+        "| Grep `{SELECTIVE}` (one line), medians of {} runs | time | / rg |",
+        runs()
+    );
+    println!("|---|---:|---:|");
+    println!(
+        "| object tier, indexed (after {LEARNING_GREPS} Greps learned the corpus) | {:.1} ms | {:.3} |",
+        selective * 1000.0,
+        selective / rg_selective
+    );
+    println!(
+        "| rg over the same files on local disk | {:.1} ms | 1.000 |",
+        rg_selective * 1000.0
+    );
+    println!(
+        "matching lines: agentvfs {} · rg {} ({})",
+        selective_counts.0,
+        selective_counts.1,
+        if selective_counts == (1, 1) {
+            "identical"
+        } else {
+            "DIFFERENT"
+        }
     );
     println!();
     println!(
