@@ -151,24 +151,58 @@ async fn indexed_grep_on_the_object_tier_equals_the_scan_across_servers() {
     );
 }
 
+/// A server alone on a key prefix of its own, indexing every namespace
+/// (`index_min_files = 0`), with no self-check.
+fn indexing_alone() -> Server {
+    let prefix = format!("idx-{:016x}", rand::random::<u64>());
+    let search = "[search]\nindex = true\nindex_min_files = 0\nindex_self_check = 0";
+    Server::start_with(Some(&config(search, &prefix)), &[])
+}
+
 /// A Write and an Edit on the object tier teach the index the version
 /// they committed, as on State and the Store (docs/search-index.md
 /// § Learning in the write path); so do a Copy, a Move of a file and of a
 /// directory, a changeset, a Restore and a small streamed write.
 #[tokio::test]
 async fn object_writes_and_edits_are_learned_before_any_grep_reads_them() {
-    let prefix = format!("idx-{:016x}", rand::random::<u64>());
-    let server = Server::start_with(
-        Some(&config(
-            "[search]\nindex = true\nindex_min_files = 0\nindex_self_check = 0",
-            &prefix,
-        )),
-        &[],
-    );
+    let server = indexing_alone();
     writes_and_edits_are_learned(&server, "/shared/w", 0).await;
     // The namespace's index is in use since the first check: the writes
     // below teach it before any Grep.
     changes_are_learned(&server, "/shared/c", 2, 0).await;
+}
+
+/// A narrowed Grep of a directory that holds a small share of the
+/// namespace walks the catalog, reading only that directory's heads,
+/// instead of taking a path table from every head; a Grep of the whole
+/// tree then takes one (docs/search-index.md § The object tier's path
+/// table).
+#[tokio::test]
+async fn a_grep_of_a_small_directory_takes_no_path_table() {
+    let server = indexing_alone();
+    let mut fs = server.fs().await;
+    for i in 0..40 {
+        crate::util::write(&mut fs, &format!("/shared/p/big/{i:02}.txt"), "hay\n").await;
+    }
+    let (expected, small) = needle_files(&mut fs, "/shared/p/small", 8).await;
+    for _ in 0..3 {
+        let (matches, _) = answer(&mut fs, &small).await.unwrap();
+        assert_eq!(paths(matches), expected);
+    }
+    let logs = server.logs.lock().unwrap().clone();
+    assert!(skipped_files(&logs) > 0, "the index never narrowed a Grep");
+    assert!(logs.contains("path table not taken for a small directory"));
+    assert!(!logs.contains("path table taken"));
+    let whole = pb::GrepRequest {
+        path: "/shared/p".into(),
+        ..small
+    };
+    for _ in 0..2 {
+        let (matches, _) = answer(&mut fs, &whole).await.unwrap();
+        assert_eq!(paths(matches), expected);
+    }
+    let logs = server.logs.lock().unwrap().clone();
+    assert!(logs.contains("path table taken"));
 }
 
 /// The kept index files below `dir`, recursively.

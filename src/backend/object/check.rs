@@ -52,7 +52,7 @@ impl ObjectBackend {
             // candidates' heads are read (docs/search-index.md § The object
             // tier's path table).
             if let (Some(fresh), Some(grep)) = (&fresh, narrowed)
-                && let Some(table) = self.path_table(&ns, fresh, held, grep)?
+                && let Some(table) = self.path_table((&ns, &part.top), fresh, held, grep)?
             {
                 let mut files = table::TableWalk::new(self, &ns, &fresh.keys, &table);
                 return crate::search::bulk::walk_table(run, &mut files, part, grep, &table);

@@ -22,6 +22,7 @@
 
 use super::catalog::{Fresh, Snapshot};
 use super::head::Head;
+use super::keys::Space;
 use super::read::read_blob;
 use super::state::listed_file;
 use super::{FETCH_CONCURRENCY, ObjectBackend};
@@ -37,7 +38,14 @@ use crate::search::sorted::{SortedFiles, search_whole};
 use crate::search::{FileSearcher, SearchRun, room};
 use futures_util::StreamExt;
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
+
+/// A Grep takes a new table when its directory holds at least a
+/// `1 / TAKE_SHARE` share of the namespace's files
+/// ([`ObjectBackend::worth_taking`]): so the first narrowed Grep reads at
+/// most four times the heads the catalog's walk would have read.
+const TAKE_SHARE: usize = 4;
 
 impl ObjectBackend {
     /// The table `grep`'s index holds for the whole mount, if any: the
@@ -49,12 +57,13 @@ impl ObjectBackend {
     }
 
     /// The path table of `ns` at the catalog `fresh`, brought there from
-    /// `held` (asked about when `fresh` was read) or taken anew; `None`
-    /// when the catalog's own walk must do (no room for the table, too
-    /// many files).
+    /// `held` (asked about when `fresh` was read) or taken anew for a Grep
+    /// of the directory `top`; `None` when the catalog's own walk must do
+    /// (a directory too small to take a table for, no room for the table,
+    /// too many files).
     pub(super) fn path_table(
         &self,
-        ns: &str,
+        (ns, top): (&str, &VfsPath),
         fresh: &Fresh,
         held: Option<Arc<PathTable>>,
         grep: &mut IndexedGrep,
@@ -87,7 +96,7 @@ impl ObjectBackend {
             );
             return Ok(Some(next));
         }
-        if fresh.keys.len() > MAX_TABLE_FILES {
+        if fresh.keys.len() > MAX_TABLE_FILES || !self.worth_taking(ns, &fresh.keys, top)? {
             return Ok(None);
         }
         let (lo, hi) = self.keys.mount.subtree_range();
@@ -107,6 +116,31 @@ impl ObjectBackend {
         grep.grew(bytes);
         grep.index().keep_table(taken.clone());
         Ok(Some(taken))
+    }
+
+    /// Whether a Grep of the directory `top` takes a new table: only when
+    /// at least 1/[`TAKE_SHARE`] of the namespace's files (`catalog`) lie
+    /// below it. Taking a table reads every head of the namespace, where
+    /// the catalog's walk reads only those below `top`, so the first Grep
+    /// of a small directory would otherwise pay for the whole namespace
+    /// (after a restart, a request per head). Counted in key order up to
+    /// the share, so the count costs at most what the walk reads anyway.
+    fn worth_taking(&self, ns: &str, catalog: &Snapshot, top: &VfsPath) -> Result<bool> {
+        let prefix = self.keys.below(ns, Space::Heads, top)?;
+        let needed = catalog.len().div_ceil(TAKE_SHARE);
+        let below = catalog
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .take(needed)
+            .count();
+        if below < needed {
+            tracing::debug!(
+                below,
+                files = catalog.len(),
+                "search index path table not taken for a small directory"
+            );
+        }
+        Ok(below >= needed)
     }
 
     /// The row each head key of `keys` holds now, by its path's order key
