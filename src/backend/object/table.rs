@@ -71,7 +71,7 @@ impl ObjectBackend {
         let replayable = held.filter(|h| h.at().epoch == fresh.at.epoch);
         if let (Some(held), Some(changed)) = (replayable, &fresh.changed) {
             let mut changes = BTreeMap::new();
-            for (key, row) in self.rows(ns, &fresh.keys, changed.clone())? {
+            for (key, row) in self.rows(ns, &fresh.keys, Heads::Changed(changed.clone()))? {
                 let same = match (held.seek(&key), &row) {
                     (Some(was), Some(is)) => was.key == is.key && was.entry == is.entry,
                     (Some(was), None) => *was.key != *key,
@@ -100,10 +100,9 @@ impl ObjectBackend {
             return Ok(None);
         }
         let (lo, hi) = self.keys.mount.subtree_range();
-        let keys = fresh.keys.keys().cloned().collect();
         let mut rows = Vec::with_capacity(fresh.keys.len());
         let mut bytes = 0;
-        for (_, row) in self.rows(ns, &fresh.keys, keys)? {
+        for (_, row) in self.rows(ns, &fresh.keys, Heads::All)? {
             let Some(row) = row else { continue };
             bytes += row.bytes() as u64;
             if bytes > grep.room() {
@@ -143,8 +142,8 @@ impl ObjectBackend {
         Ok(below >= needed)
     }
 
-    /// The row each head key of `keys` holds now, by its path's order key
-    /// (`None`: no file there), in key order: read through the content
+    /// The row each head key `heads` names holds now, by its path's order
+    /// key (`None`: no file there), in key order: read through the content
     /// cache at the ETag `catalog` names, [`FETCH_CONCURRENCY`] at once.
     /// What a read teaches the catalog is handed back to it, as the
     /// catalog's walk does (`super::walk`).
@@ -152,32 +151,46 @@ impl ObjectBackend {
         &self,
         ns: &str,
         catalog: &Snapshot,
-        keys: Vec<String>,
+        heads: Heads,
     ) -> Result<Vec<(Vec<u8>, Option<Row>)>> {
         let (store, catalogs) = (self.store(), self.catalogs.clone());
         let (tier_keys, ns, catalog) = (self.keys.clone(), ns.to_owned(), catalog.clone());
         self.run("reading the heads of a path table", async move {
-            let reads = keys.into_iter().filter_map(|key| {
-                let path = tier_keys.path(&ns, &key)?;
-                let known = catalog.get(&key).cloned();
-                let (store, catalogs, ns) = (&store, &catalogs, &ns);
-                Some(async move {
-                    let etag = known.as_ref().and_then(|k| k.etag.clone());
-                    let file = listed_file(store, ns, &key, etag.as_deref()).await?;
-                    if let Some(known) = &known {
+            // Borrowed from the catalog (every key of it when a table is
+            // taken) rather than cloned.
+            let asked: Vec<(&str, Option<&super::catalog::Known>)> = match &heads {
+                Heads::Changed(keys) => keys.iter().map(|k| (k.as_str(), catalog.get(k))).collect(),
+                Heads::All => catalog
+                    .iter()
+                    .map(|(k, known)| (k.as_str(), Some(known)))
+                    .collect(),
+            };
+            // Gathered in a loop, not a lazy `filter_map`: a closure over
+            // borrowed keys inside this future trips rustc's higher-ranked
+            // `Send` check (rust-lang/rust#64552).
+            let (store, catalogs, ns) = (&store, &catalogs, &ns);
+            let mut reads = Vec::with_capacity(asked.len());
+            for (key, known) in asked {
+                let Some(path) = tier_keys.path(ns, key) else {
+                    continue;
+                };
+                reads.push(async move {
+                    let etag = known.and_then(|k| k.etag.as_deref());
+                    let file = listed_file(store, ns, key, etag).await?;
+                    if let Some(known) = known {
                         match &file {
                             Some(file) if !file.etag.is_empty() => {
-                                catalogs.learn(ns, &key, known.generation, Some(file.etag.clone()))
+                                catalogs.learn(ns, key, known.generation, Some(file.etag.clone()))
                             }
                             Some(_) => {}
-                            None => catalogs.learn(ns, &key, known.generation, None),
+                            None => catalogs.learn(ns, key, known.generation, None),
                         }
                     }
                     let order = path.order_key();
                     let row = file.map(|head| Row::of(file_entry(path, &head.meta)));
                     Ok::<_, Error>((order, row))
-                })
-            });
+                });
+            }
             let mut rows = Vec::new();
             let mut read = futures_util::stream::iter(reads).buffered(FETCH_CONCURRENCY);
             while let Some(row) = read.next().await {
@@ -186,6 +199,14 @@ impl ObjectBackend {
             Ok(rows)
         })
     }
+}
+
+/// The heads [`ObjectBackend::rows`] reads.
+enum Heads {
+    /// These keys: those changed since a table's position.
+    Changed(Vec<String>),
+    /// Every key of the catalog: a table taken anew.
+    All,
 }
 
 /// A walk over a path table: seeks are answered from the table, and each
