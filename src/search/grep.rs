@@ -212,6 +212,10 @@ impl<'r> FileSearcher<'r> {
     /// tier). The searcher's buffer grows to hold the longest line, up to
     /// twice the file, so a large file holds room for that first
     /// (`super::room`); `None` also when the run must stop while waiting.
+    /// At most `size` bytes are read: another process may append to the
+    /// file while it is searched, and reading on to its end would pass the
+    /// room held, the size limit and the version reported (its `fstat`'s),
+    /// without bound. So the file is searched as it was at that `fstat`.
     pub fn search_reader(
         &mut self,
         path: &VfsPath,
@@ -222,7 +226,7 @@ impl<'r> FileSearcher<'r> {
         let _room = room::hold(self.run, size.saturating_mul(2))?;
         let mut sink = Collect::new(&self.matcher, self.grep, self.run);
         let mut reader = Counted {
-            inner: reader,
+            inner: io::Read::take(reader, size),
             bytes: 0,
         };
         let outcome = self
@@ -382,5 +386,42 @@ impl Sink for Collect<'_> {
         // As ripgrep's printer does: the searcher, in quit mode, stops at the
         // binary byte itself after reporting the lines before it.
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::{Budgets, GrepRequest, SearchSpec};
+    use std::io::{Seek, Write};
+    use std::time::Duration;
+
+    /// A file appended to after its `fstat` is searched as it was then: the
+    /// line added later is not read, however long it grows (unbounded
+    /// before: the searcher read on to the file's end).
+    #[test]
+    fn a_file_appended_to_while_searched_is_read_only_to_its_size() {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"hay\nneedle one\n").unwrap();
+        let size = file.metadata().unwrap().len();
+        file.write_all(b"needle two, appended after the fstat\n")
+            .unwrap();
+        file.rewind().unwrap();
+
+        let request = GrepRequest {
+            pattern: "needle",
+            ..GrepRequest::default()
+        };
+        let root = VfsPath::parse("/t").unwrap();
+        let spec = SearchSpec::grep(root, request, Budgets::default()).unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::channel(16);
+        let run = SearchRun::new(spec, tx, Duration::from_secs(5));
+        let mut searcher = FileSearcher::new(&run).unwrap();
+        let path = VfsPath::parse("/t/f.txt").unwrap();
+        let hits = searcher
+            .search_reader(&path, SystemTime::UNIX_EPOCH, size, &file)
+            .expect("the first needle is found");
+        let lines: Vec<&str> = hits.lines.iter().map(|l| l.line.as_str()).collect();
+        assert_eq!(lines, ["needle one"]);
     }
 }
