@@ -7,9 +7,9 @@ use crate::service::ChangesetLimits;
 use crate::service::limits::{
     DEFAULT_HTTP2_SEND_BUFFER_BYTES, DEFAULT_HTTP2_WINDOW_BYTES, DEFAULT_MAX_CONCURRENT_SEARCHES,
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL,
-    DEFAULT_MAX_STREAMS_PER_CONNECTION, DEFAULT_MAX_STREAMS_PER_PRINCIPAL, DEFAULT_MEMORY_BYTES,
-    DEFAULT_MEMORY_BYTES_PER_PRINCIPAL, DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, LimitsConfig,
-    MAX_CONCURRENT_SEARCHES,
+    DEFAULT_MAX_SEARCHES_PER_PRINCIPAL, DEFAULT_MAX_STREAMS_PER_CONNECTION,
+    DEFAULT_MAX_STREAMS_PER_PRINCIPAL, DEFAULT_MEMORY_BYTES, DEFAULT_MEMORY_BYTES_PER_PRINCIPAL,
+    DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, LimitsConfig, MAX_CONCURRENT_SEARCHES,
 };
 use serde::Deserialize;
 use std::ops::RangeInclusive;
@@ -22,6 +22,7 @@ pub(super) struct RawLimits {
     max_streams_per_connection: Option<Spanned<u64>>,
     max_streams_per_principal: Option<Spanned<u64>>,
     max_concurrent_searches: Option<Spanned<u64>>,
+    max_searches_per_principal: Option<Spanned<u64>>,
     stream_idle_timeout_seconds: Option<Spanned<u64>>,
     memory_bytes: Option<Spanned<u64>>,
     memory_bytes_per_principal: Option<Spanned<u64>>,
@@ -100,6 +101,12 @@ pub(super) fn parse(
             1..=MAX_CONCURRENT_SEARCHES,
             DEFAULT_MAX_CONCURRENT_SEARCHES,
         )? as usize,
+        max_searches_per_principal: value(
+            |r| r.max_searches_per_principal.as_ref(),
+            "max_searches_per_principal",
+            1..=MAX_CONCURRENT_SEARCHES,
+            DEFAULT_MAX_SEARCHES_PER_PRINCIPAL,
+        )? as usize,
         stream_idle_timeout: Duration::from_secs(value(
             |r| r.stream_idle_timeout_seconds.as_ref(),
             "stream_idle_timeout_seconds",
@@ -172,6 +179,11 @@ mod tests {
         let limits = parse("x.toml", &src).unwrap().limits;
         assert_eq!(limits.max_streams_per_principal, 8);
         assert_eq!(limits.stream_idle_timeout, Duration::from_secs(2));
+        let src = format!("[limits]\nmax_searches_per_principal = 0\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:2: limits max_searches_per_principal must be between 1 and 64"
+        );
         let src = format!("[limits]\nmax_concurrent_searches = 0\n{mount}");
         assert_eq!(
             parse("x.toml", &src).unwrap_err().to_string(),

@@ -7,7 +7,11 @@
 //!   WriteBytes, Grep and Glob streams at once ([`Limits::stream`]); a handle
 //!   counts against the principal that minted it;
 //! - the whole server runs at most `max_concurrent_searches` searches
-//!   ([`Limits::search`]), well below the blocking pool's size;
+//!   ([`Limits::search`]), well below the blocking pool's size, and one
+//!   principal at most `max_searches_per_principal` of them: a search whose
+//!   client stopped reading keeps its slot until the idle timeout cuts it,
+//!   so without a share one principal's stalled Greps could take every
+//!   slot, round after round, and refuse everyone else's searches;
 //! - a stream waiting on its client longer than the idle timeout is cut and
 //!   gives its permits back.
 //!
@@ -38,6 +42,9 @@ pub const DEFAULT_MAX_STREAMS_PER_PRINCIPAL: u64 = 32;
 /// Default `max_concurrent_searches`: Grep and Glob runs (Filesystem and
 /// Tools services together) at once, server-wide.
 pub const DEFAULT_MAX_CONCURRENT_SEARCHES: u64 = 16;
+/// Default `max_searches_per_principal`: half the server's searches, so one
+/// principal whose clients stall can never refuse every other principal's.
+pub const DEFAULT_MAX_SEARCHES_PER_PRINCIPAL: u64 = DEFAULT_MAX_CONCURRENT_SEARCHES / 2;
 /// Most `max_concurrent_searches`: a Filesystem search may use up to four
 /// threads, and tokio's blocking pool (512 threads) must keep room for every
 /// unary call.
@@ -80,6 +87,10 @@ pub struct LimitsConfig {
     /// RESOURCE_EXHAUSTED. Each holds a blocking thread (and a Filesystem
     /// search up to three more), so this keeps threads free for other calls.
     pub max_concurrent_searches: usize,
+    /// Searches one principal may run at once (within
+    /// `max_concurrent_searches`); more are refused with RESOURCE_EXHAUSTED.
+    /// A handle counts against the principal that minted it.
+    pub max_searches_per_principal: usize,
     /// The longest a stream waits on its client (the next WriteBytes
     /// message, room for the next ReadBytes, Grep or Glob message) before it
     /// is aborted and its resources are freed; also how long a response
@@ -114,6 +125,7 @@ impl Default for LimitsConfig {
             max_streams_per_connection: DEFAULT_MAX_STREAMS_PER_CONNECTION,
             max_streams_per_principal: DEFAULT_MAX_STREAMS_PER_PRINCIPAL as usize,
             max_concurrent_searches: DEFAULT_MAX_CONCURRENT_SEARCHES as usize,
+            max_searches_per_principal: DEFAULT_MAX_SEARCHES_PER_PRINCIPAL as usize,
             stream_idle_timeout: Duration::from_secs(DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS),
             memory_bytes: DEFAULT_MEMORY_BYTES,
             memory_bytes_per_principal: DEFAULT_MEMORY_BYTES_PER_PRINCIPAL,
@@ -131,28 +143,56 @@ impl Default for LimitsConfig {
 pub struct Limits {
     config: LimitsConfig,
     searches: Arc<Semaphore>,
-    /// Streams running per principal (by `Principal::owner`); absent at zero.
-    streams: Arc<Mutex<HashMap<String, usize>>>,
+    /// Streams running per principal.
+    streams: PerPrincipal,
+    /// Searches running per principal.
+    searches_by_principal: PerPrincipal,
     memory: MemoryBudget,
+}
+
+/// How many of something each principal holds now, by `Principal::owner`
+/// (absent at zero).
+#[derive(Clone, Default)]
+struct PerPrincipal(Arc<Mutex<HashMap<String, usize>>>);
+
+impl PerPrincipal {
+    /// One more for `owner`, unless it holds `max` already.
+    fn take(&self, owner: &str, max: usize) -> Option<Counted> {
+        let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let count = counts.entry(owner.to_owned()).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(Counted {
+            counts: self.clone(),
+            owner: owner.to_owned(),
+        })
+    }
+}
+
+/// One thing counted for its principal; dropping it gives it back.
+struct Counted {
+    counts: PerPrincipal,
+    owner: String,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = counts.get_mut(&self.owner) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.owner);
+            }
+        }
+    }
 }
 
 /// One admitted stream of a principal; dropping it gives the slot back.
 #[must_use = "the stream is admitted only while the permit lives"]
 pub struct StreamPermit {
-    streams: Arc<Mutex<HashMap<String, usize>>>,
-    owner: String,
-}
-
-impl Drop for StreamPermit {
-    fn drop(&mut self) {
-        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = streams.get_mut(&self.owner) {
-            *count -= 1;
-            if *count == 0 {
-                streams.remove(&self.owner);
-            }
-        }
-    }
+    _counted: Counted,
 }
 
 /// A client sent nothing for the idle timeout while the server waited on
@@ -163,8 +203,13 @@ pub struct ClientIdle {
     pub seconds: u64,
 }
 
-/// One admitted search; dropping it gives the slot back.
-pub type SearchPermit = OwnedSemaphorePermit;
+/// One admitted search, of the server and of its principal; dropping it
+/// gives both slots back.
+#[must_use = "the search is admitted only while the permit lives"]
+pub struct SearchPermit {
+    _server: OwnedSemaphorePermit,
+    _principal: Counted,
+}
 
 impl Limits {
     /// Fresh bounds from the configuration.
@@ -172,7 +217,8 @@ impl Limits {
         Limits {
             config,
             searches: Arc::new(Semaphore::new(config.max_concurrent_searches)),
-            streams: Arc::default(),
+            streams: PerPrincipal::default(),
+            searches_by_principal: PerPrincipal::default(),
             memory: MemoryBudget::new(config.memory_bytes, config.memory_bytes_per_principal),
         }
     }
@@ -219,29 +265,38 @@ impl Limits {
     pub fn stream(&self, principal: &Principal) -> Result<StreamPermit> {
         let owner = principal.owner.as_str();
         let max = self.config.max_streams_per_principal;
-        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        let count = streams.entry(owner.to_owned()).or_default();
-        if *count >= max {
-            return Err(Error::OverLimit {
+        let counted = self
+            .streams
+            .take(owner, max)
+            .ok_or_else(|| Error::OverLimit {
                 limit: "max_streams_per_principal",
                 message: format!(
-                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, \
-                     Grep, Glob, Watch), the server's max_streams_per_principal; finish or \
-                     cancel one first"
+                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, Grep, \
+                 Glob, Watch), the server's max_streams_per_principal; finish or cancel one \
+                 first"
                 ),
-            });
-        }
-        *count += 1;
-        Ok(StreamPermit {
-            streams: self.streams.clone(),
-            owner: owner.to_owned(),
-        })
+            })?;
+        Ok(StreamPermit { _counted: counted })
     }
 
-    /// Admits one more search, or refuses it (RESOURCE_EXHAUSTED) when the
-    /// server runs its maximum.
-    pub fn search(&self) -> Result<SearchPermit> {
-        self.searches
+    /// Admits one more search of `principal`, or refuses it
+    /// (RESOURCE_EXHAUSTED) when the principal or the server runs its
+    /// maximum.
+    pub fn search(&self, principal: &Principal) -> Result<SearchPermit> {
+        let owner = principal.owner.as_str();
+        let max = self.config.max_searches_per_principal;
+        let counted =
+            self.searches_by_principal
+                .take(owner, max)
+                .ok_or_else(|| Error::OverLimit {
+                    limit: "max_searches_per_principal",
+                    message: format!(
+                        "principal {owner:?} already runs {max} searches (Grep, Glob), the \
+                     server's max_searches_per_principal; finish or cancel one first"
+                    ),
+                })?;
+        let server = self
+            .searches
             .clone()
             .try_acquire_owned()
             .map_err(|_| Error::OverLimit {
@@ -251,7 +306,11 @@ impl Limits {
                      shortly",
                     self.config.max_concurrent_searches
                 ),
-            })
+            })?;
+        Ok(SearchPermit {
+            _server: server,
+            _principal: counted,
+        })
     }
 }
 
@@ -297,10 +356,38 @@ mod tests {
             max_concurrent_searches: 1,
             ..LimitsConfig::default()
         });
-        let held = limits.search().unwrap();
-        let err = limits.search().err().unwrap();
+        let held = limits.search(&principal("a", "a")).unwrap();
+        let err = limits.search(&principal("b", "b")).err().unwrap();
         assert!(err.to_string().contains("max_concurrent_searches"), "{err}");
         drop(held);
-        assert!(limits.search().is_ok());
+        assert!(limits.search(&principal("b", "b")).is_ok());
+    }
+
+    /// One principal's searches (its handles' included) take at most its
+    /// share of the server's; a refusal for the server takes none of it.
+    #[test]
+    fn searches_are_bounded_per_root_principal() {
+        let limits = Limits::new(LimitsConfig {
+            max_concurrent_searches: 3,
+            max_searches_per_principal: 2,
+            ..LimitsConfig::default()
+        });
+        let first = limits.search(&principal("reader", "reader")).unwrap();
+        let _second = limits
+            .search(&principal("handle of reader", "reader"))
+            .unwrap();
+        let err = limits.search(&principal("reader", "reader")).err().unwrap();
+        assert_eq!(err.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(
+            err.to_string().contains("max_searches_per_principal"),
+            "{err}"
+        );
+        let _other = limits.search(&principal("agent", "agent")).unwrap();
+        let err = limits.search(&principal("agent", "agent")).err().unwrap();
+        assert!(err.to_string().contains("max_concurrent_searches"), "{err}");
+        drop(first);
+        let _again = limits.search(&principal("agent", "agent")).unwrap();
+        let err = limits.search(&principal("reader", "reader")).err().unwrap();
+        assert!(err.to_string().contains("max_concurrent_searches"), "{err}");
     }
 }

@@ -1,7 +1,8 @@
 //! Runs a search on a blocking thread and exposes its events as a stream.
 //!
 //! A search is admitted under the server's [`Limits`]: it takes one of the
-//! `max_concurrent_searches` slots before its thread starts and holds it
+//! `max_concurrent_searches` slots, and one of its principal's
+//! `max_searches_per_principal`, before its thread starts and holds them
 //! until its walk ends, just before its summary is sent, so a client that
 //! has the summary finds the slot free again; the caller's stream permit,
 //! if any, until the thread ends, which the idle timeout bounds even when
@@ -49,7 +50,7 @@ pub fn start(
     if tops.is_empty() {
         principal.check(&spec.root, op)?;
     }
-    let slot = limits.search()?;
+    let slot = limits.search(principal)?;
     let idle_timeout = limits.idle_timeout();
     let (tx, rx) = mpsc::channel(EVENT_CHANNEL_CAPACITY);
     // When only parts of the root are granted, a granted prefix that does

@@ -151,6 +151,100 @@ async fn concurrent_searches_are_bounded_server_wide() {
     drop(held);
 }
 
+/// Two principals, each allowed every operation below `/`.
+const TWO_PRINCIPALS: &str = r#"
+[[principal]]
+name = "stalling"
+token = "stalling-token-0001"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }]
+
+[[principal]]
+name = "other"
+token = "other-token-00001"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }]
+"#;
+
+/// `msg` sent with `token`.
+fn as_principal<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(msg);
+    let bearer = format!("Bearer {token}").parse().unwrap();
+    req.metadata_mut().insert("authorization", bearer);
+    req
+}
+
+/// A principal whose Grep clients never read cannot take every search slot:
+/// with 4 slots and 2 per principal, its third stalled Grep is refused
+/// naming `max_searches_per_principal`, and another principal's Greps still
+/// run while the stalled ones hold their slots (the idle timeout, 120 s,
+/// is not reached). Before the share, its 4 stalled Greps took all 4 slots
+/// and the other principal was refused `max_concurrent_searches`.
+#[tokio::test]
+async fn one_principal_cannot_take_every_search_slot() {
+    let config = SMALL_LIMITS
+        .replace(
+            "[limits]",
+            "[limits]\nmax_concurrent_searches = 4\nmax_searches_per_principal = 2",
+        )
+        .replace(
+            "stream_idle_timeout_seconds = 1",
+            "stream_idle_timeout_seconds = 120",
+        )
+        + TWO_PRINCIPALS;
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    let body = "needle in a haystack\n".repeat(50_000);
+    for i in 0..4 {
+        let req = pb::WriteRequest {
+            path: format!("/hay/{i}.txt"),
+            content: body.clone(),
+            ..Default::default()
+        };
+        fs.write(as_principal("stalling-token-0001", req))
+            .await
+            .unwrap();
+    }
+    let mine = pb::WriteRequest {
+        path: "/mine/a.txt".into(),
+        content: "a needle\n".into(),
+        ..Default::default()
+    };
+    fs.write(as_principal("other-token-00001", mine))
+        .await
+        .unwrap();
+    let (mut held, mut refused) = (Vec::new(), 0);
+    for _ in 0..4 {
+        match fs
+            .grep(as_principal("stalling-token-0001", grep("needle")))
+            .await
+        {
+            Ok(stream) => held.push(stream.into_inner()),
+            Err(status) => {
+                assert_over_limit(&status, "max_searches_per_principal");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((held.len(), refused), (2, 2));
+    let mut other = server.fs().await;
+    for _ in 0..3 {
+        let mine = pb::GrepRequest {
+            path: "/mine".into(),
+            ..grep("needle")
+        };
+        let req = as_principal("other-token-00001", mine);
+        let answer = tokio::time::timeout(ANSWERS_WITHIN, grep_all(&mut other, req)).await;
+        let (matches, summary) = answer
+            .expect("the other principal's Grep timed out")
+            .expect("the other principal's Grep was refused");
+        assert_eq!(
+            (matches.len(), summary.files_searched),
+            (1, 1),
+            "{summary:?}"
+        );
+    }
+    drop(held);
+}
+
 /// A header-only upload (the client then sends nothing).
 fn header(path: &str) -> pb::WriteBytesRequest {
     pb::WriteBytesRequest {

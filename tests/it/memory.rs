@@ -843,7 +843,8 @@ grants = [{{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write
 async fn concurrent_greps_of_huge_files_are_bounded() {
     const FILES: usize = 2;
     let config = huge_files_config(
-        "memory_bytes = 536870912\nmemory_bytes_per_principal = 100663296",
+        "memory_bytes = 536870912\nmemory_bytes_per_principal = 100663296\n\
+         max_searches_per_principal = 16",
         "[[mount]]\nprefix = \"/workspace\"\ntier = \"filesystem\"\nroot = \".\"",
     );
     let server = Server::start_with(Some(&config), &[]);
