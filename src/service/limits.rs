@@ -157,14 +157,14 @@ struct PerPrincipal(Arc<Mutex<HashMap<String, usize>>>);
 
 impl PerPrincipal {
     /// One more for `owner`, unless it holds `max` already.
-    fn take(&self, owner: &str, max: usize) -> Option<Counted> {
+    fn take(&self, owner: &str, max: usize) -> Option<PrincipalSlot> {
         let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let count = counts.entry(owner.to_owned()).or_default();
         if *count >= max {
             return None;
         }
         *count += 1;
-        Some(Counted {
+        Some(PrincipalSlot {
             counts: self.clone(),
             owner: owner.to_owned(),
         })
@@ -172,12 +172,12 @@ impl PerPrincipal {
 }
 
 /// One thing counted for its principal; dropping it gives it back.
-struct Counted {
+struct PrincipalSlot {
     counts: PerPrincipal,
     owner: String,
 }
 
-impl Drop for Counted {
+impl Drop for PrincipalSlot {
     fn drop(&mut self) {
         let mut counts = self.counts.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(count) = counts.get_mut(&self.owner) {
@@ -192,7 +192,7 @@ impl Drop for Counted {
 /// One admitted stream of a principal; dropping it gives the slot back.
 #[must_use = "the stream is admitted only while the permit lives"]
 pub struct StreamPermit {
-    _counted: Counted,
+    _slot: PrincipalSlot,
 }
 
 /// A client sent nothing for the idle timeout while the server waited on
@@ -208,7 +208,7 @@ pub struct ClientIdle {
 #[must_use = "the search is admitted only while the permit lives"]
 pub struct SearchPermit {
     _server: OwnedSemaphorePermit,
-    _principal: Counted,
+    _principal: PrincipalSlot,
 }
 
 impl Limits {
@@ -265,18 +265,18 @@ impl Limits {
     pub fn stream(&self, principal: &Principal) -> Result<StreamPermit> {
         let owner = principal.owner.as_str();
         let max = self.config.max_streams_per_principal;
-        let counted = self
+        let slot = self
             .streams
             .take(owner, max)
             .ok_or_else(|| Error::OverLimit {
                 limit: "max_streams_per_principal",
                 message: format!(
-                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, Grep, \
-                 Glob, Watch), the server's max_streams_per_principal; finish or cancel one \
-                 first"
+                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, \
+                     Grep, Glob, Watch), the server's max_streams_per_principal; finish or \
+                     cancel one first"
                 ),
             })?;
-        Ok(StreamPermit { _counted: counted })
+        Ok(StreamPermit { _slot: slot })
     }
 
     /// Admits one more search of `principal`, or refuses it
@@ -285,16 +285,16 @@ impl Limits {
     pub fn search(&self, principal: &Principal) -> Result<SearchPermit> {
         let owner = principal.owner.as_str();
         let max = self.config.max_searches_per_principal;
-        let counted =
-            self.searches_by_principal
-                .take(owner, max)
-                .ok_or_else(|| Error::OverLimit {
-                    limit: "max_searches_per_principal",
-                    message: format!(
-                        "principal {owner:?} already runs {max} searches (Grep, Glob), the \
+        let slot = self
+            .searches_by_principal
+            .take(owner, max)
+            .ok_or_else(|| Error::OverLimit {
+                limit: "max_searches_per_principal",
+                message: format!(
+                    "principal {owner:?} already runs {max} searches (Grep, Glob), the \
                      server's max_searches_per_principal; finish or cancel one first"
-                    ),
-                })?;
+                ),
+            })?;
         let server = self
             .searches
             .clone()
@@ -309,7 +309,7 @@ impl Limits {
             })?;
         Ok(SearchPermit {
             _server: server,
-            _principal: counted,
+            _principal: slot,
         })
     }
 }
