@@ -18,7 +18,9 @@
 //! A candidate's head is read again when it is searched; when its version
 //! is no longer the row's (the head changed since the catalog was read),
 //! the file is searched as it is now, with nothing known of it and nothing
-//! learned, as the bucket's listing walk would have found it.
+//! learned, as the bucket's listing walk would have found it. The room a
+//! large file takes (`crate::search::room`) is held for the size of the
+//! head read then, never the row's.
 
 use super::catalog::{Fresh, Snapshot};
 use super::head::Head;
@@ -278,9 +280,6 @@ impl SortedFiles for TableWalk<'_> {
         known: Known,
     ) {
         let hits = {
-            let Some(_room) = room::hold(run, entry.size) else {
-                return;
-            };
             let head = match self.head(&entry.path) {
                 Ok(Some(head)) => head,
                 // Deleted since the catalog was read: searched as empty.
@@ -288,6 +287,12 @@ impl SortedFiles for TableWalk<'_> {
                 Err(err) => return run.problem(entry.path.as_str(), err),
             };
             let now = file_entry(entry.path.clone(), &head.meta);
+            // Room for the version read now, not the table's: another
+            // server may have replaced a small file with one of
+            // `max_file_bytes` since the table was advanced.
+            let Some(_room) = room::hold(run, now.size) else {
+                return;
+            };
             let loaded = self.content(&entry.path, &head);
             if now.version == entry.version {
                 let learn = learn.map(|index| (index, key));
