@@ -167,16 +167,14 @@ impl ObjectBackend {
                     .map(|(k, known)| (k.as_str(), Some(known)))
                     .collect(),
             };
-            // Gathered in a loop, not a lazy `filter_map`: a closure over
-            // borrowed keys inside this future trips rustc's higher-ranked
-            // `Send` check (rust-lang/rust#64552).
-            let (store, catalogs, ns) = (&store, &catalogs, &ns);
-            let mut reads = Vec::with_capacity(asked.len());
-            for (key, known) in asked {
-                let Some(path) = tier_keys.path(ns, key) else {
-                    continue;
-                };
-                reads.push(async move {
+            // Made lazily, so only the reads in flight exist at once. By
+            // index: a closure taking the borrowed pairs themselves trips
+            // rustc's higher-ranked `Send` check (rust-lang/rust#64552).
+            let (store, catalogs, ns, asked) = (&store, &catalogs, &ns, &asked);
+            let reads = (0..asked.len()).filter_map(|i| {
+                let (key, known) = asked[i];
+                let path = tier_keys.path(ns, key)?;
+                Some(async move {
                     let etag = known.and_then(|k| k.etag.as_deref());
                     let file = listed_file(store, ns, key, etag).await?;
                     if let Some(known) = known {
@@ -191,8 +189,8 @@ impl ObjectBackend {
                     let order = path.order_key();
                     let row = file.map(|head| Row::of(file_entry(path, &head.meta)));
                     Ok::<_, Error>((order, row))
-                });
-            }
+                })
+            });
             let mut rows = Vec::new();
             let mut read = futures_util::stream::iter(reads).buffered(FETCH_CONCURRENCY);
             while let Some(row) = read.next().await {
