@@ -156,15 +156,28 @@ pub struct Limits {
 struct PerPrincipal(Arc<Mutex<HashMap<String, usize>>>);
 
 impl PerPrincipal {
-    /// One more for `owner`, unless it holds `max` already.
-    fn take(&self, owner: &str, max: usize) -> Option<PrincipalSlot> {
+    /// One more for `principal`'s owner, or RESOURCE_EXHAUSTED naming
+    /// `limit` when it holds `max` of `what` already.
+    fn take(
+        &self,
+        principal: &Principal,
+        (max, limit): (usize, &'static str),
+        what: &str,
+    ) -> Result<PrincipalSlot> {
+        let owner = principal.owner.as_str();
         let mut counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let count = counts.entry(owner.to_owned()).or_default();
         if *count >= max {
-            return None;
+            return Err(Error::OverLimit {
+                limit,
+                message: format!(
+                    "principal {owner:?} already runs {max} {what}, the server's {limit}; \
+                     finish or cancel one first"
+                ),
+            });
         }
         *count += 1;
-        Some(PrincipalSlot {
+        Ok(PrincipalSlot {
             counts: self.clone(),
             owner: owner.to_owned(),
         })
@@ -263,19 +276,12 @@ impl Limits {
     /// Admits one more stream of `principal`, or refuses it
     /// (RESOURCE_EXHAUSTED) when it already runs its maximum.
     pub fn stream(&self, principal: &Principal) -> Result<StreamPermit> {
-        let owner = principal.owner.as_str();
         let max = self.config.max_streams_per_principal;
-        let slot = self
-            .streams
-            .take(owner, max)
-            .ok_or_else(|| Error::OverLimit {
-                limit: "max_streams_per_principal",
-                message: format!(
-                    "principal {owner:?} already runs {max} streams (ReadBytes, WriteBytes, \
-                     Grep, Glob, Watch), the server's max_streams_per_principal; finish or \
-                     cancel one first"
-                ),
-            })?;
+        let slot = self.streams.take(
+            principal,
+            (max, "max_streams_per_principal"),
+            "streams (ReadBytes, WriteBytes, Grep, Glob, Watch)",
+        )?;
         Ok(StreamPermit { _slot: slot })
     }
 
@@ -283,18 +289,12 @@ impl Limits {
     /// (RESOURCE_EXHAUSTED) when the principal or the server runs its
     /// maximum.
     pub fn search(&self, principal: &Principal) -> Result<SearchPermit> {
-        let owner = principal.owner.as_str();
         let max = self.config.max_searches_per_principal;
-        let slot = self
-            .searches_by_principal
-            .take(owner, max)
-            .ok_or_else(|| Error::OverLimit {
-                limit: "max_searches_per_principal",
-                message: format!(
-                    "principal {owner:?} already runs {max} searches (Grep, Glob), the \
-                     server's max_searches_per_principal; finish or cancel one first"
-                ),
-            })?;
+        let slot = self.searches_by_principal.take(
+            principal,
+            (max, "max_searches_per_principal"),
+            "searches (Grep, Glob)",
+        )?;
         let server = self
             .searches
             .clone()
