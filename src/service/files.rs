@@ -11,12 +11,33 @@ use crate::error::{Error, Result};
 use crate::path::VfsPath;
 
 use super::Caller;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One caller's grant-checked, synchronous access to the backend.
 pub struct Files<'a> {
     backend: &'a dyn Backend,
     caller: &'a Caller,
     max_file_bytes: u64,
+    abandoned: Abandoned,
+}
+
+/// Set when the caller of a running call has gone (its future was dropped:
+/// the client reset the stream or disconnected), so that the call's long
+/// loops stop at their next step instead of working on for no one.
+#[derive(Clone, Default)]
+pub struct Abandoned(Arc<AtomicBool>);
+
+impl Abandoned {
+    /// Marks the call abandoned.
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// True once the call is abandoned.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl<'a> Files<'a> {
@@ -26,7 +47,27 @@ impl<'a> Files<'a> {
             backend,
             caller,
             max_file_bytes,
+            abandoned: Abandoned::default(),
         }
+    }
+
+    /// The same view, stopping at [`Files::go_on`] once `abandoned` is set.
+    pub(super) fn abandoned_with(mut self, abandoned: Abandoned) -> Files<'a> {
+        self.abandoned = abandoned;
+        self
+    }
+
+    /// Fails once the caller has gone: a long operation (a merge, a rewind's
+    /// plan, a changeset's staging, a patch's matching) asks before each
+    /// step, and stops working for no one. Only ever asked before a commit
+    /// point, so stopping changes nothing.
+    pub fn go_on(&self) -> Result<()> {
+        if self.abandoned.is_set() {
+            return Err(Error::Unavailable(
+                "the caller went away before the call finished; nothing was changed".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Largest file a write may produce.

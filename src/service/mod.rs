@@ -25,6 +25,7 @@
 mod branch;
 mod caller;
 mod changeset;
+mod disclose;
 mod edit;
 mod files;
 mod history;
@@ -43,6 +44,7 @@ pub use caller::{
     BRANCH_HEADER, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, Secret,
 };
 pub use changeset::{ChangeOp, ChangesetLimits, Committed};
+pub use disclose::{Asked, Disclose, Sight};
 pub use edit::{EditOutcome, TextEdit};
 pub use files::Files;
 pub use history::VersionDiff;
@@ -105,19 +107,41 @@ impl Service {
 
     /// Runs `work` on a blocking thread with the caller's grant-checked view
     /// of the files: the way a front end composes several steps of one call
-    /// (a read and then a write, a read and then a window of lines).
-    pub async fn run<T: Send + 'static>(
+    /// (a read and then a write, a read and then a window of lines). Its
+    /// answer shows only what the caller may see ([`Disclose`]).
+    pub async fn run<T: Disclose + Send + 'static>(
         &self,
         caller: &Caller,
         work: impl FnOnce(&Files<'_>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
         let branches = self.branches.clone();
-        blocking(move || {
+        let abandoned = AbandonOnDrop::default();
+        let flag = abandoned.0.clone();
+        let answer = blocking(move || {
             let backend = view(&backend, &caller, &branches)?;
-            work(&Files::new(&*backend, &caller, max))
+            let files = Files::new(&*backend, &caller, max).abandoned_with(flag);
+            let mut answer = work(&files)?;
+            answer.screen(&Sight::of(&caller.principal))?;
+            Ok(answer)
         })
-        .await
+        .await;
+        abandoned.finished();
+        answer
+    }
+
+    /// [`Service::run`] for a front end that composes single-path steps
+    /// into an answer of its own (a tool's text of the one file it read):
+    /// each step checked the grant for the path the call named, and the
+    /// answer carries nothing else ([`Asked`]). The files that may call it
+    /// are listed in `tests/it/modules.rs`.
+    pub async fn run_asked<T: Send + 'static>(
+        &self,
+        caller: &Caller,
+        work: impl FnOnce(&Files<'_>) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let Asked(answer) = self.run(caller, |files| work(files).map(Asked)).await?;
+        Ok(answer)
     }
 
     /// The backend the caller's calls go through: the base, or the branch
@@ -133,13 +157,23 @@ impl Service {
 
     /// Runs `work` on a blocking thread over the base (for the branch
     /// operations, which name their branch themselves).
-    async fn run_on_base<T: Send + 'static>(
+    async fn run_on_base<T: Disclose + Send + 'static>(
         &self,
         caller: &Caller,
         work: impl FnOnce(&Files<'_>, &Arc<dyn Backend>) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let (backend, caller, max) = (self.backend.clone(), caller.clone(), self.max_file_bytes);
-        blocking(move || work(&Files::new(&*backend, &caller, max), &backend)).await
+        let abandoned = AbandonOnDrop::default();
+        let flag = abandoned.0.clone();
+        let answer = blocking(move || {
+            let files = Files::new(&*backend, &caller, max).abandoned_with(flag);
+            let mut answer = work(&files, &backend)?;
+            answer.screen(&Sight::of(&caller.principal))?;
+            Ok(answer)
+        })
+        .await;
+        abandoned.finished();
+        answer
     }
 
     /// Forks the directory `root` into a new branch `name`
@@ -420,6 +454,26 @@ impl Service {
             }
         }
         Err(Error::Internal("search ended without a summary".into()))
+    }
+}
+
+/// Marks a call abandoned when its future is dropped before the call's
+/// blocking work has answered: the client is gone ([`Files::go_on`]).
+#[derive(Default)]
+struct AbandonOnDrop(files::Abandoned, bool);
+
+impl AbandonOnDrop {
+    /// The work answered: nothing to mark.
+    fn finished(mut self) {
+        self.1 = true;
+    }
+}
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        if !self.1 {
+            self.0.set();
+        }
     }
 }
 

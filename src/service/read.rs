@@ -69,7 +69,7 @@ impl Service {
         pattern: String,
         overlap: u64,
     ) -> Result<Vec<String>> {
-        self.run(caller, move |files| {
+        self.run_asked(caller, move |files| {
             files.check(&path, Op::ReadRe)?;
             // Compiled here, off the runtime, and before the read: a bad
             // pattern is INVALID_ARGUMENT even for a missing file

@@ -159,7 +159,7 @@ pub async fn edit_file<T: Send + 'static>(
     edit: impl FnMut(&str, u64) -> Result<(String, T), ToolError> + Send + 'static,
 ) -> Result<Result<(u64, T), ToolError>, Error> {
     call.service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             files.edit_text(&path, None, false, edit)
         })
         .await

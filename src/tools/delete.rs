@@ -55,7 +55,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     call.check(&path, Op::Delete)?;
     let (directory, files_deleted) = call
         .service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             let directory = files.stat(&path, Op::Delete)?.is_directory();
             Ok((directory, files.delete(&path, expected, recursive)?))
         })

@@ -233,7 +233,7 @@ pub async fn modify(
     let shown_in = shown.clone();
     let result = call
         .service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             // Under the lock: the new text only. What the diff or the hint
             // needs is kept for after the update.
             let edited =

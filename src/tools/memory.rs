@@ -199,7 +199,7 @@ fn py_slice(len: usize, start: i64, end: i64) -> std::ops::Range<usize> {
 async fn view(call: &Call, at: Located, range: Option<Vec<i64>>) -> Result<String, ToolError> {
     let Located { raw, path, root } = at;
     call.service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             let entry = match files.stat(&path, Op::File) {
                 Err(e) if root && matches!(e.kind(), Error::NotFound(_)) => None,
                 Err(e) => return Ok(Err(claude::no_such_path(e, &raw))),

@@ -135,7 +135,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     // numbered, all on the blocking thread.
     let loaded = call
         .service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             let (data, entry) = files.read(&path, Op::ReadFile)?;
             if let Some(media) = media::detect(&data) {
                 files.check(&path, Op::ReadBinary)?;

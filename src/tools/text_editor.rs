@@ -177,7 +177,7 @@ async fn view(
     max_chars: usize,
 ) -> Result<String, ToolError> {
     call.service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             let entry = match files.stat(&path, Op::File) {
                 Ok(entry) => entry,
                 Err(e) => return Ok(Err(path_error(e, &shown))),

@@ -146,7 +146,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let max = call.service.max_file_bytes();
     let (existed, preview, version) = call
         .service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             Error::check_file_size(&path, bytes as u64, max)?;
             let current = if can_read {
                 files.read(&path, Op::ReadFile).map(|(data, e)| {

@@ -437,3 +437,45 @@ fn the_checker_finds_a_cycle_and_expands_braced_lists() {
     .into();
     assert_eq!(cycles(&graph), vec![vec!["a".to_owned(), "b".to_owned()]]);
 }
+
+/// The files that may answer with `Service::run_asked` (or wrap an answer
+/// in `Asked`): front ends composing single-path steps whose answers carry
+/// nothing beyond the paths their calls named (docs/security.md § Answers
+/// show only what the caller may see). A new use is added here on purpose,
+/// after reading it.
+const ASKED: &[&str] = &[
+    "service/disclose.rs",
+    "service/mod.rs",
+    "service/read.rs",
+    "tools/claude.rs",
+    "tools/delete.rs",
+    "tools/edit.rs",
+    "tools/memory.rs",
+    "tools/read.rs",
+    "tools/text_editor.rs",
+    "tools/write.rs",
+];
+
+#[test]
+fn only_the_listed_files_answer_without_a_disclosure_check() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut users: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            let code = code_of(&std::fs::read_to_string(file).expect("read source"));
+            code.contains("run_asked(") || code.contains("Asked(")
+        })
+        .map(|file| {
+            let rel = file.strip_prefix(&src).expect("below src");
+            rel.to_string_lossy().replace('\\', "/")
+        })
+        .collect();
+    users.sort();
+    assert_eq!(
+        users, ASKED,
+        "answers that skip the disclosure check (run_asked, Asked) changed: read each new use, \
+         then list it in ASKED"
+    );
+}
