@@ -105,12 +105,13 @@ async fn every_conformance_case_passes() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Runs cases against one server.
-struct Runner {
-    pool: DescriptorPool,
-    channel: Channel,
+/// Runs cases against one server (and makes calls by name for
+/// `tests/it/disclosure.rs`).
+pub(crate) struct Runner {
+    pub(crate) pool: DescriptorPool,
+    pub(crate) channel: Channel,
     /// The file's default bearer token ("" for none).
-    token: String,
+    pub(crate) token: String,
 }
 
 impl Runner {
@@ -178,7 +179,7 @@ impl Runner {
 
     /// Makes one call; `Ok(Err(error))` is the RPC's error as the runners
     /// report it (`{"grpc", "code", "message", "metadata"}`), `Err` a broken case.
-    async fn call(
+    pub(crate) async fn call(
         &self,
         call: &str,
         request: Value,
@@ -255,12 +256,12 @@ impl Runner {
 /// Who a step calls as: its session, its namespace (`<case>.<namespace>`
 /// when the step names one), its bearer token ("" for none) and the label of
 /// its changes and the branch it works in, if any.
-struct Scope<'a> {
-    session: &'a str,
-    namespace: Option<String>,
-    token: &'a str,
-    label: Option<&'a str>,
-    branch: Option<&'a str>,
+pub(crate) struct Scope<'a> {
+    pub(crate) session: &'a str,
+    pub(crate) namespace: Option<String>,
+    pub(crate) token: &'a str,
+    pub(crate) label: Option<&'a str>,
+    pub(crate) branch: Option<&'a str>,
 }
 
 /// A request carrying the session, the namespace, the label and the branch

@@ -71,6 +71,7 @@ mod claude_tools;
 mod cli;
 mod conformance;
 mod copy;
+mod disclosure;
 mod files;
 mod fs_moves;
 mod fs_search;
