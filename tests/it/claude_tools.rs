@@ -258,9 +258,9 @@ async fn directory_views_are_bounded() {
 
 /// The address space the servers of the huge-text tests run in
 /// (`RLIMIT_AS`): an allocation past it aborts the server, as a container's
-/// memory limit would. The idle server reserves about 1 GiB of it (jemalloc's
-/// arenas, RocksDB, the threads' stacks), measured with `/proc/PID/status`
-/// `VmSize`.
+/// memory limit would. The idle server starts within it: it reserves about
+/// 250 MiB of address space (`VmSize` of `/proc/PID/status`; jemalloc, RocksDB
+/// and the threads' stacks).
 pub const TEXT_ADDRESS_SPACE: u64 = 2 << 30;
 
 /// A file of 48 MiB of empty lines: one line a byte, the worst case for
