@@ -697,13 +697,84 @@ proptest! {
             panic!("an update");
         };
         let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
-        let applied = text::patch::apply_hunks(&file, hunks).unwrap();
+        let applied = text::patch::apply_hunks(&file, hunks, &text::Costs::unbounded()).unwrap();
         let new: Vec<String> = new.into_iter().take(5).collect();
         let expected = reference_splice(&lines, &old, &new).expect("the window is in the file");
         let applied = applied.expect("an exact window matches");
         prop_assert!(applied.ends_with('\n') || applied.is_empty());
         let got: Vec<String> = applied.lines().map(str::to_owned).collect();
         prop_assert_eq!(got, expected);
+    }
+
+    /// Context lines keep the file's text however leniently they matched:
+    /// a hunk of a window's lines trimmed (and typographic dashes read as
+    /// ASCII) as context, then one added line, leaves every line of the
+    /// file as it was, the added line among them.
+    #[test]
+    fn patch_context_keeps_the_file_lines(lines in patch_lines(), from in 0usize..20, len in 1usize..4) {
+        let lines: Vec<String> = lines.into_iter().map(|l| l.replace('x', "\u{2014}")).collect();
+        let from = from % lines.len();
+        let window = &lines[from..(from + len).min(lines.len())];
+        let mut body = String::from("*** Begin Patch\n*** Update File: f\n@@\n");
+        for line in window {
+            body.push_str(&format!(" {}\n", line.trim().replace('\u{2014}', "-")));
+        }
+        body.push_str("+NEW\n*** End Patch\n");
+        let parsed = text::patch::parse(&body).unwrap();
+        let text::patch::PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
+            panic!("an update");
+        };
+        let file: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let applied = text::patch::apply_hunks(&file, hunks, &text::Costs::unbounded())
+            .unwrap()
+            .expect("the window matches, at worst leniently");
+        let mut got: Vec<&str> = applied.lines().collect();
+        let added = got.iter().position(|l| *l == "NEW").expect("the added line");
+        got.remove(added);
+        prop_assert_eq!(got, lines.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+
+    /// The line index holds `split_inclusive('\n')`'s lines, and a span of
+    /// `split('\n')`'s pieces is those pieces joined, on any text.
+    #[test]
+    fn line_offsets_agree_with_splitting(body in "[a\r\né]{0,24}", from in 0usize..30, len in 1usize..30) {
+        let index = text::lines::LineIndex::new(&body).unwrap();
+        let lines: Vec<&str> = body.split_inclusive('\n').collect();
+        prop_assert_eq!(index.len(), lines.len());
+        for (i, line) in lines.iter().enumerate() {
+            prop_assert_eq!(&index[i], *line);
+        }
+        let pieces: Vec<&str> = body.split('\n').collect();
+        let from = from % pieces.len();
+        let to = (from + len).min(pieces.len());
+        prop_assert_eq!(text::lines::split_span(&body, from..to), pieces[from..to].join("\n"));
+    }
+
+    /// Insert-at-line, cutting the file at one offset, makes what the
+    /// reference memory tool's list of lines makes (split at `\n`, the empty
+    /// tail dropped, the text inserted, joined, a final `\n` ensured).
+    #[test]
+    fn insert_at_line_matches_the_list_of_lines(body in "[a\r\né]{0,16}", at in -1i64..8, new in "[b\n]{0,4}") {
+        let mut lines: Vec<&str> = body.split('\n').collect();
+        if lines.last() == Some(&"") {
+            lines.pop();
+        }
+        let n = lines.len();
+        let got = text::insert::insert_at_line(&body, at, &new, u64::MAX, &text::Costs::unbounded()).unwrap();
+        match usize::try_from(at).ok().filter(|at| *at <= n) {
+            None => prop_assert_eq!(got, Err(n)),
+            Some(at) => {
+                let trimmed = new.trim_end_matches('\n');
+                lines.insert(at, trimmed);
+                let mut expected = lines.join("\n");
+                if !expected.ends_with('\n') {
+                    expected.push('\n');
+                }
+                let done = got.expect("in range");
+                prop_assert_eq!(done.text, expected);
+                prop_assert_eq!(done.lines, trimmed.split('\n').count());
+            }
+        }
     }
 
     /// The planner never excludes a true match: every string the pattern

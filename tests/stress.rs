@@ -328,6 +328,7 @@ impl Server {
             cwd: fixture.root(),
             log_filter: "agentvfs=warn",
             env: Vec::new(),
+            address_space: None,
         }
         .start();
         let pid = launched.child.id();

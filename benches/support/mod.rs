@@ -51,6 +51,7 @@ impl Served {
             cwd,
             log_filter: &filter,
             env,
+            address_space: None,
         }
         .start();
         Served {

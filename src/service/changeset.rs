@@ -322,8 +322,15 @@ impl Stage<'_, '_> {
                 self.set(path, Some(new.into_bytes().into()), Operation::Edit);
             }
             ChangeOp::Patch { path, hunks } => {
-                let old = self.text(path)?;
-                let new = match text::patch::apply_hunks(&old, hunks)? {
+                // Matched in place: the staged bytes are not copied.
+                let data = self.content(path)?;
+                let old = text::decode_strict(path.as_str(), &data)?;
+                let files = self.files;
+                let costs = text::Costs {
+                    charge: &|bytes, what| files.charge(bytes, what),
+                    alive: &|| self.check_time(),
+                };
+                let new = match text::patch::apply_hunks(old, hunks, &costs)? {
                     Ok(new) => new,
                     Err(mismatch) => return Err(hunk_error(&mismatch)),
                 };

@@ -10,6 +10,7 @@
 //! after line `at` (0 = before the first line), and the result always ends
 //! with `\n`.
 
+use super::Costs;
 use crate::error::{Error, Result};
 
 /// What an insertion made.
@@ -21,44 +22,79 @@ pub struct Inserted {
     pub lines: usize,
 }
 
-/// The lines insert counts in `content`: split at `\n`, without the empty
-/// tail a final `\n` leaves.
-pub fn insert_lines(content: &str) -> Vec<&str> {
-    let mut lines: Vec<&str> = content.split('\n').collect();
-    if lines.last() == Some(&"") {
-        lines.pop();
-    }
-    lines
+/// How many lines insert counts in `content`: pieces split at `\n`, without
+/// the empty tail a final `\n` leaves. Counted, never collected (a file of
+/// empty lines has one per byte).
+pub fn line_count(content: &str) -> usize {
+    let pieces = memchr::memchr_iter(b'\n', content.as_bytes()).count() + 1;
+    pieces - usize::from(content.is_empty() || content.ends_with('\n'))
+}
+
+/// The lines insert counts in `content`, lazily (see [`line_count`]).
+pub fn lines(content: &str) -> impl Iterator<Item = &str> {
+    content.split('\n').take(line_count(content))
 }
 
 /// `content` with `text` inserted after line `at` (0-based boundary). `Ok(Err(n))`
 /// when `at` is outside `0..=n`, `n` being the file's line count (each tool
-/// words that itself); a result over `max` bytes is refused before it is built.
+/// words that itself). The result is sized first: over `max` bytes it is
+/// refused, and otherwise charged to `costs` before it is built. The file is
+/// cut at one byte offset, found by scanning: nothing is held per line.
 pub fn insert_at_line(
     content: &str,
     at: i64,
     text: &str,
     max: u64,
+    costs: &Costs<'_>,
 ) -> Result<std::result::Result<Inserted, usize>> {
-    let mut lines = insert_lines(content);
-    let n = lines.len();
+    let n = line_count(content);
     let Some(at) = usize::try_from(at).ok().filter(|at| *at <= n) else {
         return Ok(Err(n));
     };
     let text = text.trim_end_matches('\n');
-    Error::check_file_size(
-        "the edited file",
-        (content.len() + text.len() + 2) as u64,
-        max,
-    )?;
-    lines.insert(at, text);
-    let mut out = lines.join("\n");
+    // Where line `at` starts; at the end, after the last line's break, which
+    // an unterminated last line gets here.
+    let cut = match at {
+        0 => 0,
+        at => memchr::memchr_iter(b'\n', content.as_bytes())
+            .nth(at - 1)
+            .map_or(content.len(), |i| i + 1),
+    };
+    let (head, tail) = content.split_at(cut);
+    // The lines after the text are joined as the reference joins them: the
+    // file's final break is the empty tail it dropped, added back below
+    // only if the result lacks one.
+    let tail = tail.strip_suffix('\n').unwrap_or(tail);
+    let head_break = !head.is_empty() && !head.ends_with('\n');
+    let size =
+        head.len() + usize::from(head_break) + text.len() + if at < n { 1 + tail.len() } else { 0 };
+    // The result always ends with a break: add one unless the last piece
+    // brings it (the tail, or a head that ends the text on its own).
+    let ends = if at < n {
+        tail.ends_with('\n')
+    } else {
+        text.is_empty() && !head.is_empty()
+    };
+    let size = size + usize::from(!ends);
+    Error::check_file_size("the edited file", size as u64, max)?;
+    (costs.charge)(size as u64, "the edited file")?;
+    let mut out = String::with_capacity(size);
+    out.push_str(head);
+    if head_break {
+        out.push('\n');
+    }
+    out.push_str(text);
+    if at < n {
+        out.push('\n');
+        out.push_str(tail);
+    }
     if !out.ends_with('\n') {
         out.push('\n');
     }
+    debug_assert_eq!(out.len(), size);
     Ok(Ok(Inserted {
         text: out,
-        lines: text.split('\n').count(),
+        lines: memchr::memchr_iter(b'\n', text.as_bytes()).count() + 1,
     }))
 }
 
@@ -67,7 +103,7 @@ mod tests {
     use super::*;
 
     fn insert(content: &str, at: i64, text: &str) -> std::result::Result<String, usize> {
-        insert_at_line(content, at, text, u64::MAX)
+        insert_at_line(content, at, text, u64::MAX, &Costs::unbounded())
             .unwrap()
             .map(|i| i.text)
     }
@@ -92,8 +128,10 @@ mod tests {
 
     #[test]
     fn counts_inserted_lines_and_refuses_oversized_results() {
-        let done = insert_at_line("a\n", 1, "x\ny\n", 100).unwrap().unwrap();
+        let done = insert_at_line("a\n", 1, "x\ny\n", 100, &Costs::unbounded())
+            .unwrap()
+            .unwrap();
         assert_eq!(done.lines, 2);
-        assert!(insert_at_line("a\n", 1, "xyz", 4).is_err());
+        assert!(insert_at_line("a\n", 1, "xyz", 4, &Costs::unbounded()).is_err());
     }
 }

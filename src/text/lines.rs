@@ -27,20 +27,35 @@ pub fn format_lines_numbered<'a>(
     start_line: u64,
 ) -> String {
     let mut out = String::new();
-    let mut line_num = start_line;
-    for line in lines {
-        push_numbered_line(&mut out, line_num, line);
-        line_num = line_num.saturating_add(1);
-    }
+    push_lines_numbered(&mut out, lines, start_line);
     out
 }
 
-/// Pushes one logical line as one or more rows (see [`format_lines_numbered`]).
+/// [`format_lines_numbered`] appended to `out`, so an answer sized first
+/// is built in one buffer.
+pub fn push_lines_numbered<'a>(
+    out: &mut String,
+    lines: impl IntoIterator<Item = &'a str>,
+    start_line: u64,
+) {
+    let mut line_num = start_line;
+    for (i, line) in lines.into_iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        push_numbered_line(out, line_num, line);
+        line_num = line_num.saturating_add(1);
+    }
+}
+
+/// Pushes one logical line as one or more rows (see [`format_lines_numbered`]),
+/// the rows after the first each preceded by `\n`.
 fn push_numbered_line(out: &mut String, line_num: u64, line: &str) {
     for (chunk_idx, chunk) in rows(line) {
         if chunk_idx == 0 {
             push_row(out, line_num, chunk);
         } else {
+            out.push('\n');
             push_row(out, format!("{line_num}.{chunk_idx}"), chunk);
         }
     }
@@ -87,12 +102,93 @@ pub fn numbered_line_len(line_num: u64, line: &str) -> usize {
         .sum()
 }
 
-/// Pushes one `{label:>6}\t{text}` row, preceded by `\n` unless it is the first.
-fn push_row(out: &mut String, label: impl Display, text: &str) {
-    // Every row contains a tab, so an empty buffer means "first row".
-    if !out.is_empty() {
-        out.push('\n');
+/// Bytes [`format_lines_numbered`] makes of `lines` numbered from
+/// `start_line`, counted without building it, so a caller can charge or
+/// refuse an answer first.
+pub fn numbered_len<'a>(lines: impl IntoIterator<Item = &'a str>, start_line: u64) -> usize {
+    let mut size = 0usize;
+    let mut line_num = start_line;
+    for (i, line) in lines.into_iter().enumerate() {
+        size += usize::from(i > 0) + numbered_line_len(line_num, line);
+        line_num = line_num.saturating_add(1);
     }
+    size
+}
+
+/// The pieces `range` of `text.split('\n')` as one slice of `text` (the
+/// `\n`s between them included), found by scanning: nothing is held per
+/// line. `range` must be non-empty and within the piece count (one more
+/// than the `\n`s).
+pub fn split_span(text: &str, range: std::ops::Range<usize>) -> &str {
+    debug_assert!(range.start < range.end);
+    let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
+    let start = match range.start {
+        0 => 0,
+        n => breaks.nth(n - 1).map_or(text.len(), |i| i + 1),
+    };
+    let end = breaks
+        .nth(range.end - range.start - 1)
+        .unwrap_or(text.len());
+    &text[start..end.max(start)]
+}
+
+/// Where each line of a text starts, as `u32` byte offsets: four bytes a
+/// line, for the random access a diff of whole files needs, where a vector
+/// of slices would hold sixteen (and a file of empty lines has one line a
+/// byte). Lines are `split_inclusive('\n')` pieces: each keeps its
+/// terminator, and a final `\n` starts no empty line.
+pub struct LineIndex<'a> {
+    text: &'a str,
+    /// Line `i` is `bounds[i]..bounds[i + 1]`.
+    bounds: Vec<u32>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Indexes `text` (one scan); a text of 4 GiB or more is refused.
+    pub fn new(text: &'a str) -> Result<LineIndex<'a>> {
+        let len = u32::try_from(text.len()).map_err(|_| {
+            Error::TooLarge(format!(
+                "a text of {} bytes is over the 4 GiB a line index addresses",
+                text.len()
+            ))
+        })?;
+        let mut bounds = Vec::with_capacity(super::count_lines(text.as_bytes()) + 1);
+        bounds.push(0);
+        // Each offset is below `len`, which fits.
+        bounds.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i as u32 + 1));
+        if bounds.last() != Some(&len) {
+            bounds.push(len);
+        }
+        Ok(LineIndex { text, bounds })
+    }
+
+    /// The number of lines.
+    pub fn len(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    /// True for an empty text.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Lines `range` as one slice of the text, terminators included.
+    pub fn span(&self, range: std::ops::Range<usize>) -> &'a str {
+        &self.text[self.bounds[range.start] as usize..self.bounds[range.end] as usize]
+    }
+}
+
+impl std::ops::Index<usize> for LineIndex<'_> {
+    type Output = str;
+
+    /// Line `i`, its terminator included.
+    fn index(&self, i: usize) -> &str {
+        self.span(i..i + 1)
+    }
+}
+
+/// Pushes one `{label:>6}\t{text}` row.
+fn push_row(out: &mut String, label: impl Display, text: &str) {
     // Writing into a String cannot fail.
     let _ = write!(out, "{label:>LINE_NUMBER_WIDTH$}\t{text}");
 }
@@ -172,7 +268,7 @@ pub fn read_window(
             return Err(too_large(size.to_string()));
         }
         let mut out = String::with_capacity(size);
-        out.push_str(&format_lines_numbered(window.lines(), offset + 1));
+        push_lines_numbered(&mut out, window.lines(), offset + 1);
         out
     } else {
         window.into_owned()
@@ -303,6 +399,47 @@ mod tests {
                 format_lines_numbered([line], n).len(),
                 "line {n}"
             );
+        }
+    }
+
+    #[test]
+    fn numbered_len_is_the_formatted_length() {
+        for (text, first) in [("", 1), ("a", 9), ("a\n\nbc", 99_999), ("x\ny\n", 3)] {
+            let lines = text.split('\n');
+            assert_eq!(
+                numbered_len(lines.clone(), first),
+                format_lines_numbered(lines, first).len(),
+                "{text:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn split_span_is_the_pieces_joined() {
+        for text in ["", "\n", "a", "a\nb", "a\nb\n", "\n\n\n", "a\r\nb\n\nc"] {
+            let pieces: Vec<&str> = text.split('\n').collect();
+            for start in 0..pieces.len() {
+                for end in start + 1..=pieces.len() {
+                    assert_eq!(
+                        split_span(text, start..end),
+                        pieces[start..end].join("\n"),
+                        "{text:?} {start}..{end}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn line_index_holds_the_inclusive_lines() {
+        for text in ["", "\n", "a", "a\nb", "a\nb\n", "\n\n", "a\r\nb\n\nc"] {
+            let index = LineIndex::new(text).unwrap();
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            assert_eq!(index.len(), lines.len(), "{text:?}");
+            for (i, line) in lines.iter().enumerate() {
+                assert_eq!(&index[i], *line, "{text:?} line {i}");
+            }
+            assert_eq!(index.span(0..index.len()), text);
         }
     }
 

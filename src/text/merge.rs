@@ -9,23 +9,34 @@
 //! conflict, as `diff3` and git decide it: nothing is guessed.
 
 use super::diff::DIFF_DEADLINE;
-use similar::{Algorithm, DiffOp, capture_diff_slices_deadline};
+use super::lines::LineIndex;
+use similar::{Algorithm, DiffOp, capture_diff_deadline};
 use std::time::Instant;
 
-/// One side's change: the ancestor's lines `start..end` become `lines`.
+/// One side's change: the ancestor's lines `start..end` become `text` (the
+/// side's lines, one slice of it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Hunk<'a> {
     start: usize,
     end: usize,
-    lines: Vec<&'a str>,
+    text: &'a str,
 }
 
 /// The changes that turn `ancestor` into `side`, in order, adjacent ones
 /// joined.
-fn hunks<'a>(ancestor: &[&'a str], side: &[&'a str]) -> Vec<Hunk<'a>> {
+fn hunks<'a>(ancestor: &LineIndex<'_>, side: &LineIndex<'a>) -> Vec<Hunk<'a>> {
     let deadline = Instant::now() + DIFF_DEADLINE;
-    let ops = capture_diff_slices_deadline(Algorithm::Myers, ancestor, side, Some(deadline));
-    let mut out: Vec<Hunk<'a>> = Vec::new();
+    let ops = capture_diff_deadline(
+        Algorithm::Myers,
+        ancestor,
+        0..ancestor.len(),
+        side,
+        0..side.len(),
+        Some(deadline),
+    );
+    // (hunk, the side's lines it takes), adjacent changes joined: the
+    // side's lines of joined changes are adjacent too.
+    let mut out: Vec<(Hunk<'a>, std::ops::Range<usize>)> = Vec::new();
     for op in ops {
         let (start, end, new) = match op {
             DiffOp::Equal { .. } => continue,
@@ -51,18 +62,22 @@ fn hunks<'a>(ancestor: &[&'a str], side: &[&'a str]) -> Vec<Hunk<'a>> {
             ),
         };
         match out.last_mut() {
-            Some(last) if last.end == start => {
+            Some((last, lines)) if last.end == start => {
                 last.end = end;
-                last.lines.extend_from_slice(&side[new]);
+                lines.end = new.end;
+                last.text = side.span(lines.clone());
             }
-            _ => out.push(Hunk {
-                start,
-                end,
-                lines: side[new].to_vec(),
-            }),
+            _ => out.push((
+                Hunk {
+                    start,
+                    end,
+                    text: side.span(new.clone()),
+                },
+                new,
+            )),
         }
     }
-    out
+    out.into_iter().map(|(hunk, _)| hunk).collect()
 }
 
 /// True when two changes cannot both be taken: their ranges overlap or
@@ -72,7 +87,9 @@ fn clash(a: &Hunk<'_>, b: &Hunk<'_>) -> bool {
 }
 
 /// Merges the changes `ours` and `theirs` made to `ancestor`; `None` when
-/// they conflict.
+/// they conflict (or a text is 4 GiB or more). Lines are found by offset
+/// ([`LineIndex`], four bytes a line of each text): beyond it, the diff's
+/// own working vectors hold sixteen bytes a line of the two texts compared.
 pub fn merge3(ancestor: &str, ours: &str, theirs: &str) -> Option<String> {
     if ours == theirs || theirs == ancestor {
         return Some(ours.to_owned());
@@ -80,8 +97,8 @@ pub fn merge3(ancestor: &str, ours: &str, theirs: &str) -> Option<String> {
     if ours == ancestor {
         return Some(theirs.to_owned());
     }
-    let split = |text| -> Vec<&str> { str::split_inclusive(text, '\n').collect() };
-    let (base, mine, other) = (split(ancestor), split(ours), split(theirs));
+    let base = LineIndex::new(ancestor).ok()?;
+    let (mine, other) = (LineIndex::new(ours).ok()?, LineIndex::new(theirs).ok()?);
     let (a, b) = (hunks(&base, &mine), hunks(&base, &other));
     let mut taken: Vec<&Hunk<'_>> = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
@@ -111,11 +128,11 @@ pub fn merge3(ancestor: &str, ours: &str, theirs: &str) -> Option<String> {
     let mut out = String::with_capacity(ours.len().max(theirs.len()));
     let mut at = 0;
     for hunk in taken {
-        out.extend(base[at..hunk.start].iter().copied());
-        out.extend(hunk.lines.iter().copied());
+        out.push_str(base.span(at..hunk.start));
+        out.push_str(hunk.text);
         at = hunk.end;
     }
-    out.extend(base[at..].iter().copied());
+    out.push_str(base.span(at..base.len()));
     Some(out)
 }
 

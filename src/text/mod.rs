@@ -4,7 +4,8 @@
 //!
 //! - this module: decoding (lossy for reading, strict for editing), line
 //!   counting and splitting, binary detection, the empty-file reminder;
-//! - [`lines`]: `cat -n` numbering and the line windows of Read;
+//! - [`lines`]: `cat -n` numbering, the line windows of Read, and lines
+//!   found by byte offset (a whole file's lines are never collected);
 //! - [`edit`]: Edit and MultiEdit's string replacements;
 //! - [`insert`]: insert-at-line, for Claude's memory and text-editor tools;
 //! - [`read_re`]: ReadRe's regex windows;
@@ -34,6 +35,35 @@ pub use lines::{Window, format_lines_numbered, line_range, read_window};
 pub use read_re::{MAX_READ_RE_BYTES, MAX_READ_RE_MATCHES, regex_windows};
 
 use crate::error::{Error, Result};
+
+/// What a long text operation answers to: the caller's memory share, and
+/// its deadline. A view, an insert or a patch charges what its answer or new
+/// text will hold before it builds it, and a matcher asks whether it may go
+/// on as it works, so neither holds memory its caller was not granted nor
+/// runs on after the caller's time is up (docs/security.md).
+pub struct Costs<'a> {
+    /// Charges `bytes` about to be held (`what` names them in a refusal),
+    /// or refuses them (RESOURCE_EXHAUSTED naming the limit).
+    pub charge: &'a dyn Fn(u64, &str) -> Result<()>,
+    /// An error once the operation must stop (its deadline passed).
+    pub alive: &'a dyn Fn() -> Result<()>,
+}
+
+impl Costs<'static> {
+    /// Costs nobody counts: tests, and callers whose input is already bounded.
+    pub fn unbounded() -> Costs<'static> {
+        fn charge(_: u64, _: &str) -> Result<()> {
+            Ok(())
+        }
+        fn alive() -> Result<()> {
+            Ok(())
+        }
+        Costs {
+            charge: &charge,
+            alive: &alive,
+        }
+    }
+}
 
 /// A file's bytes decoded for text operations.
 pub struct Text<'a> {

@@ -35,6 +35,8 @@
 //!   ignoring surrounding whitespace, else with typographic punctuation
 //!   (dashes, quotes, odd spaces) read as ASCII. A hunk with no old lines
 //!   appends its lines at the end of the file;
+//! - a context line keeps the file's text where it matched only leniently
+//!   (as Codex does: only `-` lines go and `+` lines come);
 //! - the result ends with a line break; new lines take the line ending of
 //!   the file's first line, untouched lines keep theirs.
 //!
@@ -43,15 +45,34 @@
 //!
 //! Bounds: parsing is linear in the patch. Matching a hunk compares lines
 //! from every candidate start, which repetitive text can make quadratic, so
-//! the comparisons of one patch are counted and stop at
-//! [`MAX_LINE_COMPARISONS`].
+//! the bytes the matching of one file's hunks reads are counted (each line
+//! compared, in the file and in the patch, and each line stepped over) and
+//! it stops at [`match_budget`], asking its caller's deadline every
+//! [`CHECK_EVERY_BYTES`]. The file is walked by byte offsets: nothing is
+//! held per line of it, and the new text is sized and charged before it is
+//! built.
 
+use super::Costs;
 use crate::error::{Error, Result, echo};
 
-/// Most line comparisons matching one file's hunks may make (about 0.1 s):
-/// a hunk of a thousand identical lines against a file of a million would
-/// otherwise take a billion.
-pub const MAX_LINE_COMPARISONS: u64 = 20_000_000;
+/// Bytes matching one file's hunks may read beyond [`MATCH_READS_OF_FILE`]
+/// readings of the file (a fraction of a second in all): a hunk of a
+/// thousand long, nearly identical lines against a file of a million would
+/// otherwise read terabytes.
+pub const MAX_MATCH_BYTES: u64 = 256 << 20;
+
+/// How many times matching may read the whole file on top of
+/// [`MAX_MATCH_BYTES`]: a hunk found, or not, by one pass at each leniency
+/// reads it about twice a pass.
+pub const MATCH_READS_OF_FILE: u64 = 8;
+
+/// The most bytes matching hunks against a file of `file_bytes` may read.
+pub fn match_budget(file_bytes: usize) -> u64 {
+    MAX_MATCH_BYTES.saturating_add(MATCH_READS_OF_FILE.saturating_mul(file_bytes as u64))
+}
+
+/// How many bytes of matching go by between two looks at the deadline.
+pub const CHECK_EVERY_BYTES: u64 = 1 << 20;
 
 /// A parsed patch: its file operations, in the order written.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,6 +126,10 @@ pub struct Hunk {
     pub old: Vec<String>,
     /// Lines that replace them (context and added), in order.
     pub new: Vec<String>,
+    /// For each of `new`, the index in `old` of the context line it
+    /// repeats (`None`: an added line), so a context line can keep the
+    /// file's text.
+    pub sources: Vec<Option<usize>>,
     /// `*** End of File`: the old lines end the file.
     pub at_end: bool,
     /// Line of the patch the hunk starts on (1-based), for errors.
@@ -134,6 +159,16 @@ const END_OF_FILE: &str = "*** End of File";
 
 fn invalid(line: usize, message: impl std::fmt::Display) -> Error {
     Error::InvalidArgument(format!("invalid patch, line {line}: {message}"))
+}
+
+/// Bytes parsing `patch` may hold, to charge before parsing it: for each
+/// of its lines a slice (16 bytes) and, in a hunk, its old and new strings
+/// and its source (64), and the lines' text, copied at most twice.
+pub fn parse_cost(patch: &str) -> u64 {
+    let lines = super::count_lines(patch.as_bytes()) as u64 + 1;
+    lines
+        .saturating_mul(80)
+        .saturating_add(2 * patch.len() as u64)
 }
 
 /// Parses a V4A patch. A malformed patch is INVALID_ARGUMENT naming the line
@@ -254,6 +289,7 @@ fn parse_hunks(body: &[&str], i: &mut usize) -> Result<Vec<Hunk>> {
             anchor,
             old: Vec::new(),
             new: Vec::new(),
+            sources: Vec::new(),
             at_end: false,
             patch_line: number,
         };
@@ -268,16 +304,17 @@ fn parse_hunks(body: &[&str], i: &mut usize) -> Result<Vec<Hunk>> {
                 break;
             }
             match line.chars().next() {
-                None => {
-                    hunk.old.push(String::new());
-                    hunk.new.push(String::new());
-                }
-                Some(' ') => {
-                    hunk.old.push(line[1..].to_owned());
-                    hunk.new.push(line[1..].to_owned());
+                None | Some(' ') => {
+                    let context = line.get(1..).unwrap_or_default();
+                    hunk.sources.push(Some(hunk.old.len()));
+                    hunk.old.push(context.to_owned());
+                    hunk.new.push(context.to_owned());
                 }
                 Some('-') => hunk.old.push(line[1..].to_owned()),
-                Some('+') => hunk.new.push(line[1..].to_owned()),
+                Some('+') => {
+                    hunk.sources.push(None);
+                    hunk.new.push(line[1..].to_owned());
+                }
                 Some(_) => {
                     return Err(invalid(
                         *i + 2,
@@ -317,6 +354,8 @@ const LENIENCIES: [Leniency; 4] = [
     Leniency::Punctuation,
 ];
 
+/// Whether a file line matches a patch line at `leniency` (it reads at
+/// most both lines whole, which is what matching is charged).
 fn same_line(file: &str, patch: &str, leniency: Leniency) -> bool {
     match leniency {
         Leniency::Exact => file == patch,
@@ -341,67 +380,163 @@ fn plain(c: char) -> char {
     }
 }
 
-/// Finds `wanted` in `lines` at or after `from` (with `at_end`, only where
-/// it ends the file), at the strictest leniency that finds it.
+/// A line of the file: its number and the byte it starts at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct At {
+    line: usize,
+    byte: usize,
+}
+
+/// The line of `text` starting at byte `at`, without its terminator (`\n`,
+/// or `\r\n`), and where the next line starts.
+fn line_at(text: &str, at: usize) -> (&str, usize) {
+    let rest = &text[at..];
+    match memchr::memchr(b'\n', rest.as_bytes()) {
+        Some(i) => {
+            let line = &rest[..i];
+            (line.strip_suffix('\r').unwrap_or(line), at + i + 1)
+        }
+        None => (rest, text.len()),
+    }
+}
+
+/// The work matching has left: bytes it may still read, and when it next
+/// asks its caller whether to go on.
+struct Work<'c> {
+    budget: u64,
+    left: u64,
+    until_check: u64,
+    costs: &'c Costs<'c>,
+}
+
+impl Work<'_> {
+    /// Spends what reading `bytes` bytes costs (at least one: every step
+    /// counts), or refuses once the bound or the deadline is passed.
+    fn spend(&mut self, bytes: usize) -> Result<()> {
+        let cost = bytes as u64 + 1;
+        let budget = self.budget;
+        self.left = self.left.checked_sub(cost).ok_or_else(|| {
+            Error::TooLarge(format!(
+                "matching the patch's hunks would read over {budget} bytes of the file and the \
+                 patch (the bound on matching one file); give hunks fewer, more distinctive \
+                 context lines"
+            ))
+        })?;
+        match self.until_check.checked_sub(cost) {
+            Some(left) => self.until_check = left,
+            None => {
+                self.until_check = CHECK_EVERY_BYTES;
+                (self.costs.alive)()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The line after `from`, read.
+    fn step(&mut self, text: &str, from: At) -> Result<At> {
+        let (line, next) = line_at(text, from.byte);
+        self.spend(line.len())?;
+        Ok(At {
+            line: from.line + 1,
+            byte: next,
+        })
+    }
+}
+
+/// Finds `wanted` in the `total` lines of `text` at or after `from` (with
+/// `at_end`, only where it ends the file), at the strictest leniency that
+/// finds it: where it starts and the byte after its last line.
 fn seek(
-    lines: &[&str],
+    text: &str,
+    total: usize,
     wanted: &[String],
-    from: usize,
+    from: At,
     at_end: bool,
-    budget: &mut u64,
-) -> Result<Option<usize>> {
-    if wanted.len() > lines.len() {
+    work: &mut Work<'_>,
+) -> Result<Option<(At, usize)>> {
+    if wanted.len() > total {
         return Ok(None);
     }
-    let last = lines.len() - wanted.len();
+    let last = total - wanted.len();
     // `*** End of File`: only at the end.
-    let first = if at_end { last.max(from) } else { from };
+    let mut first = from;
+    if at_end {
+        while first.line < last {
+            first = work.step(text, first)?;
+        }
+    }
     for leniency in LENIENCIES {
-        for start in first..=last {
+        let mut start = first;
+        while start.line <= last {
+            let mut byte = start.byte;
             let mut matched = true;
-            for (line, want) in lines[start..].iter().zip(wanted) {
-                *budget = budget.checked_sub(1).ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "matching the patch's hunks took over {MAX_LINE_COMPARISONS} line \
-                         comparisons; give hunks more distinctive context"
-                    ))
-                })?;
+            for want in wanted {
+                let (line, next) = line_at(text, byte);
+                work.spend(line.len() + want.len())?;
                 if !same_line(line, want, leniency) {
                     matched = false;
                     break;
                 }
+                byte = next;
             }
             if matched {
-                return Ok(Some(start));
+                return Ok(Some((start, byte)));
             }
+            start = work.step(text, start)?;
         }
     }
     Ok(None)
 }
 
+/// Where a hunk goes: its first line in the file, the byte after the lines
+/// it replaces, how many they are, and which hunk.
+struct Placed {
+    start: At,
+    end: usize,
+    count: usize,
+    hunk: usize,
+}
+
+/// Where text is written: a string, or a count of its bytes (to size it
+/// before it is built).
+trait Sink {
+    fn put(&mut self, text: &str);
+}
+
+impl Sink for String {
+    fn put(&mut self, text: &str) {
+        self.push_str(text);
+    }
+}
+
+impl Sink for usize {
+    fn put(&mut self, text: &str) {
+        *self += text.len();
+    }
+}
+
 /// Applies an Update's hunks to a file's text. `Ok(Err(_))` says which hunk
-/// did not match; `Err` is a bound exceeded.
+/// did not match; `Err` is a bound exceeded, the deadline passed, or the new
+/// text refused by `costs` (it is charged before it is built).
 pub fn apply_hunks(
     text: &str,
     hunks: &[Hunk],
+    costs: &Costs<'_>,
 ) -> Result<std::result::Result<String, HunkMismatch>> {
-    let (lines, endings): (Vec<&str>, Vec<&str>) = text
-        .split_inclusive('\n')
-        .map(|l| {
-            let body = l
-                .strip_suffix('\n')
-                .map_or(l, |b| b.strip_suffix('\r').unwrap_or(b));
-            (body, &l[body.len()..])
-        })
-        .unzip();
-    let newline = match endings.first() {
-        Some(&"\r\n") => "\r\n",
+    let total = super::count_lines(text.as_bytes());
+    let newline = match memchr::memchr(b'\n', text.as_bytes()) {
+        Some(i) if text[..i].ends_with('\r') => "\r\n",
         _ => "\n",
     };
-    let mut budget = MAX_LINE_COMPARISONS;
-    let mut cursor = 0;
-    // (start, old line count, hunk index) in file order.
-    let mut placed: Vec<(usize, usize, usize)> = Vec::with_capacity(hunks.len());
+    let mut work = Work {
+        budget: match_budget(text.len()),
+        left: match_budget(text.len()),
+        until_check: CHECK_EVERY_BYTES,
+        costs,
+    };
+    let mut cursor = At { line: 0, byte: 0 };
+    // In file order once sorted.
+    let mut placed: Vec<Placed> = Vec::with_capacity(hunks.len());
     for (index, hunk) in hunks.iter().enumerate() {
         let mismatch = |missing: String, anchor: bool| HunkMismatch {
             hunk: index,
@@ -410,64 +545,108 @@ pub fn apply_hunks(
             anchor,
         };
         if let Some(anchor) = &hunk.anchor {
-            match seek(
-                &lines,
-                std::slice::from_ref(anchor),
-                cursor,
-                false,
-                &mut budget,
-            )? {
-                Some(at) => cursor = at + 1,
+            let wanted = std::slice::from_ref(anchor);
+            match seek(text, total, wanted, cursor, false, &mut work)? {
+                Some((at, end)) => {
+                    cursor = At {
+                        line: at.line + 1,
+                        byte: end,
+                    }
+                }
                 None => return Ok(Err(mismatch(anchor.clone(), true))),
             }
         }
         if hunk.old.is_empty() {
-            placed.push((lines.len(), 0, index));
+            let end = At {
+                line: total,
+                byte: text.len(),
+            };
+            placed.push(Placed {
+                start: end,
+                end: text.len(),
+                count: 0,
+                hunk: index,
+            });
             continue;
         }
         // A model often ends a hunk with an empty context line the file
         // lacks at its end; try without it when the hunk does not match.
         let mut old: &[String] = &hunk.old;
-        let mut found = seek(&lines, old, cursor, hunk.at_end, &mut budget)?;
+        let mut found = seek(text, total, old, cursor, hunk.at_end, &mut work)?;
         if found.is_none() && old.last().is_some_and(String::is_empty) {
             old = &old[..old.len() - 1];
-            found = seek(&lines, old, cursor, hunk.at_end, &mut budget)?;
+            found = seek(text, total, old, cursor, hunk.at_end, &mut work)?;
         }
         match found {
-            Some(at) => {
-                placed.push((at, old.len(), index));
-                cursor = at + old.len();
+            Some((start, end)) => {
+                placed.push(Placed {
+                    start,
+                    end,
+                    count: old.len(),
+                    hunk: index,
+                });
+                cursor = At {
+                    line: start.line + old.len(),
+                    byte: end,
+                };
             }
             None => return Ok(Err(mismatch(hunk.old.join("\n"), false))),
         }
     }
     // Additions-only hunks sit at the end whatever their order.
-    placed.sort_by_key(|&(start, _, _)| start);
-    let mut out = String::with_capacity(text.len() + 64);
-    let mut copied = 0;
-    let push = |out: &mut String, line: &str, ending: &str| {
-        out.push_str(line);
-        out.push_str(if ending.is_empty() { newline } else { ending });
-    };
-    for (start, count, index) in placed {
-        for at in copied..start {
-            push(&mut out, lines[at], endings[at]);
-        }
-        let new = &hunks[index].new;
-        let new = if count < hunks[index].old.len() && new.last().is_some_and(String::is_empty) {
-            &new[..new.len() - 1]
-        } else {
-            &new[..]
-        };
-        for line in new {
-            push(&mut out, line, newline);
-        }
-        copied = start + count;
-    }
-    for at in copied..lines.len() {
-        push(&mut out, lines[at], endings[at]);
-    }
+    placed.sort_by_key(|p| p.start.line);
+    let mut size = 0usize;
+    write_patched(&mut size, text, hunks, &placed, newline);
+    (costs.charge)(size as u64, "the patched file")?;
+    let mut out = String::with_capacity(size);
+    write_patched(&mut out, text, hunks, &placed, newline);
     Ok(Ok(out))
+}
+
+/// Writes the patched text: the file's bytes between the placed hunks as
+/// they are (a last line without a break gets `newline`), and each hunk's
+/// new lines ending in `newline`, its context lines in the file's own text.
+fn write_patched(
+    out: &mut impl Sink,
+    text: &str,
+    hunks: &[Hunk],
+    placed: &[Placed],
+    newline: &str,
+) {
+    let copy = |out: &mut dyn Sink, from: usize, to: usize| {
+        let kept = &text[from..to];
+        out.put(kept);
+        if to == text.len() && !kept.is_empty() && !kept.ends_with('\n') {
+            out.put(newline);
+        }
+    };
+    let mut copied = 0;
+    for p in placed {
+        copy(out, copied, p.start.byte);
+        let hunk = &hunks[p.hunk];
+        // A hunk placed without its trailing empty context line drops it
+        // from its new lines too.
+        let dropped = p.count < hunk.old.len() && hunk.new.last().is_some_and(String::is_empty);
+        let keep = hunk.new.len() - usize::from(dropped);
+        // The file's line the walk is on (index in the hunk, byte): context
+        // lines come in order, so it only moves forward.
+        let mut file = (0, p.start.byte);
+        for (line, source) in hunk.new.iter().zip(&hunk.sources).take(keep) {
+            let body = match *source {
+                Some(i) if i < p.count => {
+                    while file.0 < i {
+                        file = (file.0 + 1, line_at(text, file.1).1);
+                    }
+                    line_at(text, file.1).0
+                }
+                _ => line.as_str(),
+            };
+            out.put(body);
+            out.put(newline);
+        }
+        copied = p.end;
+    }
+    copy(out, copied, text.len());
 }
 
 #[cfg(test)]
@@ -483,7 +662,7 @@ mod tests {
         let PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
             panic!("not an update")
         };
-        apply_hunks(text, hunks).unwrap()
+        apply_hunks(text, hunks, &Costs::unbounded()).unwrap()
     }
 
     #[test]
@@ -510,6 +689,7 @@ mod tests {
                         anchor: Some("fn main".into()),
                         old: vec!["ctx".into(), "old".into()],
                         new: vec!["ctx".into(), "new".into()],
+                        sources: vec![Some(0), None],
                         at_end: true,
                         patch_line: 8,
                     }],
@@ -615,7 +795,86 @@ mod tests {
         let PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
             panic!()
         };
-        let err = apply_hunks(&text, hunks).unwrap_err();
-        assert!(err.to_string().contains("line comparisons"), "{err}");
+        let err = apply_hunks(&text, hunks, &Costs::unbounded()).unwrap_err();
+        assert_eq!(err.grpc_code(), tonic::Code::ResourceExhausted);
+        assert!(
+            err.to_string().contains(&format!(
+                "would read over {} bytes",
+                match_budget(text.len())
+            )),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn long_lines_that_almost_match_are_bounded_in_bytes() {
+        // Few comparisons, each of long lines that differ only at the end:
+        // the bound is on the bytes read, not on the comparisons made.
+        let line = "x".repeat(4096);
+        let text = format!("{line}\n").repeat(5_000);
+        let mut body = String::from("@@\n");
+        for _ in 0..2000 {
+            body.push_str(&format!(" {line}\n"));
+        }
+        body.push_str(&format!("-{line}y\n"));
+        let parsed = parse(&patch(&format!("*** Update File: f\n{body}"))).unwrap();
+        let PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
+            panic!()
+        };
+        let err = apply_hunks(&text, hunks, &Costs::unbounded()).unwrap_err();
+        assert!(err.to_string().contains("bytes of the file"), "{err}");
+    }
+
+    #[test]
+    fn matching_stops_when_its_caller_must_stop() {
+        let text = "a\n".repeat(1 << 20);
+        let parsed = parse(&patch("*** Update File: f\n@@\n a\n-b\n")).unwrap();
+        let PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
+            panic!()
+        };
+        let stop = || Err(Error::Unavailable("deadline passed".into()));
+        let costs = Costs {
+            charge: Costs::unbounded().charge,
+            alive: &stop,
+        };
+        let err = apply_hunks(&text, hunks, &costs).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            Error::Unavailable("deadline passed".into()).to_string()
+        );
+    }
+
+    #[test]
+    fn the_new_text_is_charged_before_it_is_built() {
+        let charged = std::cell::Cell::new(0);
+        let charge = |bytes: u64, _: &str| {
+            charged.set(bytes);
+            Err(Error::TooLarge("no room".into()))
+        };
+        let costs = Costs {
+            charge: &charge,
+            alive: Costs::unbounded().alive,
+        };
+        let parsed = parse(&patch("*** Update File: f\n@@\n-b\n+BB\n")).unwrap();
+        let PatchOperation::Update { hunks, .. } = &parsed.operations[0] else {
+            panic!()
+        };
+        assert!(apply_hunks("a\nb\nc", hunks, &costs).is_err());
+        assert_eq!(charged.get(), "a\nBB\nc\n".len() as u64);
+    }
+
+    #[test]
+    fn leniently_matched_context_keeps_the_file_text() {
+        assert_eq!(update("a  \nb\n", " a\n-b\n+B\n").unwrap(), "a  \nB\n");
+        assert_eq!(update("  a\nb\n", " a\n-b\n+B\n").unwrap(), "  a\nB\n");
+        assert_eq!(
+            update("x \u{2014} y\nb\n", " x - y\n-b\n+B\n").unwrap(),
+            "x \u{2014} y\nB\n"
+        );
+        // Around the changed line, context before and after.
+        assert_eq!(
+            update("p \nq\nr\t\n", " p\n-q\n+Q\n+Q2\n r\n").unwrap(),
+            "p \nQ\nQ2\nr\t\n"
+        );
     }
 }

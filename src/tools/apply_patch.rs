@@ -125,6 +125,11 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let text = args.required_string("patch")?;
     let root_arg = args.string("root")?.unwrap_or(".");
     let root = call.resolve(root_arg, OUTSIDE)?;
+    // The parsed patch holds about a hundred bytes a line, a line of the
+    // request one byte: charged before it is built.
+    call.caller
+        .account
+        .charge(patch::parse_cost(text), "parsing the patch")?;
     let parsed = patch::parse(text).map_err(|e| {
         let message = format!("{e}. Nothing was applied.");
         ToolError::new(e, message)
@@ -262,21 +267,21 @@ async fn failure(call: &Call, e: Error, ops: &[ChangeOp]) -> ToolError {
 /// text or every hunk matches (an earlier operation of the patch made the
 /// text it was matched against).
 async fn closest(call: &Call, path: &VfsPath, hunks: &[patch::Hunk]) -> Option<String> {
-    let read = path.clone();
-    let (data, _) = call
-        .service
-        .run(&call.caller, move |files| files.read(&read, Op::ReadFile))
+    let (read, hunks) = (path.clone(), hunks.to_vec());
+    call.service
+        .run(&call.caller, move |files| {
+            let (data, _) = files.read(&read, Op::ReadFile)?;
+            let text = crate::text::decode_strict(read.as_str(), &data)?;
+            let costs = crate::text::Costs {
+                charge: &|bytes, what| files.charge(bytes, what),
+                alive: crate::text::Costs::unbounded().alive,
+            };
+            let Ok(Err(mismatch)) = patch::apply_hunks(text, &hunks, &costs) else {
+                return Ok(None);
+            };
+            Ok(Some(hint::missing(text, &mismatch.missing, &HUNK)))
+        })
         .await
-        .ok()?;
-    let hunks = hunks.to_vec();
-    crate::service::blocking(move || {
-        let text = String::from_utf8(data).map_err(|e| Error::Binary(e.to_string()))?;
-        let Ok(Err(mismatch)) = patch::apply_hunks(&text, &hunks) else {
-            return Ok(None);
-        };
-        Ok(Some(hint::missing(&text, &mismatch.missing, &HUNK)))
-    })
-    .await
-    .ok()
-    .flatten()
+        .ok()
+        .flatten()
 }

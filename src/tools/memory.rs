@@ -235,8 +235,10 @@ async fn view(call: &Call, at: Located, range: Option<Vec<i64>>) -> Result<Strin
                     format!("The file {raw} is not valid UTF-8 text."),
                 )));
             };
-            let lines: Vec<&str> = content.split('\n').collect();
-            if lines.len() > MAX_LINES {
+            // Lines are `split('\n')` pieces, as the SDK counts them: found
+            // by scanning, never collected.
+            let n = memchr::memchr_iter(b'\n', content.as_bytes()).count() + 1;
+            if n > MAX_LINES {
                 return Ok(Err(ToolError::invalid(format!(
                     "File {raw} exceeds maximum line limit of 999,999 lines."
                 ))));
@@ -244,15 +246,20 @@ async fn view(call: &Call, at: Located, range: Option<Vec<i64>>) -> Result<Strin
             let (window, first) = match range.as_deref() {
                 Some(&[start, end]) => {
                     let start = start.max(1) - 1;
-                    let end = if end == -1 { lines.len() as i64 } else { end };
-                    (py_slice(lines.len(), start, end), start as u64 + 1)
+                    let end = if end == -1 { n as i64 } else { end };
+                    (py_slice(n, start, end), start as u64 + 1)
                 }
-                _ => (0..lines.len(), 1),
+                _ => (0..n, 1),
             };
-            Ok(Ok(format!(
-                "Here's the content of {raw} with line numbers:\n{}",
-                text::format_lines_numbered(lines[window].iter().copied(), first)
-            )))
+            let shown = (!window.is_empty()).then(|| text::lines::split_span(content, window));
+            let lines = || shown.into_iter().flat_map(|span| span.split('\n'));
+            let what = format!("Here's the content of {raw} with line numbers:\n");
+            let size = what.len() + text::lines::numbered_len(lines(), first);
+            files.charge(size as u64, "the view of the file")?;
+            let mut out = String::with_capacity(size);
+            out.push_str(&what);
+            text::lines::push_lines_numbered(&mut out, lines(), first);
+            Ok(Ok(out))
         })
         .await
         .map_err(ToolError::from)?
@@ -326,16 +333,21 @@ async fn str_replace(
 
 async fn insert(call: &Call, at: Located, line: i64, text: String) -> Result<String, ToolError> {
     let Located { raw, path, .. } = at;
-    edit_file(
-        call,
-        path,
-        move |content, max| match text::insert::insert_at_line(content, line, &text, max)? {
-            Ok(done) => Ok((done.text, ())),
-            Err(n) => Err(ToolError::invalid(format!(
-                "Invalid `insert_line` parameter: {line}. It should be within the range [0, {n}]."
-            ))),
-        },
-    )
+    call.service
+        .run(&call.caller, move |files| {
+            files.edit_text(&path, None, false, |content, max| {
+                let costs = text::Costs {
+                    charge: &|bytes, what| files.charge(bytes, what),
+                    alive: text::Costs::unbounded().alive,
+                };
+                match text::insert::insert_at_line(content, line, &text, max, &costs)? {
+                    Ok(done) => Ok((done.text, ())),
+                    Err(n) => Err(ToolError::invalid(format!(
+                        "Invalid `insert_line` parameter: {line}. It should be within the range [0, {n}]."
+                    ))),
+                }
+            })
+        })
     .await
     .map_err(|e| edit_error(e, &raw))??;
     Ok(format!("The file {raw} has been edited."))

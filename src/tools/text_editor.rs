@@ -133,12 +133,18 @@ fn path_error(e: Error, shown: &str) -> ToolError {
     ToolError::new(e, message)
 }
 
-/// "Here's the result of running `cat -n` on {what}:\n" and the lines.
+/// "Here's the result of running `cat -n` on {what}:\n", which precedes
+/// the lines.
+fn cat_n_head(what: &str) -> String {
+    format!("Here's the result of running `cat -n` on {what}:\n")
+}
+
+/// [`cat_n_head`], the lines numbered from `first`, and a final `\n`.
 fn cat_n<'a>(what: &str, lines: impl IntoIterator<Item = &'a str>, first: usize) -> String {
-    format!(
-        "Here's the result of running `cat -n` on {what}:\n{}\n",
-        text::format_lines_numbered(lines, first as u64)
-    )
+    let mut out = cat_n_head(what);
+    text::lines::push_lines_numbered(&mut out, lines, first as u64);
+    out.push('\n');
+    out
 }
 
 /// `view_range` checked against a file of `n` lines, as the demo words it.
@@ -167,6 +173,27 @@ fn check_range(range: &[i64], n: usize) -> Result<std::ops::Range<usize>, ToolEr
     }
     let end = if last == -1 { n } else { last };
     Ok(first as usize - 1..end.max(0) as usize)
+}
+
+/// The start of `span` (lines joined by `\n`) within `max_chars`
+/// characters, the `\n` between lines counting as one, the way the view's
+/// `max_characters` cuts it, and whether it was cut.
+fn clip(span: &str, max_chars: usize) -> (&str, bool) {
+    let mut budget = max_chars;
+    let mut at = 0;
+    for line in span.split('\n') {
+        let chars = line.chars().count();
+        if chars > budget {
+            let cut = line
+                .char_indices()
+                .nth(budget)
+                .map_or(line.len(), |(i, _)| i);
+            return (&span[..at + cut], true);
+        }
+        at += line.len() + 1;
+        budget = budget.saturating_sub(chars + 1);
+    }
+    (span, false)
 }
 
 async fn view(
@@ -204,31 +231,29 @@ async fn view(
             let Ok(content) = text::decode_strict(path.as_str(), &data) else {
                 return Ok(Err(path_error(Error::Binary(path.to_string()), &shown)));
             };
-            let lines: Vec<&str> = content.split('\n').collect();
+            // Lines are `split('\n')` pieces, as the demo counts them: found
+            // by scanning, never collected.
+            let n = memchr::memchr_iter(b'\n', content.as_bytes()).count() + 1;
             let window = match range.as_deref() {
-                Some(range) => match check_range(range, lines.len()) {
+                Some(range) => match check_range(range, n) {
                     Ok(window) => window,
                     Err(e) => return Ok(Err(e)),
                 },
-                None => 0..lines.len(),
+                None => 0..n,
             };
             let first = window.start + 1;
-            let mut budget = max_chars;
-            let mut shown_lines = Vec::new();
-            let mut clipped = false;
-            for line in &lines[window] {
-                let chars = line.chars().count();
-                if chars > budget {
-                    let cut = line.char_indices().nth(budget).map_or(line.len(), |(i, _)| i);
-                    shown_lines.push(&line[..cut]);
-                    clipped = true;
-                    break;
-                }
-                shown_lines.push(line);
-                // The newline between lines counts as a character.
-                budget = budget.saturating_sub(chars + 1);
-            }
-            let mut out = cat_n(&shown, shown_lines, first);
+            let span = text::lines::split_span(content, window);
+            let (visible, clipped) = clip(span, max_chars);
+            let what = cat_n_head(&shown);
+            let size = what.len()
+                + text::lines::numbered_len(visible.split('\n'), first as u64)
+                + 1
+                + if clipped { CLIPPED.len() } else { 0 };
+            files.charge(size as u64, "the view of the file")?;
+            let mut out = String::with_capacity(size);
+            out.push_str(&what);
+            text::lines::push_lines_numbered(&mut out, visible.split('\n'), first as u64);
+            out.push('\n');
             if clipped {
                 out.push_str(CLIPPED);
             }
@@ -308,26 +333,29 @@ async fn insert(
     line: i64,
     text: String,
 ) -> Result<String, ToolError> {
-    let edited = edit_file(call, path, move |content, max| {
-        match text::insert::insert_at_line(content, line, &text, max)? {
-            Ok(done) => {
-                let at = line as usize;
-                let from = at.saturating_sub(SNIPPET_LINES);
-                let to = at + done.lines + SNIPPET_LINES;
-                let snippet = cat_n(
-                    "a snippet of the edited file",
-                    text::insert::insert_lines(&done.text)
-                        .into_iter()
-                        .skip(from)
-                        .take(to - from),
-                    from + 1,
-                );
-                Ok((done.text, snippet))
+    let edited = call.service.run(&call.caller, move |files| {
+        files.edit_text(&path, None, false, |content, max| {
+            let costs = text::Costs {
+                charge: &|bytes, what| files.charge(bytes, what),
+                alive: text::Costs::unbounded().alive,
+            };
+            match text::insert::insert_at_line(content, line, &text, max, &costs)? {
+                Ok(done) => {
+                    let at = line as usize;
+                    let from = at.saturating_sub(SNIPPET_LINES);
+                    let to = at + done.lines + SNIPPET_LINES;
+                    let snippet = cat_n(
+                        "a snippet of the edited file",
+                        text::insert::lines(&done.text).skip(from).take(to - from),
+                        from + 1,
+                    );
+                    Ok((done.text, snippet))
+                }
+                Err(n) => Err(ToolError::invalid(format!(
+                    "Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {n}]"
+                ))),
             }
-            Err(n) => Err(ToolError::invalid(format!(
-                "Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {n}]"
-            ))),
-        }
+        })
     })
     .await
     .map_err(|e| path_error(e, &shown))?;

@@ -373,3 +373,102 @@ async fn apply_patch_verb() {
         "{said}"
     );
 }
+
+/// Issue 51 F2: ApplyPatch on files of 48 MiB of empty lines, eight at
+/// once, in a server limited to 2 GiB of address space: each patch is
+/// applied or refused for memory, and the server stays up. Matching split
+/// the file into two vectors of its lines and their endings (32 bytes a
+/// line, uncharged): one such patch took 1.5 GiB.
+#[tokio::test]
+async fn patches_of_files_of_empty_lines_keep_the_server_up() {
+    use crate::claude_tools::{empty_lines, huge_text_server, memory_mib, served_or_refused};
+    let server = huge_text_server();
+    let content = empty_lines();
+    for i in 0..8 {
+        std::fs::write(server.workdir().join(format!("empty{i}.txt")), &content).unwrap();
+    }
+    drop(content);
+    crate::util::write(&mut server.fs().await, "/small.txt", "still here\n").await;
+    let (start, _) = memory_mib(&server);
+    server.reset_peak_memory();
+    let patches = (0..8)
+        .map(|i| {
+            let patch = format!(
+                "*** Begin Patch\n*** Update File: empty{i}.txt\n@@\n \n-\n+x\n \n*** End Patch\n"
+            );
+            ("ApplyPatch", json!({"patch": patch, "root": "/workspace"}))
+        })
+        .collect();
+    let served = served_or_refused(&server, patches, "memory_bytes").await;
+    let (_, peak) = memory_mib(&server);
+    eprintln!(
+        "ApplyPatch of 48 MiB of empty lines: {served} of 8 served; peak {peak} MiB, {} MiB \
+         over {start} MiB",
+        peak.saturating_sub(start)
+    );
+    assert!(served > 0, "no patch was applied");
+    // Each file is patched whole, or untouched when its patch was refused.
+    let mut patched = 0;
+    for i in 0..8 {
+        let data = std::fs::read(server.workdir().join(format!("empty{i}.txt"))).unwrap();
+        if data.starts_with(b"\nx\n\n") && data.len() == (48 << 20) + 1 {
+            patched += 1;
+        } else {
+            assert!(data.len() == 48 << 20 && data.iter().all(|&b| b == b'\n'));
+        }
+    }
+    assert_eq!(patched, served);
+    let read = crate::util::read_text(&mut server.fs().await, "/small.txt").await;
+    assert_eq!(read.content, "still here\n");
+}
+
+/// CPU time the process `pid` has used, in milliseconds (`/proc/PID/stat`).
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's closing parenthesis; utime and stime
+    // are the 14th and 15th of the line, in clock ticks (100 a second).
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks * 10
+}
+
+/// Issue 51 F8: a patch of 800 KiB of context lines that almost match a
+/// 32 MiB file at every offset (long lines, the last one of the hunk
+/// differing) is refused RESOURCE_EXHAUSTED naming the bound on the bytes
+/// matching may read, instead of comparing line after line for seconds of
+/// CPU after its client has given up (an 882 KiB patch took 77–85 s).
+#[tokio::test]
+async fn patches_that_almost_match_everywhere_are_bounded_in_bytes() {
+    let server = Server::start();
+    let line = "a".repeat(4000);
+    let file = format!("{line}\n").repeat(8000);
+    std::fs::write(server.workdir().join("near.txt"), &file).unwrap();
+    let mut patch = String::from("*** Begin Patch\n*** Update File: near.txt\n@@\n");
+    for _ in 0..200 {
+        patch.push_str(&format!(" {line}\n"));
+    }
+    patch.push_str(&format!("-{line}b\n+x\n*** End Patch\n"));
+    let mut tools = ToolsClient::new(server.channel().await);
+    let before = cpu_ms(server.pid());
+    let envelope = apply_patch(&mut tools, json!({"patch": patch, "root": "/workspace"})).await;
+    let spent = cpu_ms(server.pid()) - before;
+    eprintln!(
+        "a patch of {} KiB almost matching a {} MiB file: {spent} ms of CPU",
+        patch.len() >> 10,
+        file.len() >> 20
+    );
+    assert_eq!(envelope["status"], "error", "{envelope}");
+    assert_eq!(envelope["error"]["code"], "INVALID_PARAM", "{envelope}");
+    let message = envelope["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!(
+            "would read over {} bytes of the file and the patch",
+            agentvfs::text::patch::match_budget(file.len())
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read(server.workdir().join("near.txt")).unwrap(),
+        file.as_bytes()
+    );
+}

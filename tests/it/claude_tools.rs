@@ -255,3 +255,138 @@ async fn directory_views_are_bounded() {
     );
     assert!(!text.contains("/big/f10000"), "{text}");
 }
+
+/// The address space the servers of the huge-text tests run in
+/// (`RLIMIT_AS`): an allocation past it aborts the server, as a container's
+/// memory limit would. The idle server starts within it: it reserves about
+/// 250 MiB of address space (`VmSize` of `/proc/PID/status`; jemalloc, RocksDB
+/// and the threads' stacks).
+pub const TEXT_ADDRESS_SPACE: u64 = 2 << 30;
+
+/// A file of 48 MiB of empty lines: one line a byte, the worst case for
+/// anything that holds a file's lines.
+pub fn empty_lines() -> String {
+    "\n".repeat(48 << 20)
+}
+
+/// A server in [`TEXT_ADDRESS_SPACE`] that accepts files of 64 MiB, with a
+/// memory budget of 512 MiB for calls in flight (a principal's share the
+/// default: four times the largest file, 256 MiB), and the default mounts.
+pub fn huge_text_server() -> Server {
+    let config = "max_file_bytes = 67108864\n\
+                  [limits]\nmemory_bytes = 536870912\n\
+                  [[mount]]\nprefix = \"/\"\ntier = \"state\"\n\
+                  [[mount]]\nprefix = \"/memories\"\ntier = \"store\"\n\
+                  [[mount]]\nprefix = \"/workspace\"\ntier = \"filesystem\"\nroot = \".\"\n";
+    let dir = tempfile::tempdir().expect("temp dir");
+    Server::start_limited(dir, Some(config), &[], Some(TEXT_ADDRESS_SPACE))
+}
+
+/// Resident memory now and at the peak since the last reset, in MiB.
+pub fn memory_mib(server: &Server) -> (u64, u64) {
+    (
+        server.memory_kib("VmRSS") / 1024,
+        server.memory_kib("VmHWM") / 1024,
+    )
+}
+
+/// Runs the tool calls `calls` at once, each on its own connection, and
+/// checks each was served or refused for memory (RESOURCE_EXHAUSTED's
+/// INVALID_PARAM naming the budget) or for a bound `allowed` names; answers
+/// how many were served.
+pub async fn served_or_refused(server: &Server, calls: Vec<(&str, Value)>, allowed: &str) -> usize {
+    let mut running = Vec::new();
+    for (name, args) in calls {
+        let mut tools =
+            ToolsClient::new(server.channel().await).max_decoding_message_size(256 << 20);
+        let name = name.to_owned();
+        running.push(tokio::spawn(async move {
+            let envelope = invoke(&mut tools, &name, args.clone()).await;
+            (name, args, envelope)
+        }));
+    }
+    let mut served = 0;
+    for call in running {
+        let (name, args, envelope) = call.await.expect("the call answered");
+        if envelope["status"] == "success" {
+            served += 1;
+            continue;
+        }
+        let message = envelope["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            envelope["error"]["code"] == "INVALID_PARAM"
+                && (message.contains("memory_bytes") || message.contains(allowed)),
+            "{name} {args}: {envelope}"
+        );
+    }
+    served
+}
+
+/// Issue 51 F2: views and inserts of a file of 48 MiB of empty lines, eight
+/// at once, by Claude's text editor and memory tools, in a server limited
+/// to 2 GiB of address space. Each call is served or refused for memory
+/// (the memory tool's view for its line limit), and the server stays up.
+/// The tools split the file into vectors of its lines (16 to 48 bytes a
+/// line, uncharged): two such views took a 4 GiB server down.
+#[tokio::test]
+async fn views_and_inserts_of_a_file_of_empty_lines_keep_the_server_up() {
+    let server = huge_text_server();
+    let content = empty_lines();
+    std::fs::write(server.workdir().join("empty.txt"), &content).unwrap();
+    let mut fs = server.fs().await;
+    let request = pb::WriteRequest {
+        path: "/memories/empty.txt".into(),
+        content,
+        ..Default::default()
+    };
+    fs.write(request).await.expect("write the memory file");
+    write(&mut fs, "/small.txt", "still here\n").await;
+    let (start, _) = memory_mib(&server);
+    server.reset_peak_memory();
+
+    let editor = "str_replace_based_edit_tool";
+    let mut views = Vec::new();
+    for i in 0..8 {
+        views.push(match i % 4 {
+            0 | 1 => (
+                editor,
+                json!({"command": "view", "path": "/workspace/empty.txt"}),
+            ),
+            2 => (
+                editor,
+                json!({"command": "view", "path": "/workspace/empty.txt", "view_range": [1, 100]}),
+            ),
+            _ => (
+                "memory",
+                json!({"command": "view", "path": "/memories/empty.txt"}),
+            ),
+        });
+    }
+    let served = served_or_refused(&server, views, "maximum line limit").await;
+    eprintln!("views of 48 MiB of empty lines: {served} of 8 served");
+
+    let mut inserts = Vec::new();
+    for i in 0..8 {
+        inserts.push(if i % 2 == 0 {
+            (
+                editor,
+                json!({"command": "insert", "path": "/workspace/empty.txt", "insert_line": i, "insert_text": "x"}),
+            )
+        } else {
+            (
+                "memory",
+                json!({"command": "insert", "path": "/memories/empty.txt", "insert_line": i, "insert_text": "x"}),
+            )
+        });
+    }
+    let served = served_or_refused(&server, inserts, "memory_bytes").await;
+    eprintln!("inserts into 48 MiB of empty lines: {served} of 8 served");
+
+    let (_, peak) = memory_mib(&server);
+    eprintln!(
+        "views and inserts: peak {peak} MiB, {} MiB over {start} MiB",
+        peak.saturating_sub(start)
+    );
+    let read = crate::util::read_text(&mut server.fs().await, "/small.txt").await;
+    assert_eq!(read.content, "still here\n");
+}

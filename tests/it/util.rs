@@ -24,6 +24,8 @@ pub struct Server {
     dir: tempfile::TempDir,
     /// Its user data directory (the default Store's home); removed on drop.
     data: tempfile::TempDir,
+    /// Its address-space limit in bytes, if any (a restart keeps it).
+    address_space: Option<u64>,
 }
 
 impl Server {
@@ -41,6 +43,18 @@ impl Server {
 
     /// Like [`Server::start_with`] in an existing working directory.
     pub fn start_in(dir: tempfile::TempDir, config: Option<&str>, args: &[&str]) -> Server {
+        Server::start_limited(dir, config, args, None)
+    }
+
+    /// Like [`Server::start_in`], the server's address space limited to
+    /// `address_space` bytes (`RLIMIT_AS`): an allocation past it aborts
+    /// the server, as a container's memory limit would.
+    pub fn start_limited(
+        dir: tempfile::TempDir,
+        config: Option<&str>,
+        args: &[&str],
+        address_space: Option<u64>,
+    ) -> Server {
         let mut serve: Vec<String> = vec!["serve".into()];
         if let Some(config) = config {
             let path = dir.path().join("agentvfs.toml");
@@ -56,7 +70,7 @@ impl Server {
         // keeps its own, outside its working directory (which the default
         // configuration serves at /workspace).
         let data = tempfile::tempdir().expect("temp dir");
-        let (child, url, logs) = spawn(dir.path(), data.path(), &serve);
+        let (child, url, logs) = spawn(dir.path(), data.path(), &serve, address_space);
         Server {
             child,
             url,
@@ -64,6 +78,7 @@ impl Server {
             args: serve,
             dir,
             data,
+            address_space,
         }
     }
 
@@ -84,7 +99,12 @@ impl Server {
     /// new port.
     pub fn crash_and_restart(&mut self) {
         self.kill();
-        let (child, url, logs) = spawn(self.dir.path(), self.data.path(), &self.args);
+        let (child, url, logs) = spawn(
+            self.dir.path(),
+            self.data.path(),
+            &self.args,
+            self.address_space,
+        );
         self.child = child;
         self.url = url;
         self.logs = logs;
@@ -165,6 +185,7 @@ fn spawn(
     dir: &std::path::Path,
     data: &std::path::Path,
     args: &[String],
+    address_space: Option<u64>,
 ) -> (Child, String, Arc<Mutex<String>>) {
     let mut env: Vec<(&str, &std::ffi::OsStr)> = vec![("XDG_DATA_HOME", data.as_os_str())];
     // An object mount without an endpoint reaches the test process's S3
@@ -184,6 +205,7 @@ fn spawn(
         cwd: dir,
         log_filter: "agentvfs=debug",
         env,
+        address_space,
     }
     .start();
     (

@@ -40,6 +40,10 @@ pub struct Launch<'a> {
     pub log_filter: &'a str,
     /// More environment variables.
     pub env: Vec<(&'a str, &'a OsStr)>,
+    /// Its address space limit in bytes (`RLIMIT_AS`, set in the child
+    /// before it runs the binary), as a deployment's memory limit would
+    /// be: past it every allocation fails and the process aborts.
+    pub address_space: Option<u64>,
 }
 
 impl Launch<'_> {
@@ -54,6 +58,24 @@ impl Launch<'_> {
             .envs(self.env)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(bytes) = self.address_space {
+            use std::os::unix::process::CommandExt;
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            // SAFETY: setrlimit is async-signal-safe and touches only the
+            // child, between fork and exec; `limit` is a plain copy.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_AS, &limit) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         let mut child = cmd.spawn().expect("spawn agentvfs");
         let logs: Logs = Arc::default();
         let stderr = child.stderr.take().expect("piped stderr");

@@ -78,6 +78,27 @@ def test_operations_leave_what_the_sdks_apply_diff_computes(client: Client) -> N
         read(client, "/proj/main.py")
 
 
+@pytest.mark.parametrize(
+    ("before", "diff"),
+    [
+        ("alpha   \nbeta\ngamma\t\n", "@@\n alpha\n-beta\n+BETA\n gamma\n"),
+        ("    alpha\nbeta\n\tgamma  \n", "@@\n alpha\n-beta\n+BETA\n gamma\n"),
+    ],
+    ids=["trailing-whitespace", "surrounding-whitespace"],
+)
+def test_leniently_matched_context_keeps_the_files_text(client: Client, before: str, diff: str) -> None:
+    """Context lines that match the file only ignoring whitespace keep the
+    file's own text, as the SDK's `apply_diff` keeps it: only `-` lines go
+    and `+` lines come. (The SDK does not read typographic punctuation as
+    ASCII, so that leniency is compared with Codex only, in
+    tests/it/apply_patch.rs.)"""
+    path = f"/lenient/{uuid.uuid4().hex}.txt"
+    client.filesystem.Write(pb.WriteRequest(path=path, content=before))
+    result = AgentVfsEditor(client).update_file(ApplyPatchOperation(type="update_file", path=path, diff=diff))
+    assert result.status == "completed", result.output
+    assert read(client, path) == apply_diff(before, diff)
+
+
 def test_each_operation_is_one_changeset_with_the_label(client: Client) -> None:
     """An update that moves is one changeset: the tombstone at the source
     and the new file at the destination carry the same changeset id and the
