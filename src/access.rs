@@ -152,6 +152,12 @@ pub struct Principal {
     /// handle bound to a branch sees and changes only it (docs/security.md
     /// § Handles bound to a branch).
     pub branch: String,
+    /// For a handle, its lineage: the ids of the handles from its root
+    /// principal's down to itself, joined by `/` (empty for a root
+    /// principal). Changes record it, so a Rewind by a handle's id undoes
+    /// that handle's changes and those of the handles it minted, never a
+    /// sibling's (docs/changesets.md § Attribution).
+    pub handle: String,
 }
 
 impl Principal {
@@ -167,6 +173,7 @@ impl Principal {
             }],
             owner: "local".into(),
             branch: String::new(),
+            handle: String::new(),
         }
     }
 
@@ -237,6 +244,7 @@ mod tests {
             name: "reader".into(),
             owner: "reader".into(),
             branch: String::new(),
+            handle: String::new(),
             namespace: "team".into(),
             grants: vec![Grant {
                 prefix: p("/workspace"),

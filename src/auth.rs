@@ -311,10 +311,16 @@ impl Auth {
             Some((_, parent_expires)) => (now + ttl).min(*parent_expires),
             None => now + ttl,
         };
-        // The name stays short at any depth: it names the root, not the chain.
+        // The name stays short at any depth: it names the handle's own id
+        // and the root, not the chain.
+        let id = crate::change::new_handle_id();
         let name = match creator.depth {
-            1 => format!("handle of {}", root.name),
-            depth => format!("handle of {} (depth {depth})", root.name),
+            1 => format!("handle {id} of {}", root.name),
+            depth => format!("handle {id} of {} (depth {depth})", root.name),
+        };
+        let handle = match creator.principal.handle.as_str() {
+            "" => id,
+            parent => format!("{parent}/{id}"),
         };
         let principal = Principal {
             name,
@@ -322,6 +328,7 @@ impl Auth {
             grants: grants.clone(),
             owner: root.owner.clone(),
             branch: branch.clone(),
+            handle,
         };
         let token = new_token();
         handles.0.insert(
@@ -493,6 +500,7 @@ mod tests {
             grants,
             owner: name.into(),
             branch: String::new(),
+            handle: String::new(),
         }
     }
 
@@ -533,7 +541,11 @@ mod tests {
             .unwrap();
         assert_eq!(h.grants, vec![grant("/w/x", &[Op::List])]);
         let p = auth.authenticate(Some(&h.token)).unwrap();
-        assert_eq!((p.name.as_str(), &p.grants), ("handle of a", &h.grants));
+        let id = p.handle.as_str();
+        assert_eq!(
+            (p.name.clone(), &p.grants),
+            (format!("handle {id} of a"), &h.grants)
+        );
         assert!(auth.revoke_handle(Some("t2"), &h.token).is_err());
         assert!(auth.revoke_handle(None, &h.token).is_err());
         auth.revoke_handle(Some("t1"), &h.token).unwrap();
@@ -611,9 +623,14 @@ mod tests {
             token = mint(&auth, &token).unwrap().token;
         }
         let deepest = auth.authenticate(Some(&token)).unwrap();
+        // Its lineage names every handle of the chain; its name only its
+        // own id and the root.
+        let ids: Vec<&str> = deepest.handle.split('/').collect();
+        assert_eq!(ids.len(), MAX_HANDLE_DEPTH);
+        let own = ids[MAX_HANDLE_DEPTH - 1];
         assert_eq!(
             deepest.name,
-            format!("handle of a (depth {MAX_HANDLE_DEPTH})")
+            format!("handle {own} of a (depth {MAX_HANDLE_DEPTH})")
         );
         // Budgets (streams, handles) stay those of the root principal.
         assert_eq!(deepest.owner, "a");
@@ -704,10 +721,8 @@ mod tests {
         let h = open
             .create_handle(None, &[grant("/w", &[Op::List])], Duration::ZERO, "")
             .unwrap();
-        assert_eq!(
-            open.authenticate(Some(&h.token)).unwrap().name,
-            "handle of local"
-        );
+        let handle = open.authenticate(Some(&h.token)).unwrap();
+        assert_eq!(handle.name, format!("handle {} of local", handle.handle));
         open.revoke_handle(None, &h.token).unwrap();
         let closed = Auth::new(vec![("op-token".into(), Principal::local())], false);
         assert!(matches!(

@@ -98,17 +98,13 @@ impl Origin {
     const ATTRIBUTED: u8 = 0x80;
 
     /// `operation` done by the caller of `scope`, in its session, under its
-    /// label and changeset.
+    /// label and changeset; a handle is recorded as itself, by its lineage
+    /// (`crate::access::Principal::handle`).
     pub fn of(scope: &crate::scope::Scope, operation: Operation) -> Origin {
         let principal = &scope.principal;
-        let handle = if principal.name == principal.owner {
-            String::new()
-        } else {
-            bounded_name(&principal.name)
-        };
         Origin {
             principal: bounded_name(&principal.owner),
-            handle,
+            handle: bounded_name(&principal.handle),
             session: bounded_name(&scope.session),
             label: bounded_name(&scope.label),
             changeset: bounded_name(&scope.changeset),
@@ -173,6 +169,53 @@ impl Origin {
             operation,
         };
         Some((origin, at))
+    }
+}
+
+/// Bytes of randomness in a handle's id: enough that two handles of one
+/// server never share one.
+const HANDLE_ID_BYTES: usize = 8;
+
+/// A new handle's id: `h` and 16 hex digits. Ids are public (change
+/// records and DescribeGrants show them), unlike tokens; a lineage of the
+/// deepest chain, 8 ids, fits [`Origin::MAX_NAME_BYTES`].
+pub fn new_handle_id() -> String {
+    let bytes: [u8; HANDLE_ID_BYTES] = rand::random();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("h{hex}")
+}
+
+/// True when `text` has the shape of a handle's id ([`new_handle_id`]).
+fn is_handle_id(text: &str) -> bool {
+    text.len() == 1 + 2 * HANDLE_ID_BYTES
+        && text.starts_with('h')
+        && text[1..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+impl Origin {
+    /// True when the change was made through `handle` or a handle it
+    /// minted, at any depth: `handle` is a handle's id, or a lineage as
+    /// change records show it. A record kept before handles were recorded
+    /// by lineage (it holds the handle's name, `handle of NAME`) is picked
+    /// by that exact name only.
+    pub fn made_through(&self, handle: &str) -> bool {
+        let recorded = self.handle.as_str();
+        if handle.is_empty() || recorded.is_empty() {
+            return false;
+        }
+        if recorded == handle {
+            return true;
+        }
+        let ids: Vec<&str> = recorded.split('/').collect();
+        if !ids.iter().all(|id| is_handle_id(id)) {
+            return false;
+        }
+        match handle.rsplit_once('/') {
+            None => ids.contains(&handle),
+            Some(_) => recorded
+                .strip_prefix(handle)
+                .is_some_and(|rest| rest.starts_with('/')),
+        }
     }
 }
 
@@ -527,6 +570,43 @@ mod tests {
         }
         let long = format!("c1.{}", "A".repeat(MAX_CURSOR_CHARS));
         assert!(ChangeCursor::decode(&long).is_err());
+    }
+
+    #[test]
+    fn a_handle_is_picked_with_the_handles_it_minted_never_a_sibling() {
+        let (parent, sibling) = (new_handle_id(), new_handle_id());
+        let child = format!("{parent}/{}", new_handle_id());
+        let origin = |handle: &str| Origin {
+            handle: handle.to_owned(),
+            ..Origin::external(Operation::Write)
+        };
+        assert!(origin(&parent).made_through(&parent));
+        assert!(origin(&child).made_through(&parent));
+        assert!(origin(&child).made_through(&child));
+        assert!(!origin(&parent).made_through(&child));
+        assert!(!origin(&sibling).made_through(&parent));
+        assert!(!origin(&format!("{sibling}/{}", new_handle_id())).made_through(&parent));
+        assert!(!origin("").made_through(""));
+        // A record written when handles were recorded by name decodes as
+        // before, and is picked by that name only.
+        let mut old = vec![Operation::Edit.code()];
+        for name in ["alice", "handle of alice"] {
+            old.push(name.len() as u8);
+            old.extend_from_slice(name.as_bytes());
+        }
+        let (decoded, used) = Origin::decode_prefix(&old).unwrap();
+        assert_eq!(used, old.len());
+        assert_eq!(
+            (decoded.principal.as_str(), decoded.handle.as_str()),
+            ("alice", "handle of alice")
+        );
+        assert!(decoded.made_through("handle of alice"));
+        assert!(!decoded.made_through("alice"));
+        assert!(!origin("handle of a/b").made_through("b"));
+        // The deepest chain's lineage is kept whole.
+        let deepest: Vec<String> = (0..8).map(|_| new_handle_id()).collect();
+        let deepest = deepest.join("/");
+        assert_eq!(bounded_name(&deepest), deepest);
     }
 
     #[test]

@@ -191,12 +191,39 @@ struct RawSearch {
     index: Option<bool>,
     index_min_files: Option<Spanned<u64>>,
     index_bytes_per_principal: Option<Spanned<u64>>,
+    index_bytes: Option<Spanned<u64>>,
     index_self_check: Option<Spanned<f64>>,
 }
 
-/// Validates `[search]`.
+/// Validates `[search]`: each value in its range, and a principal's share
+/// of the indexes (`index_bytes_per_principal`, by default the smaller of
+/// 512 MiB and `index_bytes`) no larger than the server's (`index_bytes`).
 fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettings, ConfigError> {
     let default = IndexSettings::default();
+    let bytes = src
+        .between(
+            raw.and_then(|s| s.index_bytes.as_ref()),
+            "search",
+            "index_bytes",
+            0..=1 << 50,
+        )?
+        .unwrap_or(default.bytes);
+    let share = raw.and_then(|s| s.index_bytes_per_principal.as_ref());
+    let bytes_per_principal = src
+        .between(share, "search", "index_bytes_per_principal", 0..=u64::MAX)?
+        .unwrap_or(default.bytes_per_principal.min(bytes));
+    if bytes_per_principal > bytes {
+        let start = share
+            .or(raw.and_then(|s| s.index_bytes.as_ref()))
+            .map_or(0, |v| v.span().start);
+        return Err(src.at(
+            start,
+            format!(
+                "search index_bytes_per_principal ({bytes_per_principal}) must not exceed \
+                 index_bytes ({bytes})"
+            ),
+        ));
+    }
     Ok(IndexSettings {
         enabled: raw.and_then(|s| s.index).unwrap_or(default.enabled),
         min_files: src
@@ -207,14 +234,8 @@ fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettin
                 0..=u64::from(u32::MAX),
             )?
             .unwrap_or(default.min_files),
-        bytes_per_principal: src
-            .between(
-                raw.and_then(|s| s.index_bytes_per_principal.as_ref()),
-                "search",
-                "index_bytes_per_principal",
-                0..=u64::MAX,
-            )?
-            .unwrap_or(default.bytes_per_principal),
+        bytes_per_principal,
+        bytes,
         self_check_per_million: match raw.and_then(|s| s.index_self_check.as_ref()) {
             None => default.self_check_per_million,
             Some(f) if (0.0..=1.0).contains(f.get_ref()) => {
@@ -366,6 +387,17 @@ mod tests {
             err.unwrap_err().to_string(),
             "x.toml:2: search index_min_files must be between 0 and 4294967295"
         );
+        let err = parse(
+            "x.toml",
+            &format!("[search]\nindex_bytes = 100\nindex_bytes_per_principal = 200\n{mount}"),
+        );
+        assert_eq!(
+            err.unwrap_err().to_string(),
+            "x.toml:3: search index_bytes_per_principal (200) must not exceed index_bytes (100)"
+        );
+        let c = parse("x.toml", &format!("[search]\nindex_bytes = 100\n{mount}"));
+        let search = c.unwrap().search;
+        assert_eq!((search.bytes, search.bytes_per_principal), (100, 100));
         let err = parse("x.toml", &format!("[search]\nindex = \"yes\"\n{mount}"));
         assert!(err.unwrap_err().to_string().starts_with("x.toml:2: "));
     }

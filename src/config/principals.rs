@@ -106,6 +106,7 @@ pub(super) fn parse(
                 grants,
                 owner: p.name.get_ref().clone(),
                 branch: String::new(),
+                handle: String::new(),
             },
         ));
     }

@@ -115,6 +115,8 @@ impl ChangeOp {
                 destination,
                 ..
             } => vec![
+                (source, Op::ReadFile),
+                (source, Op::ReadBinary),
                 (source, Op::Write),
                 (source, Op::Delete),
                 (destination, Op::Write),

@@ -190,7 +190,18 @@ impl<'a> Files<'a> {
             .delete(&self.caller.scope, path, if_version, recursive)
     }
 
-    /// Moves a file or a directory tree: `write` and `delete` on the source,
+    /// Checks that the caller may read every byte of `path` as stored
+    /// (`read_file` and `read_binary`): an operation that carries data
+    /// elsewhere (Copy, Move, Restore, Rewind, a changeset's Move) needs
+    /// the right to read what it carries, or it would hand the caller bytes
+    /// a read refuses (docs/contract.md § Grants).
+    pub fn check_may_take(&self, path: &VfsPath) -> Result<()> {
+        self.check(path, Op::ReadFile)?;
+        self.check(path, Op::ReadBinary)
+    }
+
+    /// Moves a file or a directory tree: the right to read what it moves
+    /// ([`Files::check_may_take`]), `write` and `delete` on the source,
     /// `write` on the destination, then the path checks, then one atomic
     /// tier step (docs/contract.md § Move).
     pub fn rename(
@@ -199,6 +210,7 @@ impl<'a> Files<'a> {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
+        self.check_may_take(source)?;
         self.check(source, Op::Write)?;
         self.check(source, Op::Delete)?;
         self.check(destination, Op::Write)?;
@@ -207,8 +219,9 @@ impl<'a> Files<'a> {
             .rename(&self.caller.scope, source, destination, pre)
     }
 
-    /// Copies one file (docs/contract.md § Copy): `read_file` on the
-    /// source, `write` on the destination, then the paths, then the
+    /// Copies one file (docs/contract.md § Copy): the right to read it
+    /// ([`Files::check_may_take`]), `write` on the destination, then the
+    /// paths, then the
     /// source's kind and size (a directory is IS_DIRECTORY, a file over the
     /// size limit RESOURCE_EXHAUSTED, both before any work), charged to the
     /// caller's memory as a read of it would be, then one tier step.
@@ -218,7 +231,7 @@ impl<'a> Files<'a> {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
-        self.check(source, Op::ReadFile)?;
+        self.check_may_take(source)?;
         self.check(destination, Op::Write)?;
         if source == destination {
             return Err(Error::InvalidArgument(format!(

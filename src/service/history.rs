@@ -75,15 +75,16 @@ impl Files<'_> {
     }
 
     /// Writes retained `version` back as the file's newest version
-    /// (`read_file` and `write` grants), `if_version` checked against the
-    /// current one (0: the file must not exist).
+    /// (`read_file`, `read_binary` and `write` grants: it writes back bytes
+    /// the caller must be allowed to read), `if_version` checked against
+    /// the current one (0: the file must not exist).
     pub fn restore(
         &self,
         path: &VfsPath,
         version: u64,
         if_version: Option<u64>,
     ) -> Result<WriteOutcome> {
-        self.check(path, Op::ReadFile)?;
+        self.check_may_take(path)?;
         self.check(path, Op::Write)?;
         self.backend()
             .restore(self.scope(), path, version, if_version)

@@ -40,7 +40,8 @@ const LOG_PAGE: usize = 1024;
 pub enum Selector {
     /// Those made in this State session.
     Session(String),
-    /// Those made through this handle.
+    /// Those made through this handle (its id, or a lineage as change
+    /// records show it) and the handles it minted.
     Handle(String),
     /// Those made under this label.
     Label(String),
@@ -55,7 +56,7 @@ impl Selector {
     fn selects(&self, origin: &Origin) -> bool {
         match self {
             Selector::Session(session) => origin.session == *session,
-            Selector::Handle(handle) => origin.handle == *handle,
+            Selector::Handle(handle) => origin.made_through(handle),
             Selector::Label(label) => origin.label == *label,
             Selector::Changeset(id) => origin.changeset == *id,
             Selector::Since(_) => true,
@@ -182,6 +183,9 @@ impl Files<'_> {
             let data = match &planned.source {
                 None => None,
                 Some((from, version)) => {
+                    // It writes these bytes back: the caller must be
+                    // allowed to read them (docs/contract.md § Grants).
+                    self.check_may_take(from)?;
                     let (data, _) = self.read_version(from, *version, Op::ReadBinary)?;
                     self.charge(data.len() as u64, "the rewind's contents")?;
                     bytes += data.len() as u64;

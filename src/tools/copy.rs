@@ -1,7 +1,8 @@
 //! The Copy tool: copy one file to another path of the same mount.
 //!
 //! Flow: resolve both paths, then the Filesystem service's Copy on a
-//! blocking thread (`read_file` on the source, `write` on the destination,
+//! blocking thread (`read_file` and `read_binary` on the source, `write` on
+//! the destination,
 //! one tier step: a reflink on the Filesystem tier where the file system
 //! shares extents, a byte copy otherwise; docs/contract.md § Copy), with
 //! `create_only` unless `overwrite`.
@@ -50,6 +51,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let destination = call.resolve(destination_arg, OUTSIDE)?;
     let shown = (call.display(&source), call.display(&destination));
     call.check(&source, Op::ReadFile)?;
+    call.check(&source, Op::ReadBinary)?;
     call.check(&destination, Op::Write)?;
     let pre = Precondition {
         create_only: !overwrite,

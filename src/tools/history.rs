@@ -2,7 +2,7 @@
 //! them, or a restore (docs/contract.md § Changes and history).
 //!
 //! Flow: resolve the path, check the grant of the action (`list`: `file`;
-//! `diff`: `read_file`; `restore`: `read_file` and `write`), make one
+//! `diff`: `read_file`; `restore`: `read_file`, `read_binary` and `write`), make one
 //! application-layer call on a blocking thread, word the answer for a model.
 //! A diff is a unified diff capped like the editing tools' previews, so a
 //! rewrite of a big file cannot flood the model (status `partial` when cut).
@@ -254,6 +254,7 @@ async fn restore(
     expected: Option<u64>,
 ) -> Result<Outcome, ToolError> {
     call.check(&path, Op::ReadFile)?;
+    call.check(&path, Op::ReadBinary)?;
     call.check(&path, Op::Write)?;
     let out = call
         .service

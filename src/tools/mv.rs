@@ -1,6 +1,7 @@
 //! The Move tool: rename a file or a directory tree within one mount.
 //!
-//! Flow: resolve both paths, check `write` and `delete` on the source and
+//! Flow: resolve both paths, check `read_file`, `read_binary`, `write` and
+//! `delete` on the source and
 //! `write` on the destination (as the Filesystem service's Move), then one
 //! atomic `Backend::rename` on a blocking thread: `create_only` unless
 //! `overwrite`, `expected_version` as the source's `if_version`.
@@ -54,6 +55,8 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let source = call.resolve(source_arg, OUTSIDE)?;
     let destination = call.resolve(destination_arg, OUTSIDE)?;
     let shown = (call.display(&source), call.display(&destination));
+    call.check(&source, Op::ReadFile)?;
+    call.check(&source, Op::ReadBinary)?;
     call.check(&source, Op::Write)?;
     call.check(&source, Op::Delete)?;
     call.check(&destination, Op::Write)?;

@@ -398,3 +398,119 @@ async fn object_changesets_survive_kill_9_whole_or_not_at_all() {
     );
     crash_trials(Server::start_with(Some(&config), &[]), "/shared", trials()).await;
 }
+
+/// A Filesystem mount at `/workspace` serving the working directory, its
+/// journal in `journal` (`None`: the default, in the data directory).
+fn filesystem_config(journal: Option<&std::path::Path>) -> String {
+    let path = journal.map_or(String::new(), |p| format!("path = \"{}\"\n", p.display()));
+    format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/workspace\"\n\
+         tier = \"filesystem\"\nroot = \".\"\n{path}"
+    )
+}
+
+/// A directory on another file system than the working directory's (a
+/// tmpfs), for a journal whose staged files cannot be renamed into the
+/// served tree; `None` where there is none.
+fn other_file_system() -> Option<tempfile::TempDir> {
+    tempfile::tempdir_in("/dev/shm").ok()
+}
+
+/// Attack: a caller that may write a directory lists it again and again
+/// while changesets commit into it, and deletes every file it sees that is
+/// not one of the changeset's. The Filesystem tier staged each new content
+/// as a named temporary file in the target's directory: deleting one made
+/// the Commit half apply, answer NOT_FOUND, and recovery at the next start
+/// kept the tear. Staged files now live in the journal (and a copy into a
+/// served directory on another file system is named for two system calls
+/// only, then copied again if it vanished): every Commit applies whole,
+/// and so does every changeset after a restart. With the journal in the
+/// data directory and on another file system.
+#[tokio::test]
+async fn a_deleter_of_what_it_sees_cannot_tear_a_filesystem_changeset() {
+    const FILES: usize = 6;
+    const COMMITS: u64 = 150;
+    let elsewhere = other_file_system();
+    let mut journals = vec![None];
+    journals.extend(elsewhere.as_ref().map(|d| Some(d.path())));
+    for journal in journals {
+        let mut server = Server::start_with(Some(&filesystem_config(journal)), &[]);
+        let names: Vec<String> = (0..FILES)
+            .map(|i| format!("/workspace/torn/f{i}"))
+            .collect();
+        let mut fs = server.fs().await;
+        let mut deleter = server.fs().await;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let ours = names.clone();
+        let deletions = tokio::spawn(async move {
+            let mut deleted = 0u64;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                let req = pb::ListInfoRequest {
+                    path: "/workspace/torn".into(),
+                };
+                let Ok(listed) = deleter.list_info(req).await else {
+                    tokio::task::yield_now().await;
+                    continue;
+                };
+                for entry in listed.into_inner().entries {
+                    if ours.contains(&entry.path) {
+                        continue;
+                    }
+                    let req = pb::DeleteRequest {
+                        path: entry.path,
+                        ..Default::default()
+                    };
+                    if deleter.delete(req).await.is_ok() {
+                        deleted += 1;
+                    }
+                }
+            }
+            deleted
+        });
+        for generation in 1..=COMMITS {
+            let operations = names
+                .iter()
+                .map(|path| write(path, &format!("gen {generation}\n")))
+                .collect();
+            if let Err(status) = commit(&mut fs, operations).await {
+                panic!("{journal:?}: commit {generation} failed: {status:?}");
+            }
+            for path in &names {
+                let content = read(&mut fs, path).await.unwrap();
+                assert_eq!(
+                    content,
+                    format!("gen {generation}\n"),
+                    "{journal:?}: {path}"
+                );
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let deleted = deletions.await.unwrap();
+        // In the data directory, nothing staged is in sight at all.
+        if journal.is_none() {
+            assert_eq!(deleted, 0, "the deleter found files to delete");
+        }
+        server.crash_and_restart();
+        let mut fs = server.fs().await;
+        for path in &names {
+            let content = read(&mut fs, path).await.unwrap();
+            assert_eq!(content, format!("gen {COMMITS}\n"), "{journal:?}: {path}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn filesystem_changesets_with_the_journal_on_another_file_system_survive_kill_9() {
+    let Some(journal) = other_file_system() else {
+        eprintln!("no /dev/shm: the journal cannot lie on another file system here");
+        return;
+    };
+    let config = filesystem_config(Some(journal.path()));
+    crash_trials(
+        Server::start_with(Some(&config), &[]),
+        "/workspace",
+        trials() / 4,
+    )
+    .await;
+}

@@ -164,8 +164,8 @@ async fn copy_copies_a_file_on_every_mount() {
     );
 }
 
-/// Copy needs `read_file` on the source and `write` on the destination;
-/// the copy carries the request's label into history.
+/// Copy needs `read_file` and `read_binary` on the source and `write` on
+/// the destination; the copy carries the request's label into history.
 #[tokio::test]
 async fn copy_checks_grants_and_keeps_the_label() {
     let copier = r#"
@@ -173,7 +173,7 @@ async fn copy_checks_grants_and_keeps_the_label() {
 name = "copier"
 token = "copier-token"
 grants = [
-  { prefix = "/src", ops = ["read_file"] },
+  { prefix = "/src", ops = ["read_file", "read_binary"] },
   { prefix = "/dst", ops = ["write", "file"] },
   { prefix = "/secret", ops = ["file"] },
 ]
@@ -396,7 +396,7 @@ async fn delete_move_and_copy_tools_check_grants() {
 [[principal]]
 name = "reader"
 token = "reader-token"
-grants = [{ prefix = "/", ops = ["list", "file", "read_file"] }, { prefix = "/mine", ops = ["write"] }]
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_binary"] }, { prefix = "/mine", ops = ["write"] }]
 "#;
     let config = format!("{MOUNTS}{ADMIN}{reader}");
     let server = Server::start_with(Some(&config), &[]);
@@ -430,6 +430,157 @@ grants = [{ prefix = "/", ops = ["list", "file", "read_file"] }, { prefix = "/mi
     )
     .await;
     tool_text(&env, "Copied 'a.txt' to 'mine/a.txt' (2 bytes).");
+}
+
+/// A principal `taker` with a write-only drop box (`/inbox`), files it may
+/// read only as text (`/text`) or only as bytes (`/bin`), and a folder it
+/// may read and write (`/out`).
+const TAKER: &str = r#"
+[[principal]]
+name = "taker"
+token = "taker-token"
+grants = [
+  { prefix = "/inbox", ops = ["list", "file", "write", "delete"] },
+  { prefix = "/text", ops = ["list", "file", "read_file", "write", "delete"] },
+  { prefix = "/bin", ops = ["list", "file", "read_binary", "write", "delete"] },
+  { prefix = "/out", ops = ["list", "file", "read_file", "read_binary", "write", "delete"] },
+]
+"#;
+
+/// Attack: data moved to where the caller may read it. Copy needed only
+/// `read_file` on its source, so bytes ReadBytes refuses were copied out;
+/// Move needed no read grant, so a write-only drop box was emptied into a
+/// readable folder; Restore, Rewind and a Commit's move wrote back or
+/// carried bytes the caller could not read. Each now needs `read_file` and
+/// `read_binary` on what it carries: PERMISSION_DENIED through the RPCs and
+/// the tools, and nothing changed.
+#[tokio::test]
+async fn moving_or_copying_data_needs_the_right_to_read_it() {
+    use agentvfs::pb::changeset_operation::Operation;
+    use agentvfs::pb::rewind_request::Selector;
+    let config = format!("{MOUNTS}{ADMIN}{TAKER}");
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    let mut tools = ToolsClient::new(server.channel().await);
+    let (admin, taker) = (Some("admin-token"), Some("taker-token"));
+    for (path, content, label) in [
+        ("/inbox/secret", "drop\n", "one"),
+        ("/text/blob", "bytes\n", "one"),
+        ("/text/blob", "changed\n", "two"),
+        ("/bin/blob", "bytes\n", "one"),
+        ("/bin/blob", "changed\n", "two"),
+    ] {
+        let msg = pb::WriteRequest {
+            path: path.into(),
+            content: content.into(),
+            ..Default::default()
+        };
+        let who = if path.starts_with("/inbox") {
+            taker
+        } else {
+            admin
+        };
+        fs.write(request(msg, who, Some(label))).await.unwrap();
+    }
+    let denied = |err: tonic::Status, what: &str| {
+        assert_error(&err, Code::PermissionDenied, "ACCESS_DENIED");
+        assert!(err.message().contains("read_"), "{what}: {}", err.message());
+    };
+    for source in ["/inbox/secret", "/text/blob"] {
+        let err = fs
+            .copy(request(copy_request(source, "/out/copy"), taker, None))
+            .await
+            .unwrap_err();
+        denied(err, "copy");
+        let msg = pb::MoveRequest {
+            source: source.into(),
+            destination: "/out/moved".into(),
+            ..Default::default()
+        };
+        let err = fs.r#move(request(msg, taker, None)).await.unwrap_err();
+        denied(err, "move");
+        let moved = Operation::Move(pb::MoveRequest {
+            source: source.into(),
+            destination: "/out/moved".into(),
+            ..Default::default()
+        });
+        let msg = pb::CommitRequest {
+            operations: vec![pb::ChangesetOperation {
+                operation: Some(moved),
+            }],
+        };
+        let err = fs.commit(request(msg, taker, None)).await.unwrap_err();
+        denied(err, "commit");
+        for (name, args) in [
+            (
+                "Copy",
+                json!({"source": source, "destination": "/out/copy"}),
+            ),
+            (
+                "Move",
+                json!({"source": source, "destination": "/out/moved"}),
+            ),
+        ] {
+            let env = tool(&mut tools, taker, name, args).await;
+            assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{name}: {env}");
+        }
+    }
+    // Restore and Rewind write old bytes back where the caller may write.
+    let versions = fs
+        .list_versions(request(
+            pb::ListVersionsRequest {
+                path: "/text/blob".into(),
+            },
+            admin,
+            None,
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .versions;
+    let old = versions.last().unwrap().version;
+    let msg = pb::RestoreRequest {
+        path: "/text/blob".into(),
+        version: old,
+        if_version: None,
+    };
+    denied(
+        fs.restore(request(msg, taker, None)).await.unwrap_err(),
+        "restore",
+    );
+    let env = tool(
+        &mut tools,
+        taker,
+        "History",
+        json!({"path": "/text/blob", "action": "restore", "version": old}),
+    )
+    .await;
+    assert_eq!(env["error"]["code"], "ACCESS_DENIED", "History: {env}");
+    let msg = pb::RewindRequest {
+        path: "/bin".into(),
+        selector: Some(Selector::Label("two".into())),
+        ..Default::default()
+    };
+    denied(
+        fs.rewind(request(msg, taker, None)).await.unwrap_err(),
+        "rewind",
+    );
+    // Nothing changed.
+    let text = |path: &str| {
+        let msg = pb::ReadRequest {
+            path: path.into(),
+            ..Default::default()
+        };
+        let (req, mut fs) = (request(msg, admin, None), fs.clone());
+        async move { fs.read(req).await.map(|r| r.into_inner().content) }
+    };
+    assert_eq!(text("/inbox/secret").await.unwrap(), "drop\n");
+    assert_eq!(text("/text/blob").await.unwrap(), "changed\n");
+    assert_eq!(text("/bin/blob").await.unwrap(), "changed\n");
+    for gone in ["/out/copy", "/out/moved"] {
+        let err = text(gone).await.unwrap_err();
+        assert_eq!(err.code(), Code::NotFound, "{gone}");
+    }
 }
 
 /// A 1x1 PNG.

@@ -295,7 +295,7 @@ fn authed<T>(msg: T, token: &str) -> Request<T> {
 async fn a_watcher_sees_only_what_it_may_list() {
     let config = format!(
         "{STORE}\n[[principal]]\nname = \"writer\"\ntoken = \"writer-token\"\n\
-         grants = [{{ prefix = \"/\", ops = [\"list\", \"file\", \"read_file\", \"write\", \"delete\"] }}]\n\n\
+         grants = [{{ prefix = \"/\", ops = [\"list\", \"file\", \"read_file\", \"read_binary\", \"write\", \"delete\"] }}]\n\n\
          [[principal]]\nname = \"reader\"\ntoken = \"reader-token\"\n\
          grants = [{{ prefix = \"/memories/public\", ops = [\"list\"] }}]\n"
     );

@@ -664,3 +664,110 @@ async fn an_edit_then_move_rewinds_to_the_text_before_the_edit() {
         assert_eq!(back, expected, "{root}");
     }
 }
+
+/// A handle's token in a request.
+fn as_handle<T>(msg: T, token: &str) -> Request<T> {
+    crate::util::as_token(msg, token)
+}
+
+/// Attack: sub-agents of one principal, each with its own handle. Every
+/// handle was recorded by its principal's name (`handle of local`), so
+/// rewinding one sub-agent's handle undid its sibling's acknowledged writes
+/// too, and missed those of the handles it minted. A handle is recorded as
+/// itself (its lineage of ids); a Rewind by the handle a change shows
+/// undoes that handle's changes and its own handles', never a sibling's.
+#[tokio::test]
+async fn rewind_by_handle_undoes_only_that_handle_and_its_own() {
+    use agentvfs::pb::access_client::AccessClient;
+    let server = Server::start();
+    let mut fs = server.fs().await;
+    let mut access = AccessClient::new(server.channel().await);
+    let every = vec![pb::Grant {
+        prefix: "/team".into(),
+        ops: [
+            "list",
+            "file",
+            "read_file",
+            "read_binary",
+            "write",
+            "delete",
+        ]
+        .map(String::from)
+        .to_vec(),
+    }];
+    let mint = |token: Option<String>| {
+        let mut req = Request::new(pb::CreateHandleRequest {
+            grants: every.clone(),
+            ..Default::default()
+        });
+        if let Some(token) = token {
+            req = as_handle(req.into_inner(), &token);
+        }
+        req
+    };
+    let first = access.create_handle(mint(None)).await.unwrap().into_inner();
+    let sibling = access.create_handle(mint(None)).await.unwrap().into_inner();
+    let minted = access
+        .create_handle(mint(Some(first.token.clone())))
+        .await
+        .unwrap()
+        .into_inner();
+    write(&mut fs, "base", "/team/shared.md", "before\n").await;
+    for (token, path, content) in [
+        (&first.token, "/team/first.md", "first\n"),
+        (&minted.token, "/team/minted.md", "minted\n"),
+        (
+            &sibling.token,
+            "/team/sibling.md",
+            "sibling's acknowledged write\n",
+        ),
+        (&first.token, "/team/shared.md", "changed by first\n"),
+    ] {
+        let req = pb::WriteRequest {
+            path: path.into(),
+            content: content.into(),
+            ..Default::default()
+        };
+        fs.write(as_handle(req, token)).await.unwrap();
+    }
+    let recorded = |path: &str| {
+        let req = pb::ListVersionsRequest { path: path.into() };
+        let mut fs = fs.clone();
+        async move {
+            let versions = fs.list_versions(req).await.unwrap().into_inner().versions;
+            versions[0].handle.clone()
+        }
+    };
+    let (by_first, by_sibling) = (
+        recorded("/team/first.md").await,
+        recorded("/team/sibling.md").await,
+    );
+    assert_ne!(by_first, by_sibling, "siblings are recorded apart");
+    let described = access
+        .describe_grants(as_handle(pb::DescribeGrantsRequest {}, &first.token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        described.principal.contains(&by_first),
+        "{} names the handle the changes show, {by_first}",
+        described.principal
+    );
+    let out = rewind(&mut fs, "/team", Selector::Handle(by_first), false, false)
+        .await
+        .unwrap();
+    let rewound: Vec<&str> = out.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(
+        rewound,
+        ["/team/first.md", "/team/minted.md", "/team/shared.md"]
+    );
+    let after = tree(&mut fs, "/team").await;
+    let expected: BTreeMap<String, Vec<u8>> = [
+        ("/team/shared.md", "before\n"),
+        ("/team/sibling.md", "sibling's acknowledged write\n"),
+    ]
+    .into_iter()
+    .map(|(path, content)| (path.to_owned(), content.as_bytes().to_vec()))
+    .collect();
+    assert_eq!(after, expected);
+}

@@ -613,6 +613,81 @@ async fn one_principal_cannot_grow_the_index_past_its_share() {
     assert_eq!(index_bytes_of(&logs, "greedy"), greedy);
 }
 
+/// Attack: three principals grep large trees so that their indexes,
+/// each within its share, together pass what the server can hold (before
+/// the server-wide bound, three principals held 1.36 GiB of indexes outside
+/// the 1 GiB memory budget). The indexes of every principal hold at most
+/// `[search] index_bytes` together (past it by one file's entry at most),
+/// and every Grep still answers exactly.
+#[tokio::test]
+async fn principals_together_cannot_grow_the_indexes_past_the_servers_bound() {
+    const SERVER_BOUND: u64 = 300_000;
+    const TOKENS: [&str; 3] = ["first-token-0001", "second-token-001", "third-token-0001"];
+    const NAMES: [&str; 3] = ["first", "second", "third"];
+    let grants = r#"grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_re", "write", "delete"] }]"#;
+    let mut config = format!(
+        "[search]\nindex = true\nindex_min_files = 0\nindex_bytes_per_principal = {INDEX_SHARE}\n\
+         index_bytes = {SERVER_BOUND}\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n"
+    );
+    for (name, token) in NAMES.iter().zip(TOKENS) {
+        config.push_str(&format!(
+            "[[principal]]\nname = \"{name}\"\ntoken = \"{token}\"\nnamespace = \"{name}\"\n{grants}\n"
+        ));
+    }
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    let mut rng = StdRng::seed_from_u64(rand::random());
+    // Each: 300 files of ~1,000 distinct trigrams (~1.2 MB of index, far
+    // past its share); every seventh holds the needle.
+    let mut expected = Vec::new();
+    for token in TOKENS {
+        let mut paths = Vec::new();
+        for i in 0..300 {
+            let mut text = String::new();
+            for _ in 0..250 {
+                text.push_str(&format!("t{} ", rng.random::<u32>()));
+            }
+            if i % 7 == 0 {
+                text.push_str("needle");
+                paths.push(format!("/big/{i:03}.txt"));
+            }
+            let req = pb::WriteRequest {
+                path: format!("/big/{i:03}.txt"),
+                content: text,
+                ..Default::default()
+            };
+            fs.write(crate::util::as_token(req, token)).await.unwrap();
+        }
+        expected.push(paths);
+    }
+    for round in 0..4 {
+        for (token, expected) in TOKENS.iter().zip(&expected) {
+            let req = pb::GrepRequest {
+                pattern: "needle".into(),
+                path: "/big".into(),
+                ..Default::default()
+            };
+            let (matches, summary) = grep_all(&mut fs, crate::util::as_token(req, token))
+                .await
+                .unwrap();
+            let paths: Vec<String> = matches.into_iter().map(|m| m.path).collect();
+            assert_eq!(&paths, expected, "{token}, round {round}");
+            assert_eq!(summary.files_searched, 300);
+        }
+    }
+    let logs = server.logs.lock().unwrap().clone();
+    let held: Vec<u64> = NAMES
+        .iter()
+        .map(|name| index_bytes_of(&logs, name))
+        .collect();
+    let total: u64 = held.iter().sum();
+    assert!(held[0] > 0, "the first principal's index grew: {held:?}");
+    assert!(
+        total < SERVER_BOUND + 16_384,
+        "the indexes hold {held:?} bytes together, {total}; the server's bound is {SERVER_BOUND}"
+    );
+}
+
 /// The number the `n`th "search index narrowed a grep" line of `server`'s
 /// log gives for `field`, once the line is there (the server logs it as
 /// the Grep ends, maybe after its client has the answer).

@@ -7,20 +7,33 @@
 //!
 //! 1. check: every file is at the version the changeset saw;
 //! 2. prepare: the journal records the intent (each path, and the name of
-//!    the temporary file its new content goes to), then each new content
-//!    is written to its temporary file in the target's directory, given the
-//!    old file's owner and mode and its new version's time stamp, and
-//!    fsynced; then each directory holding one is fsynced, once;
+//!    the staged file its new content goes to), then each new content is
+//!    written to its staged file in the journal's directory, given the old
+//!    file's owner and mode and its new version's time stamp, and fsynced;
+//!    then the journal's directory is fsynced, and every staged file is
+//!    proven present (the name still holds the file written);
 //! 3. commit point: the journal's record becomes `commit` (written to a
 //!    new file, fsynced, renamed over the record, directory fsynced);
-//! 4. apply: each temporary file is renamed over its path, each deleted
-//!    path unlinked; the directories are fsynced, each once however many
-//!    of the changeset's files it holds; the record is removed.
+//! 4. apply: each staged file is renamed over its path, each deleted path
+//!    unlinked; the directories are fsynced, each once however many of the
+//!    changeset's files it holds; the record is removed.
 //!
-//! A crash before the commit point leaves no file changed (the temporary
+//! The staged files live in the server's data directory, where no caller
+//! can name them: a caller that may write a target's directory cannot
+//! delete or replace one (before, they were named files in the target's
+//! directory, and deleting one tore the changeset). Where the journal lies
+//! on another file system than a target (a rename fails with `EXDEV`), the
+//! apply copies the staged file into an unnamed file (`O_TMPFILE`) of the
+//! target's directory, names it and renames it over the path at once, as a
+//! single write does (`super::write`); a caller that deletes that name in
+//! the window of two system calls only makes the apply copy again, from
+//! the staged file, which stays until the file is in place.
+//!
+//! A crash before the commit point leaves no file changed (the staged
 //! files are removed at the next start; directories the prepare created
-//! may stay, empty); after it, the next start finishes the apply. So every
-//! changeset is wholly applied or wholly absent ([`FsBackend::recover`]).
+//! may stay, empty); after it, the next start finishes the apply: a staged
+//! file still there is put in place, one gone was. So every changeset is
+//! wholly applied or wholly absent ([`FsBackend::recover`]).
 //!
 //! Several servers on one directory share its journal: a record is locked
 //! (`flock`) by the server applying it, and a starting server finishes or
@@ -59,6 +72,8 @@ const NEW_FILE_MODE: u32 = 0o666;
 /// one per changeset being applied.
 pub struct Journal {
     dir: PathBuf,
+    /// The directory, open for the `*at` calls on staged files.
+    staging: OwnedFd,
 }
 
 /// A changeset's record in the journal.
@@ -75,10 +90,22 @@ struct Intent {
 struct IntentEntry {
     /// The file's logical path.
     path: String,
-    /// The temporary file (in the path's directory) holding its new
-    /// content; `None`: the file is deleted.
+    /// The staged file (in the journal's directory) holding its new
+    /// content; `None` (and no `temp`): the file is deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    staged: Option<String>,
+    /// A temporary file in the path's directory holding its new content:
+    /// only in records of servers that staged there, which a start still
+    /// finishes or undoes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     temp: Option<String>,
 }
+
+/// Most times the apply copies a staged file into a target's directory on
+/// another file system when the name it gave the copy vanished before its
+/// rename (see the module doc): each try leaves that name in place for two
+/// system calls only.
+const INSTALL_TRIES: usize = 64;
 
 impl Journal {
     /// The journal kept in `dir`, created when missing.
@@ -86,13 +113,23 @@ impl Journal {
         std::fs::create_dir_all(dir).map_err(|e| {
             Error::Internal(format!("cannot create the journal {}: {e}", dir.display()))
         })?;
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let staging = rustix::fs::open(dir, flags, Mode::empty()).map_err(|e| {
+            Error::Internal(format!("cannot open the journal {}: {e}", dir.display()))
+        })?;
         Ok(Journal {
             dir: dir.to_owned(),
+            staging,
         })
     }
 
     fn record_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.intent"))
+    }
+
+    /// The name of the `n`th staged file of changeset `id`.
+    fn staged_name(id: &str, n: usize) -> String {
+        format!("{id}.{n}.staged")
     }
 
     fn failed(&self, what: &str, e: impl std::fmt::Display) -> Error {
@@ -195,8 +232,9 @@ struct Prepared {
     index: usize,
     /// Its parent directory.
     dir: OwnedFd,
-    /// The temporary file holding its new content, and its name there.
-    temp: Option<(OwnedFd, String)>,
+    /// The file holding its new content (staged in the journal's
+    /// directory, then in place), and its staged name.
+    staged: Option<(OwnedFd, String)>,
     /// Its size after the changeset.
     size: u64,
 }
@@ -219,10 +257,19 @@ fn sync_dirs<'a>(
     Ok(())
 }
 
+/// Unlinks `name` in `dir`, a file already gone being fine.
+fn remove(dir: &OwnedFd, name: &str) -> rustix::io::Result<()> {
+    match rustix::fs::unlinkat(dir, name, AtFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 impl FsBackend {
     /// Finishes or undoes what changesets left in the journal when the
     /// server stopped (see the module doc). Runs before the tier serves.
     pub(super) fn recover(&self, journal: &Journal) -> Result<()> {
+        let staging = &journal.staging;
         for (id, intent, _held) in journal.pending()? {
             tracing::info!(
                 id,
@@ -232,37 +279,129 @@ impl FsBackend {
             );
             for entry in &intent.entries {
                 let path = VfsPath::parse(&entry.path)?;
+                if let Some(staged) = &entry.staged {
+                    self.recover_staged(&path, staging, staged, intent.committed)?;
+                    continue;
+                }
                 let (dir, name) = match self.sandbox.parent(&path, Links::Refuse) {
                     Ok(found) => found,
                     // Never prepared this far: nothing to finish or undo.
                     Err(Error::NotFound(_)) => continue,
                     Err(e) => return Err(e),
                 };
-                match (&entry.temp, intent.committed) {
+                let done = match (&entry.temp, intent.committed) {
                     (Some(temp), true) => {
                         match rustix::fs::renameat(&dir, temp.as_str(), &dir, name) {
                             // Renamed before the stop.
-                            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-                            Err(e) => return Err(errno(&path, e)),
+                            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+                            Err(e) => Err(e),
                         }
                     }
-                    (Some(temp), false) => {
-                        match rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty()) {
-                            Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-                            Err(e) => return Err(errno(&path, e)),
-                        }
-                    }
-                    (None, true) => match rustix::fs::unlinkat(&dir, name, AtFlags::empty()) {
-                        Ok(()) | Err(rustix::io::Errno::NOENT) => {}
-                        Err(e) => return Err(errno(&path, e)),
-                    },
-                    (None, false) => {}
-                }
+                    (Some(temp), false) => remove(&dir, temp),
+                    (None, true) => remove(&dir, name),
+                    (None, false) => Ok(()),
+                };
+                done.map_err(|e| errno(&path, e))?;
                 rustix::fs::fsync(&dir).map_err(|e| errno(&path, e))?;
             }
+            rustix::fs::fsync(staging).map_err(|e| journal.failed("sync", e))?;
             journal.remove(&id)?;
         }
         Ok(())
+    }
+
+    /// Recovers one file staged as `staged` in `staging`: past the commit
+    /// point, a staged file still there is put in place (one gone was);
+    /// before it, the staged file is removed.
+    fn recover_staged(
+        &self,
+        path: &VfsPath,
+        staging: &OwnedFd,
+        staged: &str,
+        committed: bool,
+    ) -> Result<()> {
+        if !committed {
+            return remove(staging, staged).map_err(|e| errno(path, e));
+        }
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match rustix::fs::openat(staging, staged, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(errno(path, e)),
+        };
+        let (dir, name) = self.sandbox.parent_creating(path)?;
+        self.install(path, staging, staged, fd, &dir, name)?;
+        rustix::fs::fsync(&dir).map_err(|e| errno(path, e))
+    }
+
+    /// Puts the staged file `staged` (open as `fd`) of `staging` in place
+    /// of `name` in `dir`: renamed there, or, where the two lie on
+    /// different file systems, copied into an unnamed file of `dir` that is
+    /// named and renamed at once, and the staged file removed (see the
+    /// module doc). Answers the file now at the path.
+    fn install(
+        &self,
+        path: &VfsPath,
+        staging: &OwnedFd,
+        staged: &str,
+        fd: OwnedFd,
+        dir: &OwnedFd,
+        name: &str,
+    ) -> Result<OwnedFd> {
+        match rustix::fs::renameat(staging, staged, dir, name) {
+            Ok(()) => return Ok(fd),
+            Err(rustix::io::Errno::XDEV) => {}
+            Err(e) => return Err(errno(path, e)),
+        }
+        let placed = self.install_copy(path, &fd, dir, name)?;
+        remove(staging, staged).map_err(|e| errno(path, e))?;
+        Ok(placed)
+    }
+
+    /// Copies the staged file `staged` (its content, owner, mode and time
+    /// stamp) into a new file of `dir` and renames it over `name`, again
+    /// from the start when its temporary name vanished before the rename.
+    fn install_copy(
+        &self,
+        path: &VfsPath,
+        staged: &OwnedFd,
+        dir: &OwnedFd,
+        name: &str,
+    ) -> Result<OwnedFd> {
+        use std::io::{Seek as _, SeekFrom};
+        let os = |e| errno(path, e);
+        let st = rustix::fs::fstat(staged).map_err(os)?;
+        for _ in 0..INSTALL_TRIES {
+            let mut temp = self.create_temp(path, dir)?;
+            let mut from = File::from(rustix::io::dup(staged).map_err(os)?);
+            let mut to = File::from(rustix::io::dup(&temp.fd).map_err(os)?);
+            from.seek(SeekFrom::Start(0))
+                .and_then(|_| std::io::copy(&mut from, &mut to))
+                .map_err(|e| {
+                    Error::Internal(format!("{path}: cannot copy its staged file: {e}"))
+                })?;
+            keep_owner_and_mode(path, &temp.fd, &st)?;
+            let stamp = sandbox::timespec(sandbox::nanos(sandbox::modified(&st)));
+            let times = Timestamps {
+                last_access: stamp,
+                last_modification: stamp,
+            };
+            rustix::fs::futimens(&temp.fd, &times).map_err(os)?;
+            rustix::fs::fsync(&temp.fd).map_err(os)?;
+            let named = self.name_temp(path, &mut temp)?;
+            match rustix::fs::renameat(dir, named.as_str(), dir, name) {
+                Ok(()) => return temp.placed().map_err(os),
+                // Its name was deleted before the rename: copy again.
+                Err(rustix::io::Errno::NOENT) => {
+                    tracing::warn!(path = %path, "a changeset's file vanished before its rename; copying it again");
+                }
+                Err(e) => return Err(os(e)),
+            }
+        }
+        Err(Error::Internal(format!(
+            "{path}: the changeset's copy was deleted before its rename {INSTALL_TRIES} times; \
+             the next start finishes the changeset"
+        )))
     }
 
     /// The regular file at `path` now, if any, with its directory (`None`
@@ -290,21 +429,27 @@ impl FsBackend {
         }
     }
 
-    /// Writes `data` to a new temporary file in `dir` for `path`, stamped
-    /// with the version after `old`'s and given its owner and mode.
-    fn prepare_temp(
+    /// Writes `data` to the new staged file `staged` in `staging` for
+    /// `path`, stamped with the version after `old`'s and given its owner
+    /// and mode.
+    fn prepare_staged(
         &self,
         path: &VfsPath,
-        dir: &OwnedFd,
-        temp: &str,
+        staging: &OwnedFd,
+        staged: &str,
         data: &[u8],
         old: Option<&Stat>,
     ) -> Result<OwnedFd> {
         let os = |e| errno(path, e);
         let flags =
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(dir, temp, flags, Mode::from_raw_mode(NEW_FILE_MODE as _))
-            .map_err(os)?;
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(
+            staging,
+            staged,
+            flags,
+            Mode::from_raw_mode(NEW_FILE_MODE as _),
+        )
+        .map_err(os)?;
         sandbox::write_all(&fd, data).map_err(os)?;
         if let Some(old) = old {
             keep_owner_and_mode(path, &fd, old)?;
@@ -318,6 +463,34 @@ impl FsBackend {
         rustix::fs::futimens(&fd, &times).map_err(os)?;
         rustix::fs::fsync(&fd).map_err(os)?;
         Ok(fd)
+    }
+
+    /// Proves every staged file present before the commit point: its name
+    /// in `staging` still holds the very file written.
+    fn check_staged(
+        &self,
+        staging: &OwnedFd,
+        prepared: &[Prepared],
+        changes: &[FileChange],
+    ) -> Result<()> {
+        for file in prepared {
+            let Some((fd, staged)) = &file.staged else {
+                continue;
+            };
+            let path = &changes[file.index].path;
+            let held = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
+            let named = rustix::fs::statat(staging, staged.as_str(), AtFlags::SYMLINK_NOFOLLOW);
+            match named {
+                Ok(st) if (st.st_dev, st.st_ino) == (held.st_dev, held.st_ino) => {}
+                _ => {
+                    return Err(Error::Internal(format!(
+                        "the changeset's staged content of {path} is no longer in its journal; \
+                         nothing was changed"
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Applies `changes` (distinct paths, none below another) through the
@@ -366,25 +539,26 @@ impl FsBackend {
             return self.outcomes(scope, changes, &[], &sizes);
         }
         // 2. Prepare.
+        let staging = &journal.staging;
         let id = format!("{:016x}", rand::random::<u64>());
         let mut intent = Intent {
             committed: false,
             entries: Vec::new(),
         };
-        for change in changes {
-            let temp = match change.action {
-                FileAction::Put { .. } => Some(self.temp_name()),
+        for (n, change) in changes.iter().enumerate() {
+            let staged = match change.action {
+                FileAction::Put { .. } => Some(Journal::staged_name(&id, n)),
                 FileAction::Delete { .. } => None,
                 FileAction::Check => continue,
             };
             intent.entries.push(IntentEntry {
                 path: change.path.to_string(),
-                temp,
+                staged,
+                temp: None,
             });
         }
         let mut _held = journal.write(&id, &intent)?;
         let mut prepared: Vec<Prepared> = Vec::with_capacity(changes.len());
-        let mut temps = intent.entries.iter().filter_map(|e| e.temp.clone());
         let made = (|| -> Result<()> {
             for (index, (change, (dir, old))) in changes.iter().zip(olds).enumerate() {
                 let path = &change.path;
@@ -394,37 +568,32 @@ impl FsBackend {
                             Some(dir) => dir,
                             None => self.sandbox.parent_creating(path)?.0,
                         };
-                        let name = temps.next().expect("a temp per put");
-                        let fd = self.prepare_temp(path, &dir, &name, data, old.as_ref())?;
+                        let staged = Journal::staged_name(&id, index);
+                        let fd = self.prepare_staged(path, staging, &staged, data, old.as_ref())?;
                         prepared.push(Prepared {
                             index,
                             dir,
-                            temp: Some((fd, name)),
+                            staged: Some((fd, staged)),
                             size: data.len() as u64,
                         });
                     }
                     FileAction::Delete { .. } => prepared.push(Prepared {
                         index,
                         dir: dir.ok_or_else(|| stale(path, change.expected, None))?,
-                        temp: None,
+                        staged: None,
                         size: 0,
                     }),
                     FileAction::Check => {}
                 }
             }
-            Ok(())
+            // The staged files' names, durable before the commit point: the
+            // next start takes a committed record's missing staged file for
+            // one already in place.
+            rustix::fs::fsync(staging).map_err(|e| journal.failed("sync", e))?;
+            self.check_staged(staging, &prepared, changes)
         })();
         if let Err(e) = made {
-            self.undo(&prepared, changes);
-            journal.remove(&id)?;
-            return Err(e);
-        }
-        // The temporary files' names, durable before the commit point: the
-        // next start takes a committed record's missing temporary file for
-        // one already renamed.
-        let written = prepared.iter().filter(|f| f.temp.is_some());
-        if let Err(e) = sync_dirs(written, changes) {
-            self.undo(&prepared, changes);
+            self.undo(staging, &prepared, changes);
             journal.remove(&id)?;
             return Err(e);
         }
@@ -433,36 +602,38 @@ impl FsBackend {
         match journal.write(&id, &intent) {
             Ok(held) => _held = held,
             Err(e) => {
-                self.undo(&prepared, changes);
+                self.undo(staging, &prepared, changes);
                 journal.remove(&id)?;
                 return Err(e);
             }
         }
-        // 4. Apply.
-        for file in &prepared {
+        // 4. Apply. On an error the record stays: the next start finishes
+        // the apply.
+        for file in &mut prepared {
             let path = &changes[file.index].path;
             self.expect(path);
             let name = path.name();
-            let done = match &file.temp {
-                Some((_, temp)) => rustix::fs::renameat(&file.dir, temp.as_str(), &file.dir, name),
-                None => rustix::fs::unlinkat(&file.dir, name, AtFlags::empty()),
-            };
-            // The record stays: the next start finishes the apply.
-            done.map_err(|e| errno(path, e))?;
+            match file.staged.take() {
+                Some((fd, staged)) => {
+                    let placed = self.install(path, staging, &staged, fd, &file.dir, name)?;
+                    file.staged = Some((placed, staged));
+                }
+                None => remove(&file.dir, name).map_err(|e| errno(path, e))?,
+            }
         }
         sync_dirs(&prepared, changes)?;
         journal.remove(&id)?;
         self.outcomes(scope, changes, &prepared, &sizes)
     }
 
-    /// Removes the temporary files of a changeset that did not commit.
-    fn undo(&self, prepared: &[Prepared], changes: &[FileChange]) {
+    /// Removes the staged files of a changeset that did not commit.
+    fn undo(&self, staging: &OwnedFd, prepared: &[Prepared], changes: &[FileChange]) {
         for file in prepared {
-            if let Some((_, temp)) = &file.temp
-                && let Err(e) = rustix::fs::unlinkat(&file.dir, temp.as_str(), AtFlags::empty())
+            if let Some((_, staged)) = &file.staged
+                && let Err(e) = remove(staging, staged)
             {
                 let path = &changes[file.index].path;
-                tracing::warn!(path = %path, cause = %e, "cannot remove a changeset's temporary file");
+                tracing::warn!(path = %path, cause = %e, "cannot remove a changeset's staged file");
             }
         }
     }
@@ -489,7 +660,7 @@ impl FsBackend {
         for file in prepared {
             let change = &changes[file.index];
             let out = &mut done[file.index];
-            match (&file.temp, &change.action) {
+            match (&file.staged, &change.action) {
                 (
                     Some((fd, _)),
                     FileAction::Put {

@@ -47,6 +47,15 @@ pub(super) struct Temp<'d> {
     pub(super) size: u64,
 }
 
+impl Temp<'_> {
+    /// The file, renamed into place: its name is no longer its own to
+    /// remove.
+    pub(super) fn placed(mut self) -> rustix::io::Result<OwnedFd> {
+        self.name = None;
+        rustix::io::dup(&self.fd)
+    }
+}
+
 impl Drop for Temp<'_> {
     fn drop(&mut self) {
         if let Some(name) = &self.name
@@ -117,6 +126,29 @@ impl FsBackend {
         })
     }
 
+    /// The name of `temp` in its directory: an unnamed file is given one
+    /// (removed on drop unless [`Temp::placed`]), for the rename that puts
+    /// it in place.
+    pub(super) fn name_temp(&self, path: &VfsPath, temp: &mut Temp<'_>) -> Result<String> {
+        if let Some(named) = &temp.name {
+            return Ok(named.clone());
+        }
+        // Give the unnamed file a name in its directory through /proc (no
+        // capability needed, unlike AT_EMPTY_PATH).
+        let named = self.temp_name();
+        let proc_path = format!("/proc/self/fd/{}", temp.fd.as_raw_fd());
+        rustix::fs::linkat(
+            rustix::fs::CWD,
+            proc_path.as_str(),
+            temp.dir,
+            named.as_str(),
+            AtFlags::SYMLINK_FOLLOW,
+        )
+        .map_err(|e| errno(path, e))?;
+        temp.name = Some(named.clone());
+        Ok(named)
+    }
+
     /// Appends `data` to the temporary file, refusing to grow it past the
     /// file size limit.
     pub(super) fn append(&self, path: &VfsPath, temp: &mut Temp<'_>, data: &[u8]) -> Result<()> {
@@ -153,25 +185,7 @@ impl FsBackend {
         };
         rustix::fs::futimens(&temp.fd, &times).map_err(os)?;
         rustix::fs::fsync(&temp.fd).map_err(os)?;
-        let named = match temp.name.take() {
-            Some(named) => named,
-            None => {
-                // Give the unnamed file a name in `dir` through /proc (no
-                // capability needed, unlike AT_EMPTY_PATH), then rename it.
-                let named = self.temp_name();
-                let proc_path = format!("/proc/self/fd/{}", temp.fd.as_raw_fd());
-                rustix::fs::linkat(
-                    rustix::fs::CWD,
-                    proc_path.as_str(),
-                    dir,
-                    named.as_str(),
-                    AtFlags::SYMLINK_FOLLOW,
-                )
-                .map_err(os)?;
-                named
-            }
-        };
-        temp.name = Some(named.clone());
+        let named = self.name_temp(path, &mut temp)?;
         let rename = if old.is_none() {
             RenameFlags::NOREPLACE
         } else {

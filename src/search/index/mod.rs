@@ -69,6 +69,16 @@ pub const MAX_LEARN_BYTES: u64 = 16 << 20;
 /// principal's Greps made may hold together (docs/search-index.md §
 /// Memory); the index of the Linux sources (947 MB) holds about 140 MB.
 pub const DEFAULT_BYTES_PER_PRINCIPAL: u64 = 512 << 20;
+/// Default of `[search] index_bytes`: what the indexes of every tier of
+/// the server may hold together (docs/search-index.md § Memory), beside
+/// the 1 GiB `[limits] memory_bytes` of calls in flight on the 4 GiB
+/// machine the defaults fit (docs/security.md § Every limit).
+pub const DEFAULT_BYTES: u64 = 1 << 30;
+/// Bytes the search indexes of every tier of this server hold together,
+/// each adding its measured size ([`Measured`]): what `[search]
+/// index_bytes` bounds. One per process, as the server is (like the search
+/// room, `crate::search::room`).
+static HELD: AtomicU64 = AtomicU64::new(0);
 /// What one learned file costs beyond its key and trigrams (its overlay
 /// entry).
 const LEARNED_OVERHEAD_BYTES: u64 = 32;
@@ -89,6 +99,8 @@ pub struct IndexSettings {
     pub min_files: u64,
     /// `[search] index_bytes_per_principal`.
     pub bytes_per_principal: u64,
+    /// `[search] index_bytes`: the indexes of every tier together.
+    pub bytes: u64,
     /// `[search] index_self_check`, in parts per million (0 to 1,000,000).
     pub self_check_per_million: u32,
 }
@@ -99,8 +111,35 @@ impl Default for IndexSettings {
             enabled: true,
             min_files: DEFAULT_MIN_FILES,
             bytes_per_principal: DEFAULT_BYTES_PER_PRINCIPAL,
+            bytes: DEFAULT_BYTES,
             self_check_per_million: DEFAULT_SELF_CHECK_PER_MILLION,
         }
+    }
+}
+
+/// An index's size when it last changed, counted in the server's total
+/// ([`HELD`]) from its first measure until it is dropped.
+#[derive(Default)]
+struct Measured(AtomicU64);
+
+impl Measured {
+    /// Records `bytes` as the size now, moving the server's total by the
+    /// change (each swap adds what it replaced's difference, so concurrent
+    /// measures still sum to the last size).
+    fn set(&self, bytes: u64) {
+        let old = self.0.swap(bytes, Relaxed);
+        HELD.fetch_add(bytes, Relaxed);
+        HELD.fetch_sub(old, Relaxed);
+    }
+
+    fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        HELD.fetch_sub(self.get(), Relaxed);
     }
 }
 
@@ -171,7 +210,8 @@ impl Registry {
                     namespace = key,
                     bytes,
                     room,
-                    "persisted search index not loaded: over the principal's share"
+                    "persisted search index not loaded: over the principal's share or the \
+                     server's index_bytes"
                 );
                 return None;
             }
@@ -211,9 +251,10 @@ impl Registry {
     /// it; `None` when indexing is off.
     ///
     /// An index is charged to the principal whose Grep made it: together,
-    /// the indexes a principal made hold at most `bytes_per_principal`, so
-    /// its Greps stop growing them there (they still search, and use what is
-    /// indexed), and other principals' indexes are not touched.
+    /// the indexes a principal made hold at most `bytes_per_principal`, and
+    /// the indexes of every tier of the server at most `bytes`, so Greps
+    /// stop growing them there (they still search, and use what is
+    /// indexed), and no index already built is touched.
     pub fn get(&self, key: &str, owner: &str) -> Option<(Arc<NamespaceIndex>, u64)> {
         if !self.settings.enabled {
             return None;
@@ -308,14 +349,16 @@ impl Registry {
         walked.max(entries) >= self.settings.min_files
     }
 
-    /// What the indexes made by `owner` may still grow by.
+    /// What the indexes made by `owner` may still grow by: the room left
+    /// in its share, and in the server's.
     fn room_of(&self, owner: &str) -> u64 {
         let held: u64 = lock(&self.indexes)
             .values()
             .filter(|(i, _)| i.owner == owner)
-            .map(|(i, _)| i.size.load(Relaxed))
+            .map(|(i, _)| i.size.get())
             .sum();
-        self.settings.bytes_per_principal.saturating_sub(held)
+        let share = self.settings.bytes_per_principal.saturating_sub(held);
+        share.min(self.settings.bytes.saturating_sub(HELD.load(Relaxed)))
     }
 
     /// True when a Grep that `index` narrowed is picked for a self-check
@@ -393,7 +436,7 @@ pub struct NamespaceIndex {
     /// The principal it is charged to (whose Grep made it).
     owner: String,
     /// [`NamespaceIndex::bytes`] when it last changed.
-    size: AtomicU64,
+    size: Measured,
     /// Its namespace's key in the registry (and its keeper).
     key: String,
     /// Where each merge saves it, if the tier keeps indexes.
@@ -483,11 +526,13 @@ impl NamespaceIndex {
         self.measure();
     }
 
-    /// Records what it holds now, for its principal's share; logged.
+    /// Records what it holds now, for its principal's share and the
+    /// server's; logged with what every index holds (`server_bytes`).
     fn measure(&self) {
         let bytes = self.bytes() as u64;
-        self.size.store(bytes, Relaxed);
-        tracing::debug!(owner = %self.owner, bytes, "search index size");
+        self.size.set(bytes);
+        let server_bytes = HELD.load(Relaxed);
+        tracing::debug!(owner = %self.owner, bytes, server_bytes, "search index size");
     }
 
     /// Merges the overlay into a new segment on a background thread of
@@ -977,6 +1022,7 @@ mod tests {
             enabled: true,
             min_files,
             bytes_per_principal: u64::MAX,
+            bytes: u64::MAX,
             self_check_per_million: 0,
         }
     }
