@@ -993,12 +993,8 @@ async fn hostile_branch_merge_resolutions_are_refused() {
 
 /// State at `/`; besides `admin` (everything) and `lister` (`list` on
 /// `/p`): `part` lists and reads `/p/pub` only, `sub` may read, write and
-/// delete `/p/sub` only, and `reader` lists and reads `/p`. At most three
-/// branches per principal.
+/// delete `/p/sub` only, and `reader` lists and reads `/p`.
 const GRANTS: &str = r#"
-[limits]
-max_branches_per_principal = 3
-
 [[mount]]
 prefix = "/"
 tier = "state"
@@ -1282,7 +1278,8 @@ async fn a_diff_and_a_listing_name_nothing_the_caller_may_not_list() {
 /// principal still forks, and a discard makes room.
 #[tokio::test]
 async fn a_principal_keeps_at_most_max_branches_per_principal() {
-    let server = Server::start_with(Some(GRANTS), &[]);
+    let config = format!("[limits]\nmax_branches_per_principal = 3\n{GRANTS}");
+    let server = Server::start_with(Some(config.as_str()), &[]);
     let mut fs = server.fs().await;
     let mut access = AccessClient::new(server.channel().await);
     write(&mut fs, ADMIN, None, "/p/a.txt", "a\n")
