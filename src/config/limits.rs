@@ -5,11 +5,12 @@ use super::{ConfigError, Source};
 use crate::backend::changeset::MAX_CHANGESET_FILES;
 use crate::service::ChangesetLimits;
 use crate::service::limits::{
-    DEFAULT_HTTP2_SEND_BUFFER_BYTES, DEFAULT_HTTP2_WINDOW_BYTES, DEFAULT_MAX_CONCURRENT_SEARCHES,
-    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL,
-    DEFAULT_MAX_SEARCHES_PER_PRINCIPAL, DEFAULT_MAX_STREAMS_PER_CONNECTION,
-    DEFAULT_MAX_STREAMS_PER_PRINCIPAL, DEFAULT_MEMORY_BYTES, DEFAULT_MEMORY_BYTES_PER_PRINCIPAL,
-    DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, LimitsConfig, MAX_CONCURRENT_SEARCHES,
+    DEFAULT_HTTP2_SEND_BUFFER_BYTES, DEFAULT_HTTP2_WINDOW_BYTES,
+    DEFAULT_MAX_BRANCHES_PER_PRINCIPAL, DEFAULT_MAX_CONCURRENT_SEARCHES, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL, DEFAULT_MAX_SEARCHES_PER_PRINCIPAL,
+    DEFAULT_MAX_STREAMS_PER_CONNECTION, DEFAULT_MAX_STREAMS_PER_PRINCIPAL, DEFAULT_MEMORY_BYTES,
+    DEFAULT_MEMORY_BYTES_PER_PRINCIPAL, DEFAULT_STREAM_IDLE_TIMEOUT_SECONDS, LimitsConfig,
+    MAX_CONCURRENT_SEARCHES,
 };
 use serde::Deserialize;
 use std::ops::RangeInclusive;
@@ -33,6 +34,7 @@ pub(super) struct RawLimits {
     changeset_max_operations: Option<Spanned<u64>>,
     changeset_max_bytes: Option<Spanned<u64>>,
     changeset_timeout_ms: Option<Spanned<u64>>,
+    max_branches_per_principal: Option<Spanned<u64>>,
 }
 
 /// Validates `[limits]`: every value must lie in its range.
@@ -161,6 +163,12 @@ pub(super) fn parse(
                 defaults.timeout.as_millis() as u64,
             )?),
         },
+        max_branches_per_principal: value(
+            |r| r.max_branches_per_principal.as_ref(),
+            "max_branches_per_principal",
+            1..=100_000,
+            DEFAULT_MAX_BRANCHES_PER_PRINCIPAL,
+        )? as usize,
     })
 }
 
@@ -183,6 +191,11 @@ mod tests {
         assert_eq!(
             parse("x.toml", &src).unwrap_err().to_string(),
             "x.toml:2: limits max_searches_per_principal must be between 1 and 64"
+        );
+        let src = format!("[limits]\nmax_branches_per_principal = 0\n{mount}");
+        assert_eq!(
+            parse("x.toml", &src).unwrap_err().to_string(),
+            "x.toml:2: limits max_branches_per_principal must be between 1 and 100000"
         );
         let src = format!("[limits]\nmax_concurrent_searches = 0\n{mount}");
         assert_eq!(

@@ -23,6 +23,9 @@ pub const MAX_DIFF_PAGE: usize = 1000;
 /// Most bytes of unified diff one page of a branch's diff holds; the page
 /// ends early rather than pass it.
 const MAX_DIFF_PAGE_BYTES: usize = 4 << 20;
+/// What one listed branch's answer holds besides its name, root and
+/// creator (its times, counts and encoding), charged before it is built.
+const LISTED_BRANCH_BYTES: usize = 64;
 
 /// A branch as listed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +100,16 @@ pub enum Resolution {
     Content(Bytes),
     /// The file is deleted.
     Delete,
+}
+
+impl Resolution {
+    /// The bytes it carries.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Resolution::Content(data) => data.len() as u64,
+            Resolution::Delete => 0,
+        }
+    }
 }
 
 /// A file that changed on both sides in ways that do not merge.
@@ -212,46 +225,23 @@ enum Step {
     /// The file becomes this (`None`: deleted), guarded by the base's
     /// version now.
     Take(Option<Vec<u8>>),
+    /// The file becomes the branch's (deleted where the branch has none).
+    Branch,
     /// The sides do not merge.
     Conflict,
 }
 
-/// The three-way decision for one file.
-fn step(touched: &Touched, base: Option<&(Vec<u8>, u64)>) -> Step {
-    let ancestor = touched
-        .ancestor
-        .version
-        .map(|_| touched.ancestor.content.as_slice());
-    let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
-    let now = base.map(|(d, _)| d.as_slice());
-    if branch == ancestor || branch == now {
-        return Step::Keep;
-    }
-    let base_unchanged = match (&touched.ancestor.version, base) {
-        (None, None) => true,
-        (Some(v), Some((_, now))) => v == now,
-        _ => false,
-    };
-    if base_unchanged || now == ancestor {
-        return Step::Take(branch.map(<[u8]>::to_vec));
-    }
-    match (
-        as_text(ancestor.or(Some(b""))),
-        as_text(branch),
-        as_text(now),
-    ) {
-        (Some(a), Some(b), Some(t)) => match merge3(a, b, t) {
-            Some(merged) => Step::Take(Some(merged.into_bytes())),
-            None => Step::Conflict,
-        },
-        _ => Step::Conflict,
-    }
-}
-
 impl Files<'_> {
     /// Forks the directory `root` into the branch `name` (read grant on
-    /// the subtree; the mount must take branches).
-    pub fn create_branch(&self, name: &str, root: &VfsPath) -> Result<BranchRecord> {
+    /// the subtree; the mount must take branches), unless the caller's
+    /// principal already holds `max_branches` branches of its namespace
+    /// (RESOURCE_EXHAUSTED naming `max_branches_per_principal`).
+    pub fn create_branch(
+        &self,
+        name: &str,
+        root: &VfsPath,
+        max_branches: usize,
+    ) -> Result<BranchRecord> {
         Scope::check_name("branch", name)?;
         self.refuse_bound("create branches")?;
         let scope = self.scope();
@@ -283,6 +273,24 @@ impl Files<'_> {
                 "{root} (a branch forks a directory)"
             )));
         }
+        let principal = &self.caller().principal;
+        let registry = Registry::new(backend);
+        let held = registry
+            .list(&scope.namespace)?
+            .iter()
+            .filter(|r| r.owner == principal.owner)
+            .count();
+        if held >= max_branches {
+            return Err(Error::OverLimit {
+                limit: "max_branches_per_principal",
+                message: format!(
+                    "principal {:?} already has {held} branches in namespace {:?}, the \
+                     server's max_branches_per_principal ({max_branches}); merge or discard \
+                     one first",
+                    principal.owner, scope.namespace
+                ),
+            });
+        }
         let record = BranchRecord {
             name: name.to_owned(),
             root: root.clone(),
@@ -290,10 +298,11 @@ impl Files<'_> {
             session: scope.session.clone(),
             namespace: scope.namespace.clone(),
             created: SystemTime::now(),
-            creator: self.caller().principal.name.clone(),
+            creator: principal.name.clone(),
+            owner: principal.owner.clone(),
             fork: format!("{:016x}", rand::random::<u64>()),
         };
-        Registry::new(backend).create(&record)?;
+        registry.create(&record)?;
         Ok(record)
     }
 
@@ -313,23 +322,79 @@ impl Files<'_> {
         }
     }
 
+    /// Refuses a caller without `op` on one of `paths`, the files branch
+    /// `name` changed, before anything of them is read: PERMISSION_DENIED
+    /// naming the first such file the caller may list, and naming none when
+    /// it may list none of them (an answer never shows what the caller may
+    /// not read: docs/security.md). `why` says what needs the grant.
+    fn check_every(&self, name: &str, paths: &[VfsPath], op: Op, why: &str) -> Result<()> {
+        let refused: Vec<&VfsPath> = paths.iter().filter(|p| !self.may(p, op)).collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        Err(Error::PermissionDenied(
+            match refused.iter().find(|p| self.may(p, Op::List)) {
+                Some(path) => format!(
+                    "no grant allows '{op}' on {path}, which branch {name:?} changed: {why}"
+                ),
+                None => {
+                    format!("branch {name:?} changed files on which no grant allows '{op}': {why}")
+                }
+            },
+        ))
+    }
+
+    /// Refuses to discard the branch of `overlay`, which changed `changed`,
+    /// to a caller that could not delete each of those files, or that
+    /// neither forked it (its principal's) nor may delete its whole root:
+    /// a discard deletes every file the branch holds, whoever wrote it
+    /// (docs/branches.md § List and discard).
+    fn check_discard(&self, overlay: &Overlay, changed: &[VfsPath]) -> Result<()> {
+        let record = overlay.record();
+        let principal = &self.caller().principal;
+        if record.owner != principal.owner && !self.may(&record.root, Op::Delete) {
+            return Err(Error::PermissionDenied(format!(
+                "no grant allows 'delete' on {}, the root of branch {:?}, which {} did not \
+                 fork: discarding another's branch needs 'delete' on its root",
+                record.root, record.name, principal.name
+            )));
+        }
+        self.check_every(
+            &record.name,
+            changed,
+            Op::Delete,
+            "discarding a branch deletes every file it changed, so it needs 'delete' on each",
+        )
+    }
+
     /// The caller's branches (those of its namespace) whose root it may
-    /// list, with their sizes; a bound handle's own only.
+    /// list, with the files it changed that the caller may list and their
+    /// bytes; a bound handle's own only. The answer is charged to the
+    /// caller's memory share before it is built.
     pub fn list_branches(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
     ) -> Result<Vec<BranchInfo>> {
         let scope = self.scope();
-        let mut out = Vec::new();
         let bound = &self.caller().principal.branch;
-        for record in Registry::new(backend.as_ref()).list(&scope.namespace)? {
-            if self.check_within(&record.root, Op::List).is_err()
-                || !(bound.is_empty() || *bound == record.name)
-            {
-                continue;
-            }
+        let records: Vec<BranchRecord> = Registry::new(backend.as_ref())
+            .list(&scope.namespace)?
+            .into_iter()
+            .filter(|r| {
+                self.check_within(&r.root, Op::List).is_ok()
+                    && (bound.is_empty() || *bound == r.name)
+            })
+            .collect();
+        let answer: usize = records
+            .iter()
+            .map(|r| LISTED_BRANCH_BYTES + r.name.len() + r.root.as_str().len() + r.creator.len())
+            .sum();
+        self.charge(answer as u64, "listing the branches")?;
+        let listable = |path: &VfsPath| self.may(path, Op::List);
+        let mut out = Vec::with_capacity(records.len());
+        for record in records {
             let overlay = Overlay::new(backend.clone(), record);
-            let (files, bytes) = overlay.size(scope)?;
+            let (files, bytes) = overlay.size(scope, &listable)?;
             let record = overlay.record();
             out.push(BranchInfo {
                 name: record.name.clone(),
@@ -343,10 +408,11 @@ impl Files<'_> {
         Ok(out)
     }
 
-    /// Discards the branch `name` (write grant on its root): removes its
-    /// record, so that it is gone at once for every later call, and answers
-    /// what is left to do, clearing its changes once the record's lease is
-    /// over (docs/branches.md § Discard).
+    /// Discards the branch `name` (`delete` on every file it changed, and
+    /// its fork or `delete` on its root): removes its record, so that it is
+    /// gone at once for every later call, and answers what is left to do,
+    /// clearing its changes once the record's lease is over
+    /// (docs/branches.md § Discard).
     pub fn discard_branch(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
@@ -354,7 +420,7 @@ impl Files<'_> {
     ) -> Result<Discarding> {
         self.refuse_bound("discard branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
-        self.check_within(&overlay.record().root, Op::Write)?;
+        self.check_discard(&overlay, &overlay.changed(self.scope())?)?;
         let registry = Registry::new(backend.as_ref());
         if overlay.record().fork.is_empty() {
             // A record written before forks had ids: its scope is the one
@@ -374,7 +440,10 @@ impl Files<'_> {
     }
 
     /// One page of the files branch `name` changed, against its base now:
-    /// at most `limit` files after `after`, those the caller may read.
+    /// at most `limit` files after `after`, of those the caller may list and
+    /// read. The others are neither read nor counted, and the page's
+    /// `next_after` is always a file it shows, so nothing of them shows
+    /// (docs/branches.md § Diff).
     pub fn diff_branch(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
@@ -392,16 +461,18 @@ impl Files<'_> {
         let overlay = overlay_named(backend, self.scope(), name)?;
         let limit = limit.clamp(1, MAX_DIFF_PAGE);
         let base_scope = overlay.record().base_scope(self.scope());
-        let (page, more) =
-            overlay.touched(self.scope(), after, limit, MAX_DIFF_PAGE_BYTES as u64)?;
+        let readable = |path: &VfsPath| self.may(path, Op::List) && self.may(path, Op::ReadFile);
+        let (page, more) = overlay.touched(
+            self.scope(),
+            after,
+            (limit, MAX_DIFF_PAGE_BYTES as u64),
+            &readable,
+        )?;
         let mut out = BranchDiff::default();
         let mut bytes = 0;
         let mut last = None;
         for touched in &page {
             last = Some(touched.path.clone());
-            if self.check(&touched.path, Op::ReadFile).is_err() {
-                continue;
-            }
             let now = base_now(backend.as_ref(), &base_scope, &touched.path)?;
             let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
             let base = now.as_ref().map(|(d, _)| d.as_slice());
@@ -436,70 +507,101 @@ impl Files<'_> {
     /// three-way (the base when the branch first changed it, the branch,
     /// the base now), every file guarded by the base's version now.
     /// Conflicts not settled by `resolutions` are answered and nothing is
-    /// applied. The branch is kept: the service discards it after a merge
-    /// that applied when asked to.
+    /// applied. Before anything is read, the caller must hold `read_file`
+    /// on every file the branch changed (a merge moves them, and answers
+    /// their content in conflicts), the branch must fit one changeset by
+    /// the sizes of its files, and what the merge holds is charged to the
+    /// caller's memory share (docs/branches.md § Merge). The branch is
+    /// kept: the service discards it after a merge that applied when asked
+    /// to, and `discard` checks the caller may before anything is merged.
     pub fn merge_branch(
         &self,
         backend: &Arc<dyn crate::backend::Backend>,
         name: &str,
         resolutions: &BTreeMap<VfsPath, Resolution>,
         limits: &ChangesetLimits,
+        discard: bool,
     ) -> Result<Merged> {
         self.refuse_bound("merge branches")?;
         let overlay = overlay_named(backend, self.scope(), name)?;
         let record = overlay.record().clone();
         check_resolutions(&record, resolutions, limits)?;
-        let base_scope = record.base_scope(self.scope());
-        let (touched, more) =
-            overlay.touched(self.scope(), None, limits.max_operations, limits.max_bytes)?;
-        if more {
-            return Err(Error::TooLarge(format!(
-                "branch {name:?} changed more than {} files or {} bytes, the most one \
-                 changeset may carry ([limits] changeset_max_operations, changeset_max_bytes)",
-                limits.max_operations, limits.max_bytes
-            )));
+        let changed = overlay.changed(self.scope())?;
+        self.check_every(
+            name,
+            &changed,
+            Op::ReadFile,
+            "a merge moves every file the branch changed into the base, and answers a \
+             conflict's content, so it needs 'read_file' on each",
+        )?;
+        if discard {
+            self.check_discard(&overlay, &changed)?;
         }
-        // The ancestors and the branch's files are held until the answer
-        // is sent, and the base's files are read beside them: charged to
-        // the caller's share like a changeset's staging.
-        let changed: HashSet<&VfsPath> = touched.iter().map(|t| &t.path).collect();
-        if let Some(path) = resolutions.keys().find(|p| !changed.contains(p)) {
+        if changed.len() > limits.max_operations {
+            return Err(Error::OverLimit {
+                limit: "changeset_max_operations",
+                message: format!(
+                    "branch {name:?} changed {} files, more than the {} one changeset may \
+                     carry",
+                    changed.len(),
+                    limits.max_operations
+                ),
+            });
+        }
+        let changed_set: HashSet<&VfsPath> = changed.iter().collect();
+        if let Some(path) = resolutions.keys().find(|p| !changed_set.contains(p)) {
             return Err(Error::InvalidArgument(format!(
                 "the resolution of {path}: branch {name:?} did not change that file, so a \
                  merge has nothing of it to settle (resolve only the files the branch changed)"
             )));
         }
-        let held: u64 = touched
-            .iter()
-            .map(|t| {
-                (t.ancestor.content.len() + t.branch.as_ref().map_or(0, |(d, _)| d.len())) as u64
-            })
-            .sum();
-        let resolved: u64 = resolutions
-            .values()
-            .map(|r| match r {
-                Resolution::Content(data) => data.len() as u64,
-                Resolution::Delete => 0,
-            })
-            .sum();
-        self.charge(
-            held.saturating_mul(2).saturating_add(resolved),
-            "merging the branch",
+        let base_scope = record.base_scope(self.scope());
+        let plan = plan_merge(
+            backend.as_ref(),
+            &overlay,
+            self.scope(),
+            &base_scope,
+            &changed,
+            resolutions,
         )?;
+        if plan.carried > limits.max_bytes {
+            return Err(Error::OverLimit {
+                limit: "changeset_max_bytes",
+                message: format!(
+                    "merging branch {name:?} may carry {} bytes (the branch's files and the \
+                     base's now, which a three-way merge takes lines from), more than the {} \
+                     one changeset may carry",
+                    plan.carried, limits.max_bytes
+                ),
+            });
+        }
+        let resolved: u64 = resolutions.values().map(Resolution::bytes).sum();
+        self.charge(plan.held.saturating_add(resolved), "merging the branch")?;
         let mut ops = Vec::new();
         let mut conflicts = Vec::new();
-        for file in &touched {
-            let now = base_now(backend.as_ref(), &base_scope, &file.path)?;
+        for (path, counted) in &plan.files {
+            let Some(mut file) = overlay.read_touched(self.scope(), path)? else {
+                continue;
+            };
+            let now = base_now(backend.as_ref(), &base_scope, path)?;
+            // A file that grew since its stat is charged for what it grew.
+            let read = file.ancestor.content.len()
+                + file.branch.as_ref().map_or(0, |(d, _)| d.len())
+                + now.as_ref().map_or(0, |(d, _)| d.len());
+            self.charge((read as u64).saturating_sub(*counted), "merging the branch")?;
             let guard = now.as_ref().map_or(0, |(_, v)| *v);
-            let decided = match resolutions.get(&file.path) {
+            let decided = match resolutions.get(path) {
                 Some(Resolution::Content(data)) => Step::Take(Some(data.to_vec())),
                 Some(Resolution::Delete) => Step::Take(None),
-                None => step(file, now.as_ref()),
+                None => match self.step(&file, now.as_ref())? {
+                    Step::Branch => Step::Take(file.branch.take().map(|(d, _)| d)),
+                    step => step,
+                },
             };
             match decided {
-                Step::Keep => {}
+                Step::Keep | Step::Branch => {}
                 Step::Take(Some(data)) => ops.push(ChangeOp::Write {
-                    path: file.path.clone(),
+                    path: path.clone(),
                     data: Bytes::from(data),
                     pre: Precondition {
                         create_only: false,
@@ -508,13 +610,13 @@ impl Files<'_> {
                 }),
                 Step::Take(None) if now.is_none() => {}
                 Step::Take(None) => ops.push(ChangeOp::Delete {
-                    path: file.path.clone(),
+                    path: path.clone(),
                     if_version: Some(guard),
                 }),
                 Step::Conflict => conflicts.push(Conflict {
-                    path: file.path.clone(),
-                    ancestor: file.ancestor.version.map(|_| file.ancestor.content.clone()),
-                    branch: file.branch.as_ref().map(|(d, _)| d.clone()),
+                    path: path.clone(),
+                    ancestor: file.ancestor.version.map(|_| file.ancestor.content),
+                    branch: file.branch.map(|(d, _)| d),
                     base: now.map(|(d, _)| d),
                     base_version: guard,
                 }),
@@ -542,6 +644,94 @@ impl Files<'_> {
             discarded: false,
         })
     }
+
+    /// The three-way decision for one file; a line merge's result is
+    /// charged to the caller's share before it is built (at most both
+    /// sides together), and what it did not take is given back.
+    fn step(&self, touched: &Touched, base: Option<&(Vec<u8>, u64)>) -> Result<Step> {
+        let ancestor = touched
+            .ancestor
+            .version
+            .map(|_| touched.ancestor.content.as_slice());
+        let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
+        let now = base.map(|(d, _)| d.as_slice());
+        if branch == ancestor || branch == now {
+            return Ok(Step::Keep);
+        }
+        let base_unchanged = match (&touched.ancestor.version, base) {
+            (None, None) => true,
+            (Some(v), Some((_, now))) => v == now,
+            _ => false,
+        };
+        if base_unchanged || now == ancestor {
+            return Ok(Step::Branch);
+        }
+        match (
+            as_text(ancestor.or(Some(b""))),
+            as_text(branch),
+            as_text(now),
+        ) {
+            (Some(a), Some(b), Some(t)) => {
+                let most = (b.len() + t.len()) as u64;
+                self.charge(most, "merging the branch")?;
+                let merged = merge3(a, b, t);
+                self.release(most.saturating_sub(merged.as_ref().map_or(0, |m| m.len() as u64)));
+                Ok(match merged {
+                    Some(merged) => Step::Take(Some(merged.into_bytes())),
+                    None => Step::Conflict,
+                })
+            }
+            _ => Ok(Step::Conflict),
+        }
+    }
+}
+
+/// What a merge will hold and carry, from the stats of the files the
+/// branch changed, before any of them is read.
+struct MergePlan {
+    /// The files still changed, each with the bytes of its three sides
+    /// (the ancestor, the branch's and the base's now).
+    files: Vec<(VfsPath, u64)>,
+    /// Those sides together: what the merge reads and holds.
+    held: u64,
+    /// The most the merged files can carry: per file its resolution, or
+    /// the branch's and the base's file together (a three-way merge takes
+    /// lines from both).
+    carried: u64,
+}
+
+/// Sizes the merge of `changed` (by stats; nothing is read).
+fn plan_merge(
+    backend: &dyn crate::backend::Backend,
+    overlay: &Overlay,
+    scope: &Scope,
+    base_scope: &Scope,
+    changed: &[VfsPath],
+    resolutions: &BTreeMap<VfsPath, Resolution>,
+) -> Result<MergePlan> {
+    let mut plan = MergePlan {
+        files: Vec::with_capacity(changed.len()),
+        held: 0,
+        carried: 0,
+    };
+    for path in changed {
+        let Some(sides) = overlay.sides(scope, path)? else {
+            continue;
+        };
+        let base = match backend.stat(base_scope, path) {
+            Ok(entry) if !entry.is_directory() => entry.size,
+            Ok(_) | Err(Error::NotFound(_) | Error::NotDirectory(_)) => 0,
+            Err(e) => return Err(e),
+        };
+        let held = sides.ancestor + sides.branch + base;
+        plan.held = plan.held.saturating_add(held);
+        plan.carried = plan.carried.saturating_add(match resolutions.get(path) {
+            Some(resolution) => resolution.bytes(),
+            None => sides.branch + base,
+        });
+        plan.files.push((path.clone(), held));
+    }
+    Ok(plan)
 }
 
 /// Refuses, before anything is read, resolutions no merge of the branch of

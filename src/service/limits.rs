@@ -68,6 +68,10 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL: u64 = 32;
 /// Default `http2_window_bytes`: what a client may send on a stream, and on
 /// a connection, before the server has taken it (hyper's default).
 pub const DEFAULT_HTTP2_WINDOW_BYTES: u64 = 1 << 20;
+/// Default `max_branches_per_principal`: branches one principal (with its
+/// handles) may keep in a namespace; each is a record every ListBranches
+/// of the namespace reads and answers.
+pub const DEFAULT_MAX_BRANCHES_PER_PRINCIPAL: u64 = 100;
 /// Default `http2_send_buffer_bytes`: what HTTP/2 buffers per stream for a
 /// client that has not granted room for it yet.
 pub const DEFAULT_HTTP2_SEND_BUFFER_BYTES: u64 = 256 << 10;
@@ -117,6 +121,10 @@ pub struct LimitsConfig {
     /// The bounds of one changeset (`changeset_max_operations`,
     /// `changeset_max_bytes`, `changeset_timeout_ms`).
     pub changeset: super::ChangesetLimits,
+    /// Branches one principal (with its handles) may keep in a namespace;
+    /// a fork past it is refused with RESOURCE_EXHAUSTED
+    /// (docs/branches.md § Fork).
+    pub max_branches_per_principal: usize,
 }
 
 impl Default for LimitsConfig {
@@ -134,6 +142,7 @@ impl Default for LimitsConfig {
             http2_window_bytes: DEFAULT_HTTP2_WINDOW_BYTES as u32,
             http2_send_buffer_bytes: DEFAULT_HTTP2_SEND_BUFFER_BYTES as usize,
             changeset: super::ChangesetLimits::default(),
+            max_branches_per_principal: DEFAULT_MAX_BRANCHES_PER_PRINCIPAL as usize,
         }
     }
 }

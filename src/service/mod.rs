@@ -185,8 +185,9 @@ impl Service {
         root: VfsPath,
     ) -> Result<BranchInfo> {
         self.forget_branch(caller, &name);
+        let max_branches = self.limits.config().max_branches_per_principal;
         self.run_on_base(caller, move |files, _| {
-            let record = files.create_branch(&name, &root)?;
+            let record = files.create_branch(&name, &root, max_branches)?;
             Ok(BranchInfo {
                 name: record.name,
                 root: record.root,
@@ -232,7 +233,7 @@ impl Service {
         let forget = name.clone();
         let merged = self
             .run_on_base(caller, move |files, backend| {
-                files.merge_branch(backend, &name, &resolutions, &limits)
+                files.merge_branch(backend, &name, &resolutions, &limits, discard)
             })
             .await;
         self.forget_branch(caller, &forget);

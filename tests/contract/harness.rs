@@ -530,7 +530,7 @@ fn fork(backend: Arc<dyn Backend>, mount: &VfsPath) -> (Arc<dyn Backend>, Scope)
         account: Account::unbounded(),
     };
     let record = Files::new(backend.as_ref(), &caller, MAX_FILE_BYTES)
-        .create_branch(BRANCH_NAME, mount)
+        .create_branch(BRANCH_NAME, mount, usize::MAX)
         .unwrap_or_else(|e| panic!("fork {mount}: {e}"));
     let scope = Scope {
         branch: BRANCH_NAME.into(),

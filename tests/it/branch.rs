@@ -12,6 +12,7 @@ use agentvfs::pb;
 use agentvfs::pb::filesystem_client::FilesystemClient;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
+use tonic_types::StatusExt;
 
 /// `msg` sent in branch `branch`.
 fn in_branch<T>(msg: T, branch: &str) -> Request<T> {
@@ -733,6 +734,96 @@ async fn a_merge_over_the_changeset_bounds_is_refused() {
         .unwrap_err();
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert_eq!(bytes(&mut fs, None, "/memories/big/f0.txt").await, None);
+}
+
+/// The `limit` an error names (its `ErrorInfo.metadata.limit`).
+fn limit_of(status: &Status) -> String {
+    let info = status.get_details_error_info().expect("ErrorInfo");
+    info.metadata.get("limit").cloned().unwrap_or_default()
+}
+
+/// A merge sizes what it would carry and hold from its files' stats and
+/// refuses before it reads any of them: here the branch's files are small,
+/// but the base now holds large files at their paths (which a three-way
+/// merge reads and may carry).
+#[tokio::test]
+async fn a_merge_is_refused_by_its_sizes_before_it_reads() {
+    let server = Server::start_with(Some(crate::changesets::SMALL_CHANGESETS), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, "/memories/big/seed.txt", "s\n").await;
+    fork(&mut fs, "sized", "/memories/big").await;
+    write_in(&mut fs, "sized", "/memories/big/f0.txt", "mine\n").await;
+    write(&mut fs, "/memories/big/f0.txt", &"x".repeat(2000)).await;
+    let refused = fs
+        .merge_branch(pb::MergeBranchRequest {
+            name: "sized".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(limit_of(&refused), "changeset_max_bytes", "{refused:?}");
+}
+
+/// What a merge holds (every file's ancestor, branch side and base now) is
+/// charged to the caller's share before it is read: eight small files of a
+/// branch over 8 MiB files of the base are refused at once, and the peak
+/// resident memory of the server (restarted, so that no freed memory of the
+/// writes is reused) does not grow by what they hold.
+#[tokio::test]
+async fn a_merge_over_the_memory_share_is_refused_before_it_reads() {
+    let config = r#"
+[limits]
+memory_bytes_per_principal = 25165824
+changeset_max_bytes = 1073741824
+
+[[mount]]
+prefix = "/"
+tier = "state"
+
+[[mount]]
+prefix = "/memories"
+tier = "store"
+"#;
+    let mut server = Server::start_with(Some(config), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, "/memories/big/seed.txt", "s\n").await;
+    fork(&mut fs, "heavy", "/memories/big").await;
+    for i in 0..8 {
+        write_in(
+            &mut fs,
+            "heavy",
+            &format!("/memories/big/f{i}.txt"),
+            "mine\n",
+        )
+        .await;
+    }
+    for i in 0..8 {
+        let content = format!("{i}").repeat(8 << 20);
+        write(&mut fs, &format!("/memories/big/f{i}.txt"), &content).await;
+    }
+    server.crash_and_restart();
+    let mut fs = server.fs().await;
+    let before = server.memory_kib("VmHWM");
+    let refused = fs
+        .merge_branch(pb::MergeBranchRequest {
+            name: "heavy".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    let grown_mib = server.memory_kib("VmHWM").saturating_sub(before) / 1024;
+    eprintln!("merge over 8 x 8 MiB base files: VmHWM {before} KiB before, grew {grown_mib} MiB");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(
+        limit_of(&refused),
+        "memory_bytes_per_principal",
+        "{refused:?}"
+    );
+    assert!(
+        grown_mib < 16,
+        "the merge grew the server by {grown_mib} MiB"
+    );
 }
 
 /// One path below a directory on the host: a file's (or a link's target's

@@ -18,6 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::transport::Channel;
 use tonic::{Code, Request, Status};
+use tonic_types::StatusExt;
 
 /// State at `/`; `admin` holds every grant, `lister` may only list `/p`.
 const CONFIG: &str = r#"
@@ -988,4 +989,349 @@ async fn hostile_branch_merge_resolutions_are_refused() {
         read(&mut fs, ADMIN, Some("b1"), "/p/a.txt").await.unwrap(),
         "branch a\n"
     );
+}
+
+/// State at `/`; besides `admin` (everything) and `lister` (`list` on
+/// `/p`): `part` lists and reads `/p/pub` only, `sub` may read, write and
+/// delete `/p/sub` only, and `reader` lists and reads `/p`.
+const GRANTS: &str = r#"
+[[mount]]
+prefix = "/"
+tier = "state"
+
+[[principal]]
+name = "admin"
+token = "admin-token"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_binary", "read_re", "write", "delete"] }]
+
+[[principal]]
+name = "lister"
+token = "lister-token"
+grants = [{ prefix = "/p", ops = ["list"] }]
+
+[[principal]]
+name = "part"
+token = "part-token"
+grants = [{ prefix = "/p/pub", ops = ["list", "read_file"] }]
+
+[[principal]]
+name = "sub"
+token = "sub-token"
+grants = [{ prefix = "/p/sub", ops = ["list", "file", "read_file", "write", "delete"] }]
+
+[[principal]]
+name = "reader"
+token = "reader-token"
+grants = [{ prefix = "/p", ops = ["list", "read_file"] }]
+"#;
+
+/// `MergeBranch {name}` (no resolutions) as `token`.
+async fn merge_as(
+    fs: &mut FilesystemClient<Channel>,
+    token: &str,
+    name: &str,
+) -> Result<pb::MergeBranchResponse, Status> {
+    let msg = pb::MergeBranchRequest {
+        name: name.into(),
+        ..Default::default()
+    };
+    Ok(fs.merge_branch(as_token(msg, token)).await?.into_inner())
+}
+
+/// A merge moves and answers content, so it needs `read_file` on every
+/// file the branch changed, checked before anything is read: a principal
+/// that may only list the files of a conflict is refused (over gRPC, the
+/// BranchMerge tool and MCP) instead of being answered their three
+/// versions, and a refusal names only a file the caller may list.
+#[tokio::test]
+async fn a_merge_shows_and_moves_nothing_the_caller_may_not_read() {
+    let server = Server::start_with(Some(GRANTS), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, ADMIN, None, "/p/secret.txt", "ancestor secret\n")
+        .await
+        .unwrap();
+    let fork = |name: &str| pb::CreateBranchRequest {
+        name: name.into(),
+        path: "/p".into(),
+    };
+    fs.create_branch(as_token(fork("feat"), ADMIN))
+        .await
+        .unwrap();
+    write(
+        &mut fs,
+        ADMIN,
+        Some("feat"),
+        "/p/secret.txt",
+        "branch secret\n",
+    )
+    .await
+    .unwrap();
+    write(&mut fs, ADMIN, None, "/p/secret.txt", "base secret\n")
+        .await
+        .unwrap();
+
+    let refused = merge_as(&mut fs, "lister-token", "feat").await.unwrap_err();
+    assert_error(&refused, Code::PermissionDenied, "ACCESS_DENIED");
+    assert!(
+        refused.message().contains("'read_file' on /p/secret.txt"),
+        "{refused:?}"
+    );
+    let mut lister = Agent::new(&server, "lister-token", None).await;
+    let env = lister.call("BranchMerge", json!({"name": "feat"})).await;
+    assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{env}");
+    assert!(!env.to_string().contains("secret\\n"), "{env}");
+    let call = json!({"name": "BranchMerge", "arguments": {"name": "feat"}});
+    let (_, answer) = mcp(&server, "lister-token", None, "tools/call", call).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(!answer.to_string().contains("secret\\n"), "{answer}");
+
+    // A file the caller may not even list is not named.
+    fs.create_branch(as_token(fork("mixed"), ADMIN))
+        .await
+        .unwrap();
+    write(&mut fs, ADMIN, Some("mixed"), "/p/pub/a.txt", "a\n")
+        .await
+        .unwrap();
+    write(&mut fs, ADMIN, Some("mixed"), "/p/hidden/h.txt", "h\n")
+        .await
+        .unwrap();
+    let refused = merge_as(&mut fs, "part-token", "mixed").await.unwrap_err();
+    assert_error(&refused, Code::PermissionDenied, "ACCESS_DENIED");
+    assert!(!refused.message().contains("hidden"), "{refused:?}");
+    assert_eq!(
+        read(&mut fs, ADMIN, None, "/p/pub/a.txt")
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+    // The admin, who may read it all, is answered the conflict.
+    let merged = merge_as(&mut fs, ADMIN, "feat").await.unwrap();
+    assert_eq!(merged.conflicts.len(), 1, "{merged:?}");
+}
+
+/// A discard deletes every file the branch changed, whoever wrote it: it
+/// needs `delete` on each, and on the branch's root unless the caller's
+/// principal forked it. One who may write a subfolder cannot drop the
+/// whole branch; a read-only principal may discard the empty branch it
+/// forked, not the files others wrote in it.
+#[tokio::test]
+async fn discarding_a_branch_needs_delete_on_every_file_it_holds() {
+    let server = Server::start_with(Some(GRANTS), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, ADMIN, None, "/p/sub/seed.txt", "s\n")
+        .await
+        .unwrap();
+    let fork = |fs: &mut FilesystemClient<Channel>, token: &str, name: &str, path: &str| {
+        let msg = pb::CreateBranchRequest {
+            name: name.into(),
+            path: path.into(),
+        };
+        let req = as_token(msg, token);
+        let mut fs = fs.clone();
+        async move { fs.create_branch(req).await.map(drop) }
+    };
+    let discard = |fs: &mut FilesystemClient<Channel>, token: &str, name: &str| {
+        let req = as_token(pb::DiscardBranchRequest { name: name.into() }, token);
+        let mut fs = fs.clone();
+        async move { fs.discard_branch(req).await.map(drop) }
+    };
+    fork(&mut fs, ADMIN, "work", "/p").await.unwrap();
+    write(&mut fs, ADMIN, Some("work"), "/p/sub/a.txt", "a\n")
+        .await
+        .unwrap();
+    write(&mut fs, ADMIN, Some("work"), "/p/top.txt", "others' work\n")
+        .await
+        .unwrap();
+    let refused = discard(&mut fs, "sub-token", "work").await.unwrap_err();
+    assert_error(&refused, Code::PermissionDenied, "ACCESS_DENIED");
+    assert!(refused.message().contains("'delete' on /p"), "{refused:?}");
+    assert_eq!(
+        read(&mut fs, ADMIN, Some("work"), "/p/top.txt")
+            .await
+            .unwrap(),
+        "others' work\n"
+    );
+    let mut sub = Agent::new(&server, "sub-token", None).await;
+    let env = sub.call("BranchDiscard", json!({"name": "work"})).await;
+    assert_eq!(env["error"]["code"], "ACCESS_DENIED", "{env}");
+
+    // Its own fork, with files it may delete: discarded.
+    fork(&mut fs, "sub-token", "mine", "/p/sub").await.unwrap();
+    write(&mut fs, ADMIN, Some("mine"), "/p/sub/b.txt", "b\n")
+        .await
+        .unwrap();
+    discard(&mut fs, "sub-token", "mine").await.unwrap();
+    // A read-only creator: its empty branch, yes; others' files in it, no.
+    fork(&mut fs, "reader-token", "r1", "/p").await.unwrap();
+    discard(&mut fs, "reader-token", "r1").await.unwrap();
+    fork(&mut fs, "reader-token", "r2", "/p").await.unwrap();
+    write(&mut fs, ADMIN, Some("r2"), "/p/x.txt", "x\n")
+        .await
+        .unwrap();
+    let refused = discard(&mut fs, "reader-token", "r2").await.unwrap_err();
+    assert!(
+        refused.message().contains("'delete' on /p/x.txt"),
+        "{refused:?}"
+    );
+    // A merge asked to discard is refused before it merges.
+    let msg = pb::MergeBranchRequest {
+        name: "r2".into(),
+        discard: true,
+        ..Default::default()
+    };
+    let refused = fs
+        .merge_branch(as_token(msg, "reader-token"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::PermissionDenied, "{refused:?}");
+    discard(&mut fs, ADMIN, "work").await.unwrap();
+    discard(&mut fs, ADMIN, "r2").await.unwrap();
+}
+
+/// DiffBranch and ListBranches name only files the caller may list: the
+/// page's cursor is a file it shows, a move from a file the caller may not
+/// read shows as an addition, and the counts are over the listable files.
+#[tokio::test]
+async fn a_diff_and_a_listing_name_nothing_the_caller_may_not_list() {
+    let server = Server::start_with(Some(GRANTS), &[]);
+    let mut fs = server.fs().await;
+    write(&mut fs, ADMIN, None, "/p/hidden/h1.txt", "moved\n")
+        .await
+        .unwrap();
+    let msg = pb::CreateBranchRequest {
+        name: "f".into(),
+        path: "/p".into(),
+    };
+    fs.create_branch(as_token(msg, ADMIN)).await.unwrap();
+    let mv = pb::MoveRequest {
+        source: "/p/hidden/h1.txt".into(),
+        destination: "/p/pub/h1.txt".into(),
+        ..Default::default()
+    };
+    fs.r#move(request(mv, ADMIN, Some("f"))).await.unwrap();
+    write(&mut fs, ADMIN, Some("f"), "/p/pub/a.txt", "aa\n")
+        .await
+        .unwrap();
+    write(&mut fs, ADMIN, Some("f"), "/p/q/s.txt", "secret\n")
+        .await
+        .unwrap();
+
+    let mut shown = Vec::new();
+    let mut after = String::new();
+    loop {
+        let msg = pb::DiffBranchRequest {
+            name: "f".into(),
+            after: after.clone(),
+            limit: 1,
+        };
+        let page = fs
+            .diff_branch(as_token(msg, "part-token"))
+            .await
+            .unwrap()
+            .into_inner();
+        for f in &page.files {
+            shown.push((f.path.clone(), f.kind.clone(), f.from.clone()));
+        }
+        assert!(
+            page.next_after.is_empty() || page.next_after.starts_with("/p/pub/"),
+            "{page:?}"
+        );
+        if page.next_after.is_empty() {
+            break;
+        }
+        after = page.next_after;
+    }
+    let added = |p: &str| (p.to_owned(), "added".to_owned(), String::new());
+    assert_eq!(shown, [added("/p/pub/a.txt"), added("/p/pub/h1.txt")]);
+    // The admin sees the move.
+    let msg = pb::DiffBranchRequest {
+        name: "f".into(),
+        ..Default::default()
+    };
+    let diff = fs.diff_branch(as_token(msg, ADMIN)).await.unwrap();
+    assert!(
+        diff.get_ref()
+            .files
+            .iter()
+            .any(|f| f.kind == "moved" && f.from == "/p/hidden/h1.txt"),
+        "{diff:?}"
+    );
+
+    let listed = fs
+        .list_branches(as_token(pb::ListBranchesRequest {}, "part-token"))
+        .await
+        .unwrap()
+        .into_inner();
+    let f = &listed.branches[0];
+    assert_eq!((f.files_changed, f.bytes), (2, 9), "{f:?}");
+    let listed = fs
+        .list_branches(as_token(pb::ListBranchesRequest {}, ADMIN))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.branches[0].files_changed, 4, "{listed:?}");
+}
+
+/// A principal keeps at most `max_branches_per_principal` branches, its
+/// handles' included (RESOURCE_EXHAUSTED naming the key); another
+/// principal still forks, and a discard makes room.
+#[tokio::test]
+async fn a_principal_keeps_at_most_max_branches_per_principal() {
+    let config = format!("[limits]\nmax_branches_per_principal = 3\n{GRANTS}");
+    let server = Server::start_with(Some(config.as_str()), &[]);
+    let mut fs = server.fs().await;
+    let mut access = AccessClient::new(server.channel().await);
+    write(&mut fs, ADMIN, None, "/p/a.txt", "a\n")
+        .await
+        .unwrap();
+    let fork = |name: &str| pb::CreateBranchRequest {
+        name: name.into(),
+        path: "/p".into(),
+    };
+    for i in 0..3 {
+        fs.create_branch(as_token(fork(&format!("r{i}")), "reader-token"))
+            .await
+            .unwrap();
+    }
+    let refused = fs
+        .create_branch(as_token(fork("r3"), "reader-token"))
+        .await
+        .unwrap_err();
+    assert_error(&refused, Code::ResourceExhausted, "INVALID_PARAM");
+    let info = refused.get_details_error_info().unwrap();
+    assert_eq!(
+        info.metadata.get("limit").map(String::as_str),
+        Some("max_branches_per_principal"),
+        "{refused:?}"
+    );
+    let msg = pb::CreateHandleRequest {
+        grants: vec![pb::Grant {
+            prefix: "/p".into(),
+            ops: vec!["list".into(), "read_file".into()],
+        }],
+        ttl_seconds: 600,
+        branch: String::new(),
+    };
+    let handle = access
+        .create_handle(as_token(msg, "reader-token"))
+        .await
+        .unwrap()
+        .into_inner()
+        .token;
+    let refused = fs
+        .create_branch(as_token(fork("h0"), &handle))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    fs.create_branch(as_token(fork("a0"), ADMIN)).await.unwrap();
+    fs.discard_branch(as_token(
+        pb::DiscardBranchRequest { name: "r0".into() },
+        "reader-token",
+    ))
+    .await
+    .unwrap();
+    fs.create_branch(as_token(fork("h0"), &handle))
+        .await
+        .unwrap();
 }

@@ -43,7 +43,7 @@ mod walk;
 pub use overlay::Overlay;
 pub use record::{BranchRecord, RecordCache, Registry, no_branch};
 pub use sidecar::{BaseRecord, RESERVED_PREFIX, is_reserved};
-pub use touched::Touched;
+pub use touched::{Sides, Touched};
 
 /// Set in the version of every file a branch changed (see the module doc).
 pub const UPPER_BIT: u64 = 1 << 63;

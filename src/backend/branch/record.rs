@@ -33,6 +33,11 @@ pub struct BranchRecord {
     pub created: SystemTime,
     /// The principal that forked it.
     pub creator: String,
+    /// The configured principal whose budgets the fork counts against
+    /// (`Principal::owner`: the creator, or the principal at the root of
+    /// the creator handle's chain). Records written before it was kept
+    /// read it as the creator.
+    pub owner: String,
     /// A random id drawn at the fork, naming its upper scope: a branch
     /// forked again under a discarded one's name starts from an empty
     /// scope, whatever the discarded one left (docs/branches.md §
@@ -80,6 +85,7 @@ impl BranchRecord {
             "namespace": self.namespace,
             "created_ms": created,
             "creator": self.creator,
+            "owner": self.owner,
             "fork": self.fork,
         })
         .to_string()
@@ -90,6 +96,7 @@ impl BranchRecord {
         let bad = || Error::Internal(format!("{path}: malformed branch record"));
         let v: Value = serde_json::from_slice(data).map_err(|_| bad())?;
         let text = |k: &str| v[k].as_str().map(str::to_owned).ok_or_else(bad);
+        let creator = text("creator")?;
         Ok(BranchRecord {
             name: text("name")?,
             root: VfsPath::parse(&text("root")?)?,
@@ -97,7 +104,8 @@ impl BranchRecord {
             session: text("session")?,
             namespace: text("namespace")?,
             created: UNIX_EPOCH + Duration::from_millis(v["created_ms"].as_u64().ok_or_else(bad)?),
-            creator: text("creator")?,
+            owner: v["owner"].as_str().unwrap_or(&creator).to_owned(),
+            creator,
             fork: v["fork"].as_str().unwrap_or_default().to_owned(),
         })
     }

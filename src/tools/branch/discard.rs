@@ -1,5 +1,7 @@
 //! The BranchDiscard tool: delete a branch and everything it holds
-//! (`write` on its root); the base is untouched.
+//! (`delete` on every file it changed, and on its root unless the caller's
+//! principal forked it: docs/branches.md § List and discard); the base is
+//! untouched.
 
 use super::{failure, name_arg, name_param};
 use crate::tools::args::Args;
