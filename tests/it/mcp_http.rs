@@ -314,3 +314,80 @@ async fn sessions_are_bound_to_their_principal_and_origin_is_checked() {
     .await;
     assert!(passed.starts_with("HTTP/1.1 200"), "{passed}");
 }
+
+/// The longest URI a subscription may name: `agentvfs://` and the longest
+/// path (4,096 bytes), every byte percent-encoded (`src/mcp/resources.rs`).
+const MAX_URI_BYTES: usize = "agentvfs://".len() + 3 * 4096;
+
+/// A `resources/subscribe` of `uri` in a session, as JSON-RPC request `id`.
+fn subscribe(id: u32, uri: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#
+    )
+}
+
+/// Attack 6 (issue 51, F3): a list-only principal subscribes again and
+/// again with huge URIs, each of which a session used to keep whole for its
+/// life (12 of 48 MiB pinned 580 MiB). Each is refused with a JSON-RPC
+/// error naming the bound before anything is kept, a URI at the bound is
+/// kept (and charged), and the server's peak memory grows by less than
+/// `BOUND_MIB` over the whole attack, where the 12 URIs alone are 480 MiB.
+#[tokio::test]
+async fn huge_subscription_uris_are_refused_and_nothing_is_kept() {
+    const URI_MIB: usize = 40;
+    const BOUND_MIB: u64 = 200;
+    // The default message limit (129 MiB), so the bodies are accepted.
+    let server = Server::start_with(Some(SESSIONS_CONFIG), &[]);
+    let session = open_session(&server, "lister-token-001").await.unwrap();
+    let at_bound = format!("test://{}", "x".repeat(MAX_URI_BYTES - "test://".len()));
+    let kept = session_request(
+        &server,
+        "lister-token-001",
+        Some(&session),
+        "",
+        &subscribe(2, &at_bound),
+    )
+    .await;
+    assert!(kept.starts_with("HTTP/1.1 200"), "{kept}");
+    assert!(
+        !kept.contains("\"error\""),
+        "a URI at the bound is kept: {kept}"
+    );
+    let before_kib = server.memory_kib("VmHWM");
+    let huge = format!("test://{}", "x".repeat(URI_MIB << 20));
+    let mut answers = Vec::new();
+    for id in 0..12 {
+        let body = subscribe(10 + id, &huge);
+        let answer = session_request(&server, "lister-token-001", Some(&session), "", &body).await;
+        answers.push(answer.chars().take(2000).collect::<String>());
+    }
+    let grown_mib = server.memory_kib("VmHWM").saturating_sub(before_kib) / 1024;
+    eprintln!(
+        "12 subscriptions of {URI_MIB} MiB URIs: peak memory grew by {grown_mib} MiB (bound \
+         {BOUND_MIB} MiB)"
+    );
+    for refused in &answers {
+        assert!(
+            refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+            "the refusal names the bound: {refused}"
+        );
+    }
+    assert!(
+        grown_mib < BOUND_MIB,
+        "peak memory grew by {grown_mib} MiB (bound {BOUND_MIB} MiB)"
+    );
+    let over = format!("{at_bound}x");
+    let refused = session_request(
+        &server,
+        "lister-token-001",
+        Some(&session),
+        "",
+        &subscribe(30, &over),
+    )
+    .await;
+    assert!(
+        refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+        "{refused}"
+    );
+    still_serves(&server).await;
+}
