@@ -705,7 +705,7 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
 /// One stateless MCP `tools/call` (the current protocol) as `token` in
 /// the gRPC calls' State session, with `branch` as `x-agentvfs-branch`
 /// when given: the HTTP status line and the JSON-RPC answer.
-async fn mcp(
+pub async fn mcp(
     server: &Server,
     token: &str,
     branch: Option<&str>,
