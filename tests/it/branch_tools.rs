@@ -421,7 +421,7 @@ async fn a_merge_conflict_through_the_tool_shows_three_versions_and_applies_noth
         env["data"]["conflicts"],
         json!([{
             "path": "p/a.txt",
-            "base_version": base_version,
+            "base_version": base_version.to_string(),
             "ancestor": "one\ntwo\nthree\n",
             "branch": "one\nTWO in branch\nthree\n",
             "base": "one\nTWO on base\nthree\n",

@@ -390,7 +390,12 @@ async fn huge_subscription_uris_are_refused_and_nothing_is_kept() {
         refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
         "{refused}"
     );
-    still_serves(&server).await;
+    // The session, and the server, still serve.
+    let listed = session_request(&server, "lister-token-001", Some(&session), "", LIST_TOOLS).await;
+    assert!(
+        listed.starts_with("HTTP/1.1 200") && listed.contains("MultiEdit"),
+        "{listed}"
+    );
 }
 
 /// State at `/`, the server's working directory at `/workspace` (the
