@@ -258,6 +258,16 @@ impl McpServer {
         Ok(Feed(feed))
     }
 
+    /// An empty set of subscriptions of `caller`'s principal, counted in
+    /// the server's ledger and charged, for as long as it lives, to an
+    /// account of the principal's own (not the request's, which ends with
+    /// the request).
+    fn subscriptions(&self, caller: &Caller) -> Subscriptions {
+        let owner = &caller.principal.owner;
+        let account = self.service.limits().memory().account(owner);
+        Subscriptions::new(self.ledger.clone(), self.bounds, owner, account)
+    }
+
     /// The caller of the request `context` belongs to.
     fn caller(&self, context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         match &self.identity {
@@ -452,11 +462,7 @@ impl ServerHandler for McpServer {
         subscribed.check(&caller).map_err(rpc_error)?;
         let mut watching = self.session.watching.lock().await;
         let watching = watching.get_or_insert_with(|| Watching {
-            subscriptions: Subscriptions::new(
-                self.ledger.clone(),
-                self.bounds,
-                &caller.principal.owner,
-            ),
+            subscriptions: self.subscriptions(&caller),
             feed: Feed::stopped(),
         });
         if watching.feed.0.is_cancelled() {
@@ -505,8 +511,7 @@ impl ServerHandler for McpServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         let caller = self.caller(context.request_context())?;
-        let subscriptions =
-            Subscriptions::new(self.ledger.clone(), self.bounds, &caller.principal.owner);
+        let subscriptions = self.subscriptions(&caller);
         let accepted = context.accepted();
         for uri in accepted.resource_subscriptions.iter().flatten() {
             let subscribed = Subscribed::parse(uri).map_err(rpc_error)?;

@@ -11,7 +11,7 @@
 use crate::access::Op;
 use crate::entry::Entry;
 use crate::error::{Error, Result};
-use crate::path::VfsPath;
+use crate::path::{MAX_PATH_BYTES, VfsPath};
 use crate::service::{Caller, Service};
 use base64::Engine;
 use rmcp::model::{
@@ -24,6 +24,27 @@ pub const SCHEME: &str = "agentvfs://";
 pub const TEMPLATE: &str = "agentvfs://{+path}";
 /// The template's one argument (completed by `completion/complete`).
 pub const TEMPLATE_ARGUMENT: &str = "path";
+/// The longest URI a request may name: that of the longest valid path
+/// ([`MAX_PATH_BYTES`]) with every byte percent-encoded. Anything longer
+/// names no file, and is refused before the server keeps any of it (a
+/// subscription keeps its URI for the session's life).
+pub const MAX_URI_BYTES: usize = SCHEME.len() + 3 * MAX_PATH_BYTES;
+
+/// Refuses (INVALID_ARGUMENT naming the bound) a URI longer than
+/// [`MAX_URI_BYTES`], of any scheme.
+pub fn check_uri_length(uri: &str) -> Result<()> {
+    if uri.len() <= MAX_URI_BYTES {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "resource URI of {} bytes is longer than {MAX_URI_BYTES} bytes, the most a URI may \
+         have (the URI of the longest path, {MAX_PATH_BYTES} bytes, every byte \
+         percent-encoded): {}",
+        uri.len(),
+        crate::error::echo(uri)
+    )))
+}
+
 /// Files per `resources/list` page: a page is one walk under the search
 /// budgets, so it stays small enough to answer quickly.
 pub const PAGE_SIZE: usize = 200;
@@ -133,6 +154,7 @@ pub fn uri_of(path: &VfsPath) -> String {
 /// The logical path a URI names; anything else is INVALID_ARGUMENT naming
 /// what is wrong.
 pub fn parse_uri(uri: &str) -> Result<VfsPath> {
+    check_uri_length(uri)?;
     let invalid = |why: &str| {
         Error::InvalidArgument(format!(
             "resource URI {}: {why}; expected agentvfs:///absolute/logical/path",
@@ -254,6 +276,11 @@ mod tests {
         assert!(message("agentvfs:///a%ff").contains("not UTF-8"));
         assert!(message("agentvfs:///a/../../etc").contains(".."));
         assert!(message("agentvfs:///a#frag").contains("query or fragment"));
+        let segment = format!("/{}", "é".repeat(127));
+        let longest = uri_of(&VfsPath::parse(&segment.repeat(16)).unwrap());
+        assert!(longest.len() <= MAX_URI_BYTES, "{}", longest.len());
+        let over = format!("agentvfs:///{}", "a".repeat(MAX_URI_BYTES));
+        assert!(message(&over).contains(&format!("longer than {MAX_URI_BYTES} bytes")));
     }
 
     #[test]

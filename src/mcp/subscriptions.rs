@@ -6,12 +6,18 @@
 //! ([`super::feed`]) reads; the [`Ledger`], shared by every session of the
 //! server, counts each principal's subscriptions so that one principal
 //! cannot hold them all by opening sessions.
+//!
+//! What a session keeps is bounded in bytes and charged: a URI is at most
+//! [`MAX_URI_BYTES`](super::resources::MAX_URI_BYTES) (longer ones are refused before anything is kept), and
+//! each kept URI is charged to the principal's memory share
+//! (`[limits] memory_bytes_per_principal`) for as long as the session keeps
+//! it, through an [`Account`] of the session's own (docs/security.md).
 
-use super::resources::{SCHEME, parse_uri, uri_of};
+use super::resources::{SCHEME, check_uri_length, parse_uri, uri_of};
 use crate::access::Op;
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
-use crate::service::Caller;
+use crate::service::{Account, Caller};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -60,9 +66,12 @@ pub enum Subscribed {
 }
 
 impl Subscribed {
-    /// What `uri` names. A malformed `agentvfs://` URI is INVALID_ARGUMENT
-    /// naming the problem.
+    /// What `uri` names. A URI longer than
+    /// [`MAX_URI_BYTES`](super::resources::MAX_URI_BYTES) (of any
+    /// scheme) or a malformed `agentvfs://` one is INVALID_ARGUMENT naming
+    /// the problem.
     pub fn parse(uri: &str) -> Result<Subscribed> {
+        check_uri_length(uri)?;
         if !uri.starts_with(SCHEME) {
             return Ok(Subscribed::Foreign(uri.to_owned()));
         }
@@ -90,22 +99,36 @@ impl Subscribed {
     }
 }
 
+/// Bytes charged for one kept URI beyond its own: the set's node and the
+/// string's header, rounded up.
+const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
 /// The URIs one session watches, counted against its principal in the
-/// ledger until dropped.
+/// ledger, and their bytes charged to its memory share, until dropped.
 pub struct Subscriptions {
     ledger: Ledger,
     bounds: SubscriptionBounds,
     owner: String,
+    /// The session's own account: what it keeps is charged here, and
+    /// given back when the session (this set) is dropped.
+    account: Account,
     uris: Arc<Mutex<BTreeSet<String>>>,
 }
 
 impl Subscriptions {
-    /// An empty set of `owner`'s.
-    pub fn new(ledger: Ledger, bounds: SubscriptionBounds, owner: &str) -> Subscriptions {
+    /// An empty set of `owner`'s, charging what it keeps to `account` (an
+    /// account of `owner`'s that lives as long as the set).
+    pub fn new(
+        ledger: Ledger,
+        bounds: SubscriptionBounds,
+        owner: &str,
+        account: Account,
+    ) -> Subscriptions {
         Subscriptions {
             ledger,
             bounds,
             owner: owner.to_owned(),
+            account,
             uris: Arc::default(),
         }
     }
@@ -120,7 +143,8 @@ impl Subscriptions {
     }
 
     /// Adds `subscribed` (again is a no-op), or refuses it
-    /// (RESOURCE_EXHAUSTED naming the bound) past either bound.
+    /// (RESOURCE_EXHAUSTED naming the bound) past either bound or past the
+    /// principal's memory share.
     pub fn add(&self, subscribed: &Subscribed) -> Result<()> {
         let mut set = self.set();
         if set.contains(subscribed.key()) {
@@ -137,8 +161,7 @@ impl Subscriptions {
             });
         }
         let mut counts = self.ledger.counts();
-        let count = counts.entry(self.owner.clone()).or_default();
-        if *count >= self.bounds.per_principal {
+        if counts.get(&self.owner).copied().unwrap_or(0) >= self.bounds.per_principal {
             return Err(Error::OverLimit {
                 limit: "max_subscriptions_per_principal",
                 message: format!(
@@ -148,7 +171,9 @@ impl Subscriptions {
                 ),
             });
         }
-        *count += 1;
+        self.account
+            .charge(kept_bytes(subscribed.key()), "an MCP resource subscription")?;
+        *counts.entry(self.owner.clone()).or_default() += 1;
         set.insert(subscribed.key().to_owned());
         Ok(())
     }
@@ -158,9 +183,15 @@ impl Subscriptions {
         let removed = self.set().remove(subscribed.key());
         if removed {
             self.ledger.release(&self.owner, 1);
+            self.account.release(kept_bytes(subscribed.key()));
         }
         removed
     }
+}
+
+/// What keeping `uri` in the set is charged.
+fn kept_bytes(uri: &str) -> u64 {
+    uri.len() as u64 + ENTRY_OVERHEAD_BYTES
 }
 
 impl Drop for Subscriptions {
@@ -173,6 +204,8 @@ impl Drop for Subscriptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp::resources::MAX_URI_BYTES;
+    use crate::service::MemoryBudget;
 
     fn file(uri: &str) -> Subscribed {
         Subscribed::parse(uri).unwrap()
@@ -185,7 +218,7 @@ mod tests {
             per_session: 2,
             per_principal: 3,
         };
-        let one = Subscriptions::new(ledger.clone(), bounds, "p");
+        let one = Subscriptions::new(ledger.clone(), bounds, "p", Account::unbounded());
         one.add(&file("agentvfs:///a")).unwrap();
         one.add(&file("agentvfs:///a")).unwrap();
         one.add(&file("agentvfs:///b")).unwrap();
@@ -195,7 +228,7 @@ mod tests {
                 .to_string()
                 .contains("max_subscriptions_per_session")
         );
-        let two = Subscriptions::new(ledger.clone(), bounds, "p");
+        let two = Subscriptions::new(ledger.clone(), bounds, "p", Account::unbounded());
         two.add(&file("agentvfs:///c")).unwrap();
         let refused = two.add(&file("agentvfs:///d")).unwrap_err();
         assert!(
@@ -204,7 +237,7 @@ mod tests {
                 .contains("max_subscriptions_per_principal")
         );
         // Another principal has its own count.
-        Subscriptions::new(ledger.clone(), bounds, "q")
+        Subscriptions::new(ledger.clone(), bounds, "q", Account::unbounded())
             .add(&file("agentvfs:///d"))
             .unwrap();
         assert!(one.remove(&file("agentvfs:///a")));
@@ -213,6 +246,40 @@ mod tests {
         drop(one);
         drop(two);
         assert!(ledger.counts().is_empty());
+    }
+
+    #[test]
+    fn kept_uris_are_charged_to_the_principal_until_dropped() {
+        let budget = MemoryBudget::new(1 << 20, 1 << 20);
+        let bounds = SubscriptionBounds {
+            per_session: 8,
+            per_principal: 8,
+        };
+        let set = Subscriptions::new(Ledger::default(), bounds, "p", budget.account("p"));
+        let uri = format!("test://{}", "x".repeat(1000));
+        set.add(&Subscribed::parse(&uri).unwrap()).unwrap();
+        assert_eq!(budget.in_use("p").1, kept_bytes(&uri));
+        set.add(&file("agentvfs:///a")).unwrap();
+        assert!(set.remove(&Subscribed::parse(&uri).unwrap()));
+        assert_eq!(budget.in_use("p").1, kept_bytes("agentvfs:///a"));
+        drop(set);
+        assert_eq!(budget.in_use("p"), (0, 0));
+        // Past the share, nothing is kept.
+        let small = MemoryBudget::new(1 << 20, 100);
+        let set = Subscriptions::new(Ledger::default(), bounds, "p", small.account("p"));
+        let refused = set.add(&Subscribed::parse(&uri).unwrap()).unwrap_err();
+        assert!(
+            refused.to_string().contains("memory_bytes_per_principal"),
+            "{refused}"
+        );
+        assert!(set.uris().lock().unwrap().is_empty());
+        // A URI longer than any path's is refused before it is parsed.
+        let huge = format!("test://{}", "x".repeat(MAX_URI_BYTES));
+        let refused = Subscribed::parse(&huge).unwrap_err().to_string();
+        assert!(
+            refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+            "{refused}"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! looked for.
 
 use super::args::Args;
+use super::envelope::version_json;
 use super::hint::{self, Sought};
 use super::params::{Param, Params};
 use super::{Call, Object, Outcome, Status, ToolError};
@@ -216,7 +217,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             && let Some(done) = committed.files.iter().find(|f| f.path == r.path)
         {
             line.push_str(&format!(" (version {}", done.version));
-            file.insert("version".into(), done.version.into());
+            file.insert("version".into(), version_json(done.version));
             file.insert("size".into(), done.size.into());
             if let Some(from) = &r.moved_from {
                 let from = call.display(from);

@@ -83,6 +83,49 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// An optional file version, as the tools show it (a decimal string,
+    /// [`super::envelope::version_json`]) or as a JSON integer. A version uses
+    /// all 64 bits, so a number is taken only when it is exact: an integer
+    /// serde_json read as one (up to 2^64 - 1), or a float that is a whole
+    /// number below 2^53; from there on a float may have lost digits (2^53 + 1
+    /// reads as 2^53) and is refused, asking for the string (docs/tools.md
+    /// § Versions).
+    pub fn version(&self, key: &str) -> Result<Option<u64>, BadArg> {
+        let shown = "pass it as a string of its digits, exactly as the tools show it (e.g. \
+                     stats.version of Read)";
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => match s.parse::<u64>() {
+                Ok(v) if s.bytes().all(|b| b.is_ascii_digit()) => Ok(Some(v)),
+                _ => Err(bad(format!(
+                    "'{key}' must be a version, a string of decimal digits such as \
+                     \"1765432109876543210\", got \"{}\"; {shown}.",
+                    crate::error::echo(s)
+                ))),
+            },
+            Some(Value::Number(n)) => {
+                if let Some(v) = n.as_u64() {
+                    return Ok(Some(v));
+                }
+                const EXACT: f64 = (1u64 << 53) as f64;
+                match n.as_f64() {
+                    Some(f) if f.fract() == 0.0 && (0.0..EXACT).contains(&f) => Ok(Some(f as u64)),
+                    Some(f) if f >= EXACT => Err(bad(format!(
+                        "'{key}' is the number {n}, at or past 2^53, where JSON numbers lose digits, so \
+                         it cannot name a version exactly; {shown}."
+                    ))),
+                    _ => Err(bad(format!(
+                        "'{key}' must be a version (a whole number >= 0), got {n}; {shown}."
+                    ))),
+                }
+            }
+            Some(other) => Err(bad(format!(
+                "'{key}' must be a version (a string of decimal digits), got {}; {shown}.",
+                type_name(other)
+            ))),
+        }
+    }
+
     /// An optional integer within `min..=max`, else `message`.
     pub fn integer_in(
         &self,
@@ -202,5 +245,37 @@ mod tests {
             "Missing required parameter 'z'."
         );
         assert!(args.strings("a").is_err());
+    }
+
+    #[test]
+    fn versions_are_exact_as_strings_or_integers_and_lossy_floats_are_refused() {
+        let branch = (1u64 << 63) + 1;
+        let m = map(json!({
+            "s": branch.to_string(), "u": branch, "small": 42, "whole": 7.0,
+            "big": 1.8e18, "neg": -1, "frac": 2.5, "word": "v12", "signed": "+3", "b": true,
+        }));
+        let names = [
+            "s", "u", "small", "whole", "big", "neg", "frac", "word", "signed", "b",
+        ];
+        let args = Args::new("T", &m, &names).unwrap();
+        assert_eq!(args.version("s").unwrap(), Some(branch));
+        assert_eq!(args.version("u").unwrap(), Some(branch));
+        assert_eq!(args.version("small").unwrap(), Some(42));
+        assert_eq!(args.version("whole").unwrap(), Some(7));
+        assert_eq!(args.version("absent").unwrap(), None);
+        let refused = |key| args.version(key).unwrap_err().message;
+        assert!(refused("big").contains("past 2^53"), "{}", refused("big"));
+        assert!(refused("big").contains("as a string"));
+        for key in ["neg", "frac", "word", "signed", "b"] {
+            assert!(
+                refused(key).starts_with(&format!("'{key}' must be a version")),
+                "{}",
+                refused(key)
+            );
+        }
+        // What the tools emit, the tools accept.
+        let shown = map(json!({"v": crate::tools::envelope::version_json(u64::MAX)}));
+        let args = Args::new("T", &shown, &["v"]).unwrap();
+        assert_eq!(args.version("v").unwrap(), Some(u64::MAX));
     }
 }

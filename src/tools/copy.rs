@@ -8,6 +8,7 @@
 //! `create_only` unless `overwrite`.
 
 use super::args::Args;
+use super::envelope::version_json;
 use super::mv::transfer_error;
 use super::params::{Param, Params};
 use super::{Call, Object, Outcome, Status, ToolError};
@@ -70,6 +71,6 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         status: Status::Success,
         data: object! {"source" => from.clone(), "destination" => to.clone(), "created" => out.created},
         text: format!("{verb} '{from}' to '{to}' ({} bytes).", out.bytes_written),
-        stats: object! {"bytes" => out.bytes_written, "version" => out.version},
+        stats: object! {"bytes" => out.bytes_written, "version" => version_json(out.version)},
     })
 }

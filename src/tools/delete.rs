@@ -6,7 +6,7 @@
 //! `if_version` when given. The project root itself is never deleted.
 
 use super::args::Args;
-use super::params::{Param, Params};
+use super::params::{Param, Params, version_schema};
 use super::write::{change_error, expected_version};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
@@ -32,7 +32,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::optional(
             "expected_version",
-            json!({"type": "integer", "description": "stats.version from your last Read; the file must still be at it.", "minimum": 0}),
+            version_schema("stats.version from your last Read; the file must still be at it."),
         ),
         Param::label(),
     ])

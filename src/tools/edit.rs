@@ -24,8 +24,9 @@
 //! IS_DIRECTORY, BINARY_FILE as Write.
 
 use super::args::Args;
+use super::envelope::version_json;
 use super::hint;
-use super::params::{Param, Params};
+use super::params::{Param, Params, version_schema};
 use super::write::{change_error, expected_version, push_diff};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
@@ -68,7 +69,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::required(
             "expected_version",
-            json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
+            version_schema("stats.version from your last Read (or Write/Edit) of this file."),
         ),
         Param::label(),
     ])
@@ -290,7 +291,7 @@ pub async fn modify(
             "lines_added" => preview.added,
             "lines_removed" => preview.removed,
             "bytes" => bytes,
-            "version" => version,
+            "version" => version_json(version),
         },
     })
 }

@@ -19,6 +19,16 @@ use serde_json::{Map, Value};
 /// A JSON object (insertion-ordered: `serde_json`'s `preserve_order`).
 pub type Object = Map<String, Value>;
 
+/// A file version as every envelope shows it: a JSON string of its decimal
+/// digits (`"9223372036854775809"`). Versions use all 64 bits (a branch's have
+/// bit 63 set, a Filesystem mount's are nanosecond times past 2^53), and a
+/// JSON number past 2^53 loses digits in JavaScript and in any reader that
+/// parses numbers as doubles (docs/tools.md § Versions). The tools accept it
+/// back as it is shown ([`super::args::Args::version`]).
+pub fn version_json(version: u64) -> Value {
+    Value::String(version.to_string())
+}
+
 /// The envelope's `status`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Status {

@@ -16,7 +16,8 @@
 //! `expected_version`; BINARY_FILE for a diff of binary content.
 
 use super::args::Args;
-use super::params::{Param, Params};
+use super::envelope::version_json;
+use super::params::{Param, Params, version_schema};
 use super::write::{change_error, expected_version};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
@@ -50,15 +51,17 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::optional(
             "version",
-            json!({"type": "integer", "minimum": 1, "description": "diff: the older version; restore: the version to write back."}),
+            version_schema("diff: the older version; restore: the version to write back."),
         ),
         Param::optional(
             "to_version",
-            json!({"type": "integer", "minimum": 1, "description": "diff: the newer version (default: the newest)."}),
+            version_schema("diff: the newer version (default: the newest)."),
         ),
         Param::optional(
             "expected_version",
-            json!({"type": "integer", "minimum": 0, "description": "restore: the file's current version (0 when it is deleted); the restore is refused if it changed."}),
+            version_schema(
+                "restore: the file's current version (0 when it is deleted); the restore is refused if it changed.",
+            ),
         ),
         Param::label(),
     ])
@@ -67,11 +70,11 @@ const OUTSIDE: &str = "Access denied. Path must be within the project root.";
 
 /// A version argument (`>= 1`), required or not.
 fn version_arg(args: &Args<'_>, key: &str) -> Result<Option<u64>, ToolError> {
-    match args.integer(key)? {
+    match args.version(key)? {
         None => Ok(None),
-        Some(v) if v >= 1 => Ok(Some(v as u64)),
+        Some(v) if v >= 1 => Ok(Some(v)),
         Some(v) => Err(ToolError::invalid(format!(
-            "{key} must be a version number >= 1 (see action='list'), got {v}."
+            "{key} must be a version >= 1 (see action='list'), got \"{v}\"."
         ))),
     }
 }
@@ -181,7 +184,7 @@ async fn list(call: &mut Call, path: VfsPath, shown: String) -> Result<Outcome, 
         .iter()
         .map(|v| {
             json!({
-                "version": v.version,
+                "version": version_json(v.version),
                 "time": prost_types::Timestamp::from(v.time).to_string(),
                 "operation": v.origin.operation.as_str(),
                 "principal": v.origin.principal,
@@ -235,8 +238,8 @@ async fn diff(
         status: Status::partial_if(d.truncated),
         data: object! {
             "path" => shown,
-            "from_version" => out.from_version,
-            "to_version" => out.to_version,
+            "from_version" => version_json(out.from_version),
+            "to_version" => version_json(out.to_version),
             "added" => d.added,
             "removed" => d.removed,
             "truncated" => d.truncated,
@@ -277,12 +280,12 @@ async fn restore(
         status: Status::Success,
         data: object! {
             "path" => shown,
-            "version" => out.version,
-            "restored_version" => version,
+            "version" => version_json(out.version),
+            "restored_version" => version_json(version),
             "bytes_written" => out.bytes_written,
             "created" => out.created,
         },
         text,
-        stats: object! {"version" => out.version},
+        stats: object! {"version" => version_json(out.version)},
     })
 }

@@ -8,7 +8,7 @@
 
 use super::args::Args;
 use super::edit::{Refusal, adapt_endings, at_edit, check_matches, check_strings, modify};
-use super::params::{Param, Params};
+use super::params::{Param, Params, version_schema};
 use super::write::expected_version;
 use super::{Call, Object, Outcome, ToolError};
 use crate::error::Error;
@@ -63,7 +63,7 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::required(
             "expected_version",
-            json!({"type": "integer", "description": "stats.version from your last Read (or Write/Edit) of this file.", "minimum": 0}),
+            version_schema("stats.version from your last Read (or Write/Edit) of this file."),
         ),
         Param::label(),
     ])

@@ -7,7 +7,8 @@
 //! `overwrite`, `expected_version` as the source's `if_version`.
 
 use super::args::Args;
-use super::params::{Param, Params};
+use super::envelope::version_json;
+use super::params::{Param, Params, version_schema};
 use super::write::{change_error, expected_version};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
@@ -38,7 +39,9 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::optional(
             "expected_version",
-            json!({"type": "integer", "description": "stats.version from your last Read of the source file; it must still be at it.", "minimum": 0}),
+            version_schema(
+                "stats.version from your last Read of the source file; it must still be at it.",
+            ),
         ),
         Param::label(),
     ])
@@ -84,7 +87,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         status: Status::Success,
         data: object! {"source" => from, "destination" => to},
         text,
-        stats: object! {"files_moved" => out.files_moved, "version" => out.version},
+        stats: object! {"files_moved" => out.files_moved, "version" => version_json(out.version)},
     })
 }
 

@@ -53,6 +53,22 @@ impl Param {
     }
 }
 
+/// The JSON Schema of a version parameter (`expected_version`, History's
+/// `version`): a string of decimal digits, as every envelope shows a version
+/// (`super::envelope::version_json`); `description` says which version. A JSON
+/// integer is accepted too when it is exact (`super::args::Args::version`),
+/// but the schema asks for the string, the one spelling that survives every
+/// JSON reader (docs/tools.md § Versions).
+pub fn version_schema(description: &str) -> Value {
+    serde_json::json!({
+        "type": "string",
+        "pattern": "^[0-9]{1,20}$",
+        "description": format!(
+            "{description} A string of digits, exactly as shown (e.g. \"1765432109876543210\")."
+        ),
+    })
+}
+
 /// The name of the [`Param::label`] parameter.
 pub const LABEL: &str = "label";
 

@@ -18,6 +18,7 @@
 //! (never clamped).
 
 use super::args::Args;
+use super::envelope::version_json;
 use super::media;
 use super::params::{Param, Params};
 use super::{Call, Object, Outcome, Status, ToolError};
@@ -105,7 +106,7 @@ fn media_outcome(shown: &str, entry: &Entry, media: media::Media, encoded: Strin
         stats: object! {
             "file_size_bytes" => entry.size,
             "file_mtime_ms" => mtime_ms(entry),
-            "version" => entry.version,
+            "version" => version_json(entry.version),
         },
     }
 }
@@ -170,7 +171,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
         "lines_returned" => 0,
         "file_size_bytes" => entry.size,
         "file_mtime_ms" => mtime_ms(&entry),
-        "version" => entry.version,
+        "version" => version_json(entry.version),
     };
     if total == 0 {
         return Ok(Outcome {

@@ -13,7 +13,8 @@
 //! file needs none (0 is accepted as "must not exist").
 
 use super::args::Args;
-use super::params::{Param, Params};
+use super::envelope::version_json;
+use super::params::{Param, Params, version_schema};
 use super::{Call, Object, Outcome, Status, ToolError};
 use crate::access::Op;
 use crate::error::Error;
@@ -46,24 +47,19 @@ pub static PARAMS: LazyLock<Params> = LazyLock::new(|| {
         ),
         Param::optional(
             "expected_version",
-            json!({"type": "integer", "description": "stats.version from your last Read of this file; required to overwrite an existing file.", "minimum": 0}),
+            version_schema(
+                "stats.version from your last Read of this file; required to overwrite an existing file.",
+            ),
         ),
         Param::label(),
     ])
 });
 const OUTSIDE: &str = "Access denied. Path must be within the project root.";
 
-/// Reads `expected_version` (an integer >= 0).
+/// Reads `expected_version`: a version as the tools show it
+/// ([`Args::version`]), shared by every tool that takes one.
 pub fn expected_version(args: &Args<'_>) -> Result<Option<u64>, ToolError> {
-    args.integer("expected_version")?
-        .map(|v| {
-            u64::try_from(v).map_err(|_| {
-                ToolError::invalid(format!(
-                    "expected_version must be an integer >= 0 (stats.version of Read), got {v}."
-                ))
-            })
-        })
-        .transpose()
+    Ok(args.version("expected_version")?)
 }
 
 /// Maps an error met while changing `shown` to a message for the model
@@ -245,7 +241,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             "bytes" => bytes,
             "lines_added" => preview.added,
             "lines_removed" => preview.removed,
-            "version" => version,
+            "version" => version_json(version),
         },
     })
 }

@@ -422,7 +422,7 @@ async fn a_merge_conflict_through_the_tool_shows_three_versions_and_applies_noth
         env["data"]["conflicts"],
         json!([{
             "path": "p/a.txt",
-            "base_version": base_version,
+            "base_version": base_version.to_string(),
             "ancestor": "one\ntwo\nthree\n",
             "branch": "one\nTWO in branch\nthree\n",
             "base": "one\nTWO on base\nthree\n",
@@ -706,7 +706,7 @@ async fn a_handle_bound_to_a_branch_sees_and_changes_only_its_branch() {
 /// One stateless MCP `tools/call` (the current protocol) as `token` in
 /// the gRPC calls' State session, with `branch` as `x-agentvfs-branch`
 /// when given: the HTTP status line and the JSON-RPC answer.
-async fn mcp(
+pub async fn mcp(
     server: &Server,
     token: &str,
     branch: Option<&str>,

@@ -643,7 +643,8 @@ grants = [{ prefix = "/", ops = ["list", "file", "read_file"] }]
             .unwrap();
         assert_eq!(&decoded, bytes);
         assert_eq!(env["stats"]["file_size_bytes"], bytes.len());
-        assert!(env["stats"]["version"].as_u64().unwrap() > 0);
+        let version = env["stats"]["version"].as_str().unwrap();
+        assert!(version.parse::<u64>().unwrap() > 0, "{version}");
     }
     let env = tool(
         &mut tools,

@@ -649,7 +649,7 @@ async fn the_history_tool_lists_diffs_and_restores() {
         text.contains(&format!("v{v2}  ")) && text.contains("(current)"),
         "{text}"
     );
-    assert_eq!(listed["data"]["versions"][1]["version"], v1);
+    assert_eq!(listed["data"]["versions"][1]["version"], v1.to_string());
     let diff =
         invoke(serde_json::json!({"path": "/memories/notes.md", "action": "diff", "version": v1}))
             .await;

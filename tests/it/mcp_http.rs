@@ -5,6 +5,7 @@
 
 use crate::util::Server;
 use agentvfs::pb;
+use serde_json::{Value, json};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -313,4 +314,277 @@ async fn sessions_are_bound_to_their_principal_and_origin_is_checked() {
     )
     .await;
     assert!(passed.starts_with("HTTP/1.1 200"), "{passed}");
+}
+
+/// The longest URI a subscription may name: `agentvfs://` and the longest
+/// path (4,096 bytes), every byte percent-encoded (`src/mcp/resources.rs`).
+const MAX_URI_BYTES: usize = "agentvfs://".len() + 3 * 4096;
+
+/// A `resources/subscribe` of `uri` in a session, as JSON-RPC request `id`.
+fn subscribe(id: u32, uri: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"resources/subscribe","params":{{"uri":"{uri}"}}}}"#
+    )
+}
+
+/// Attack 6 (issue 51, F3): a list-only principal subscribes again and
+/// again with huge URIs, each of which a session used to keep whole for its
+/// life (12 of 48 MiB pinned 580 MiB). Each is refused with a JSON-RPC
+/// error naming the bound before anything is kept, a URI at the bound is
+/// kept (and charged), and the server's peak memory grows by less than
+/// `BOUND_MIB` over the whole attack, where the 12 URIs alone are 480 MiB.
+#[tokio::test]
+async fn huge_subscription_uris_are_refused_and_nothing_is_kept() {
+    const URI_MIB: usize = 40;
+    const BOUND_MIB: u64 = 200;
+    // The default message limit (129 MiB), so the bodies are accepted.
+    let server = Server::start_with(Some(SESSIONS_CONFIG), &[]);
+    let session = open_session(&server, "lister-token-001").await.unwrap();
+    let at_bound = format!("test://{}", "x".repeat(MAX_URI_BYTES - "test://".len()));
+    let kept = session_request(
+        &server,
+        "lister-token-001",
+        Some(&session),
+        "",
+        &subscribe(2, &at_bound),
+    )
+    .await;
+    assert!(kept.starts_with("HTTP/1.1 200"), "{kept}");
+    assert!(
+        !kept.contains("\"error\""),
+        "a URI at the bound is kept: {kept}"
+    );
+    let before_kib = server.memory_kib("VmHWM");
+    let huge = format!("test://{}", "x".repeat(URI_MIB << 20));
+    let mut answers = Vec::new();
+    for id in 0..12 {
+        // Twelve different URIs: a session keeps each once.
+        let body = subscribe(10 + id, &format!("{huge}{id}"));
+        let answer = session_request(&server, "lister-token-001", Some(&session), "", &body).await;
+        answers.push(answer.chars().take(2000).collect::<String>());
+    }
+    let grown_mib = server.memory_kib("VmHWM").saturating_sub(before_kib) / 1024;
+    eprintln!(
+        "12 subscriptions of {URI_MIB} MiB URIs: peak memory grew by {grown_mib} MiB (bound \
+         {BOUND_MIB} MiB)"
+    );
+    for refused in &answers {
+        assert!(
+            refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+            "the refusal names the bound: {refused}"
+        );
+    }
+    assert!(
+        grown_mib < BOUND_MIB,
+        "peak memory grew by {grown_mib} MiB (bound {BOUND_MIB} MiB)"
+    );
+    let over = format!("{at_bound}x");
+    let refused = session_request(
+        &server,
+        "lister-token-001",
+        Some(&session),
+        "",
+        &subscribe(30, &over),
+    )
+    .await;
+    assert!(
+        refused.contains(&format!("longer than {MAX_URI_BYTES} bytes")),
+        "{refused}"
+    );
+    // The session, and the server, still serve.
+    let listed = session_request(&server, "lister-token-001", Some(&session), "", LIST_TOOLS).await;
+    assert!(
+        listed.starts_with("HTTP/1.1 200") && listed.contains("MultiEdit"),
+        "{listed}"
+    );
+}
+
+/// State at `/`, the server's working directory at `/workspace` (the
+/// Filesystem tier, whose versions are nanosecond times past 2^53), and an
+/// `admin` holding every grant.
+const VERSIONS_CONFIG: &str = r#"
+[[mount]]
+prefix = "/"
+tier = "state"
+[[mount]]
+prefix = "/workspace"
+tier = "filesystem"
+root = "."
+[[principal]]
+name = "admin"
+token = "admin-token"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "write", "delete"] }]
+"#;
+
+/// One MCP `tools/call` of `name` as the admin, in `branch` when given:
+/// the envelope (`structuredContent`).
+async fn tool(server: &Server, branch: Option<&str>, name: &str, args: Value) -> Value {
+    let params = json!({"name": name, "arguments": args});
+    let (status, answer) =
+        crate::branch_tools::mcp(server, "admin-token", branch, "tools/call", params).await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status} {answer}");
+    answer["result"]["structuredContent"].clone()
+}
+
+/// The `stats.version` of a Read of `path`, as MCP gave it, after checking
+/// that it is a string of digits that survives a reader parsing numbers as
+/// doubles (JavaScript's `JSON.parse`).
+async fn read_version(server: &Server, branch: Option<&str>, path: &str) -> (Value, u64) {
+    let envelope = tool(server, branch, "Read", json!({"path": path})).await;
+    assert_eq!(envelope["status"], "success", "{envelope}");
+    let version = envelope["stats"]["version"].clone();
+    let exact = match &version {
+        Value::String(digits) => digits.parse::<u64>().expect("a version is decimal digits"),
+        other => panic!("stats.version is {other}, not a string of digits: {envelope}"),
+    };
+    (version, exact)
+}
+
+/// Issue 51, F13: the tools change a file a branch changed. Its version has
+/// bit 63 set; it used to pass through the tools' JSON as a number that the
+/// arguments read as a signed integer and clamped, so every Edit, Write,
+/// MultiEdit and Delete with the `expected_version` a Read had just given
+/// answered CONFLICT. Versions are now strings of digits, accepted back as
+/// given (and as exact JSON integers).
+#[tokio::test]
+async fn tools_over_mcp_change_files_a_branch_changed() {
+    let server = Server::start_with(Some(VERSIONS_CONFIG), &[]);
+    let base = tool(
+        &server,
+        None,
+        "Write",
+        json!({"path": "p/base.txt", "content": "base\n"}),
+    )
+    .await;
+    assert_eq!(base["status"], "success", "{base}");
+    let created = tool(
+        &server,
+        None,
+        "BranchCreate",
+        json!({"name": "f", "path": "p"}),
+    )
+    .await;
+    assert_eq!(created["status"], "success", "{created}");
+    let branch = Some("f");
+    for name in ["a", "b", "c", "d"] {
+        let path = format!("p/{name}.txt");
+        let written = tool(
+            &server,
+            branch,
+            "Write",
+            json!({"path": path, "content": "one two\n"}),
+        )
+        .await;
+        assert_eq!(written["status"], "success", "{written}");
+    }
+    let changes: [(&str, &str, Value); 4] = [
+        (
+            "Edit",
+            "p/a.txt",
+            json!({"old_string": "one", "new_string": "ONE"}),
+        ),
+        ("Write", "p/b.txt", json!({"content": "rewritten\n"})),
+        (
+            "MultiEdit",
+            "p/c.txt",
+            json!({"edits": [{"old_string": "one", "new_string": "1"}, {"old_string": "two", "new_string": "2"}]}),
+        ),
+        ("Delete", "p/d.txt", json!({})),
+    ];
+    for (name, path, mut args) in changes {
+        let (version, exact) = read_version(&server, branch, path).await;
+        assert!(
+            exact >> 63 == 1,
+            "a branch's version has bit 63 set: {exact}"
+        );
+        args["path"] = json!(path);
+        args["expected_version"] = version;
+        let changed = tool(&server, branch, name, args).await;
+        assert_eq!(changed["status"], "success", "{name} after Read: {changed}");
+        if name != "Delete" {
+            let shown = &changed["stats"]["version"];
+            assert!(
+                shown.as_str().and_then(|s| s.parse::<u64>().ok()).is_some(),
+                "{changed}"
+            );
+        }
+    }
+    // The same version as an exact JSON integer is accepted; as a float
+    // that lost its digits, refused naming the remedy.
+    let (_, exact) = read_version(&server, branch, "p/a.txt").await;
+    let lossy = tool(
+        &server,
+        branch,
+        "Edit",
+        json!({"path": "p/a.txt", "old_string": "ONE", "new_string": "one", "expected_version": exact as f64}),
+    )
+    .await;
+    assert_eq!(lossy["error"]["code"], "INVALID_PARAM", "{lossy}");
+    assert!(
+        lossy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("as a string"),
+        "{lossy}"
+    );
+    let integer = tool(
+        &server,
+        branch,
+        "Edit",
+        json!({"path": "p/a.txt", "old_string": "ONE", "new_string": "one", "expected_version": exact}),
+    )
+    .await;
+    assert_eq!(integer["status"], "success", "{integer}");
+    // History lists the branch's versions as strings, and takes them back.
+    let history = tool(&server, branch, "History", json!({"path": "p/a.txt"})).await;
+    let oldest = history["data"]["versions"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["version"]
+        .clone();
+    assert!(oldest.is_string(), "{history}");
+    let diff = tool(
+        &server,
+        branch,
+        "History",
+        json!({"path": "p/a.txt", "action": "diff", "version": oldest}),
+    )
+    .await;
+    assert_eq!(diff["data"]["from_version"], oldest, "{diff}");
+}
+
+/// A Filesystem mount's versions (nanosecond times, past 2^53) round-trip
+/// through MCP exactly: Read shows a string, Edit takes it back, and the
+/// new version shown is the one the next Read shows.
+#[tokio::test]
+async fn filesystem_versions_round_trip_exactly_over_mcp() {
+    let server = Server::start_with(Some(VERSIONS_CONFIG), &[]);
+    let written = tool(
+        &server,
+        None,
+        "Write",
+        json!({"path": "/workspace/n.txt", "content": "alpha\n"}),
+    )
+    .await;
+    assert_eq!(written["status"], "success", "{written}");
+    let (version, exact) = read_version(&server, None, "/workspace/n.txt").await;
+    assert!(
+        exact > 1 << 53,
+        "a Filesystem version is past 2^53: {exact}"
+    );
+    assert_eq!(
+        written["stats"]["version"], version,
+        "Write and Read show the same version"
+    );
+    let edited = tool(
+        &server,
+        None,
+        "Edit",
+        json!({"path": "/workspace/n.txt", "old_string": "alpha", "new_string": "beta", "expected_version": version}),
+    )
+    .await;
+    assert_eq!(edited["status"], "success", "{edited}");
+    let (now, _) = read_version(&server, None, "/workspace/n.txt").await;
+    assert_eq!(edited["stats"]["version"], now, "{edited}");
 }

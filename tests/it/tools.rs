@@ -162,10 +162,18 @@ impl Agent {
 
     async fn version(&mut self, path: &str) -> u64 {
         let env = self.call("Read", json!({"path": path})).await;
-        env["stats"]["version"]
-            .as_u64()
-            .expect("Read gives stats.version")
+        version_of(&env["stats"]["version"])
     }
+}
+
+/// A version as the envelopes show it: a string of decimal digits
+/// (docs/tools.md § Versions).
+#[track_caller]
+fn version_of(shown: &Value) -> u64 {
+    shown
+        .as_str()
+        .and_then(|digits| digits.parse().ok())
+        .unwrap_or_else(|| panic!("a version is a string of digits, not {shown}"))
 }
 
 async fn start() -> (Server, Agent) {
@@ -649,7 +657,7 @@ async fn read_numbers_lines_and_pages() {
     );
     assert_eq!(env["stats"]["total_lines"], 5);
     assert_eq!(env["stats"]["file_size_bytes"], 24);
-    assert_eq!(env["stats"]["version"], w.version);
+    assert_eq!(env["stats"]["version"], w.version.to_string());
     assert!(env["stats"]["file_mtime_ms"].as_u64().unwrap() > 1_600_000_000_000);
     assert_eq!(
         agent
@@ -755,7 +763,7 @@ async fn write_creates_and_overwrites_only_the_version_read() {
         env["data"]["diff_preview"],
         "--- a/w/new.txt\n+++ b/w/new.txt\n@@ -0,0 +1,2 @@\n+a\n+b"
     );
-    let created = env["stats"]["version"].as_u64().unwrap();
+    let created = version_of(&env["stats"]["version"]);
     agent
         .expect_error("Write", json!({"path": "w/new.txt", "content": "x\n"}), "CONFLICT", "File 'w/new.txt' already exists. Read it first and pass the version from Read's stats as expected_version to overwrite it.")
         .await;
@@ -784,7 +792,7 @@ async fn write_creates_and_overwrites_only_the_version_read() {
             .starts_with("Updated 'w/new.txt' (+1/-1 lines, 4 bytes).\n\n--- a/w/new.txt")
     );
     assert_eq!(updated["data"]["operation"], "update");
-    let now = updated["stats"]["version"].as_u64().unwrap();
+    let now = version_of(&updated["stats"]["version"]);
     assert!(now > created);
     agent
         .expect_error("Write", json!({"path": "w/new.txt", "content": "z\n", "expected_version": created}), "CONFLICT", format!(
@@ -842,7 +850,7 @@ async fn edit_replaces_and_keeps_crlf() {
         "Edited 'e/main.rs' (+1/-1 lines, 50 bytes).\n\n--- a/e/main.rs\n+++ b/e/main.rs\n@@ -1,4 +1,4 @@\n fn main() {\n-    let x = 1;\n+    let x = 2;\n     println!(\"{x}\");\n }"
     );
     assert_eq!(env["data"]["replacements"], 1);
-    let v2 = env["stats"]["version"].as_u64().unwrap();
+    let v2 = version_of(&env["stats"]["version"]);
     agent
         .expect_error("Edit", json!({"path": "e/main.rs", "old_string": "x = 2", "new_string": "x = 3", "expected_version": v}), "CONFLICT", format!("File has been modified since you read it (you read version {v}, it is now version {v2}). Read 'e/main.rs' again and retry with the version from Read's stats."))
         .await;
@@ -1215,7 +1223,7 @@ async fn typed_rpcs_answer_like_invoke() {
                 new_string: "y".into(),
                 replace_all: None,
             }],
-            expected_version: read["stats"]["version"].as_i64(),
+            expected_version: Some(version_of(&read["stats"]["version"]) as i64),
             ..Default::default()
         })
         .await

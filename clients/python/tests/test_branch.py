@@ -4,12 +4,15 @@ conflicts and resolutions, `discard_branch`, sync and asyncio."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 import pytest
 
 from agentvfs import BRANCH_HEADER, DELETE, AsyncClient, Client, NotFoundError
 from agentvfs.v1 import filesystem_pb2 as pb
+from agentvfs.v1 import tools_pb2
 
 from .conftest import Server
 
@@ -85,3 +88,33 @@ async def test_async_branch_resolve_delete_and_discard(server: Server) -> None:
             await c.filesystem.Read(pb.ReadRequest(path="/r/b.txt"))
         with pytest.raises(NotFoundError):
             await c.with_branch(two).filesystem.Read(pb.ReadRequest(path="/r/b.txt"))
+
+
+def test_a_branch_version_round_trips_exactly_through_the_envelope_and_the_rpcs(server: Server) -> None:
+    """A branch's version has bit 63 set, past 2^53: the tools' envelope
+    shows it as a string of digits, the Edit tool takes it back as shown,
+    and the RPCs give and take it as the same int."""
+    name = unique("v")
+    with Client(server.address, session=unique("py-branch")) as c:
+        c.filesystem.Write(pb.WriteRequest(path="/v/a.txt", content="one\n"))
+        c.create_branch(name, "/v")
+        b = c.with_branch(name)
+        written = b.filesystem.Write(pb.WriteRequest(path="/v/a.txt", content="two\n"))
+        assert written.version > 2**53, written.version
+
+        def invoke(tool: str, arguments: dict[str, object]) -> dict[str, Any]:
+            request = tools_pb2.InvokeRequest(name=tool, arguments_json=json.dumps(arguments))
+            envelope: dict[str, Any] = json.loads(b.tools.Invoke(request).envelope_json)
+            return envelope
+
+        read = invoke("Read", {"path": "v/a.txt"})
+        assert isinstance(read["stats"]["version"], str), read
+        assert int(read["stats"]["version"]) == written.version
+        edit = {"path": "v/a.txt", "old_string": "two", "new_string": "three"}
+        edited = invoke("Edit", {**edit, "expected_version": read["stats"]["version"]})
+        assert edited["status"] == "success", edited
+        now = b.filesystem.Read(pb.ReadRequest(path="/v/a.txt"))
+        assert now.content == "three\n"
+        assert int(edited["stats"]["version"]) == now.version
+        again = b.filesystem.Write(pb.WriteRequest(path="/v/a.txt", content="four\n", if_version=now.version))
+        assert again.version > now.version

@@ -74,3 +74,33 @@ test("a conflict settled by DELETE; a discarded branch leaves the base as it was
   await assert.rejects(vfs.withBranch(two).filesystem.read({ path: "/r/b.txt" }), NotFoundError);
   vfs.close();
 });
+
+test("a branch's version (past 2^53) round-trips exactly through the tools' envelope and the RPCs", async () => {
+  const vfs = new AgentVfs(server.address, { session: `ts-branch-${randomUUID()}` });
+  const name = `v-${randomUUID()}`;
+  await vfs.filesystem.write({ path: "/v/a.txt", content: "one\n" });
+  await vfs.createBranch(name, "/v");
+  const inBranch = vfs.withBranch(name);
+  const written = await inBranch.filesystem.write({ path: "/v/a.txt", content: "two\n" });
+  assert.ok(written.version > 2n ** 53n, `a branch's version has bit 63 set: ${written.version}`);
+  // The envelope shows versions as strings of digits: JSON.parse keeps them exact.
+  const invoke = async (tool: string, args: object) =>
+    JSON.parse((await inBranch.tools.invoke({ name: tool, argumentsJson: JSON.stringify(args) })).envelopeJson);
+  const read = await invoke("Read", { path: "v/a.txt" });
+  assert.equal(typeof read.stats.version, "string", JSON.stringify(read));
+  assert.equal(BigInt(read.stats.version), written.version);
+  const edited = await invoke("Edit", {
+    path: "v/a.txt",
+    old_string: "two",
+    new_string: "three",
+    expected_version: read.stats.version,
+  });
+  assert.equal(edited.status, "success", JSON.stringify(edited));
+  const now = await inBranch.filesystem.read({ path: "/v/a.txt" });
+  assert.equal(now.content, "three\n");
+  assert.equal(BigInt(edited.stats.version), now.version);
+  // The RPCs take the version back as the bigint they gave.
+  const again = await inBranch.filesystem.write({ path: "/v/a.txt", content: "four\n", ifVersion: now.version });
+  assert.ok(again.version > now.version);
+  vfs.close();
+});

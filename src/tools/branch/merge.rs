@@ -14,6 +14,7 @@ use crate::error::Error;
 use crate::path::VfsPath;
 use crate::service::{Conflict, Merged, Resolution};
 use crate::tools::args::Args;
+use crate::tools::envelope::version_json;
 use crate::tools::params::{Param, Params};
 use crate::tools::{Call, Object, Outcome, Status, ToolError};
 use serde_json::{Value, json};
@@ -141,7 +142,7 @@ fn applied(call: &Call, name: &str, merged: Merged) -> Outcome {
         .ok();
         files.push(Value::Object(object! {
             "path" => path,
-            "version" => f.version,
+            "version" => version_json(f.version),
             "size" => f.size,
             "deleted" => f.deleted,
         }));
@@ -206,7 +207,7 @@ fn conflicts(call: &Call, name: &str, conflicts: &[Conflict]) -> ToolError {
         );
         listed.push(Value::Object(object! {
             "path" => path,
-            "base_version" => c.base_version,
+            "base_version" => version_json(c.base_version),
             "ancestor" => ancestor,
             "branch" => branch,
             "base" => base,
