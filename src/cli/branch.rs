@@ -2,6 +2,7 @@
 //! `merge` and `discard`.
 
 use super::connect::{Fs, describe_status as fail};
+use super::format::{branch_json, count};
 use super::io;
 use crate::pb;
 use std::io::Write;
@@ -18,7 +19,11 @@ pub enum BranchVerb {
         path: String,
     },
     /// List your branches with their root, age and size.
-    List,
+    List {
+        /// One JSON object per branch instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the unified diff of a branch against its base now.
     Diff {
         /// The branch.
@@ -58,7 +63,7 @@ pub(super) async fn run(
                 eprintln!("forked {} into branch {}", b.root, b.name);
             }
         }
-        BranchVerb::List => {
+        BranchVerb::List { json } => {
             let req = pb::ListBranchesRequest {};
             for b in fs
                 .list_branches(req)
@@ -67,14 +72,22 @@ pub(super) async fn run(
                 .into_inner()
                 .branches
             {
+                if json {
+                    writeln!(out, "{}", branch_json(&b)).map_err(io)?;
+                    continue;
+                }
                 let created = b.created_time.map(|t| t.seconds).unwrap_or_default();
                 let age = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
                     .map_or(0, |d| d.as_secs() as i64 - created);
                 writeln!(
                     out,
-                    "{}\t{}\t{} files\t{} bytes\t{age}s old\tby {}",
-                    b.name, b.root, b.files_changed, b.bytes, b.creator
+                    "{}\t{}\t{}\t{}\t{age}s old\tby {}",
+                    b.name,
+                    b.root,
+                    count(b.files_changed, "file", "files"),
+                    count(b.bytes, "byte", "bytes"),
+                    b.creator
                 )
                 .map_err(io)?;
             }
@@ -119,14 +132,14 @@ pub(super) async fn run(
             if !r.conflicts.is_empty() {
                 let paths: Vec<&str> = r.conflicts.iter().map(|c| c.path.as_str()).collect();
                 return Err(format!(
-                    "{} files conflict, nothing merged: {}",
-                    paths.len(),
+                    "{} in conflict, nothing merged: {}",
+                    count(paths.len() as u64, "file", "files"),
                     paths.join(", ")
                 ));
             }
             eprintln!(
-                "{} files merged as changeset {}",
-                r.files.len(),
+                "{} merged as changeset {}",
+                count(r.files.len() as u64, "file", "files"),
                 r.changeset
             );
         }

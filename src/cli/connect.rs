@@ -45,10 +45,29 @@ impl Interceptor for Headers {
 
 /// Describes a failed call: message and envelope code.
 pub fn describe_status(status: &Status) -> String {
+    format!("{} [{}]", status.message(), reason(status))
+}
+
+/// The envelope code of a failed call (its gRPC code when it has none).
+pub(super) fn reason(status: &Status) -> String {
     match status.get_details_error_info() {
-        Some(info) => format!("{} [{}]", status.message(), info.reason),
-        None => format!("{} [{:?}]", status.message(), status.code()),
+        Some(info) => info.reason,
+        None => format!("{:?}", status.code()),
     }
+}
+
+/// A server message with the request fields it names spelled as the CLI
+/// flags that set them (`pass recursive` → `pass -r`).
+pub(super) fn flag_names(message: String) -> String {
+    [
+        ("pass recursive", "pass -r"),
+        ("pass force", "pass --force"),
+        ("if_version", "--if-version"),
+        ("create_only", "--create-only"),
+        ("dry_run", "--dry-run"),
+    ]
+    .iter()
+    .fold(message, |m, (field, flag)| m.replace(field, flag))
 }
 
 fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String> {
@@ -59,11 +78,12 @@ fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String
 
 /// Connects to the server and builds the metadata of every call.
 pub(super) async fn connect(conn: &Connection) -> Result<(Channel, Headers), String> {
-    let channel = Channel::from_shared(conn.addr.clone())
+    let url = server_url(&conn.addr);
+    let channel = Channel::from_shared(url.clone())
         .map_err(|e| format!("bad address {}: {e}", conn.addr))?
         .connect()
         .await
-        .map_err(|e| format!("cannot connect to {}: {e}", conn.addr))?;
+        .map_err(|e| format!("cannot connect to {url}: {}", connect_error(&e)))?;
     let headers = Headers {
         token: conn
             .token
@@ -75,6 +95,34 @@ pub(super) async fn connect(conn: &Connection) -> Result<(Channel, Headers), Str
         branch: conn.branch.clone().map(header).transpose()?,
     };
     Ok((channel, headers))
+}
+
+/// The URL of `addr`: as given when it has a scheme, else `http://` and
+/// it (grpcurl's `host:port`).
+fn server_url(addr: &str) -> String {
+    match addr.contains("://") {
+        true => addr.to_owned(),
+        false => format!("http://{addr}"),
+    }
+}
+
+/// Why a connection failed, in the words of the system call that failed
+/// (`connection refused`) rather than the transport's `transport error`.
+fn connect_error(err: &tonic::transport::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    "connection refused (is the server running? scripts/serve starts one)"
+                        .to_owned()
+                }
+                _ => io.to_string(),
+            };
+        }
+        source = e.source();
+    }
+    err.to_string()
 }
 
 /// The Filesystem client over `channel`, answers of any size accepted.

@@ -1,8 +1,8 @@
 //! The history verbs: `watch` (the change feed), `log`, `diff`, `restore`
 //! and `rewind` (undo a session's, label's or changeset's changes).
 
-use super::connect::{Fs, describe_status as fail};
-use super::format::{change_line, rewound_line, version_line};
+use super::connect::{Fs, describe_status as fail, flag_names};
+use super::format::{change_json, change_line, count, rewound_line, version_json, version_line};
 use super::io;
 use crate::pb;
 use std::io::Write;
@@ -40,12 +40,14 @@ impl RewindSelector {
     }
 }
 
-/// `watch`: one line per change as it commits; a broken stream names the
-/// cursor to resume from.
+/// `watch`: one line per change as it commits (or one JSON object). A
+/// stream that breaks names the cursor to resume from once: the server's
+/// when its message carries one (a shutdown), else the last one read.
 pub(super) async fn watch(
     fs: &mut Fs,
     req: pb::WatchRequest,
     cursors: bool,
+    json: bool,
     out: &mut impl Write,
 ) -> Result<(), String> {
     let mut stream = fs.watch(req).await.map_err(|s| fail(&s))?.into_inner();
@@ -54,12 +56,13 @@ pub(super) async fn watch(
         let msg = match stream.message().await {
             Ok(Some(msg)) => msg,
             Ok(None) => break,
-            Err(status) if last.is_empty() => return Err(fail(&status)),
-            Err(status) => {
-                return Err(format!("{}; resume with --cursor {last}", fail(&status)));
-            }
+            Err(status) => return Err(broken_watch(&status, &last)),
         };
         for e in &msg.events {
+            if json {
+                writeln!(out, "{}", change_json(e)).map_err(io)?;
+                continue;
+            }
             write!(out, "{}", change_line(e)).map_err(io)?;
             if cursors {
                 write!(out, "  {}", e.cursor).map_err(io)?;
@@ -72,8 +75,25 @@ pub(super) async fn watch(
     Ok(())
 }
 
+/// Why a watch stopped and how to resume it: the server's cursor (`resume
+/// from cursor C`, sent when it shuts down) as the `--cursor` flag, or
+/// else the last cursor this watch read, once.
+fn broken_watch(status: &tonic::Status, last: &str) -> String {
+    let described = fail(status);
+    match described.split_once("resume from cursor ") {
+        Some((why, cursor)) => format!("{why}resume with --cursor {cursor}"),
+        None if last.is_empty() => described,
+        None => format!("{described}; resume with --cursor {last}"),
+    }
+}
+
 /// `log`: the file's retained versions, newest first.
-pub(super) async fn log(fs: &mut Fs, path: String, out: &mut impl Write) -> Result<(), String> {
+pub(super) async fn log(
+    fs: &mut Fs,
+    path: String,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<(), String> {
     let versions = fs
         .list_versions(pb::ListVersionsRequest { path })
         .await
@@ -81,7 +101,11 @@ pub(super) async fn log(fs: &mut Fs, path: String, out: &mut impl Write) -> Resu
         .into_inner()
         .versions;
     for v in &versions {
-        writeln!(out, "{}", version_line(v)).map_err(io)?;
+        match json {
+            true => writeln!(out, "{}", version_json(v)),
+            false => writeln!(out, "{}", version_line(v)),
+        }
+        .map_err(io)?;
     }
     Ok(())
 }
@@ -120,11 +144,18 @@ pub(super) async fn restore(
     req: pb::RestoreRequest,
     out: &mut impl Write,
 ) -> Result<(), String> {
-    let r = fs.restore(req).await.map_err(|s| fail(&s))?.into_inner();
+    let r = fs
+        .restore(req)
+        .await
+        .map_err(|s| flag_names(fail(&s)))?
+        .into_inner();
     writeln!(
         out,
-        "restored {} to version {} as version {} ({} bytes)",
-        r.path, r.restored_version, r.version, r.bytes_written
+        "restored {} to version {} as version {} ({})",
+        r.path,
+        r.restored_version,
+        r.version,
+        count(r.bytes_written, "byte", "bytes")
     )
     .map_err(io)
 }
@@ -137,17 +168,22 @@ pub(super) async fn rewind(
     out: &mut impl Write,
 ) -> Result<(), String> {
     let dry_run = req.dry_run;
-    let r = fs.rewind(req).await.map_err(|s| fail(&s))?.into_inner();
+    let r = fs
+        .rewind(req)
+        .await
+        .map_err(|s| flag_names(fail(&s)))?
+        .into_inner();
     if dry_run && !r.diff.is_empty() {
         writeln!(out, "{}", r.diff).map_err(io)?;
     }
     for f in &r.files {
         eprintln!("{}", rewound_line(f, dry_run));
     }
+    let files = count(r.files.len() as u64, "file", "files");
     match (r.files.len(), dry_run) {
         (0, _) => eprintln!("nothing to rewind"),
-        (n, true) => eprintln!("{n} files would change (dry run: nothing changed)"),
-        (n, false) => eprintln!("{n} files rewound as changeset {}", r.changeset),
+        (_, true) => eprintln!("{files} would change (dry run: nothing changed)"),
+        (_, false) => eprintln!("{files} rewound as changeset {}", r.changeset),
     }
     Ok(())
 }

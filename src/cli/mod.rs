@@ -30,7 +30,8 @@ pub use search::SearchFlags;
 /// as `mcp --help` shows it).
 #[derive(Clone, Debug, clap::Args)]
 pub struct Connection {
-    /// Server address.
+    /// Server address: a URL (`http://127.0.0.1:50051`) or `host:port`,
+    /// as grpcurl takes it.
     #[arg(
         long,
         global = true,
@@ -57,15 +58,22 @@ pub struct Connection {
 /// A client verb.
 #[derive(Debug, clap::Subcommand)]
 pub enum Verb {
-    /// List a directory.
+    /// List a directory (or show one file), like ls.
     Ls {
-        /// Directory.
+        /// Directory or file.
+        #[arg(default_value = "/")]
         path: String,
+        /// One JSON object per entry instead of text.
+        #[arg(long)]
+        json: bool,
     },
-    /// Show a file's metadata.
+    /// Show a file's or directory's metadata.
     Stat {
         /// File or directory.
         path: String,
+        /// A JSON object instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print a text file, numbered with -n.
     Cat {
@@ -128,7 +136,8 @@ pub enum Verb {
         #[arg(long)]
         create_only: bool,
     },
-    /// Search file contents (regex).
+    /// Search file contents (regex), like rg: exit status 0 when a line
+    /// matched, 1 when none did, 2 on an error or a search cut short.
     Grep {
         /// Regex.
         pattern: String,
@@ -144,6 +153,9 @@ pub enum Verb {
         /// File filter glob.
         #[arg(short, long, default_value = "")]
         glob: String,
+        /// One JSON object per matching line instead of text.
+        #[arg(long)]
+        json: bool,
         /// Hidden/ignored switches and budgets.
         #[command(flatten)]
         limits: SearchFlags,
@@ -166,11 +178,17 @@ pub enum Verb {
         /// End each line with the cursor that resumes after it.
         #[arg(long)]
         cursors: bool,
+        /// One JSON object per change (with its cursor) instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// List a file's retained versions, newest first.
     Log {
         /// File.
         path: String,
+        /// One JSON object per version instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Show a unified diff between two versions of a file.
     Diff {
@@ -238,8 +256,44 @@ fn io(e: std::io::Error) -> String {
     e.to_string()
 }
 
-/// Runs one verb; the error is what to print before exiting non-zero.
-pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
+/// How a verb that did not fail ended, for its exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done: exit status 0.
+    Done,
+    /// A `grep` that matched no line: exit status 1, as grep and rg.
+    NothingMatched,
+    /// A search a budget cut short, without `--allow-partial`: the verb's
+    /// failure status, since what it printed may be incomplete.
+    CutShort,
+}
+
+impl Outcome {
+    /// The exit status of a verb that ended so, given its failure status
+    /// ([`Verb::failure_status`]).
+    pub fn exit_status(self, failure_status: u8) -> u8 {
+        match self {
+            Outcome::Done => 0,
+            Outcome::NothingMatched => 1,
+            Outcome::CutShort => failure_status,
+        }
+    }
+}
+
+impl Verb {
+    /// The exit status of this verb's failure: 2 for `grep` (whose 1 means
+    /// "nothing matched", as grep's and rg's), 1 for every other verb.
+    pub fn failure_status(&self) -> u8 {
+        match self {
+            Verb::Grep { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs one verb; the error is what to print before exiting with the
+/// verb's [`Verb::failure_status`].
+pub async fn run(conn: Connection, verb: Verb) -> Result<Outcome, String> {
     let (channel, headers) = connect::connect(&conn).await?;
     let mut fs = connect::filesystem(channel.clone(), headers.clone());
     // Buffered, and flushed after each streamed message: Rust's stdout
@@ -249,8 +303,8 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let out = &mut out;
     match verb {
-        Verb::Ls { path } => files::ls(&mut fs, path, out).await?,
-        Verb::Stat { path } => files::stat(&mut fs, path, out).await?,
+        Verb::Ls { path, json } => files::ls(&mut fs, path, json, out).await?,
+        Verb::Stat { path, json } => files::stat(&mut fs, path, json, out).await?,
         Verb::Cat { path, numbered, at } => files::cat(&mut fs, path, numbered, at, out).await?,
         Verb::Get { path, at } => files::get(&mut fs, path, at, out).await?,
         Verb::Put { path, create_only } => files::put(&mut fs, path, create_only, out).await?,
@@ -290,8 +344,13 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             ignore_case,
             fixed_strings,
             glob,
+            json,
             limits,
         } => {
+            if !fixed_strings {
+                search::check_regex(&pattern, ignore_case)?;
+            }
+            let allow_partial = limits.allow_partial;
             let req = crate::pb::GrepRequest {
                 pattern,
                 path,
@@ -304,13 +363,14 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 max_duration_ms: limits.max_duration_ms,
                 ..Default::default()
             };
-            search::grep(&mut fs, req, out).await?
+            return search::grep(&mut fs, req, json, allow_partial, out).await;
         }
         Verb::Glob {
             pattern,
             path,
             limits,
         } => {
+            let allow_partial = limits.allow_partial;
             let req = crate::pb::GlobRequest {
                 pattern,
                 path,
@@ -322,7 +382,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 paths_only: true,
                 ..Default::default()
             };
-            search::glob(&mut fs, req, out).await?
+            return search::glob(&mut fs, req, allow_partial, out).await;
         }
         Verb::Watch {
             path,
@@ -330,6 +390,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
             from_start,
             once,
             cursors,
+            json,
         } => {
             let req = crate::pb::WatchRequest {
                 path,
@@ -337,9 +398,9 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
                 cursor: cursor.unwrap_or_default(),
                 stop_at_head: once,
             };
-            history::watch(&mut fs, req, cursors, out).await?
+            history::watch(&mut fs, req, cursors, json, out).await?
         }
-        Verb::Log { path } => history::log(&mut fs, path, out).await?,
+        Verb::Log { path, json } => history::log(&mut fs, path, json, out).await?,
         Verb::Diff { path, from, to } => history::diff(&mut fs, path, from, to, out).await?,
         Verb::Restore {
             path,
@@ -369,5 +430,6 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<(), String> {
         }
         Verb::Branch { action } => branch::run(&mut fs, action, out).await?,
     }
-    std::io::Write::flush(out).map_err(io)
+    std::io::Write::flush(out).map_err(io)?;
+    Ok(Outcome::Done)
 }
