@@ -4,9 +4,9 @@
 
 use agentvfs::config::{self, Config, TierConfig};
 use agentvfs::startup;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// jemalloc, for every allocation of the process (RocksDB's included, as
@@ -31,9 +31,16 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static malloc_conf: &[u8; 87] =
     b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0,oversize_threshold:2097152\0";
 
-/// A gRPC file system for AI agents.
+/// What `agentvfs --help` says first.
+const ABOUT: &str = "A gRPC file system for AI agents: one path space over four tiers, \
+State (per session, in memory), Store (RocksDB), Filesystem (sandboxed real directories) \
+and Object (an S3-compatible bucket many servers share), with grants, history and \
+streaming search. `serve` runs the server, `mcp` serves MCP on stdio, and every other \
+verb is a client of a running server.";
+
+/// The command line.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about = ABOUT)]
 struct Cli {
     #[command(flatten)]
     connection: agentvfs::cli::Connection,
@@ -48,9 +55,72 @@ enum Command {
     /// Serve MCP on stdin/stdout for one local agent, in process, as the
     /// principal --token names (docs/mcp.md).
     Mcp(McpArgs),
+    /// Check a configuration file without starting the server.
+    Config {
+        /// What to do.
+        #[command(subcommand)]
+        action: ConfigVerb,
+    },
+    /// Print the completion script of a shell (bash, zsh, fish, elvish,
+    /// powershell) to stdout: `agentvfs completions bash > ~/.local/share/bash-completion/completions/agentvfs`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// Client verbs: talk to a running server.
     #[command(flatten)]
     Client(agentvfs::cli::Verb),
+}
+
+#[derive(Subcommand)]
+enum ConfigVerb {
+    /// Validate FILE as `serve --config FILE` would, without starting:
+    /// its syntax and values, the data directories and the listener.
+    Check {
+        /// TOML configuration file.
+        file: PathBuf,
+    },
+}
+
+/// The connection flags, global so a client verb takes them before or
+/// after its name: the ids of the ones each other command does not take.
+/// Given to such a command (before or after its name) they are an error,
+/// not silently ignored, and its `--help` does not list them.
+const CLIENT_FLAGS: &[&str] = &["addr", "token", "session", "label", "branch"];
+const NOT_TAKEN: &[(&str, &[&str])] = &[
+    ("serve", CLIENT_FLAGS),
+    ("mcp", &["addr"]),
+    ("config", CLIENT_FLAGS),
+    ("completions", CLIENT_FLAGS),
+];
+
+/// The parser: [`Cli`]'s, with each command of [`NOT_TAKEN`] holding a
+/// hidden flag of each id it does not take that refuses any value (a
+/// global flag is not copied into a command that has its own of that id).
+fn command() -> clap::Command {
+    NOT_TAKEN.iter().fold(Cli::command(), |cli, (name, ids)| {
+        cli.mut_subcommand(*name, |sub| {
+            ids.iter().fold(sub, |sub, id| {
+                let refusal =
+                    format!("`{name}` does not take --{id}: it is a flag of the client verbs");
+                sub.arg(
+                    clap::Arg::new(*id)
+                        .long(*id)
+                        .hide(true)
+                        .value_parser(move |_: &str| Err::<String, String>(refusal.clone())),
+                )
+            })
+        })
+    })
+}
+
+/// The client flag given before a command that does not take it.
+fn misplaced_flag(matches: &clap::ArgMatches) -> Option<String> {
+    let (name, _) = matches.subcommand()?;
+    let (_, ids) = NOT_TAKEN.iter().find(|(n, _)| *n == name)?;
+    ids.iter()
+        .find(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+        .map(|id| format!("`{name}` does not take --{id}: it is a flag of the client verbs"))
 }
 
 #[derive(clap::Args)]
@@ -85,14 +155,16 @@ struct McpArgs {
     data: Option<PathBuf>,
 }
 
+/// The configuration in the file at `path`.
+fn read_config(path: &Path) -> Result<Config, String> {
+    let source = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    config::parse(&path.display().to_string(), &source).map_err(|e| e.to_string())
+}
+
 fn load(args: &ServeArgs) -> Result<Config, String> {
     let mut config = match &args.config {
         None => config::embedded_default(),
-        Some(path) => {
-            let source =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            config::parse(&path.display().to_string(), &source).map_err(|e| e.to_string())?
-        }
+        Some(path) => read_config(path)?,
     };
     if let Some(listen) = args.listen {
         config.listen = listen;
@@ -163,6 +235,22 @@ async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(),
     agentvfs::mcp::stdio::serve(tools, service, caller, &app.mcp).await
 }
 
+/// `agentvfs config check FILE`: every check `serve --config FILE` makes
+/// before it opens a tier, then a line naming what the file serves.
+fn check_config(file: &Path) -> Result<(), String> {
+    let config = read_config(file)?;
+    startup::check_data_dirs(&config)?;
+    startup::check_listener(&config, false)?;
+    let mounts: Vec<String> = config.mounts.iter().map(|m| m.prefix.to_string()).collect();
+    println!(
+        "{}: valid; listens on {}, mounts {}",
+        file.display(),
+        config.listen,
+        mounts.join(", ")
+    );
+    Ok(())
+}
+
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
@@ -173,11 +261,19 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
-    // Tests and scripts read this line to learn an ephemeral port.
-    println!(
-        "agentvfs listening on {}",
-        listener.local_addr().map_err(|e| e.to_string())?
+    // Tests and scripts read the first line to learn an ephemeral port; the
+    // banner follows in the same write, so a reader that stops after that
+    // line never makes a later write fail.
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let banner = format!(
+        "agentvfs listening on {addr}\n{}\n",
+        startup::banner(&config, addr)
     );
+    let mut stdout = std::io::stdout().lock();
+    std::io::Write::write_all(&mut stdout, banner.as_bytes())
+        .and_then(|()| std::io::Write::flush(&mut stdout))
+        .map_err(|e| format!("cannot print the start-up banner: {e}"))?;
+    drop(stdout);
     agentvfs::server::serve(listener, app, shutdown)
         .await
         .map_err(|e| e.to_string())
@@ -187,11 +283,24 @@ fn main() -> ExitCode {
     // Arguments first: `--help`, `--version` and a usage error need no
     // runtime, and client verbs must not pay for what only the server
     // needs (docs/performance.md § Grep and Glob on real directories).
-    let cli = Cli::parse();
+    let matches = command().get_matches();
+    if let Some(err) = misplaced_flag(&matches) {
+        command()
+            .error(clap::error::ErrorKind::ArgumentConflict, err)
+            .exit();
+    }
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|err| err.exit());
     let result = match cli.command {
-        Command::Client(verb) => client(cli.connection, verb),
+        Command::Client(verb) => return client(cli.connection, verb),
         Command::Serve(args) => server(serve(args)),
         Command::Mcp(args) => server(mcp(args, cli.connection)),
+        Command::Config {
+            action: ConfigVerb::Check { file },
+        } => check_config(&file),
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut command(), "agentvfs", &mut std::io::stdout());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -204,16 +313,25 @@ fn main() -> ExitCode {
 
 /// One client verb: one connection and one call, so one thread is enough.
 /// Logging is set up only when `RUST_LOG` asks for it: errors are printed
-/// by [`main`], and the filter's set-up would otherwise cost every call.
-fn client(connection: agentvfs::cli::Connection, verb: agentvfs::cli::Verb) -> Result<(), String> {
+/// here, and the filter's set-up would otherwise cost every call. The exit
+/// status is the verb's (`grep`: 1 when nothing matched, 2 on an error).
+fn client(connection: agentvfs::cli::Connection, verb: agentvfs::cli::Verb) -> ExitCode {
     if std::env::var_os("RUST_LOG").is_some() {
         init_tracing();
     }
-    tokio::runtime::Builder::new_current_thread()
+    let failure = verb.failure_status();
+    let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|err| format!("cannot start the async runtime: {err}"))?
-        .block_on(agentvfs::cli::run(connection, verb))
+        .map_err(|err| format!("cannot start the async runtime: {err}"))
+        .and_then(|runtime| runtime.block_on(agentvfs::cli::run(connection, verb)));
+    match result {
+        Ok(outcome) => ExitCode::from(outcome.exit_status(failure)),
+        Err(err) => {
+            eprintln!("agentvfs: {err}");
+            ExitCode::from(failure)
+        }
+    }
 }
 
 /// `serve` and `mcp`: logging on, and a runtime with a worker per core.

@@ -192,3 +192,50 @@ pub fn check_listener(config: &Config, allow_unauthenticated: bool) -> Result<()
     }
     Ok(())
 }
+
+/// The lines `serve` prints after `agentvfs listening on ADDR` (which
+/// scripts parse, so it stays first and alone): each mount with its tier and
+/// where its data lives, who may call, and the MCP endpoint.
+pub fn banner(config: &Config, addr: std::net::SocketAddr) -> String {
+    let mut lines = Vec::new();
+    for m in &config.mounts {
+        let (tier, data) = match &m.tier {
+            TierConfig::State => ("state", "in memory, per session; gone at exit".to_owned()),
+            TierConfig::Store { path, .. } => ("store", shown_path(path)),
+            TierConfig::Filesystem { root, .. } => ("filesystem", shown_path(root)),
+            TierConfig::Object {
+                bucket, key_prefix, ..
+            } => {
+                let at = bucket.endpoint.as_deref().unwrap_or("AWS S3");
+                (
+                    "object",
+                    format!("s3://{}/{key_prefix} at {at}", bucket.bucket),
+                )
+            }
+        };
+        lines.push(format!(
+            "  mount {:<12} {tier:<10} {data}",
+            m.prefix.as_str()
+        ));
+    }
+    let auth = match (config.access.anonymous, config.principals.len()) {
+        (true, _) => "anonymous: any local process may call, with every grant (configure \
+                      [[principal]]s before exposing it)"
+            .to_owned(),
+        (false, 1) => "principals: 1, each call needs its bearer token".to_owned(),
+        (false, n) => format!("principals: {n}, each call needs its bearer token"),
+    };
+    lines.push(format!("  auth  {auth}"));
+    let mcp = match config.mcp.http {
+        true => format!("http://{addr}/mcp"),
+        false => "off ([mcp] http = false)".to_owned(),
+    };
+    lines.push(format!("  mcp   {mcp}"));
+    lines.join("\n")
+}
+
+/// A configured directory as the banner shows it: absolute, links resolved
+/// as far as it exists.
+fn shown_path(path: &std::path::Path) -> String {
+    real_path(path).map_or_else(|_| path.display().to_string(), |p| p.display().to_string())
+}

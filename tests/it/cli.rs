@@ -41,7 +41,7 @@ async fn client_verbs_round_trip() {
     ));
     assert_eq!(
         stdout(&agentvfs(&server, &["cat", "-n", "/docs/a.txt"], b"")),
-        "     1\thello\n     2\tworld"
+        "     1\thello\n     2\tworld\n"
     );
     assert!(stdout(&agentvfs(&server, &["ls", "/docs"], b"")).contains("/docs/a.txt"));
     let grep = agentvfs(&server, &["grep", "-i", "WORLD", "/docs"], b"");
@@ -107,7 +107,7 @@ async fn mv_moves_files_and_trees() {
         b"",
     ));
     assert!(
-        moved.starts_with("moved /docs/a.txt to /archive/a.txt (1 files, version "),
+        moved.starts_with("moved /docs/a.txt to /archive/a.txt (1 file, version "),
         "{moved}"
     );
     assert_eq!(
@@ -224,4 +224,288 @@ async fn history_verbs_show_and_undo_changes() {
         b"",
     ));
     assert_eq!(rest.lines().count(), 2, "{rest}");
+}
+
+/// Runs the binary with `args` only (no `--addr` added), returning its
+/// output.
+fn agentvfs_raw(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(args)
+        .env_remove("AGENTVFS_ADDR")
+        .env_remove("AGENTVFS_TOKEN")
+        .env_remove("AGENTVFS_SESSION")
+        .output()
+        .expect("run agentvfs")
+}
+
+/// The exit status and the text of stdout and stderr.
+fn ended(out: &Output) -> (Option<i32>, String, String) {
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `cat -n` numbers like cat -n and ends as the file does; an empty or
+/// blank file prints its bytes, not the sentence the Read call gives a model.
+#[tokio::test]
+async fn cat_prints_files_as_they_are() {
+    let server = Server::start();
+    for (path, content) in [
+        ("/a.txt", "hello\nworld\n"),
+        ("/b.txt", "no\nfinal newline"),
+        ("/empty.txt", ""),
+        ("/blank.txt", "  \n\t\n"),
+    ] {
+        stdout(&agentvfs(&server, &["put", path], content.as_bytes()));
+    }
+    let cat = |args: &[&str]| stdout(&agentvfs(&server, args, b""));
+    assert_eq!(
+        cat(&["cat", "-n", "/a.txt"]),
+        "     1\thello\n     2\tworld\n"
+    );
+    assert_eq!(
+        cat(&["cat", "-n", "/b.txt"]),
+        "     1\tno\n     2\tfinal newline"
+    );
+    assert_eq!(cat(&["cat", "/empty.txt"]), "");
+    assert_eq!(cat(&["cat", "-n", "/empty.txt"]), "");
+    assert_eq!(cat(&["cat", "/blank.txt"]), "  \n\t\n");
+    assert_eq!(
+        cat(&["cat", "-n", "/blank.txt"]),
+        "     1\t  \n     2\t\t\n"
+    );
+}
+
+/// grep exits 0 when a line matched, 1 when none did and 2 on an error,
+/// like grep and rg; a bad regex is reported with the user's pattern; a
+/// search a budget cut short exits 2 naming the flag to raise, unless
+/// --allow-partial.
+#[tokio::test]
+async fn grep_exit_status_is_rg_s() {
+    let server = Server::start();
+    for name in ["a", "b", "c", "d"] {
+        stdout(&agentvfs(
+            &server,
+            &["put", &format!("/s/{name}.txt")],
+            b"x marks\n",
+        ));
+    }
+    let grep = |args: &[&str]| ended(&agentvfs(&server, args, b""));
+    assert_eq!(grep(&["grep", "marks", "/s"]).0, Some(0));
+    let (status, out, _) = grep(&["grep", "nowhere", "/s"]);
+    assert_eq!((status, out.as_str()), (Some(1), ""));
+    let (status, _, err) = grep(&["grep", "x", "/missing"]);
+    assert_eq!(status, Some(2), "{err}");
+    let (status, _, err) = grep(&["grep", "a(b", "/s"]);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("a(b") && err.contains("unclosed group"),
+        "{err}"
+    );
+    assert!(!err.contains("(?"), "{err}");
+    let (status, _, err) = grep(&["grep", "x", "/s", "--max-visited", "2"]);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(err.contains("raise it with --max-visited"), "{err}");
+    assert!(!err.contains("ABORTED_REASON"), "{err}");
+    let partial = grep(&["grep", "x", "/s", "--max-visited", "2", "--allow-partial"]);
+    assert_ne!(partial.0, Some(2), "{}", partial.2);
+}
+
+/// stat prints one readable field per line, or JSON; ls of a file shows
+/// the file and ls alone lists `/`; rm's refusal names the -r flag and
+/// counts are singular for one.
+#[tokio::test]
+async fn stat_ls_and_rm_read_like_the_tools() {
+    let server = Server::start();
+    stdout(&agentvfs(&server, &["put", "/docs/a.txt"], b"hello\n"));
+    let stat = stdout(&agentvfs(&server, &["stat", "/docs/a.txt"], b""));
+    assert!(
+        stat.starts_with("path: /docs/a.txt\ntype: file\nsize: 6 bytes\n"),
+        "{stat}"
+    );
+    assert!(!stat.contains('{'), "{stat}");
+    let json = stdout(&agentvfs(&server, &["stat", "--json", "/docs/a.txt"], b""));
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        (json["type"].as_str(), json["size"].as_u64()),
+        (Some("file"), Some(6))
+    );
+
+    let one = stdout(&agentvfs(&server, &["ls", "/docs/a.txt"], b""));
+    assert_eq!(one, "         6  /docs/a.txt\n");
+    assert!(stdout(&agentvfs(&server, &["ls"], b"")).contains("/docs/\n"));
+
+    let refused = failure(&agentvfs(&server, &["rm", "/docs"], b""));
+    assert!(refused.contains("pass -r "), "{refused}");
+    assert_eq!(
+        stdout(&agentvfs(&server, &["rm", "/docs/a.txt"], b"")),
+        "deleted /docs/a.txt (1 file)\n"
+    );
+    let put = stdout(&agentvfs(&server, &["put", "/one.txt"], b"x"));
+    assert!(put.starts_with("/one.txt (1 byte, version "), "{put}");
+}
+
+/// --json prints one JSON object per record on ls, stat, log, watch,
+/// branch list and grep.
+#[tokio::test]
+async fn record_verbs_print_json() {
+    let server = Server::start();
+    stdout(&agentvfs(&server, &["put", "/docs/a.txt"], b"hello\n"));
+    stdout(&agentvfs(
+        &server,
+        &["branch", "create", "b1", "/docs"],
+        b"",
+    ));
+    for (args, key) in [
+        (&["ls", "--json", "/docs"][..], "path"),
+        (&["stat", "--json", "/docs/a.txt"], "version"),
+        (&["log", "--json", "/docs/a.txt"], "current"),
+        (&["watch", "--json", "--from-start", "--once"], "cursor"),
+        (&["branch", "list", "--json"], "root"),
+        (&["grep", "--json", "hello", "/docs"], "line_number"),
+    ] {
+        let out = stdout(&agentvfs(&server, args, b""));
+        assert!(!out.is_empty(), "{args:?} printed nothing");
+        for line in out.lines() {
+            let record: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {line}"));
+            assert!(record.get(key).is_some(), "{args:?}: no {key} in {line}");
+        }
+    }
+}
+
+/// A watch the server's shutdown ends says so and names the cursor to
+/// resume from once, as the flag that takes it.
+#[tokio::test]
+async fn watch_across_shutdown_names_the_cursor_once() {
+    use std::io::BufRead;
+    let server = Server::start();
+    stdout(&agentvfs(&server, &["put", "/w.txt"], b"x"));
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["--addr", &server.url, "watch", "/", "--from-start"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(watch.stdout.take().unwrap()).lines();
+    let seen = lines.next().unwrap().unwrap();
+    assert!(seen.contains("/w.txt"), "{seen}");
+    let pid = server.pid().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = watch.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("shutting down"), "{err}");
+    assert_eq!(err.matches("cursor").count(), 1, "{err}");
+    assert!(err.contains("resume with --cursor "), "{err}");
+}
+
+/// An upload over the server's file size limit names the file's size and
+/// the setting, max_file_bytes.
+#[tokio::test]
+async fn oversized_put_names_size_and_setting() {
+    let config = "max_file_bytes = 1000\n[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    let server = Server::start_with(Some(config), &[]);
+    let err = failure(&agentvfs(&server, &["put", "/big"], &[b'x'; 2500]));
+    assert!(err.contains("2500 bytes"), "{err}");
+    assert!(err.contains("max_file_bytes of 1000 bytes"), "{err}");
+}
+
+/// --addr takes grpcurl's host:port; a refused connection says so.
+#[tokio::test]
+async fn addr_without_scheme_and_refused_connection() {
+    let server = Server::start();
+    let host_port = server.url.trim_start_matches("http://");
+    let (status, _, err) = ended(&agentvfs_raw(&["ls", "--addr", host_port, "/"]));
+    assert_eq!(status, Some(0), "{err}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (status, _, err) = ended(&agentvfs_raw(&[
+        "--addr",
+        &format!("127.0.0.1:{port}"),
+        "ls",
+    ]));
+    assert_eq!(status, Some(1));
+    assert!(err.contains("connection refused"), "{err}");
+}
+
+/// `serve --help` and `mcp --help` list only their own flags; a client flag
+/// given to serve, before or after it, is refused; the top-level help
+/// names the object tier.
+#[test]
+fn serve_and_mcp_take_only_their_flags() {
+    let (_, help, _) = ended(&agentvfs_raw(&["serve", "--help"]));
+    assert!(help.contains("--listen"), "{help}");
+    for flag in ["--addr", "--token", "--session", "--label", "--branch"] {
+        assert!(!help.contains(flag), "serve --help lists {flag}: {help}");
+    }
+    let (_, help, _) = ended(&agentvfs_raw(&["mcp", "--help"]));
+    assert!(
+        help.contains("--token") && !help.contains("--addr"),
+        "{help}"
+    );
+    for args in [
+        &["serve", "--addr", "127.0.0.1:1"][..],
+        &["--token", "t", "serve"],
+        &["mcp", "--addr", "127.0.0.1:1"],
+    ] {
+        let (status, _, err) = ended(&agentvfs_raw(args));
+        assert_eq!(status, Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("is a flag of the client verbs"),
+            "{args:?}: {err}"
+        );
+    }
+    let (_, help, _) = ended(&agentvfs_raw(&["--help"]));
+    assert!(help.contains("Object (an S3-compatible bucket"), "{help}");
+}
+
+/// `config check` validates a file without starting: the example file
+/// passes, a bad one is refused with its line.
+#[test]
+fn config_check_validates_without_starting() {
+    let data = tempfile::tempdir().unwrap();
+    let check = |file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+            .args(["config", "check", file])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("XDG_DATA_HOME", data.path())
+            .output()
+            .unwrap()
+    };
+    let (status, out, err) = ended(&check("agentvfs.example.toml"));
+    assert_eq!(status, Some(0), "{err}");
+    assert!(out.contains("valid"), "{out}");
+    let bad = data.path().join("bad.toml");
+    std::fs::write(&bad, "[[mount]]\nprefix = \"/\"\ntier = \"floppy\"\n").unwrap();
+    let (status, _, err) = ended(&check(bad.to_str().unwrap()));
+    assert_eq!(status, Some(1));
+    assert!(err.contains("bad.toml:3: unknown tier"), "{err}");
+    let empty = data.path().join("empty.toml");
+    std::fs::write(&empty, "listen = \"127.0.0.1:1\"\n").unwrap();
+    let (status, _, err) = ended(&check(empty.to_str().unwrap()));
+    assert_eq!(status, Some(1));
+    assert!(err.contains("no [[mount]]"), "{err}");
+}
+
+/// `completions SHELL` prints a completion script for bash, zsh and fish.
+#[test]
+fn completions_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let (status, script, err) = ended(&agentvfs_raw(&["completions", shell]));
+        assert_eq!(status, Some(0), "{shell}: {err}");
+        assert!(
+            script.contains("agentvfs") && script.contains("max-visited"),
+            "{shell}"
+        );
+    }
 }

@@ -115,3 +115,57 @@ fn open_listener_without_principals_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-unauthenticated"));
 }
+
+/// After `agentvfs listening on ADDR` (unchanged: scripts parse it), the
+/// server says what it serves: each mount with its tier and where its data
+/// lives, the auth mode and the MCP URL.
+#[test]
+fn startup_banner_says_what_it_serves() {
+    use std::io::BufRead;
+    let cwd = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(cwd.path())
+        .env("XDG_DATA_HOME", data.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines: Vec<String> = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(Result::unwrap)
+        .take(6)
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    let addr = lines[0]
+        .strip_prefix("agentvfs listening on 127.0.0.1:")
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    let banner = lines.join("\n");
+    let workspace = cwd.path().canonicalize().unwrap();
+    let memories = data
+        .path()
+        .canonicalize()
+        .unwrap()
+        .join("agentvfs/memories");
+    for needle in [
+        format!("mount {:<12} {:<10} in memory", "/", "state"),
+        format!(
+            "mount {:<12} {:<10} {}",
+            "/memories",
+            "store",
+            memories.display()
+        ),
+        format!(
+            "mount {:<12} {:<10} {}",
+            "/workspace",
+            "filesystem",
+            workspace.display()
+        ),
+        "auth  anonymous: any local process may call, with every grant".to_owned(),
+        format!("mcp   http://127.0.0.1:{addr}/mcp"),
+    ] {
+        assert!(banner.contains(&needle), "no {needle:?} in\n{banner}");
+    }
+}
