@@ -580,6 +580,7 @@ impl Files<'_> {
         let mut ops = Vec::new();
         let mut conflicts = Vec::new();
         for (path, counted) in &plan.files {
+            self.go_on()?;
             let Some(mut file) = overlay.read_touched(self.scope(), path)? else {
                 continue;
             };

@@ -208,7 +208,11 @@ struct Stage<'f, 'a> {
 }
 
 impl Stage<'_, '_> {
+    /// Refuses to go on past the changeset's deadline, or once its caller
+    /// has gone ([`Files::go_on`]): staging changes nothing until the
+    /// commit, so stopping here is always safe.
     fn check_time(&self) -> Result<()> {
+        self.files.go_on()?;
         if Instant::now() > self.deadline {
             return Err(Error::OverLimit {
                 limit: "changeset_timeout_ms",

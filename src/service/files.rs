@@ -200,9 +200,9 @@ impl<'a> Files<'a> {
         self.check(path, Op::ReadBinary)
     }
 
-    /// Moves a file or a directory tree: the right to read what it moves
-    /// ([`Files::check_may_take`]), `write` and `delete` on the source,
-    /// `write` on the destination, then the path checks, then one atomic
+    /// Moves a file or a directory tree: `write` and `delete` on the source,
+    /// `write` on the destination, the right to read what it moves
+    /// ([`Files::check_may_take`]), then the path checks, then one atomic
     /// tier step (docs/contract.md § Move).
     pub fn rename(
         &self,
@@ -210,10 +210,10 @@ impl<'a> Files<'a> {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<MoveOutcome> {
-        self.check_may_take(source)?;
         self.check(source, Op::Write)?;
         self.check(source, Op::Delete)?;
         self.check(destination, Op::Write)?;
+        self.check_may_take(source)?;
         check_move_paths(source, destination)?;
         self.backend
             .rename(&self.caller.scope, source, destination, pre)

@@ -180,6 +180,7 @@ impl Files<'_> {
         let mut bytes = 0u64;
         let mut contents = Vec::with_capacity(plan.len());
         for planned in &plan {
+            self.go_on()?;
             let data = match &planned.source {
                 None => None,
                 Some((from, version)) => {

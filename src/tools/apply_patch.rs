@@ -270,7 +270,7 @@ async fn failure(call: &Call, e: Error, ops: &[ChangeOp]) -> ToolError {
 async fn closest(call: &Call, path: &VfsPath, hunks: &[patch::Hunk]) -> Option<String> {
     let (read, hunks) = (path.clone(), hunks.to_vec());
     call.service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             let (data, _) = files.read(&read, Op::ReadFile)?;
             let text = crate::text::decode_strict(read.as_str(), &data)?;
             let costs = crate::text::Costs {

@@ -334,7 +334,7 @@ async fn str_replace(
 async fn insert(call: &Call, at: Located, line: i64, text: String) -> Result<String, ToolError> {
     let Located { raw, path, .. } = at;
     call.service
-        .run(&call.caller, move |files| {
+        .run_asked(&call.caller, move |files| {
             files.edit_text(&path, None, false, |content, max| {
                 let costs = text::Costs {
                     charge: &|bytes, what| files.charge(bytes, what),

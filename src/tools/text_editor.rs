@@ -333,7 +333,7 @@ async fn insert(
     line: i64,
     text: String,
 ) -> Result<String, ToolError> {
-    let edited = call.service.run(&call.caller, move |files| {
+    let edited = call.service.run_asked(&call.caller, move |files| {
         files.edit_text(&path, None, false, |content, max| {
             let costs = text::Costs {
                 charge: &|bytes, what| files.charge(bytes, what),
