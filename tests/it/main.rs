@@ -37,6 +37,8 @@
 //!   bodies, concurrent large answers and changesets, connections per
 //!   principal, each measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle;
+//! - `disclosure`: no answer of any RPC, tool or MCP method shows what its
+//!   caller may not see (a property test over random grants);
 //! - `copy`: the Copy RPC on every mount, its grants and labels, the
 //!   Delete, Move and Copy tools, and the Read tool's media reads;
 //! - `rewind`: labels, sessions and changeset ids in Watch and history, and
