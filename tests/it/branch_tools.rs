@@ -1335,3 +1335,65 @@ async fn a_principal_keeps_at_most_max_branches_per_principal() {
         .await
         .unwrap();
 }
+
+/// The typed tool RPCs take every version the tools show: a file a branch
+/// changed has a version with bit 63 set, which their fields (`uint64`)
+/// carry exactly (issue 51, F13).
+#[tokio::test]
+async fn the_typed_tool_rpcs_change_a_file_a_branch_changed() {
+    let server = Server::start_with(Some(CONFIG), &[]);
+    let mut fs = server.fs().await;
+    let mut admin = Agent::new(&server, ADMIN, None).await;
+    write(&mut fs, ADMIN, None, "/p/a.txt", "one\n")
+        .await
+        .unwrap();
+    admin
+        .ok("BranchCreate", json!({"name": "feat", "path": "p"}))
+        .await;
+    let version = write(&mut fs, ADMIN, Some("feat"), "/p/a.txt", "two\n")
+        .await
+        .unwrap();
+    assert!(
+        version >= 1 << 63,
+        "a branch's version has bit 63 set: {version}"
+    );
+    let mut tools = ToolsClient::new(server.channel().await);
+    let edit = pb::EditToolRequest {
+        path: "p/a.txt".into(),
+        old_string: "two".into(),
+        new_string: "three".into(),
+        expected_version: Some(version),
+        ..Default::default()
+    };
+    let answer = tools
+        .edit_tool(request(edit, ADMIN, Some("feat")))
+        .await
+        .unwrap()
+        .into_inner();
+    let env: Value = serde_json::from_str(&answer.envelope_json).unwrap();
+    assert_eq!(env["status"], "success", "{env}");
+    let edited: u64 = env["stats"]["version"].as_str().unwrap().parse().unwrap();
+    let write_tool = pb::WriteToolRequest {
+        path: "p/a.txt".into(),
+        content: "four\n".into(),
+        expected_version: Some(edited),
+        ..Default::default()
+    };
+    let answer = tools
+        .write_tool(request(write_tool, ADMIN, Some("feat")))
+        .await
+        .unwrap()
+        .into_inner();
+    let env: Value = serde_json::from_str(&answer.envelope_json).unwrap();
+    assert_eq!(env["status"], "success", "{env}");
+    assert_eq!(
+        read(&mut fs, ADMIN, Some("feat"), "/p/a.txt")
+            .await
+            .unwrap(),
+        "four\n"
+    );
+    assert_eq!(
+        read(&mut fs, ADMIN, None, "/p/a.txt").await.unwrap(),
+        "one\n"
+    );
+}

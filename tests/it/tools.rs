@@ -1223,7 +1223,7 @@ async fn typed_rpcs_answer_like_invoke() {
                 new_string: "y".into(),
                 replace_all: None,
             }],
-            expected_version: Some(version_of(&read["stats"]["version"]) as i64),
+            expected_version: Some(version_of(&read["stats"]["version"])),
             ..Default::default()
         })
         .await

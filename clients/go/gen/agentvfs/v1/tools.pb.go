@@ -993,7 +993,7 @@ type WriteToolRequest struct {
 	Path            string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Content         string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	DryRun          *bool                  `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
-	ExpectedVersion *int64                 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ExpectedVersion *uint64                `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
 	// tool-call id that History, Watch and Rewind can name.
@@ -1053,7 +1053,7 @@ func (x *WriteToolRequest) GetDryRun() bool {
 	return false
 }
 
-func (x *WriteToolRequest) GetExpectedVersion() int64 {
+func (x *WriteToolRequest) GetExpectedVersion() uint64 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -1133,7 +1133,7 @@ type EditToolRequest struct {
 	NewString       string                 `protobuf:"bytes,3,opt,name=new_string,json=newString,proto3" json:"new_string,omitempty"`
 	ReplaceAll      *bool                  `protobuf:"varint,4,opt,name=replace_all,json=replaceAll,proto3,oneof" json:"replace_all,omitempty"`
 	DryRun          *bool                  `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
-	ExpectedVersion *int64                 `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ExpectedVersion *uint64                `protobuf:"varint,6,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,7,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
 	// tool-call id that History, Watch and Rewind can name.
@@ -1207,7 +1207,7 @@ func (x *EditToolRequest) GetDryRun() bool {
 	return false
 }
 
-func (x *EditToolRequest) GetExpectedVersion() int64 {
+func (x *EditToolRequest) GetExpectedVersion() uint64 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -1346,7 +1346,7 @@ type MultiEditToolRequest struct {
 	Path            string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
 	Edits           []*ToolEdit            `protobuf:"bytes,2,rep,name=edits,proto3" json:"edits,omitempty"`
 	DryRun          *bool                  `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3,oneof" json:"dry_run,omitempty"`
-	ExpectedVersion *int64                 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ExpectedVersion *uint64                `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	ToolCallId      string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
 	// tool-call id that History, Watch and Rewind can name.
@@ -1406,7 +1406,7 @@ func (x *MultiEditToolRequest) GetDryRun() bool {
 	return false
 }
 
-func (x *MultiEditToolRequest) GetExpectedVersion() int64 {
+func (x *MultiEditToolRequest) GetExpectedVersion() uint64 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -1485,12 +1485,12 @@ type HistoryToolRequest struct {
 	// list (the default), diff or restore.
 	Action *string `protobuf:"bytes,2,opt,name=action,proto3,oneof" json:"action,omitempty"`
 	// diff: the older version; restore: the version to write back.
-	Version *int64 `protobuf:"varint,3,opt,name=version,proto3,oneof" json:"version,omitempty"`
+	Version *uint64 `protobuf:"varint,3,opt,name=version,proto3,oneof" json:"version,omitempty"`
 	// diff: the newer version (default: the newest, usually the current content).
-	ToVersion *int64 `protobuf:"varint,4,opt,name=to_version,json=toVersion,proto3,oneof" json:"to_version,omitempty"`
+	ToVersion *uint64 `protobuf:"varint,4,opt,name=to_version,json=toVersion,proto3,oneof" json:"to_version,omitempty"`
 	// restore: the file's current version must be this (0: it must not exist).
-	ExpectedVersion *int64 `protobuf:"varint,5,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	ToolCallId      string `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	ExpectedVersion *uint64 `protobuf:"varint,5,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	ToolCallId      string  `protobuf:"bytes,6,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
 	// Kept with the changes the call makes (as x-agentvfs-label): a turn or
 	// tool-call id that History, Watch and Rewind can name.
 	Label         *string `protobuf:"bytes,7,opt,name=label,proto3,oneof" json:"label,omitempty"`
@@ -1542,21 +1542,21 @@ func (x *HistoryToolRequest) GetAction() string {
 	return ""
 }
 
-func (x *HistoryToolRequest) GetVersion() int64 {
+func (x *HistoryToolRequest) GetVersion() uint64 {
 	if x != nil && x.Version != nil {
 		return *x.Version
 	}
 	return 0
 }
 
-func (x *HistoryToolRequest) GetToVersion() int64 {
+func (x *HistoryToolRequest) GetToVersion() uint64 {
 	if x != nil && x.ToVersion != nil {
 		return *x.ToVersion
 	}
 	return 0
 }
 
-func (x *HistoryToolRequest) GetExpectedVersion() int64 {
+func (x *HistoryToolRequest) GetExpectedVersion() uint64 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
 	}
@@ -1857,7 +1857,7 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1c\n" +
 	"\adry_run\x18\x03 \x01(\bH\x00R\x06dryRun\x88\x01\x01\x12.\n" +
-	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
+	"\x10expected_version\x18\x04 \x01(\x04H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
 	"toolCallId\x12\x19\n" +
 	"\x05label\x18\x06 \x01(\tH\x02R\x05label\x88\x01\x01B\n" +
@@ -1877,7 +1877,7 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\vreplace_all\x18\x04 \x01(\bH\x00R\n" +
 	"replaceAll\x88\x01\x01\x12\x1c\n" +
 	"\adry_run\x18\x05 \x01(\bH\x01R\x06dryRun\x88\x01\x01\x12.\n" +
-	"\x10expected_version\x18\x06 \x01(\x03H\x02R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
+	"\x10expected_version\x18\x06 \x01(\x04H\x02R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\a \x01(\tR\n" +
 	"toolCallId\x12\x19\n" +
 	"\x05label\x18\b \x01(\tH\x03R\x05label\x88\x01\x01B\x0e\n" +
@@ -1901,7 +1901,7 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12+\n" +
 	"\x05edits\x18\x02 \x03(\v2\x15.agentvfs.v1.ToolEditR\x05edits\x12\x1c\n" +
 	"\adry_run\x18\x03 \x01(\bH\x00R\x06dryRun\x88\x01\x01\x12.\n" +
-	"\x10expected_version\x18\x04 \x01(\x03H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
+	"\x10expected_version\x18\x04 \x01(\x04H\x01R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x05 \x01(\tR\n" +
 	"toolCallId\x12\x19\n" +
 	"\x05label\x18\x06 \x01(\tH\x02R\x05label\x88\x01\x01B\n" +
@@ -1915,10 +1915,10 @@ const file_agentvfs_v1_tools_proto_rawDesc = "" +
 	"\x12HistoryToolRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1b\n" +
 	"\x06action\x18\x02 \x01(\tH\x00R\x06action\x88\x01\x01\x12\x1d\n" +
-	"\aversion\x18\x03 \x01(\x03H\x01R\aversion\x88\x01\x01\x12\"\n" +
+	"\aversion\x18\x03 \x01(\x04H\x01R\aversion\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"to_version\x18\x04 \x01(\x03H\x02R\ttoVersion\x88\x01\x01\x12.\n" +
-	"\x10expected_version\x18\x05 \x01(\x03H\x03R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
+	"to_version\x18\x04 \x01(\x04H\x02R\ttoVersion\x88\x01\x01\x12.\n" +
+	"\x10expected_version\x18\x05 \x01(\x04H\x03R\x0fexpectedVersion\x88\x01\x01\x12 \n" +
 	"\ftool_call_id\x18\x06 \x01(\tR\n" +
 	"toolCallId\x12\x19\n" +
 	"\x05label\x18\a \x01(\tH\x04R\x05label\x88\x01\x01B\t\n" +
