@@ -991,24 +991,10 @@ async fn hostile_branch_merge_resolutions_are_refused() {
     );
 }
 
-/// State at `/`; besides `admin` (everything) and `lister` (`list` on
-/// `/p`): `part` lists and reads `/p/pub` only, `sub` may read, write and
-/// delete `/p/sub` only, and `reader` lists and reads `/p`.
-const GRANTS: &str = r#"
-[[mount]]
-prefix = "/"
-tier = "state"
-
-[[principal]]
-name = "admin"
-token = "admin-token"
-grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_binary", "read_re", "write", "delete"] }]
-
-[[principal]]
-name = "lister"
-token = "lister-token"
-grants = [{ prefix = "/p", ops = ["list"] }]
-
+/// The principals [`grants`] adds to [`CONFIG`]'s `admin` and `lister`:
+/// `part` lists and reads `/p/pub` only, `sub` may read, write and delete
+/// `/p/sub` only, and `reader` lists and reads `/p`.
+const MORE_PRINCIPALS: &str = r#"
 [[principal]]
 name = "part"
 token = "part-token"
@@ -1024,6 +1010,11 @@ name = "reader"
 token = "reader-token"
 grants = [{ prefix = "/p", ops = ["list", "read_file"] }]
 "#;
+
+/// [`CONFIG`] with [`MORE_PRINCIPALS`]: the grant tests' server.
+fn grants() -> String {
+    format!("{CONFIG}{MORE_PRINCIPALS}")
+}
 
 /// `MergeBranch {name}` (no resolutions) as `token`.
 async fn merge_as(
@@ -1045,7 +1036,7 @@ async fn merge_as(
 /// versions, and a refusal names only a file the caller may list.
 #[tokio::test]
 async fn a_merge_shows_and_moves_nothing_the_caller_may_not_read() {
-    let server = Server::start_with(Some(GRANTS), &[]);
+    let server = Server::start_with(Some(&grants()), &[]);
     let mut fs = server.fs().await;
     write(&mut fs, ADMIN, None, "/p/secret.txt", "ancestor secret\n")
         .await
@@ -1117,7 +1108,7 @@ async fn a_merge_shows_and_moves_nothing_the_caller_may_not_read() {
 /// forked, not the files others wrote in it.
 #[tokio::test]
 async fn discarding_a_branch_needs_delete_on_every_file_it_holds() {
-    let server = Server::start_with(Some(GRANTS), &[]);
+    let server = Server::start_with(Some(&grants()), &[]);
     let mut fs = server.fs().await;
     write(&mut fs, ADMIN, None, "/p/sub/seed.txt", "s\n")
         .await
@@ -1194,7 +1185,7 @@ async fn discarding_a_branch_needs_delete_on_every_file_it_holds() {
 /// read shows as an addition, and the counts are over the listable files.
 #[tokio::test]
 async fn a_diff_and_a_listing_name_nothing_the_caller_may_not_list() {
-    let server = Server::start_with(Some(GRANTS), &[]);
+    let server = Server::start_with(Some(&grants()), &[]);
     let mut fs = server.fs().await;
     write(&mut fs, ADMIN, None, "/p/hidden/h1.txt", "moved\n")
         .await
@@ -1278,7 +1269,7 @@ async fn a_diff_and_a_listing_name_nothing_the_caller_may_not_list() {
 /// principal still forks, and a discard makes room.
 #[tokio::test]
 async fn a_principal_keeps_at_most_max_branches_per_principal() {
-    let config = format!("[limits]\nmax_branches_per_principal = 3\n{GRANTS}");
+    let config = format!("[limits]\nmax_branches_per_principal = 3\n{}", grants());
     let server = Server::start_with(Some(config.as_str()), &[]);
     let mut fs = server.fs().await;
     let mut access = AccessClient::new(server.channel().await);
