@@ -17,8 +17,7 @@
 //!   or `list` on something below it (the directories that lead to its
 //!   grants, as a listing shows them);
 //! - **content** may be shown with `read_binary`, or with `read_file` when
-//!   it is text (what Read or ReadBytes of it would answer); lines that a
-//!   Grep matched, with `read_re` too.
+//!   it is text (what Read or ReadBytes of it would answer).
 //!
 //! A list drops what the caller may not see; an answer about one thing
 //! that it may not see is refused, with a message that names nothing.
@@ -80,12 +79,6 @@ impl<'a> Sight<'a> {
     pub fn may_show_text(&self, path: &VfsPath) -> bool {
         let ops = self.principal.ops_on(path);
         ops.contains(Op::ReadFile) || ops.contains(Op::ReadBinary)
-    }
-
-    /// True when the caller may see lines of `path` that a Grep matched:
-    /// `read_re`, or a right to read the text.
-    pub fn may_show_matches(&self, path: &VfsPath) -> bool {
-        self.principal.ops_on(path).contains(Op::ReadRe) || self.may_show_text(path)
     }
 
     /// Refuses an answer unless the caller may see the name `path`.
@@ -178,12 +171,6 @@ pub struct Asked<T>(pub T);
 impl<T> Disclose for Asked<T> {
     fn screen(&mut self, _: &Sight<'_>) -> Result<()> {
         Ok(())
-    }
-}
-
-impl<T: Disclose> Disclose for Option<T> {
-    fn screen(&mut self, sight: &Sight<'_>) -> Result<()> {
-        self.as_mut().map_or(Ok(()), |inner| inner.screen(sight))
     }
 }
 
