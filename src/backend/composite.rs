@@ -329,6 +329,15 @@ impl Backend for CompositeBackend {
         self.read_file(path, |b| b.read_chunks(scope, path, max_chunk))
     }
 
+    fn read_admitted(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        admit: &mut super::Admit<'_>,
+    ) -> Result<(Vec<u8>, Entry)> {
+        self.read_file(path, |b| b.read_admitted(scope, path, admit))
+    }
+
     /// Read together by their tier when one mount owns them all (and none
     /// is a mount point, which only the mount table answers for).
     fn read_files(&self, reads: &[super::FileRead]) -> Result<super::FilesRead> {

@@ -299,6 +299,38 @@ pub type UpdateFn<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>> + 'a;
 /// tier that stores chunks never holds a whole large file in memory).
 pub type ChunkReader = Box<dyn Iterator<Item = Result<Vec<u8>>> + Send>;
 
+/// What [`Backend::read_admitted`] asks before it holds a file's content:
+/// given the file's metadata, an error refuses the read.
+pub type Admit<'a> = dyn FnMut(&Entry) -> Result<()> + 'a;
+
+/// The piece size [`Backend::read_admitted`]'s default reads in: the
+/// Filesystem tier's own read size, so no piece is copied twice.
+const GATHERED_PIECE_BYTES: usize = 1 << 20;
+
+/// The pieces of `entry`'s content as one buffer of its admitted size; a
+/// piece beyond that size is refused, not held (the admitted size is what
+/// the caller was charged). A sole piece is taken as it is, uncopied.
+fn gather(entry: &Entry, pieces: ChunkReader) -> Result<Vec<u8>> {
+    let mut data: Vec<u8> = Vec::new();
+    for piece in pieces {
+        let piece = piece?;
+        let held = (data.len() + piece.len()) as u64;
+        if held > entry.size {
+            return Err(Error::Unavailable(format!(
+                "{} grew past its size of {} bytes while it was read; read it again",
+                entry.path, entry.size
+            )));
+        }
+        if data.is_empty() && held == entry.size {
+            data = piece;
+        } else {
+            data.reserve_exact(entry.size as usize - data.len());
+            data.extend_from_slice(&piece);
+        }
+    }
+    Ok(data)
+}
+
 /// A file's new content in pieces as they arrive (WriteBytes).
 pub type ChunkSource<'a> = dyn Iterator<Item = Result<Vec<u8>>> + 'a;
 
@@ -345,6 +377,25 @@ pub trait Backend: Send + Sync {
     fn read_files_traced(&self, reads: &[FileRead]) -> Result<Option<TracedReads>> {
         let _ = reads;
         Ok(None)
+    }
+
+    /// The whole content of a file and its metadata, with `admit` asked
+    /// about the file (its size) before its content is held: a whole-file
+    /// read charges its caller's memory there, and refuses a file over the
+    /// size limit unread (`crate::service::Files::read`). The default takes
+    /// the metadata and then the pieces of [`Backend::read_chunks`]; a tier
+    /// with a cheaper whole read overrides it, asking `admit` between its
+    /// look at the file and its read of the content.
+    fn read_admitted(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        admit: &mut Admit<'_>,
+    ) -> Result<(Vec<u8>, Entry)> {
+        let (entry, pieces) = self.read_chunks(scope, path, GATHERED_PIECE_BYTES)?;
+        admit(&entry)?;
+        let data = gather(&entry, pieces)?;
+        Ok((data, entry))
     }
 
     /// A file's metadata and its content as pieces of at most `max_chunk`

@@ -205,13 +205,15 @@ fn on_base(caller: &Caller, record: &BranchRecord) -> Caller {
     }
 }
 
-/// The base's file now: its content and version.
+/// The base's file now: its content and version, `admit`ted before its
+/// content is held ([`crate::backend::Backend::read_admitted`]).
 fn base_now(
     backend: &dyn crate::backend::Backend,
     scope: &Scope,
     path: &VfsPath,
+    admit: &mut crate::backend::Admit<'_>,
 ) -> Result<Option<(Vec<u8>, u64)>> {
-    match backend.read(scope, path) {
+    match backend.read_admitted(scope, path, admit) {
         Ok((data, entry)) => Ok(Some((data, entry.version))),
         Err(Error::NotFound(_) | Error::NotDirectory(_) | Error::IsDirectory(_)) => Ok(None),
         Err(e) => Err(e),
@@ -473,17 +475,28 @@ impl Files<'_> {
         let mut last = None;
         for touched in &page {
             last = Some(touched.path.clone());
-            let now = base_now(backend.as_ref(), &base_scope, &touched.path)?;
+            // The base's file is charged before it is read, and given back
+            // once its diff is built.
+            let mut held = 0;
+            let now = base_now(backend.as_ref(), &base_scope, &touched.path, &mut |e| {
+                self.charge(e.size, "the branch's diff")?;
+                held = e.size;
+                Ok(())
+            })?;
             let branch = touched.branch.as_ref().map(|(d, _)| d.as_slice());
             let base = now.as_ref().map(|(d, _)| d.as_slice());
             let kind = match (base, branch) {
-                (None, None) => continue,
-                (Some(a), Some(b)) if a == b => continue,
-                (None, Some(_)) => DiffKind::Added,
-                (Some(_), None) => DiffKind::Deleted,
-                (Some(_), Some(_)) => DiffKind::Changed,
+                (None, None) => None,
+                (Some(a), Some(b)) if a == b => None,
+                (None, Some(_)) => Some(DiffKind::Added),
+                (Some(_), None) => Some(DiffKind::Deleted),
+                (Some(_), Some(_)) => Some(DiffKind::Changed),
             };
-            let diff = file_diff(&touched.path, base, branch);
+            let diff = kind.map(|_| file_diff(&touched.path, base, branch));
+            self.release(held);
+            let (Some(kind), Some(diff)) = (kind, diff) else {
+                continue;
+            };
             bytes += diff.len();
             out.files.push(BranchFileDiff {
                 path: touched.path.clone(),
@@ -584,8 +597,9 @@ impl Files<'_> {
             let Some(mut file) = overlay.read_touched(self.scope(), path)? else {
                 continue;
             };
-            let now = base_now(backend.as_ref(), &base_scope, path)?;
-            // A file that grew since its stat is charged for what it grew.
+            // The plan charged the base's file as its stat found it; a file
+            // that grew since is charged for what it grew, once read.
+            let now = base_now(backend.as_ref(), &base_scope, path, &mut |_| Ok(()))?;
             let read = file.ancestor.content.len()
                 + file.branch.as_ref().map_or(0, |(d, _)| d.len())
                 + now.as_ref().map_or(0, |(d, _)| d.len());

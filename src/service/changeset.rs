@@ -256,8 +256,12 @@ impl Stage<'_, '_> {
             None => Err(Error::NotFound(path.to_string())),
             Some(Some(data)) => Ok(data.clone()),
             Some(None) => {
-                let (data, entry) = files.backend().read(files.scope(), path)?;
-                files.charge(data.len() as u64, "reading a file of the changeset")?;
+                let (data, entry) =
+                    files
+                        .backend()
+                        .read_admitted(files.scope(), path, &mut |entry| {
+                            files.charge(entry.size, "reading a file of the changeset")
+                        })?;
                 if Some(entry.version) != staged.read {
                     // Changed since its version was read: stage again.
                     return Err(crate::backend::changeset::stale(

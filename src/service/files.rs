@@ -134,12 +134,16 @@ impl<'a> Files<'a> {
     }
 
     /// A whole file, under the grant `op` of the reading call (`read_file`,
-    /// `read_re`).
+    /// `read_re`): its size is checked against the limit and charged to the
+    /// caller's memory once the tier has found the file, before its content
+    /// is read ([`crate::backend::Backend::read_admitted`]).
     pub fn read(&self, path: &VfsPath, op: Op) -> Result<(Vec<u8>, Entry)> {
         self.check(path, op)?;
-        let (data, entry) = self.backend.read(&self.caller.scope, path)?;
-        self.charge(data.len() as u64, "reading the file")?;
-        Ok((data, entry))
+        self.backend
+            .read_admitted(&self.caller.scope, path, &mut |entry| {
+                Error::check_file_size(path, entry.size, self.max_file_bytes)?;
+                self.charge(entry.size, "reading the file")
+            })
     }
 
     /// Charges `bytes` the call is about to hold (an answer before it is

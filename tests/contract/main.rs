@@ -107,6 +107,7 @@ macro_rules! contract_suite {
                 read_sees_the_latest_write,
                 reading_a_directory_is_is_directory,
                 reading_a_missing_file_is_not_found,
+                an_admitted_read_asks_before_it_answers,
             );
             section!($setup, writes:
                 a_write_creates_a_file_and_reports_it,

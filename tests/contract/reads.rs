@@ -74,3 +74,47 @@ pub fn reading_a_missing_file_is_not_found(t: &Tier) {
         );
     }
 }
+
+/// An admitted read asks `admit` once, with the file's entry (its size),
+/// and answers what Read answers; a refusal from `admit` is the read's
+/// answer. Sizes in and out of the Store's inline limit, and past one piece
+/// of the default's gathering (1 MiB).
+pub fn an_admitted_read_asks_before_it_answers(t: &Tier) {
+    for (i, size) in [0, 10, 200 << 10, (1 << 20) + 3].into_iter().enumerate() {
+        let rel = format!("f{i}");
+        let data = pattern(size);
+        let w = t.write(&rel, data.clone());
+        let mut asked = Vec::new();
+        let (got, entry) = t
+            .backend
+            .read_admitted(&t.scope, &t.path(&rel), &mut |e| {
+                asked.push(e.clone());
+                Ok(())
+            })
+            .unwrap();
+        assert!(got == data, "{rel}: content differs");
+        assert_eq!(entry, t.stat(&rel).unwrap());
+        assert_eq!((entry.size, entry.version), (size as u64, w.version));
+        assert_eq!(
+            asked,
+            vec![entry],
+            "{rel}: admit asked once, with the entry"
+        );
+        expect_err(
+            t.backend.read_admitted(&t.scope, &t.path(&rel), &mut |e| {
+                Err(agentvfs::error::Error::TooLarge(format!(
+                    "{} refused",
+                    e.size
+                )))
+            }),
+            Code::ResourceExhausted,
+            &format!("too large: {size} refused"),
+        );
+    }
+    expect_err(
+        t.backend
+            .read_admitted(&t.scope, &t.path("nope"), &mut |_| Ok(())),
+        Code::NotFound,
+        &format!("not found: {}", t.path("nope")),
+    );
+}

@@ -8,6 +8,8 @@
 //! - uploads that stall mid-message (WriteBytes) and MCP bodies that never
 //!   finish: what a principal's bodies hold is bounded by its memory share;
 //! - concurrent unary calls building large answers (Diff): bounded likewise;
+//! - concurrent whole-file Reads: each charged before the tier reads the
+//!   file, so a refused one holds nothing;
 //! - concurrent changesets (Commit) of nearly `changeset_max_bytes` each:
 //!   bounded likewise, as each is charged its staged contents;
 //! - concurrent Greps over huge one-line files on the Store and a
@@ -80,6 +82,16 @@ fn authed<T>(msg: T) -> tonic::Request<T> {
 /// A Filesystem client on a new connection.
 async fn connect(server: &Server) -> FilesystemClient<Channel> {
     FilesystemClient::new(server.channel().await).max_decoding_message_size(64 << 20)
+}
+
+/// `n` clients, each on a connection of its own, connected before any
+/// call so that the calls made on them arrive together.
+async fn connect_many(server: &Server, n: usize) -> Vec<FilesystemClient<Channel>> {
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(connect(server).await);
+    }
+    clients
 }
 
 /// A server of [`config`] holding `files` (path, content), written by the
@@ -466,11 +478,7 @@ async fn concurrent_large_diffs_are_bounded_by_the_share() {
     }
     let (start, _) = memory_mib(&server);
     server.reset_peak_memory();
-    // Connected first, so the 8 calls arrive together.
-    let mut clients = Vec::new();
-    for _ in 0..8 {
-        clients.push(connect(&server).await);
-    }
+    let clients = connect_many(&server, 8).await;
     let mut diffs = Vec::new();
     for mut client in clients {
         diffs.push(tokio::spawn(async move {
@@ -859,10 +867,7 @@ async fn concurrent_greps_of_huge_files_are_bounded() {
     for root in ["/store", "/workspace"] {
         let (start, _) = memory_mib(&server);
         server.reset_peak_memory();
-        let mut clients = Vec::new();
-        for _ in 0..16 {
-            clients.push(connect(&server).await);
-        }
+        let clients = connect_many(&server, 16).await;
         let mut greps = Vec::new();
         for mut client in clients {
             let req = authed(pb::GrepRequest {
@@ -935,4 +940,58 @@ async fn a_stalled_grep_holds_no_room_for_large_files() {
     );
     assert_eq!(matches.len(), 10, "{summary:?}");
     drop(stalled);
+}
+
+/// The whole-file read attack's bound: the reads one share admits at once
+/// (two of a 20 MiB file and their answers) and the allocator's slack.
+/// Charged only once read, the 16 reads held 16 × 20 MiB first.
+const READ_BOUND_MIB: u64 = 160;
+
+/// Attack 2 on whole-file reads: 16 concurrent Reads of a 20 MiB file, on
+/// the Store and on a Filesystem mount, by a principal whose 96 MiB share
+/// admits one Read (the file and its answer) and part of another. A Read's file is
+/// charged once the tier has found it and before its content is read
+/// (`Files::read`), so a refused Read never holds the file: the server
+/// grows by what the share admits, not by what the 16 calls ask.
+#[tokio::test]
+async fn concurrent_reads_of_large_files_are_charged_before_they_are_read() {
+    let config = huge_files_config(
+        "memory_bytes = 536870912\nmemory_bytes_per_principal = 100663296",
+        "[[mount]]\nprefix = \"/workspace\"\ntier = \"filesystem\"\nroot = \".\"",
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let content = format!("{}\n", "a".repeat(99)).repeat(200_000);
+    let mut fs = connect(&server).await;
+    std::fs::write(server.workdir().join("large.txt"), &content).unwrap();
+    upload(&mut fs, "/store/large.txt", content.as_bytes()).await;
+    drop(content);
+    for path in ["/store/large.txt", "/workspace/large.txt"] {
+        let (start, _) = memory_mib(&server);
+        server.reset_peak_memory();
+        let clients = connect_many(&server, 16).await;
+        let mut reads = Vec::new();
+        for mut client in clients {
+            let req = authed(pb::ReadRequest {
+                path: path.into(),
+                limit: 1,
+                ..Default::default()
+            });
+            reads.push(tokio::spawn(async move { client.read(req).await }));
+        }
+        let (done, refused) = served_or_refused(reads).await;
+        let (_, peak) = memory_mib(&server);
+        let growth = peak.saturating_sub(start);
+        eprintln!(
+            "Read of {path}: {done} done, {refused} refused; peak {peak} MiB, {growth} MiB over \
+             {start} MiB"
+        );
+        assert!(
+            done > 0 && refused > 0,
+            "{path}: {done} done, {refused} refused"
+        );
+        assert!(
+            growth < READ_BOUND_MIB,
+            "16 Reads of {path} grew the server by {growth} MiB"
+        );
+    }
 }

@@ -1066,6 +1066,26 @@ impl Backend for Overlay {
         )))
     }
 
+    /// Outside the branch's root, the base's own admitted read. Within it,
+    /// the one-round-trip read of both layers ([`Overlay::read`]), admitted
+    /// once it is held: a read in a branch holds up to two versions of the
+    /// file before its charge (docs/security.md § Memory no principal is
+    /// charged for yet).
+    fn read_admitted(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        admit: &mut crate::backend::Admit<'_>,
+    ) -> Result<(Vec<u8>, Entry)> {
+        if !self.within(path) || *path == self.record.root {
+            self.confirm()?;
+            return self.inner.read_admitted(&self.base(scope), path, admit);
+        }
+        let (data, entry) = self.read(scope, path)?;
+        admit(&entry)?;
+        Ok((data, entry))
+    }
+
     fn read_chunks(
         &self,
         scope: &Scope,

@@ -484,13 +484,25 @@ impl Backend for FsBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        self.read_admitted(scope, path, &mut |_| Ok(()))
+    }
+
+    /// The file opened and its metadata admitted, then read whole.
+    fn read_admitted(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        admit: &mut super::Admit<'_>,
+    ) -> Result<(Vec<u8>, Entry)> {
         if let Some(own) = self.internal(scope)? {
-            return own.read(scope, path);
+            return own.read_admitted(scope, path, admit);
         }
         let rule = link_rule(scope, path, READ_OPS);
         let (fd, st) = self.open_named(path, &rule)?;
+        let entry = self.entry(scope, path.clone(), &st);
+        admit(&entry)?;
         let data = self.read_whole(path, fd, &st)?;
-        Ok((data, self.entry(scope, path.clone(), &st)))
+        Ok((data, entry))
     }
 
     /// Streams the file from disk a piece at a time: a large download holds

@@ -427,15 +427,25 @@ impl Backend for ObjectBackend {
     }
 
     fn read(&self, scope: &Scope, path: &VfsPath) -> Result<(Vec<u8>, Entry)> {
+        self.read_admitted(scope, path, &mut |_| Ok(()))
+    }
+
+    /// The head, admitted, then its content (inline, or the blob through
+    /// the content cache).
+    fn read_admitted(
+        &self,
+        scope: &Scope,
+        path: &VfsPath,
+        admit: &mut super::Admit<'_>,
+    ) -> Result<(Vec<u8>, Entry)> {
         let ns = self.namespace(scope)?;
         let Some(file) = self.file(ns, path)? else {
             return Err(self.not_a_file(ns, path));
         };
+        let entry = super::ordered::file_entry(path.clone(), &file.meta);
+        admit(&entry)?;
         let data = self.content(ns, path, &file)?;
-        Ok((
-            data.to_vec(),
-            super::ordered::file_entry(path.clone(), &file.meta),
-        ))
+        Ok((data.to_vec(), entry))
     }
 
     /// The heads in one round trip (their GETs at once), then the blobs
