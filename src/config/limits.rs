@@ -1,7 +1,7 @@
 //! `[limits]`: the bounds that keep stalled or hostile clients from holding
 //! the server's threads and memory, read into [`LimitsConfig`].
 
-use super::{ConfigError, Source};
+use super::{ConfigError, Source, Whole};
 use crate::backend::changeset::MAX_CHANGESET_FILES;
 use crate::service::ChangesetLimits;
 use crate::service::limits::{
@@ -37,7 +37,11 @@ pub(super) struct RawLimits {
     max_branches_per_principal: Option<Spanned<u64>>,
 }
 
-/// Validates `[limits]`: every value must lie in its range.
+/// How a key of `[limits]` is read from the raw section.
+type Key = fn(&RawLimits) -> Option<&Spanned<u64>>;
+
+/// Validates `[limits]`: every value must lie in its range, and every
+/// per-principal share within its server-wide pair.
 pub(super) fn parse(
     src: &Source<'_>,
     raw: Option<&RawLimits>,
@@ -61,28 +65,45 @@ pub(super) fn parse(
         1 << 20..=1 << 50,
         DEFAULT_MEMORY_BYTES.max(share_default.saturating_mul(4)),
     )?;
-    let memory_bytes_per_principal = value(
+    // Each per-principal limit is a share of its server-wide pair.
+    let share = |field: Key,
+                 name: &str,
+                 range: RangeInclusive<u64>,
+                 default: u64,
+                 whole: (Key, &str, u64)| {
+        let (whole_field, whole_name, whole_value) = whole;
+        src.share(
+            "limits",
+            name,
+            raw.and_then(field),
+            range,
+            default,
+            Whole {
+                name: whole_name,
+                value: whole_value,
+                field: raw.and_then(whole_field),
+            },
+        )
+    };
+    let memory_bytes_per_principal = share(
         |r| r.memory_bytes_per_principal.as_ref(),
         "memory_bytes_per_principal",
         1 << 20..=1 << 50,
-        share_default.min(memory_bytes),
+        share_default,
+        (|r| r.memory_bytes.as_ref(), "memory_bytes", memory_bytes),
     )?;
-    if memory_bytes_per_principal > memory_bytes {
-        let start = raw
-            .and_then(|r| {
-                r.memory_bytes_per_principal
-                    .as_ref()
-                    .or(r.memory_bytes.as_ref())
-            })
-            .map_or(0, |v| v.span().start);
-        return Err(src.at(
-            start,
-            format!(
-                "limits memory_bytes_per_principal ({memory_bytes_per_principal}) must not exceed \
-                 memory_bytes ({memory_bytes})"
-            ),
-        ));
-    }
+    let max_concurrent_searches = value(
+        |r| r.max_concurrent_searches.as_ref(),
+        "max_concurrent_searches",
+        1..=MAX_CONCURRENT_SEARCHES,
+        DEFAULT_MAX_CONCURRENT_SEARCHES,
+    )?;
+    let max_connections = value(
+        |r| r.max_connections.as_ref(),
+        "max_connections",
+        1..=1 << 20,
+        DEFAULT_MAX_CONNECTIONS,
+    )?;
     let defaults = ChangesetLimits::default();
     Ok(LimitsConfig {
         max_streams_per_connection: value(
@@ -97,17 +118,17 @@ pub(super) fn parse(
             1..=1 << 20,
             DEFAULT_MAX_STREAMS_PER_PRINCIPAL,
         )? as usize,
-        max_concurrent_searches: value(
-            |r| r.max_concurrent_searches.as_ref(),
-            "max_concurrent_searches",
-            1..=MAX_CONCURRENT_SEARCHES,
-            DEFAULT_MAX_CONCURRENT_SEARCHES,
-        )? as usize,
-        max_searches_per_principal: value(
+        max_concurrent_searches: max_concurrent_searches as usize,
+        max_searches_per_principal: share(
             |r| r.max_searches_per_principal.as_ref(),
             "max_searches_per_principal",
             1..=MAX_CONCURRENT_SEARCHES,
             DEFAULT_MAX_SEARCHES_PER_PRINCIPAL,
+            (
+                |r| r.max_concurrent_searches.as_ref(),
+                "max_concurrent_searches",
+                max_concurrent_searches,
+            ),
         )? as usize,
         stream_idle_timeout: Duration::from_secs(value(
             |r| r.stream_idle_timeout_seconds.as_ref(),
@@ -117,17 +138,17 @@ pub(super) fn parse(
         )?),
         memory_bytes,
         memory_bytes_per_principal,
-        max_connections: value(
-            |r| r.max_connections.as_ref(),
-            "max_connections",
-            1..=1 << 20,
-            DEFAULT_MAX_CONNECTIONS,
-        )? as usize,
-        max_connections_per_principal: value(
+        max_connections: max_connections as usize,
+        max_connections_per_principal: share(
             |r| r.max_connections_per_principal.as_ref(),
             "max_connections_per_principal",
             1..=1 << 20,
             DEFAULT_MAX_CONNECTIONS_PER_PRINCIPAL,
+            (
+                |r| r.max_connections.as_ref(),
+                "max_connections",
+                max_connections,
+            ),
         )? as usize,
         // HTTP/2 allows windows up to 2^31 - 1; below 64 KiB (the
         // protocol's default) a connection only slows down.

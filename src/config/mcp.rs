@@ -1,7 +1,7 @@
 //! `[mcp]`: the Model Context Protocol endpoint at `/mcp`, read into
 //! [`McpConfig`].
 
-use super::{ConfigError, Source};
+use super::{ConfigError, Source, Whole};
 use crate::mcp::{
     DEFAULT_MCP_MAX_SESSIONS, DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL,
     DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL, DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION,
@@ -67,22 +67,35 @@ pub(super) fn parse(src: &Source<'_>, raw: Option<RawMcp>) -> Result<McpConfig, 
             origins
         }
     };
+    let max_sessions = within(
+        raw.max_sessions.clone(),
+        "max_sessions",
+        MAX_MCP_SESSIONS,
+        DEFAULT_MCP_MAX_SESSIONS,
+    )?;
+    let max_subscriptions_per_principal = within(
+        raw.max_subscriptions_per_principal.clone(),
+        "max_subscriptions_per_principal",
+        MAX_MCP_SUBSCRIPTIONS,
+        DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL,
+    )?;
     Ok(McpConfig {
         http: raw.http.unwrap_or(defaults.http),
         allowed_hosts,
         allowed_origins,
-        max_sessions_per_principal: within(
-            raw.max_sessions_per_principal,
+        max_sessions_per_principal: src.share(
+            "mcp",
             "max_sessions_per_principal",
-            MAX_MCP_SESSIONS,
+            raw.max_sessions_per_principal.as_ref(),
+            1..=MAX_MCP_SESSIONS,
             DEFAULT_MCP_MAX_SESSIONS_PER_PRINCIPAL,
+            Whole {
+                name: "max_sessions",
+                value: max_sessions,
+                field: raw.max_sessions.as_ref(),
+            },
         )? as usize,
-        max_sessions: within(
-            raw.max_sessions,
-            "max_sessions",
-            MAX_MCP_SESSIONS,
-            DEFAULT_MCP_MAX_SESSIONS,
-        )? as usize,
+        max_sessions: max_sessions as usize,
         session_idle_timeout: Duration::from_secs(within(
             raw.session_idle_timeout_seconds,
             "session_idle_timeout_seconds",
@@ -90,18 +103,19 @@ pub(super) fn parse(src: &Source<'_>, raw: Option<RawMcp>) -> Result<McpConfig, 
             DEFAULT_MCP_SESSION_IDLE_TIMEOUT_SECONDS,
         )?),
         subscriptions: SubscriptionBounds {
-            per_session: within(
-                raw.max_subscriptions_per_session,
+            per_session: src.share(
+                "mcp",
                 "max_subscriptions_per_session",
-                MAX_MCP_SUBSCRIPTIONS,
+                raw.max_subscriptions_per_session.as_ref(),
+                1..=MAX_MCP_SUBSCRIPTIONS,
                 DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_SESSION,
+                Whole {
+                    name: "max_subscriptions_per_principal",
+                    value: max_subscriptions_per_principal,
+                    field: raw.max_subscriptions_per_principal.as_ref(),
+                },
             )? as usize,
-            per_principal: within(
-                raw.max_subscriptions_per_principal,
-                "max_subscriptions_per_principal",
-                MAX_MCP_SUBSCRIPTIONS,
-                DEFAULT_MCP_MAX_SUBSCRIPTIONS_PER_PRINCIPAL,
-            )? as usize,
+            per_principal: max_subscriptions_per_principal as usize,
         },
     })
 }

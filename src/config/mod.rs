@@ -133,6 +133,44 @@ impl Source<'_> {
             format!("{section} {name} must be between {min} and {max}")
         })
     }
+
+    /// The key `name` of `[section]`, a share of the limit `whole` (one
+    /// principal's part of the server's, one session's of its
+    /// principal's): in `range`, and by default `default` capped at the
+    /// whole. A share set above its whole is refused naming both keys, at
+    /// the share's line (or the whole's, when only it was set).
+    fn share(
+        &self,
+        section: &str,
+        name: &str,
+        field: Option<&Spanned<u64>>,
+        range: RangeInclusive<u64>,
+        default: u64,
+        whole: Whole<'_>,
+    ) -> Result<u64, ConfigError> {
+        let value = self
+            .between(field, section, name, range)?
+            .unwrap_or(default.min(whole.value));
+        if value > whole.value {
+            let start = field.or(whole.field).map_or(0, |v| v.span().start);
+            return Err(self.at(
+                start,
+                format!(
+                    "{section} {name} ({value}) must not exceed {} ({})",
+                    whole.name, whole.value
+                ),
+            ));
+        }
+        Ok(value)
+    }
+}
+
+/// A limit that [`Source::share`] divides: its key, its value and where it
+/// was set (`None`: its default).
+struct Whole<'a> {
+    name: &'a str,
+    value: u64,
+    field: Option<&'a Spanned<u64>>,
 }
 
 /// A validated configuration.
@@ -208,22 +246,18 @@ fn parse_search(src: &Source<'_>, raw: Option<&RawSearch>) -> Result<IndexSettin
             0..=1 << 50,
         )?
         .unwrap_or(default.bytes);
-    let share = raw.and_then(|s| s.index_bytes_per_principal.as_ref());
-    let bytes_per_principal = src
-        .between(share, "search", "index_bytes_per_principal", 0..=u64::MAX)?
-        .unwrap_or(default.bytes_per_principal.min(bytes));
-    if bytes_per_principal > bytes {
-        let start = share
-            .or(raw.and_then(|s| s.index_bytes.as_ref()))
-            .map_or(0, |v| v.span().start);
-        return Err(src.at(
-            start,
-            format!(
-                "search index_bytes_per_principal ({bytes_per_principal}) must not exceed \
-                 index_bytes ({bytes})"
-            ),
-        ));
-    }
+    let bytes_per_principal = src.share(
+        "search",
+        "index_bytes_per_principal",
+        raw.and_then(|s| s.index_bytes_per_principal.as_ref()),
+        0..=u64::MAX,
+        default.bytes_per_principal,
+        Whole {
+            name: "index_bytes",
+            value: bytes,
+            field: raw.and_then(|s| s.index_bytes.as_ref()),
+        },
+    )?;
     Ok(IndexSettings {
         enabled: raw.and_then(|s| s.index).unwrap_or(default.enabled),
         min_files: src

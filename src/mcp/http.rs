@@ -10,9 +10,11 @@
 //! - the State session: `x-agentvfs-session` when sent, else the MCP
 //!   session id (`mcp-session-id`, protocol versions with sessions), else
 //!   (the stateless protocol) `mcp:` and the client's declared name;
-//! - sessions: at most `[mcp] max_sessions` live sessions, and at most
+//! - sessions: at most `[mcp] max_sessions` live sessions (an
+//!   `initialize` beyond it is HTTP 503), and at most
 //!   `max_sessions_per_principal` of one principal (an `initialize` beyond
-//!   either is HTTP 503), each closed after `session_idle_timeout_seconds`
+//!   it ends that principal's least recently used session), each closed
+//!   after `session_idle_timeout_seconds`
 //!   unused. A session belongs to the principal that opened it: another
 //!   principal presenting its id gets HTTP 404, as for an unknown session;
 //! - bounds: request bodies up to the gRPC message limit, received within
@@ -40,6 +42,7 @@ use futures_util::future::BoxFuture;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer};
@@ -68,12 +71,21 @@ pub struct McpHttp {
     limits: Limits,
 }
 
-/// Who opened each session, and the `initialize` calls under way per
-/// principal (counted against its cap until their session exists).
+/// Who opened each session and when it was last used, and the `initialize`
+/// calls under way per principal (counted against its cap until their
+/// session exists).
 #[derive(Default)]
 struct Owners {
-    by_session: HashMap<String, String>,
+    by_session: HashMap<String, Held>,
     opening: HashMap<String, usize>,
+    /// Counts requests, to order sessions by their last use.
+    uses: u64,
+}
+
+/// One live session: its principal, and the request count at its last use.
+struct Held {
+    owner: String,
+    used: u64,
 }
 
 impl Owners {
@@ -85,8 +97,29 @@ impl Owners {
 
     /// Sessions `owner` holds or is opening.
     fn count(&self, owner: &str) -> usize {
-        let held = self.by_session.values().filter(|o| *o == owner).count();
+        let held = self
+            .by_session
+            .values()
+            .filter(|h| h.owner == owner)
+            .count();
         held + self.opening.get(owner).copied().unwrap_or(0)
+    }
+
+    /// Marks `session` used now.
+    fn touch(&mut self, session: &str) {
+        self.uses += 1;
+        if let Some(held) = self.by_session.get_mut(session) {
+            held.used = self.uses;
+        }
+    }
+
+    /// The session of `owner` used least recently, if it holds one.
+    fn least_recent(&self, owner: &str) -> Option<String> {
+        self.by_session
+            .iter()
+            .filter(|(_, h)| h.owner == owner)
+            .min_by_key(|(_, h)| h.used)
+            .map(|(id, _)| id.clone())
     }
 
     /// An `initialize` of `owner` ended, having opened `session` or not.
@@ -98,7 +131,12 @@ impl Owners {
             }
         }
         if let Some(session) = session {
-            self.by_session.insert(session, owner.to_owned());
+            self.uses += 1;
+            let held = Held {
+                owner: owner.to_owned(),
+                used: self.uses,
+            };
+            self.by_session.insert(session, held);
         }
     }
 }
@@ -175,21 +213,60 @@ impl McpHttp {
         .with_account(req.extensions().get::<Account>());
         let owner = caller.principal.owner.as_str();
         if let Some(session) = mcp_session {
-            let owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-            if owners.by_session.get(session).is_some_and(|o| o != owner) {
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            if owners
+                .by_session
+                .get(session)
+                .is_some_and(|h| h.owner != owner)
+            {
                 // As for an unknown session: its id tells nothing to others.
                 return Err(json_error(
                     StatusCode::NOT_FOUND,
                     "Not Found: no MCP session with this id".into(),
                 ));
             }
+            owners.touch(session);
         }
         let opens_session = req.method() == http::Method::POST && mcp_session.is_none();
         if opens_session {
+            self.make_room(owner).await?;
+        }
+        if named.is_none() {
+            req.extensions_mut().insert(Unnamed);
+        }
+        req.extensions_mut().insert(caller.clone());
+        Ok((caller, opens_session))
+    }
+
+    /// Counts a session `owner` is opening against the bounds. At its
+    /// share (`max_sessions_per_principal`), its least recently used
+    /// session is ended to make room: most clients never end their
+    /// sessions (HTTP DELETE), and one whose session is gone gets 404 and
+    /// initializes again, as the MCP spec has it. A server whose pool
+    /// (`max_sessions`) is full of others' sessions refuses it, 503.
+    async fn make_room(&self, owner: &str) -> Result<(), Response<Body>> {
+        let ended = {
             let live = self.sessions.sessions.read().await;
             let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
             owners.prune(&live);
-            if live.len() >= self.max_sessions {
+            let at_share = owners.count(owner) >= self.max_sessions_per_principal;
+            let ended = if at_share {
+                let Some(oldest) = owners.least_recent(owner) else {
+                    // Its share is all sessions still opening.
+                    return Err(json_error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        format!(
+                            "too many MCP sessions: principal {owner:?} is opening {} at once \
+                             ([mcp] max_sessions_per_principal); retry when they are open",
+                            self.max_sessions_per_principal
+                        ),
+                    ));
+                };
+                Some(oldest)
+            } else {
+                None
+            };
+            if live.len() - usize::from(ended.is_some()) >= self.max_sessions {
                 return Err(json_error(
                     StatusCode::SERVICE_UNAVAILABLE,
                     format!(
@@ -199,23 +276,28 @@ impl McpHttp {
                     ),
                 ));
             }
-            if owners.count(owner) >= self.max_sessions_per_principal {
-                return Err(json_error(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "too many MCP sessions: principal {owner:?} already has {} open ([mcp] \
-                         max_sessions_per_principal); close one (HTTP DELETE) or retry later",
-                        self.max_sessions_per_principal
-                    ),
-                ));
+            if let Some(oldest) = &ended {
+                owners.by_session.remove(oldest);
             }
             *owners.opening.entry(owner.to_owned()).or_default() += 1;
+            ended
+        };
+        if let Some(oldest) = ended {
+            tracing::info!(
+                principal = owner,
+                session = oldest.as_str(),
+                "ended the principal's least recently used MCP session to open one more \
+                 ([mcp] max_sessions_per_principal)"
+            );
+            if let Err(e) = self
+                .sessions
+                .close_session(&Arc::from(oldest.as_str()))
+                .await
+            {
+                tracing::warn!(session = oldest.as_str(), error = %e, "ending an MCP session");
+            }
         }
-        if named.is_none() {
-            req.extensions_mut().insert(Unnamed);
-        }
-        req.extensions_mut().insert(caller.clone());
-        Ok((caller, opens_session))
+        Ok(())
     }
 
     /// `req` with its body read whole: at most `max_body_bytes`, all of it

@@ -495,6 +495,58 @@ fn config_check_validates_without_starting() {
     let (status, _, err) = ended(&check(empty.to_str().unwrap()));
     assert_eq!(status, Some(1));
     assert!(err.contains("no [[mount]]"), "{err}");
+    // Every per-principal limit is a share of its server-wide pair (and a
+    // session's subscriptions of its principal's): one set above its pair
+    // is refused at its line, naming both keys.
+    let mount = "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n";
+    for (section, share, whole, small) in [
+        ("mcp", "max_sessions_per_principal", "max_sessions", 4),
+        (
+            "mcp",
+            "max_subscriptions_per_session",
+            "max_subscriptions_per_principal",
+            4,
+        ),
+        (
+            "limits",
+            "max_searches_per_principal",
+            "max_concurrent_searches",
+            4,
+        ),
+        (
+            "limits",
+            "max_connections_per_principal",
+            "max_connections",
+            4,
+        ),
+        (
+            "limits",
+            "memory_bytes_per_principal",
+            "memory_bytes",
+            1 << 20,
+        ),
+        (
+            "search",
+            "index_bytes_per_principal",
+            "index_bytes",
+            1 << 20,
+        ),
+    ] {
+        let pair = data.path().join("pair.toml");
+        let big = 2 * small;
+        let text = format!("[{section}]\n{whole} = {small}\n{share} = {big}\n{mount}");
+        std::fs::write(&pair, text).unwrap();
+        let (status, _, err) = ended(&check(pair.to_str().unwrap()));
+        assert_eq!(status, Some(1), "{share}: {err}");
+        let expected =
+            format!("pair.toml:3: {section} {share} ({big}) must not exceed {whole} ({small})");
+        assert!(err.contains(&expected), "{share}: {err}");
+        // Its pair alone, below the share's default, caps the default.
+        let text = format!("[{section}]\n{whole} = {small}\n{mount}");
+        std::fs::write(&pair, text).unwrap();
+        let (status, _, err) = ended(&check(pair.to_str().unwrap()));
+        assert_eq!(status, Some(0), "{whole} = {small}: {err}");
+    }
 }
 
 /// `completions SHELL` prints a completion script for bash, zsh and fish.

@@ -55,12 +55,16 @@ async fn answer(stream: &mut TcpStream) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// True once a response with a content-length has all of its body.
+/// True once a response with a content-length has all of its body, or a
+/// response that has none (202, 204) has its head.
 fn response_complete(raw: &[u8]) -> bool {
     let text = String::from_utf8_lossy(raw);
     let Some((head, body)) = text.split_once("\r\n\r\n") else {
         return false;
     };
+    if head.starts_with("HTTP/1.1 202") || head.starts_with("HTTP/1.1 204") {
+        return true;
+    }
     head.lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
@@ -204,6 +208,10 @@ grants = [{ prefix = "/pub/", ops = ["list"] }]
 name = "agent"
 token = "agent-token-0001"
 grants = [{ prefix = "/", ops = ["list", "file", "read_file", "write"] }]
+[[principal]]
+name = "reader"
+token = "reader-token-001"
+grants = [{ prefix = "/pub/", ops = ["list"] }]
 "#;
 
 /// An MCP request of the session-based protocol as `token`, in `session`
@@ -247,36 +255,61 @@ async fn open_session(server: &Server, token: &str) -> Result<String, String> {
     Ok(id)
 }
 
-/// Attack 3: a list-only principal opens sessions until refused; it gets
-/// its 2, not the server's 4, and the full-rights principal still opens its
-/// own.
+/// Attack 3: a list-only principal opens sessions without ever ending
+/// them (as most MCP clients do). Past its share of 2 (not the server's 4),
+/// each new session ends its least recently used one, which then answers
+/// 404 (the spec's signal to initialize again); its other sessions and the
+/// other principals' are untouched. A principal under its share facing a
+/// pool full of others' sessions is refused 503 naming `max_sessions`.
 #[tokio::test]
-async fn one_principal_cannot_take_every_session() {
+async fn a_principal_past_its_share_ends_its_least_recently_used_session() {
     let server = Server::start_with(Some(SESSIONS_CONFIG), &[]);
-    let mut held = Vec::new();
-    let refusal = loop {
-        match open_session(&server, "lister-token-001").await {
-            Ok(id) => held.push(id),
-            Err(refusal) => break refusal,
+    let lister = "lister-token-001";
+    let used = |answer: &str| answer.starts_with("HTTP/1.1 200");
+    let gone = |answer: &str| answer.starts_with("HTTP/1.1 404");
+    let kept = open_session(&server, lister).await.unwrap();
+    let agents = open_session(&server, "agent-token-0001").await.unwrap();
+    for round in 0..3 {
+        let older = open_session(&server, lister).await.unwrap();
+        // `kept` is used now, so `older` is the least recently used.
+        let reply = session_request(&server, lister, Some(&kept), "", LIST_TOOLS).await;
+        assert!(used(&reply), "round {round}: {reply}");
+        let newest = open_session(&server, lister)
+            .await
+            .expect("a session past the share");
+        let reply = session_request(&server, lister, Some(&older), "", LIST_TOOLS).await;
+        assert!(
+            gone(&reply),
+            "round {round}: the least recently used lives: {reply}"
+        );
+        for live in [&kept, &newest] {
+            let reply = session_request(&server, lister, Some(live), "", LIST_TOOLS).await;
+            assert!(used(&reply), "round {round}: {reply}");
         }
-        assert!(held.len() <= 4, "the lister took every session");
-    };
-    assert_eq!(held.len(), 2, "{refusal}");
+        // `kept` used last again: the next round's session ends `newest`.
+        let reply = session_request(&server, lister, Some(&kept), "", LIST_TOOLS).await;
+        assert!(used(&reply), "round {round}: {reply}");
+    }
+    let reply = session_request(&server, "agent-token-0001", Some(&agents), "", LIST_TOOLS).await;
+    assert!(
+        used(&reply),
+        "the agent's session survived the lister's: {reply}"
+    );
+    // The pool: the lister's 2, the agent's 2; a third principal is refused.
+    open_session(&server, "agent-token-0001").await.unwrap();
+    let refusal = open_session(&server, "reader-token-001").await.unwrap_err();
     assert!(refusal.starts_with("HTTP/1.1 503"), "{refusal}");
-    assert!(refusal.contains("max_sessions_per_principal"), "{refusal}");
-    let mine = open_session(&server, "agent-token-0001").await;
-    assert!(mine.is_ok(), "{mine:?}");
-    // Closing one gives the lister its place back.
+    assert!(refusal.contains("max_sessions"), "{refusal}");
+    // Closing one gives the pool its place back.
     let mut stream = TcpStream::connect(addr(&server)).await.unwrap();
     let delete = format!(
-        "DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer lister-token-001\r\n\
-         mcp-session-id: {}\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: 0\r\n\r\n",
-        held[0]
+        "DELETE /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {lister}\r\n\
+         mcp-session-id: {kept}\r\nmcp-protocol-version: 2025-06-18\r\ncontent-length: 0\r\n\r\n"
     );
     stream.write_all(delete.as_bytes()).await.unwrap();
     let closed = answer(&mut stream).await;
     assert!(closed.starts_with("HTTP/1.1 204"), "{closed}");
-    assert!(open_session(&server, "lister-token-001").await.is_ok());
+    assert!(open_session(&server, "reader-token-001").await.is_ok());
 }
 
 /// Attack 5: a session belongs to the principal that opened it (another
