@@ -13,7 +13,65 @@ use crate::config::{self, Config, TierConfig};
 use crate::error::Error;
 use crate::search::index::IndexSettings;
 use crate::server::App;
+use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
+
+/// The file in a default journal naming the directory it serves.
+const JOURNAL_ROOT_FILE: &str = "root";
+
+/// Keeps the user's data directory from filling with the default journals
+/// (`config::default_journal_path`) of directories served once and since
+/// deleted, as every test run's temporary roots are: records in `journal`
+/// which directory it serves (`root`), and removes each other default
+/// journal whose recorded directory is gone while its parent remains (a
+/// deleted directory, not an unmounted disk) and which holds no changeset
+/// record (`*.intent`: nothing to finish or undo). Its branches and index
+/// go with it: what they were of is gone. Failures are logged, never fatal.
+fn keep_default_journals(journal: &std::path::Path, root: &std::path::Path) {
+    let record = || -> std::io::Result<()> {
+        std::fs::create_dir_all(journal)?;
+        let served = root.canonicalize()?;
+        std::fs::write(
+            journal.join(JOURNAL_ROOT_FILE),
+            served.as_os_str().as_encoded_bytes(),
+        )
+    };
+    if let Err(e) = record() {
+        tracing::warn!(journal = %journal.display(), error = %e, "recording a journal's directory");
+    }
+    let Some(all) = journal.parent() else { return };
+    let Ok(others) = std::fs::read_dir(all) else {
+        return;
+    };
+    for other in others.flatten().map(|e| e.path()) {
+        if other == journal || !is_orphan_journal(&other) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&other) {
+            Ok(()) => tracing::info!(
+                journal = %other.display(),
+                "removed the journal of a directory that no longer exists"
+            ),
+            Err(e) => tracing::warn!(journal = %other.display(), error = %e, "removing a journal"),
+        }
+    }
+}
+
+/// True for a default journal whose recorded directory was deleted (its
+/// parent is still there) and which holds no changeset record.
+fn is_orphan_journal(journal: &std::path::Path) -> bool {
+    let Ok(served) = std::fs::read(journal.join(JOURNAL_ROOT_FILE)) else {
+        return false;
+    };
+    let served = std::path::PathBuf::from(<std::ffi::OsString as OsStringExt>::from_vec(served));
+    let deleted = !served.exists() && served.parent().is_some_and(|p| p.is_dir());
+    let pending = std::fs::read_dir(journal).map_or(true, |entries| {
+        entries
+            .flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "intent"))
+    });
+    deleted && !pending
+}
 
 /// Opens the tiers of `config`. Errors name the mount that failed.
 pub fn build_app(config: &Config) -> Result<App, String> {
@@ -34,8 +92,12 @@ pub fn build_app(config: &Config) -> Result<App, String> {
             TierConfig::Filesystem { root, journal } => {
                 let journal = match journal {
                     Some(dir) => dir.clone(),
-                    None => config::default_journal_path(root)
-                        .map_err(|e| format!("mount {}: {e}", m.prefix))?,
+                    None => {
+                        let dir = config::default_journal_path(root)
+                            .map_err(|e| format!("mount {}: {e}", m.prefix))?;
+                        keep_default_journals(&dir, root);
+                        dir
+                    }
                 };
                 let fs = FsBackend::open(
                     m.prefix.clone(),

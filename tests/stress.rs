@@ -319,6 +319,7 @@ impl Server {
     fn start(fixture: &Fixture) -> Server {
         let config = fixture.root().join("agentvfs.toml");
         std::fs::write(&config, fixture.config()).unwrap();
+        let data = fixture.root().join("data");
         let launched = launch::Launch {
             args: vec![
                 "serve".into(),
@@ -327,7 +328,8 @@ impl Server {
             ],
             cwd: fixture.root(),
             log_filter: "agentvfs=warn",
-            env: Vec::new(),
+            // Its journal and indexes stay in the fixture.
+            env: vec![("XDG_DATA_HOME", data.as_os_str())],
             address_space: None,
         }
         .start();

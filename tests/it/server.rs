@@ -169,3 +169,63 @@ fn startup_banner_says_what_it_serves() {
         assert!(banner.contains(&needle), "no {needle:?} in\n{banner}");
     }
 }
+
+/// Starts `agentvfs serve` on the default configuration in `cwd` (served
+/// at /workspace) with `data` as the user's data directory, waits until it
+/// listens, and stops it.
+fn serve_once(cwd: &std::path::Path, data: &std::path::Path) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(cwd)
+        .env("XDG_DATA_HOME", data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = std::io::BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .next();
+    let _ = child.kill();
+    let _ = child.wait();
+    let first = first.expect("a line").unwrap();
+    assert!(first.starts_with("agentvfs listening on "), "{first}");
+}
+
+/// The changeset journals of served directories that were since deleted
+/// (a test run's temporary roots) do not pile up in the user's data
+/// directory: the next server removes them, and keeps those of directories
+/// that still exist.
+#[test]
+fn journals_of_deleted_directories_are_removed() {
+    let data = tempfile::tempdir().unwrap();
+    let roots = tempfile::tempdir().unwrap();
+    let (gone, kept, next) = (
+        roots.path().join("gone"),
+        roots.path().join("kept"),
+        roots.path().join("next"),
+    );
+    let journals = data.path().join("agentvfs-journal");
+    let names = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&journals)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    for root in [&gone, &kept] {
+        std::fs::create_dir(root).unwrap();
+        serve_once(root, data.path());
+    }
+    let before = names();
+    assert_eq!(before.len(), 2, "{before:?}");
+    std::fs::remove_dir_all(&gone).unwrap();
+    std::fs::create_dir(&next).unwrap();
+    serve_once(&next, data.path());
+    let after = names();
+    assert_eq!(after.len(), 2, "{after:?}");
+    assert!(after.iter().any(|n| n.starts_with("kept-")), "{after:?}");
+    assert!(after.iter().any(|n| n.starts_with("next-")), "{after:?}");
+    assert!(!after.iter().any(|n| n.starts_with("gone-")), "{after:?}");
+}

@@ -84,8 +84,13 @@ path = "{base / 'store'}"
         )
         self.log = base / "server.log"
         with self.log.open("wb") as log:
+            # Its journal and indexes stay in this server's directory.
+            env = {**os.environ, "XDG_DATA_HOME": str(base / "data")}
             self._proc = subprocess.Popen(
-                [BIN, "serve", "--config", str(self.config)], stdout=subprocess.PIPE, stderr=log
+                [BIN, "serve", "--config", str(self.config)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=env,
             )
         assert self._proc.stdout is not None
         line = self._proc.stdout.readline().decode().strip()
