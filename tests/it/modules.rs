@@ -479,3 +479,29 @@ fn only_the_listed_files_answer_without_a_disclosure_check() {
          then list it in ASKED"
     );
 }
+
+/// `scripts/test` runs each test target as a suite of its own, to time it:
+/// every target under `tests/` (a file, or a folder with `main.rs`) must
+/// be in its list, or the run would skip it.
+#[test]
+fn every_test_target_is_a_suite_of_scripts_test() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = std::fs::read_to_string(root.join("scripts/test")).expect("read scripts/test");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests")).expect("read tests") {
+        let path = entry.expect("dir entry").path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let target = if path.is_dir() {
+            path.join("main.rs").is_file()
+        } else {
+            path.extension().is_some_and(|e| e == "rs")
+        };
+        if target && !script.contains(&format!("\"--test {name}\"")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "test targets scripts/test does not run: {missing:?}"
+    );
+}
