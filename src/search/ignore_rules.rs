@@ -144,7 +144,7 @@ pub fn level_of(
 /// [`level_of`] for any search: the rules of `dir`'s ignore files, which a
 /// search that includes ignored files must not be given (the Filesystem
 /// tier's path table keeps them for every search:
-/// `src/backend/fs/mirror.rs`).
+/// `src/backend/fs/mirror/`).
 pub fn rules_of(
     dir: &VfsPath,
     problems: &mut Vec<Problem>,

@@ -290,7 +290,7 @@ pub(crate) fn walk_from<S: SortedFiles, T: Tally>(
             continue;
         }
         // A row of a directory is an empty one (a Filesystem table's:
-        // `src/backend/fs/mirror.rs`): visited and judged as a directory.
+        // `src/backend/fs/mirror/`): visited and judged as a directory.
         let is_dir = entry.is_directory();
         if !tally.visit() || count_skip(tally, files.skip(run, &entry.path, is_dir)) {
             cursor = key;

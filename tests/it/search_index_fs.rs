@@ -12,7 +12,7 @@
 //! Grep's matches and summary must equal the scanning server's.
 //!
 //! Narrowed Greps with few candidates walk the mount's path table, which
-//! inotify keeps (src/backend/fs/mirror.rs): so the changes also make empty
+//! inotify keeps (src/backend/fs/mirror/): so the changes also make empty
 //! directories, links and a pipe (no table while it exists), and the
 //! watcher's events are lost for real now and then (the server stopped
 //! while more changes are made than the kernel queues), after which the
@@ -175,7 +175,7 @@ fn change_on_disk(rng: &mut StdRng, disk: &Path) {
         }
         10 => {
             // An empty directory: the walk visits it, the table holds a
-            // row for it (src/backend/fs/mirror.rs).
+            // row for it (src/backend/fs/mirror/).
             let path = on_disk(random_path(rng, "/w/t"));
             let _ = std::fs::create_dir_all(path);
         }

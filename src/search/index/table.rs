@@ -109,7 +109,7 @@ impl PathTable {
 
     /// The same table, remembering nothing of the one it came from: what
     /// was derived from that one no longer carries over (the Filesystem
-    /// tier's ignore rules changed: `src/backend/fs/mirror.rs`).
+    /// tier's ignore rules changed: `src/backend/fs/mirror/`).
     pub fn without_derivation(mut self) -> PathTable {
         if let Some(derived) = self.derivation.take() {
             self.bytes -= derived

@@ -20,22 +20,24 @@
 //!   or socket, no bad ignore file): those the tree's own walk reports, and
 //!   walking it is how they stay reported.
 //!
+//! `listing` reads one directory; this file keeps the mirror fresh.
+//!
 //! What inotify does not report is in the module docs of
 //! `src/backend/fs/index.rs` and in docs/search-index.md: writes through a
 //! shared memory mapping, and a file given a second name outside the mount
 //! (a hard link) and changed through it.
 
-use super::fingerprint::fingerprint;
-use super::ignore_files::load_rules;
-use super::prefetch::valid_name;
-use super::sandbox::{DIR_FLAGS, Sandbox, file_type, for_each_entry, modified};
+use super::sandbox::{DIR_FLAGS, Sandbox};
+mod listing;
+
+use listing::{Child, Dir, levels_of, list, rows_of};
+
 use crate::change::LogPosition;
-use crate::entry::{Entry, EntryKind};
 use crate::path::VfsPath;
 use crate::search::ignore_rules::{Level, is_ignore_file};
 use crate::search::index::table::{MAX_TABLE_FILES, PathTable, Row};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
-use rustix::fs::{AtFlags, FileType, OFlags};
+use rustix::fs::{AtFlags, OFlags};
 use rustix::io::Errno;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::mem::MaybeUninit;
@@ -115,42 +117,6 @@ struct State {
     levels: Arc<Levels>,
     /// The table's position: a number per build, a step per change.
     at: LogPosition,
-}
-
-/// One mirrored directory.
-struct Dir {
-    path: VfsPath,
-    wd: i32,
-    /// Device and inode: a directory moved in under a known name is not
-    /// the one listed there before.
-    id: (u64, u64),
-    /// Its entries, by name.
-    children: BTreeMap<Box<str>, Child>,
-    level: Arc<Level>,
-    /// Its listing had a problem the tree's walk reports.
-    troubled: bool,
-}
-
-/// One entry of a directory.
-enum Child {
-    File(FileMeta),
-    Dir,
-    Link,
-}
-
-/// What a table row needs of a file's `lstat`.
-#[derive(Clone, Copy)]
-struct FileMeta {
-    size: u64,
-    modified: std::time::SystemTime,
-    fingerprint: u64,
-}
-
-/// A directory as just listed.
-struct Listed {
-    children: BTreeMap<Box<str>, Child>,
-    level: Arc<Level>,
-    troubled: bool,
 }
 
 /// Why a build or relisting stopped: the mirror is off.
@@ -679,119 +645,11 @@ fn drain_forever(inner: Weak<Inner>) {
     }
 }
 
-/// Lists the directory open as `fd` at `path`: its entries (a file's
-/// metadata by `lstat`) and its ignore rules; `troubled` when the tree's
-/// walk would report a problem here.
-fn list(fd: &OwnedFd, path: &VfsPath) -> Listed {
-    let mut raw: Vec<(Vec<u8>, FileType)> = Vec::new();
-    let mut troubled = for_each_entry(fd, |name, kind| {
-        raw.push((name.to_bytes().to_vec(), kind));
-    })
-    .is_err();
-    let mut children = BTreeMap::new();
-    for (bytes, mut kind) in raw {
-        let Ok(name) = valid_name(path, &bytes) else {
-            troubled = true;
-            continue;
-        };
-        let mut meta = None;
-        if kind == FileType::RegularFile || kind == FileType::Unknown {
-            match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(st) => {
-                    kind = file_type(&st);
-                    meta = Some(FileMeta {
-                        size: st.st_size as u64,
-                        modified: modified(&st),
-                        fingerprint: fingerprint(&st),
-                    });
-                }
-                // Removed since the listing: its event follows.
-                Err(Errno::NOENT) => continue,
-                Err(_) => {
-                    troubled = true;
-                    continue;
-                }
-            }
-        }
-        let child = match (kind, meta) {
-            (FileType::RegularFile, Some(meta)) => Child::File(meta),
-            (FileType::Directory, _) => Child::Dir,
-            (FileType::Symlink, _) => Child::Link,
-            // A device, pipe or socket: the tree's walk visits it, a
-            // table has no row for it.
-            _ => {
-                troubled = true;
-                continue;
-            }
-        };
-        children.insert(name.into(), child);
-    }
-    let mut problems = Vec::new();
-    let level = load_rules(fd, path, |name| children.contains_key(name), &mut problems);
-    Listed {
-        children,
-        level: Arc::new(level),
-        troubled: troubled || !problems.is_empty(),
-    }
-}
-
-/// The table rows `dir` holds: its files and links, or itself when it is
-/// empty (the walk visits an empty directory too); the mount root has no
-/// row (a walk starts inside it).
-fn rows_of(mount: &VfsPath, dir: &Dir) -> Vec<Row> {
-    if dir.children.is_empty() {
-        if dir.path == *mount {
-            return Vec::new();
-        }
-        let entry = Entry {
-            path: dir.path.clone(),
-            kind: EntryKind::Directory,
-            size: 0,
-            modified: std::time::UNIX_EPOCH,
-            created: std::time::UNIX_EPOCH,
-            version: 0,
-        };
-        return vec![Row::of(entry)];
-    }
-    let mut rows = Vec::new();
-    for (name, child) in &dir.children {
-        let (kind, meta) = match child {
-            Child::Dir => continue,
-            Child::Link => (
-                EntryKind::Symlink {
-                    to_directory: false,
-                },
-                None,
-            ),
-            Child::File(meta) => (EntryKind::File, Some(*meta)),
-        };
-        let Ok(path) = dir.path.join(name) else {
-            continue;
-        };
-        let modified = meta.map_or(std::time::UNIX_EPOCH, |m| m.modified);
-        rows.push(Row::of(Entry {
-            path,
-            kind,
-            size: meta.map_or(0, |m| m.size),
-            modified,
-            created: modified,
-            version: meta.map_or(0, |m| m.fingerprint),
-        }));
-    }
-    rows
-}
-
-/// The rules of every directory of `dirs` that has ignore files.
-fn levels_of(dirs: &BTreeMap<Vec<u8>, Dir>) -> Levels {
-    dirs.values()
-        .filter(|d| d.level.has_rules())
-        .map(|d| (d.path.as_str().into(), d.level.clone()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::EntryKind;
+    use rustix::fs::FileType;
     use std::path::Path;
 
     /// A mirror of `dir` at `/m`, built at once, with no thread draining
