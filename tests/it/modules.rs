@@ -505,3 +505,65 @@ fn every_test_target_is_a_suite_of_scripts_test() {
         "test targets scripts/test does not run: {missing:?}"
     );
 }
+
+/// The modules of one folder of TypeScript sources each import, by the
+/// relative specifiers of their `import`/`export … from "./x.js"`
+/// statements (the folder's own modules only: `./gen/…` and packages are
+/// leaves). Keyed by file stem.
+fn typescript_imports(files: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph = BTreeMap::new();
+    for (stem, text) in files {
+        let mut imports = BTreeSet::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if !(line.starts_with("import") || line.starts_with("export") || line.starts_with('}'))
+            {
+                continue;
+            }
+            let Some((_, spec)) = line.rsplit_once("from \"./") else {
+                continue;
+            };
+            let target = spec.trim_end_matches(['"', ';']).trim_end_matches(".js");
+            if !target.contains('/') {
+                imports.insert(target.to_owned());
+            }
+        }
+        graph.insert(stem.clone(), imports);
+    }
+    graph
+}
+
+/// No circle among the TypeScript client's modules (one appeared once:
+/// `branch.ts` and `client.ts` imported each other).
+#[test]
+fn the_typescript_client_has_no_cycle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/ts/src");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("read clients/ts/src") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_some_and(|e| e == "ts") {
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            files.push((stem, std::fs::read_to_string(&path).expect("read")));
+        }
+    }
+    let graph = typescript_imports(&files);
+    assert!(
+        graph.get("client").is_some_and(|i| i.contains("branch")),
+        "the import reader found no edge: {graph:?}"
+    );
+    let found = cycles(&graph);
+    assert!(found.is_empty(), "circles in clients/ts/src: {found:?}");
+    // The reader sees a circle written across lines, as the client's
+    // multi-line imports are.
+    let circle = [
+        (
+            "a".to_owned(),
+            "import {\n  b,\n} from \"./b.js\";".to_owned(),
+        ),
+        (
+            "b".to_owned(),
+            "import type { A } from \"./a.js\";".to_owned(),
+        ),
+    ];
+    assert!(!cycles(&typescript_imports(&circle)).is_empty());
+}

@@ -4,7 +4,7 @@
  */
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { MergeResolutionSchema } from "./gen/agentvfs/v1/filesystem_pb.js";
-import type { StreamOptions } from "./client.js";
+import type { StreamOptions } from "./options.js";
 
 /** A resolution of {@link MergeOptions.resolutions} that deletes the file. */
 export const DELETE: unique symbol = Symbol("agentvfs.DELETE");

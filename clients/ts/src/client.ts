@@ -39,6 +39,7 @@ import { Tools } from "./gen/agentvfs/v1/tools_pb.js";
 import { Access } from "./gen/agentvfs/v1/access_pb.js";
 import { AgentVfsError } from "./errors.js";
 import { mergeResolutions, type DiffBranchOptions, type MergeOptions } from "./branch.js";
+import type { StreamOptions } from "./options.js";
 
 /** Metadata key of the State session. */
 export const SESSION_HEADER = "x-agentvfs-session";
@@ -75,12 +76,6 @@ export interface ConnectOptions {
    * `headers` with the key win too.
    */
   branch?: string;
-}
-
-/** Options of a streaming helper. */
-export interface StreamOptions {
-  /** Aborting it cancels the call, which stops the work on the server. */
-  signal?: AbortSignal;
 }
 
 /** Options of {@link AgentVfs.download}. */

@@ -18,6 +18,7 @@
 export { AgentVfs, Download, Search, Watch, BRANCH_HEADER, CHUNK_BYTES, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, WATCH_RETRIES } from "./client.js";
 export { DELETE } from "./branch.js";
 export type { DiffBranchOptions, MergeOptions, Resolution } from "./branch.js";
+export type { StreamOptions } from "./options.js";
 export type {
   ChangesetOp,
   ConnectOptions,
@@ -28,7 +29,6 @@ export type {
   MultiEditOp,
   RewindOptions,
   RewindSelector,
-  StreamOptions,
   WatchOptions,
   WriteOp,
 } from "./client.js";
