@@ -406,7 +406,7 @@ impl ChangeCursor {
     /// Exchanges the places kept under `a` with those kept under `b`: a
     /// Watch in a branch keeps its place in the base's log of a mount under
     /// a key no mount has, and swaps it in while the tier reads that log
-    /// (src/backend/branch/overlay.rs).
+    /// (src/backend/branch/overlay/).
     pub fn swap(&mut self, a: &VfsPath, b: &VfsPath) {
         let (pa, pb) = (self.positions.remove(a), self.positions.remove(b));
         let (sa, sb) = (self.shards.remove(a), self.shards.remove(b));
