@@ -83,6 +83,7 @@ mod links;
 mod mcp_http;
 mod memory;
 mod modules;
+mod mount;
 mod mounts;
 mod moves;
 mod object;
