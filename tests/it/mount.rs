@@ -388,11 +388,14 @@ async fn workloads_match_a_local_directory() {
     }
 }
 
-/// Polls until `path` on the mount reads `want`; how long it took.
+/// Polls until `path` on the mount has `want`'s size (stat, which the
+/// kernel answers from its cache while the TTL lasts) and reads `want`;
+/// how long it took.
 fn visible_within(path: &Path, want: &[u8], limit: Duration) -> Option<Duration> {
     let started = Instant::now();
     while started.elapsed() < limit {
-        if std::fs::read(path).ok().as_deref() == Some(want) {
+        let size = std::fs::metadata(path).map(|m| m.len()).ok();
+        if size == Some(want.len() as u64) && std::fs::read(path).ok().as_deref() == Some(want) {
             return Some(started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -416,7 +419,7 @@ async fn every_surface_agrees() {
     assert_eq!(std::fs::read(&a).unwrap(), b"one");
     let mut latencies = Vec::new();
     for round in 0..5 {
-        let content = format!("round {round}");
+        let content = format!("round {round}{}", ".".repeat(round));
         put(&server, "/memories/s/a.txt", &content).await;
         let took = tokio::task::block_in_place(|| {
             visible_within(&a, content.as_bytes(), Duration::from_secs(1))
@@ -424,6 +427,30 @@ async fn every_surface_agrees() {
         latencies.push(took.unwrap_or_else(|| panic!("round {round} not visible within 1 s")));
     }
     eprintln!("gRPC write → visible on the mount: {latencies:?}");
+    // Watch invalidations, not the 1 s TTL, make it typically fast.
+    latencies.sort();
+    assert!(
+        latencies[2] < Duration::from_millis(250),
+        "median {:?}: {latencies:?}",
+        latencies[2]
+    );
+    // A deleted file leaves at once, not when its name's TTL ends.
+    assert!(a.exists());
+    let delete = as_owner(pb::DeleteRequest {
+        path: "/memories/s/a.txt".into(),
+        ..Default::default()
+    });
+    server.fs().await.delete(delete).await.unwrap();
+    let started = Instant::now();
+    while a.exists() && started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    eprintln!("gRPC delete → gone from the mount: {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        started.elapsed()
+    );
     // A new file shows in its directory too.
     put(&server, "/memories/s/new.txt", "fresh").await;
     let took = tokio::task::block_in_place(|| {
@@ -918,4 +945,58 @@ async fn a_killed_server_fails_operations_without_hanging() {
     assert!(back.is_some(), "reads do not work again: {}", m.logs());
     std::fs::write(m.path().join("after.txt"), "after").unwrap();
     assert_eq!(get(&server, "/memories/k/after.txt").await, b"after");
+}
+
+/// `--branch` mounts a branch: what the shell changes there lands in the
+/// branch, not its base; `--session` mounts a State session's files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branch_and_session_mounts() {
+    if !fuse_available() {
+        return;
+    }
+    let server = Server::start_with(Some(CONFIG), &[]);
+    put(&server, "/memories/proj/a.txt", "base").await;
+    let fork = as_owner(pb::CreateBranchRequest {
+        name: "try-1".into(),
+        path: "/memories/proj".into(),
+    });
+    server.fs().await.create_branch(fork).await.unwrap();
+    let m = mount(&server, OWNER, &["--branch", "try-1"], "/memories/proj");
+    assert_eq!(std::fs::read(m.path().join("a.txt")).unwrap(), b"base");
+    std::fs::write(m.path().join("a.txt"), "in the branch").unwrap();
+    std::fs::write(m.path().join("b.txt"), "new").unwrap();
+    assert_eq!(get(&server, "/memories/proj/a.txt").await, b"base");
+    let mut in_branch = as_owner(pb::ReadBytesRequest {
+        path: "/memories/proj/a.txt".into(),
+        version: None,
+    });
+    in_branch
+        .metadata_mut()
+        .insert("x-agentvfs-branch", "try-1".parse().unwrap());
+    let mut stream = server
+        .fs()
+        .await
+        .read_bytes(in_branch)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut data = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        data.extend(chunk.data);
+    }
+    assert_eq!(data, b"in the branch");
+
+    let mut seed = as_owner(pb::WriteRequest {
+        path: "/scratch/s.txt".into(),
+        content: "session's".into(),
+        ..Default::default()
+    });
+    seed.metadata_mut()
+        .insert("x-agentvfs-session", "s1".parse().unwrap());
+    server.fs().await.write(seed).await.unwrap();
+    let s = mount(&server, OWNER, &["--session", "s1"], "/scratch");
+    assert_eq!(std::fs::read(s.path().join("s.txt")).unwrap(), b"session's");
+    std::fs::write(s.path().join("t.txt"), "more").unwrap();
+    let other = try_mount(&server, Some(OWNER), &["--session", "s2"], "/scratch");
+    assert!(other.is_err(), "another session sees no /scratch");
 }
