@@ -166,6 +166,9 @@ pub fn run(conn: Connection, args: MountArgs) -> Result<(), String> {
     runtime.block_on(async {
         watch::start(remote, root.clone(), Arc::clone(&mount), notifier);
     });
+    // Handled from before the ready line, so a signal right after it
+    // unmounts rather than kills.
+    let signals = runtime.block_on(async { Signals::new() })?;
     let mode = if args.read_only {
         "read-only"
     } else {
@@ -175,31 +178,49 @@ pub fn run(conn: Connection, args: MountArgs) -> Result<(), String> {
         "agentvfs: mounted {root} at {} ({mode}); Ctrl-C or fusermount3 -u to unmount",
         mountpoint.display()
     );
-    let signalled = runtime.block_on(wait(&background))?;
-    let ended = match signalled {
-        true => background.umount_and_join(),
-        false => background.join(),
-    };
-    ended.map_err(|e| format!("the FUSE session failed: {e}"))?;
+    let signalled = runtime.block_on(signals.wait(&background));
+    if signalled {
+        background
+            .umount_and_join()
+            .map_err(|e| format!("the FUSE session failed: {e}"))?;
+    } else {
+        // Unmounted by someone else, and the FUSE threads are done. Dropping
+        // the session would unmount its path again: whatever was mounted
+        // there since (seen: the next `agentvfs mount` of the directory).
+        std::mem::forget(background);
+    }
     runtime.shutdown_timeout(Duration::from_secs(1));
     Ok(())
 }
 
-/// Waits for SIGINT or SIGTERM (true) or for the session to end by an
-/// unmount (false).
-async fn wait(background: &fuser::BackgroundSession) -> Result<bool, String> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
-    let mut int =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
-    loop {
-        tokio::select! {
-            _ = term.recv() => return Ok(true),
-            _ = int.recv() => return Ok(true),
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                if background.guard.is_finished() {
-                    return Ok(false);
+/// SIGINT and SIGTERM, handled.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Handles SIGINT and SIGTERM from now on.
+    fn new() -> Result<Signals, String> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term =
+            signal(SignalKind::terminate()).map_err(|e| format!("cannot handle SIGTERM: {e}"))?;
+        let int =
+            signal(SignalKind::interrupt()).map_err(|e| format!("cannot handle SIGINT: {e}"))?;
+        Ok(Signals { term, int })
+    }
+
+    /// Waits for a signal (true) or for the session to end by an unmount
+    /// (false).
+    async fn wait(mut self, background: &fuser::BackgroundSession) -> bool {
+        loop {
+            tokio::select! {
+                _ = self.term.recv() => return true,
+                _ = self.int.recv() => return true,
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                    if background.guard.is_finished() {
+                        return false;
+                    }
                 }
             }
         }

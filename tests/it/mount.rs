@@ -84,7 +84,17 @@ fn try_mount(
     extra: &[&str],
     logical: &str,
 ) -> Result<Mounted, (Option<i32>, String)> {
-    let dir = tempfile::tempdir().unwrap();
+    try_mount_in(tempfile::tempdir().unwrap(), server, token, extra, logical)
+}
+
+/// [`try_mount`] on `dir`/m (created unless there).
+fn try_mount_in(
+    dir: tempfile::TempDir,
+    server: &Server,
+    token: Option<&str>,
+    extra: &[&str],
+    logical: &str,
+) -> Result<Mounted, (Option<i32>, String)> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentvfs"));
     cmd.args(["--addr", &server.url]);
     if let Some(token) = token {
@@ -95,10 +105,13 @@ fn try_mount(
         .args(extra)
         .arg(logical)
         .arg(dir.path().join("m"))
-        .env("RUST_LOG", "agentvfs=info")
+        .env(
+            "RUST_LOG",
+            std::env::var("AGENTVFS_MOUNT_LOG").unwrap_or("agentvfs=info".into()),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    std::fs::create_dir(dir.path().join("m")).unwrap();
+    let _ = std::fs::create_dir(dir.path().join("m"));
     let mut child = cmd.spawn().expect("spawn agentvfs mount");
     let logs: Arc<Mutex<String>> = Arc::default();
     let stderr = child.stderr.take().unwrap();
@@ -504,6 +517,56 @@ async fn settled_events(watch: &mut tonic::Streaming<pb::WatchResponse>) -> Vec<
     }
 }
 
+/// A writer in a process of its own: opens `path` (O_RDWR, or O_WRONLY
+/// and O_TRUNC), writes `data` at 0, says so, waits for a line on stdin,
+/// then ends with `fsync` and `close` (or `close` alone) and prints the
+/// errno of the first that failed, or `ok`. A process of its own, since
+/// any fork of this multi-threaded test binary closes a copy of each of
+/// its descriptors, and every close is a flush, so a commit.
+const WRITER: &str = r#"
+import os, sys
+path, mode, data, end = sys.argv[1:5]
+flags = os.O_RDWR if mode == "rdwr" else os.O_WRONLY | os.O_TRUNC
+fd = os.open(path, flags)
+os.pwrite(fd, data.encode(), 0)
+print("written", flush=True)
+sys.stdin.readline()
+try:
+    if end == "fsync":
+        os.fsync(fd)
+    os.close(fd)
+    print("ok", flush=True)
+except OSError as e:
+    print(e.errno, flush=True)
+"#;
+
+/// Runs [`WRITER`] on `path`, calling `meanwhile` between its write and
+/// its end; what it printed last.
+async fn write_around<F: std::future::Future<Output = ()>>(
+    path: &Path,
+    args: [&str; 3],
+    meanwhile: F,
+) -> String {
+    let mut child = Command::new("python3")
+        .args(["-c", WRITER])
+        .arg(path)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "written");
+    meanwhile.await;
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"go\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    child.wait().unwrap();
+    line.trim().to_owned()
+}
+
 /// A close (fsync, close) of a file someone else changed since it was
 /// opened fails with EIO and keeps their content, and the log names both
 /// versions; with --on-conflict overwrite the last writer wins.
@@ -515,38 +578,27 @@ async fn a_conflicting_close_fails_with_eio() {
     let server = Server::start_with(Some(CONFIG), &[]);
     let opened_at = put(&server, "/memories/c/f.txt", "base").await;
     let m = mount(&server, OWNER, &[], "/memories/c");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(m.path().join("f.txt"))
-        .unwrap();
-    file.write_all_at(b"mine", 0).unwrap();
-    let theirs = put(&server, "/memories/c/f.txt", "theirs").await;
-    let err = file
-        .sync_all()
-        .expect_err("fsync over another writer's version");
-    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
-    drop(file);
+    let f = m.path().join("f.txt");
+    let mut theirs = 0;
+    let fsync = write_around(&f, ["rdwr", "mine", "fsync"], async {
+        theirs = put(&server, "/memories/c/f.txt", "theirs").await;
+    })
+    .await;
+    assert_eq!(fsync, libc::EIO.to_string(), "fsync: {}", m.logs());
     assert_eq!(get(&server, "/memories/c/f.txt").await, b"theirs");
     let logs = m.logs();
     assert!(
-        logs.contains(&format!("conflict on /memories/c/f.txt: opened at version {opened_at}, the server has version {theirs}")),
+        logs.contains(&format!(
+            "conflict on /memories/c/f.txt: opened at version {opened_at}, the server has version {theirs}"
+        )),
         "{logs}"
     );
     // close(2) itself reports it.
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(m.path().join("f.txt"))
-        .unwrap();
-    file.write_all_at(b"again", 0).unwrap();
-    put(&server, "/memories/c/f.txt", "theirs again").await;
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(file);
-    // SAFETY: fd is an open descriptor this test owns and closes once.
-    let closed = unsafe { libc::close(fd) };
-    assert_eq!(
-        (closed, std::io::Error::last_os_error().raw_os_error()),
-        (-1, Some(libc::EIO))
-    );
+    let close = write_around(&f, ["rdwr", "again", "close"], async {
+        put(&server, "/memories/c/f.txt", "theirs again").await;
+    })
+    .await;
+    assert_eq!(close, libc::EIO.to_string(), "close: {}", m.logs());
     assert_eq!(get(&server, "/memories/c/f.txt").await, b"theirs again");
 
     let last = mount(
@@ -555,15 +607,12 @@ async fn a_conflicting_close_fails_with_eio() {
         &["--on-conflict", "overwrite"],
         "/memories/c",
     );
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(last.path().join("f.txt"))
-        .unwrap();
-    file.write_all_at(b"last writer", 0).unwrap();
-    put(&server, "/memories/c/f.txt", "overwritten").await;
-    file.sync_all().unwrap();
-    drop(file);
+    let f = last.path().join("f.txt");
+    let overwrite = write_around(&f, ["trunc", "last writer", "fsync"], async {
+        put(&server, "/memories/c/f.txt", "overwritten").await;
+    })
+    .await;
+    assert_eq!(overwrite, "ok");
     assert_eq!(get(&server, "/memories/c/f.txt").await, b"last writer");
 }
 
@@ -672,9 +721,19 @@ async fn mount_refusals_and_unmount() {
         .status()
         .unwrap();
     assert!(unmounted.success());
+    // The directory is mounted again at once: the first mount's exit must
+    // not unmount the second.
+    let dir = std::mem::replace(&mut m.dir, tempfile::tempdir().unwrap());
+    let again = try_mount_in(dir, &server, Some(OWNER), &[], "/memories/u").unwrap();
     let status = m.exited().expect("the mount exits after an unmount");
     assert!(status.success(), "{status:?}: {}", m.logs());
-    assert!(!mounted_at(&m.path()));
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(
+        mounted_at(&again.path()),
+        "the first mount's exit unmounted the second"
+    );
+    assert_eq!(std::fs::read(again.path().join("f.txt")).unwrap(), b"x");
+    drop(again);
     // And after SIGTERM.
     let mut m = mount(&server, OWNER, &[], "/memories/u");
     let status = m.stop().expect("the mount exits on SIGTERM");
