@@ -104,6 +104,15 @@ impl OpenFile {
         (state.dirty && !state.unlinked).then(|| (state.staging.len(), state.modified))
     }
 
+    /// The size and time of the content the handle holds whole (its
+    /// snapshot read to the end, or its changes): what an unlinked file's
+    /// handle reports.
+    pub fn held_attr(&self) -> Option<(u64, SystemTime)> {
+        let done = matches!(*self.fill.borrow(), Fill::Done);
+        let state = self.state();
+        (done || state.dirty).then(|| (state.staging.len(), state.modified))
+    }
+
     /// True for a file created through the mount and not yet committed.
     pub fn is_new(&self) -> bool {
         let state = self.state();

@@ -154,6 +154,16 @@ impl Mount {
         self.attr(ino, FileType::Directory, 0, now, now)
     }
 
+    /// The attributes of an unlinked file open in `handles`: what they hold.
+    fn held_attr(&self, ino: u64, handles: &[Arc<OpenFile>]) -> FileAttr {
+        let now = SystemTime::now();
+        let (size, modified) = handles
+            .iter()
+            .find_map(|f| f.held_attr())
+            .unwrap_or((0, now));
+        self.attr(ino, FileType::RegularFile, size, modified, modified)
+    }
+
     /// The open files of `ino`.
     fn handles_of(&self, ino: u64) -> Vec<Arc<OpenFile>> {
         lock(&self.files)
@@ -179,8 +189,7 @@ impl Mount {
             }
             // Unlinked while open (fstat of the handle): what it holds.
             Err(f) if f.errno == Errno::ENOENT && !handles.is_empty() => {
-                let now = SystemTime::now();
-                Ok(self.attr(ino, FileType::RegularFile, 0, now, now))
+                Ok(self.held_attr(ino, &handles))
             }
             Err(f) => Err(f),
         }
@@ -220,9 +229,10 @@ impl Mount {
             // Unlinked but open: the handle answers.
             Err(errno) => {
                 let handles = self.handles_of(ino);
-                let first = handles.first().ok_or(Failure::local(errno, ""))?;
-                let (size, modified) = first.pending_attr().unwrap_or((0, SystemTime::now()));
-                Ok(self.attr(ino, FileType::RegularFile, size, modified, modified))
+                if handles.is_empty() {
+                    return Err(Failure::local(errno, ""));
+                }
+                Ok(self.held_attr(ino, &handles))
             }
         }
     }

@@ -1059,3 +1059,102 @@ async fn branch_and_session_mounts() {
     let other = try_mount(&server, Some(OWNER), &["--session", "s2"], "/scratch");
     assert!(other.is_err(), "another session sees no /scratch");
 }
+
+/// The semantics table of docs/mount.md: empty directories, an unlinked
+/// file read through its open handle, stable inode numbers (a rename
+/// carries them), `statfs`, and the refusals (chown EPERM, symlink and
+/// hard link EPERM, xattrs ENOTSUP).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn posix_semantics_of_the_table() {
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_available() {
+        return;
+    }
+    let server = Server::start_with(Some(CONFIG), &[]);
+    put(&server, "/memories/p/f.txt", "kept open").await;
+    let m = mount(&server, OWNER, &[], "/memories/p");
+    let root = m.path();
+
+    std::fs::create_dir(root.join("empty")).unwrap();
+    assert!(root.join("empty").is_dir());
+    let names: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.contains(&"empty".to_owned()), "{names:?}");
+    std::fs::write(root.join("empty/x"), "x").unwrap();
+    let err = std::fs::remove_dir(root.join("empty")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOTEMPTY), "{err}");
+    std::fs::remove_file(root.join("empty/x")).unwrap();
+    assert!(
+        root.join("empty").is_dir(),
+        "emptied through the mount, it stays"
+    );
+    std::fs::remove_dir(root.join("empty")).unwrap();
+    assert!(!root.join("empty").exists());
+
+    let f = root.join("f.txt");
+    let ino = std::fs::metadata(&f).unwrap().ino();
+    let open = std::fs::File::open(&f).unwrap();
+    std::fs::rename(&f, root.join("g.txt")).unwrap();
+    assert_eq!(std::fs::metadata(root.join("g.txt")).unwrap().ino(), ino);
+    std::fs::remove_file(root.join("g.txt")).unwrap();
+    let mut kept = String::new();
+    std::io::Read::read_to_string(&mut &open, &mut kept).unwrap();
+    assert_eq!(kept, "kept open");
+
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let c = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string and a zeroed statvfs to fill.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    assert!(st.f_blocks > 0 && st.f_bavail > 0 && st.f_bavail <= st.f_blocks);
+    assert!(st.f_namemax >= 255);
+
+    std::fs::write(root.join("h.txt"), "h").unwrap();
+    let h = root.join("h.txt");
+    let refusals = [
+        (
+            "chown",
+            Command::new("chown").arg("1:1").arg(&h).output().unwrap(),
+        ),
+        (
+            "symlink",
+            Command::new("ln")
+                .arg("-s")
+                .arg("h.txt")
+                .arg(root.join("l"))
+                .output()
+                .unwrap(),
+        ),
+        (
+            "link",
+            Command::new("ln")
+                .arg(&h)
+                .arg(root.join("hard"))
+                .output()
+                .unwrap(),
+        ),
+        (
+            "setfattr",
+            Command::new("python3")
+                .args([
+                    "-c",
+                    "import os,sys; os.setxattr(sys.argv[1], 'user.a', b'1')",
+                ])
+                .arg(&h)
+                .output()
+                .unwrap(),
+        ),
+    ];
+    for (what, out) in refusals {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{what} succeeded");
+        assert!(
+            err.contains("Operation not permitted") || err.contains("Operation not supported"),
+            "{what}: {err}"
+        );
+    }
+    // chown to the mount's owner is no change, and allowed.
+    let own = Command::new("chown").arg("0:0").arg(&h).status().unwrap();
+    assert!(own.success());
+}
