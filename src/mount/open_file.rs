@@ -119,6 +119,15 @@ impl OpenFile {
         state.base == Some(0) && !state.unlinked
     }
 
+    /// The file moved from version `from` to version `to` (Move gives it a
+    /// new one): a handle based on `from` is now based on `to`.
+    pub fn moved(&self, from: u64, to: u64) {
+        let mut state = self.state();
+        if state.base == Some(from) {
+            state.base = Some(to);
+        }
+    }
+
     /// Marks the file unlinked: its handles keep reading, nothing commits.
     pub fn unlink(&self) {
         self.state().unlinked = true;

@@ -618,9 +618,19 @@ impl Mount {
                     self.inodes.drop_dir(&destination);
                 }
                 self.detach(&destination).await?;
-                self.remote
+                let moved = self
+                    .remote
                     .rename(&source, &destination, no_replace)
                     .await?;
+                // A moved file has a new version: its open handles commit
+                // over that one, not the one they read.
+                if let Some(ino) = self.inodes.known(&source)
+                    && moved != 0
+                {
+                    for file in self.handles_of(ino) {
+                        file.moved(info.version, moved);
+                    }
+                }
             }
         }
         self.inodes.rename(&source, &destination);

@@ -182,21 +182,21 @@ impl Remote {
     }
 
     /// Moves `source` to `destination`, replacing a file there unless
-    /// `create_only`.
+    /// `create_only`; a file's new version (0 for a directory).
     pub async fn rename(
         &self,
         source: &str,
         destination: &str,
         create_only: bool,
-    ) -> Result<(), Failure> {
+    ) -> Result<u64, Failure> {
         let req = pb::MoveRequest {
             source: source.to_owned(),
             destination: destination.to_owned(),
             if_version: None,
             create_only,
         };
-        bounded("Move", self.fs.clone().r#move(req)).await?;
-        Ok(())
+        let moved = bounded("Move", self.fs.clone().r#move(req)).await?;
+        Ok(moved.into_inner().version)
     }
 
     /// The changes under `path` from `cursor` (or from now), as a stream.

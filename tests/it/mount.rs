@@ -1103,6 +1103,15 @@ async fn posix_semantics_of_the_table() {
     std::io::Read::read_to_string(&mut &open, &mut kept).unwrap();
     assert_eq!(kept, "kept open");
 
+    // Written, renamed while open, written again: one file, no conflict.
+    let mut w = std::fs::File::create(root.join("tmp")).unwrap();
+    std::io::Write::write_all(&mut w, b"first ").unwrap();
+    std::fs::rename(root.join("tmp"), root.join("final")).unwrap();
+    std::io::Write::write_all(&mut w, b"second").unwrap();
+    w.sync_all().unwrap();
+    drop(w);
+    assert_eq!(get(&server, "/memories/p/final").await, b"first second");
+
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let c = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
     // SAFETY: a valid C string and a zeroed statvfs to fill.
