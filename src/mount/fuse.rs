@@ -66,6 +66,38 @@ fn entry(reply: ReplyEntry) -> impl FnOnce(Result<fuser::FileAttr, Errno>) + Sen
     }
 }
 
+/// A lookup's answer; a missing name is a negative entry (inode 0), which
+/// the kernel keeps for `TTL` rather than asking again for every probe
+/// (`git`, Python's imports); the Watch drops it when the name appears
+/// elsewhere (`watch.rs`).
+fn entry_or_absent(reply: ReplyEntry) -> impl FnOnce(Result<fuser::FileAttr, Errno>) + Send {
+    move |r| match r {
+        Ok(attr) => reply.entry(&TTL, &attr, Generation(0)),
+        Err(e) if e == Errno::ENOENT => {
+            let never = std::time::UNIX_EPOCH;
+            let absent = fuser::FileAttr {
+                ino: INodeNo(0),
+                size: 0,
+                blocks: 0,
+                atime: never,
+                mtime: never,
+                ctime: never,
+                crtime: never,
+                kind: fuser::FileType::RegularFile,
+                perm: 0,
+                nlink: 0,
+                uid: 0,
+                gid: 0,
+                rdev: 0,
+                blksize: 4096,
+                flags: 0,
+            };
+            reply.entry(&TTL, &absent, Generation(0))
+        }
+        Err(e) => reply.error(e),
+    }
+}
+
 fn empty(reply: ReplyEmpty) -> impl FnOnce(Result<(), Errno>) + Send {
     move |r| match r {
         Ok(()) => reply.ok(),
@@ -98,7 +130,7 @@ impl fuser::Filesystem for Kernel {
         self.spawn(
             "lookup",
             move |m| async move { m.lookup(parent.0, &name).await },
-            entry(reply),
+            entry_or_absent(reply),
         );
     }
 

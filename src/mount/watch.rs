@@ -64,19 +64,25 @@ pub fn start(remote: Remote, root: String, mount: Arc<super::ops::Mount>, notifi
 }
 
 /// Drops what the kernel caches of file `path`: its pages and attributes,
-/// its name in its directory, and the directory's attributes. Only a
-/// file's name is dropped, never a directory's: that would unhash a
-/// working directory and fail `getcwd` in it. The mount answers no
-/// negative lookups from cache, so a new directory needs nothing. The
-/// kernel answers ENOENT for what it does not cache, which is fine.
+/// its name (or the name of its first directory the mount has not seen)
+/// in its directory, and that directory's attributes. A directory the
+/// mount numbered never loses its name: that would unhash a working
+/// directory and fail `getcwd` in it. The kernel answers ENOENT for what
+/// it does not cache, which is fine.
 fn invalidate(inodes: &Inodes, notifier: &Notifier, path: &str) {
     if let Some(ino) = inodes.known(path) {
         let _ = notifier.inval_inode(INodeNo(ino), 0, 0);
     }
-    if let Some((parent, name)) = inodes::split(path)
-        && let Some(dir) = inodes.known(parent)
-    {
-        let _ = notifier.inval_entry(INodeNo(dir), OsStr::new(name));
-        let _ = notifier.inval_inode(INodeNo(dir), 0, 0);
+    // The file's name, and the names of the directories it may have
+    // brought: those the mount never numbered, which the kernel can hold
+    // only as negative entries, never as a working directory.
+    let mut path = path;
+    while let Some((parent, name)) = inodes::split(path) {
+        if let Some(dir) = inodes.known(parent) {
+            let _ = notifier.inval_entry(INodeNo(dir), OsStr::new(name));
+            let _ = notifier.inval_inode(INodeNo(dir), 0, 0);
+            break;
+        }
+        path = parent;
     }
 }
