@@ -44,7 +44,7 @@ pub fn split(path: &str) -> Option<(&str, &str)> {
 }
 
 /// True when `path` is `dir` or below it.
-fn within(path: &str, dir: &str) -> bool {
+pub fn within(path: &str, dir: &str) -> bool {
     path == dir || dir == "/" || path.strip_prefix(dir).is_some_and(|r| r.starts_with('/'))
 }
 

@@ -119,6 +119,11 @@ impl OpenFile {
         state.base == Some(0) && !state.unlinked
     }
 
+    /// The version the handle's content is based on, once known.
+    pub fn base(&self) -> Option<u64> {
+        self.state().base
+    }
+
     /// The file moved from version `from` to version `to` (Move gives it a
     /// new one): a handle based on `from` is now based on `to`.
     pub fn moved(&self, from: u64, to: u64) {

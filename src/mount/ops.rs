@@ -618,10 +618,20 @@ impl Mount {
                     self.inodes.drop_dir(&destination);
                 }
                 self.detach(&destination).await?;
+                let inside = match info.is_directory {
+                    true => self.commit_inside(&source).await?,
+                    false => Vec::new(),
+                };
                 let moved = self
                     .remote
                     .rename(&source, &destination, no_replace)
                     .await?;
+                for (file, path, base) in inside {
+                    let new_path = format!("{destination}{}", &path[source.len()..]);
+                    if let Ok(info) = self.remote.stat(&new_path).await {
+                        file.moved(base, info.version);
+                    }
+                }
                 // A moved file has a new version: its open handles commit
                 // over that one, not the one they read.
                 if let Some(ino) = self.inodes.known(&source)
@@ -636,6 +646,25 @@ impl Mount {
         self.inodes.rename(&source, &destination);
         self.keep_parent(&source);
         Ok(())
+    }
+
+    /// Commits the open files under directory `dir`, about to move; each
+    /// with its path and the version it is now based on.
+    async fn commit_inside(&self, dir: &str) -> Result<Vec<(Arc<OpenFile>, String, u64)>, Failure> {
+        let files: Vec<Arc<OpenFile>> = lock(&self.files).values().cloned().collect();
+        let mut inside = Vec::new();
+        for file in files {
+            let Ok(path) = self.inodes.path(file.ino) else {
+                continue;
+            };
+            if path != dir && inodes::within(&path, dir) {
+                self.commit(&file, &path).await?;
+                if let Some(base) = file.base() {
+                    inside.push((file, path, base));
+                }
+            }
+        }
+        Ok(inside)
     }
 
     /// `statfs`: the mount's view of space: large and mostly free, as the

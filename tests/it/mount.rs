@@ -1117,6 +1117,16 @@ async fn posix_semantics_of_the_table() {
     w.sync_all().unwrap();
     drop(w);
     assert_eq!(get(&server, "/memories/p/final").await, b"first second");
+    // The same inside a directory renamed while the file is open.
+    std::fs::create_dir(root.join("dir")).unwrap();
+    let mut w = std::fs::File::create(root.join("dir/f")).unwrap();
+    std::io::Write::write_all(&mut w, b"before ").unwrap();
+    w.sync_all().unwrap(); // on the server: the rename is a Move
+    std::fs::rename(root.join("dir"), root.join("moved")).unwrap();
+    std::io::Write::write_all(&mut w, b"after").unwrap();
+    w.sync_all().unwrap();
+    drop(w);
+    assert_eq!(get(&server, "/memories/p/moved/f").await, b"before after");
 
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     let c = std::ffi::CString::new(root.to_str().unwrap()).unwrap();
