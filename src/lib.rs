@@ -53,6 +53,7 @@ pub mod entry;
 pub mod error;
 pub mod history;
 pub mod mcp;
+pub mod mount;
 pub mod path;
 pub mod pb;
 pub mod private_file;

@@ -67,6 +67,9 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
+    /// Mount a server directory here with FUSE (docs/mount.md): every shell
+    /// tool sees its files; a close commits a changed file as one version.
+    Mount(agentvfs::mount::MountArgs),
     /// Client verbs: talk to a running server.
     #[command(flatten)]
     Client(agentvfs::cli::Verb),
@@ -294,6 +297,10 @@ fn main() -> ExitCode {
         Command::Client(verb) => return client(cli.connection, verb),
         Command::Serve(args) => server(serve(args)),
         Command::Mcp(args) => server(mcp(args, cli.connection)),
+        Command::Mount(args) => {
+            init_tracing();
+            agentvfs::mount::run(cli.connection, args)
+        }
         Command::Config {
             action: ConfigVerb::Check { file },
         } => check_config(&file),

@@ -12,11 +12,11 @@ use tonic::{Request, Status};
 use tonic_types::StatusExt;
 
 /// The Filesystem client every verb but `apply-patch` calls through.
-pub(super) type Fs = FilesystemClient<InterceptedService<Channel, Headers>>;
+pub(crate) type Fs = FilesystemClient<InterceptedService<Channel, Headers>>;
 
 /// Adds the token, session, label and branch metadata to every call.
 #[derive(Clone)]
-pub(super) struct Headers {
+pub(crate) struct Headers {
     token: Option<MetadataValue<tonic::metadata::Ascii>>,
     session: Option<MetadataValue<tonic::metadata::Ascii>>,
     label: Option<MetadataValue<tonic::metadata::Ascii>>,
@@ -49,7 +49,7 @@ pub fn describe_status(status: &Status) -> String {
 }
 
 /// The envelope code of a failed call (its gRPC code when it has none).
-pub(super) fn reason(status: &Status) -> String {
+pub(crate) fn reason(status: &Status) -> String {
     match status.get_details_error_info() {
         Some(info) => info.reason,
         None => format!("{:?}", status.code()),
@@ -78,13 +78,26 @@ fn header(value: String) -> Result<MetadataValue<tonic::metadata::Ascii>, String
 
 /// Connects to the server and builds the metadata of every call.
 pub(super) async fn connect(conn: &Connection) -> Result<(Channel, Headers), String> {
-    let url = server_url(&conn.addr);
-    let channel = Channel::from_shared(url.clone())
-        .map_err(|e| format!("bad address {}: {e}", conn.addr))?
+    let (endpoint, url) = endpoint(conn)?;
+    let channel = endpoint
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {url}: {}", connect_error(&e)))?;
-    let headers = Headers {
+    Ok((channel, headers(conn)?))
+}
+
+/// The server's endpoint (and its URL, for messages), not yet connected:
+/// the mount (src/mount/) adds its own timeouts before connecting.
+pub(crate) fn endpoint(conn: &Connection) -> Result<(tonic::transport::Endpoint, String), String> {
+    let url = server_url(&conn.addr);
+    let endpoint =
+        Channel::from_shared(url.clone()).map_err(|e| format!("bad address {}: {e}", conn.addr))?;
+    Ok((endpoint, url))
+}
+
+/// The metadata every call of `conn` carries.
+pub(crate) fn headers(conn: &Connection) -> Result<Headers, String> {
+    Ok(Headers {
         token: conn
             .token
             .clone()
@@ -93,8 +106,7 @@ pub(super) async fn connect(conn: &Connection) -> Result<(Channel, Headers), Str
         session: conn.session.clone().map(header).transpose()?,
         label: conn.label.clone().map(header).transpose()?,
         branch: conn.branch.clone().map(header).transpose()?,
-    };
-    Ok((channel, headers))
+    })
 }
 
 /// The URL of `addr`: as given when it has a scheme, else `http://` and
@@ -108,7 +120,7 @@ fn server_url(addr: &str) -> String {
 
 /// Why a connection failed, in the words of the system call that failed
 /// (`connection refused`) rather than the transport's `transport error`.
-fn connect_error(err: &tonic::transport::Error) -> String {
+pub(crate) fn connect_error(err: &tonic::transport::Error) -> String {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(e) = source {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
@@ -126,6 +138,6 @@ fn connect_error(err: &tonic::transport::Error) -> String {
 }
 
 /// The Filesystem client over `channel`, answers of any size accepted.
-pub(super) fn filesystem(channel: Channel, headers: Headers) -> Fs {
+pub(crate) fn filesystem(channel: Channel, headers: Headers) -> Fs {
     FilesystemClient::with_interceptor(channel, headers).max_decoding_message_size(usize::MAX)
 }

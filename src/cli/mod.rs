@@ -14,7 +14,7 @@
 //! connection in [`connect`] and the shared line formats in [`format`].
 
 mod branch;
-mod connect;
+pub(crate) mod connect;
 mod files;
 mod format;
 mod history;

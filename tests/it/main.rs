@@ -37,6 +37,9 @@
 //!   bodies, concurrent large answers and changesets, connections per
 //!   principal, each measured on the server's resident memory;
 //! - `modules`: the module graph of `src/` has no cycle;
+//! - `mount`: `agentvfs mount` through the kernel's FUSE: shell workloads
+//!   against a local directory, freshness, one version per close, conflicts,
+//!   grants, random operations against a shadow directory, `kill -9`;
 //! - `disclosure`: no answer of any RPC, tool or MCP method shows what its
 //!   caller may not see (a property test over random grants);
 //! - `copy`: the Copy RPC on every mount, its grants and labels, the
@@ -83,6 +86,7 @@ mod links;
 mod mcp_http;
 mod memory;
 mod modules;
+mod mount;
 mod mounts;
 mod moves;
 mod object;

@@ -234,7 +234,7 @@ fn sibling_graphs(src: &Path) -> BTreeMap<Vec<String>, BTreeMap<String, BTreeSet
 const TOP: &[&str] = &["config", "startup"];
 /// The front ends: adapters that decode a request, make one `service`
 /// call and encode the answer.
-const FRONT_ENDS: &[&str] = &["server", "mcp", "tools", "cli"];
+const FRONT_ENDS: &[&str] = &["server", "mcp", "tools", "cli", "mount"];
 /// Everything below the front ends: the application layer, identity, the
 /// tiers, search and the shared values.
 const BELOW: &[&str] = &[
@@ -272,6 +272,11 @@ const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
         "tools and mcp are adapters beside the gRPC server, which mounts them",
     ),
     (&["tools"], &["mcp"], "mcp is an adapter over tools"),
+    (
+        &["mount"],
+        &["service", "server", "auth", "access", "search"],
+        "the mount is a client of the server: it reaches it only over gRPC (docs/mount.md)",
+    ),
     (
         BELOW,
         FRONT_ENDS,
