@@ -572,3 +572,27 @@ fn the_typescript_client_has_no_cycle() {
     ];
     assert!(!cycles(&typescript_imports(&circle)).is_empty());
 }
+
+/// Most lines one source file under `src/` may have: past it, a file holds
+/// more than one reader can keep in mind, and is split along what it does.
+const MAX_SOURCE_LINES: usize = 900;
+
+/// No file under `src/` passes [`MAX_SOURCE_LINES`].
+#[test]
+fn no_source_file_passes_900_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut long: Vec<String> = files
+        .iter()
+        .filter_map(|file| {
+            let lines = std::fs::read_to_string(file).expect("read").lines().count();
+            (lines > MAX_SOURCE_LINES).then(|| format!("{} ({lines})", file.display()))
+        })
+        .collect();
+    long.sort();
+    assert!(
+        long.is_empty(),
+        "files over {MAX_SOURCE_LINES} lines; split each along what it does: {long:?}"
+    );
+}
