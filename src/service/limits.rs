@@ -295,15 +295,11 @@ impl Limits {
     }
 
     /// Admits one more search of `principal`, or refuses it
-    /// (RESOURCE_EXHAUSTED) when the principal or the server runs its
-    /// maximum.
+    /// (RESOURCE_EXHAUSTED) when the server or the principal runs its
+    /// maximum. The server's bound is asked first: a principal's share may
+    /// equal the server's (docs/configuration.md), and a full server is what
+    /// everyone's next search meets.
     pub fn search(&self, principal: &Principal) -> Result<SearchPermit> {
-        let max = self.config.max_searches_per_principal;
-        let slot = self.searches_by_principal.take(
-            principal,
-            (max, "max_searches_per_principal"),
-            "searches (Grep, Glob)",
-        )?;
         let server = self
             .searches
             .clone()
@@ -316,6 +312,12 @@ impl Limits {
                     self.config.max_concurrent_searches
                 ),
             })?;
+        let max = self.config.max_searches_per_principal;
+        let slot = self.searches_by_principal.take(
+            principal,
+            (max, "max_searches_per_principal"),
+            "searches (Grep, Glob)",
+        )?;
         Ok(SearchPermit {
             _server: server,
             _principal: slot,
