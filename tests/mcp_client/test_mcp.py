@@ -306,6 +306,9 @@ async def test_mcp_sessions_are_state_sessions(server: Server) -> None:
 
 
 async def test_sessions_are_bounded(start_server) -> None:  # type: ignore[no-untyped-def]
+    # One principal's share is the whole pool of 2 here (a share defaults to
+    # at most its pool): a third session ends the least recently used one
+    # instead of being refused (docs/mcp.md § Bounds).
     bounded = start_server("[mcp]\nmax_sessions = 2\n")
     async with http_client(bounded.url, mode="legacy"), http_client(bounded.url, mode="legacy"):
         body = {
@@ -318,8 +321,8 @@ async def test_sessions_are_bounded(start_server) -> None:  # type: ignore[no-un
             response = await http.post(
                 bounded.url, json=body, headers={"accept": "application/json, text/event-stream"}
             )
-        assert response.status_code == 503
-        assert "max_sessions" in response.json()["error"]["message"]
+        assert response.status_code == 200, response.text
+        assert response.headers.get("mcp-session-id")
     # Closed sessions (the SDK sends DELETE) free their places.
     async with http_client(bounded.url, mode="legacy") as client:
         assert (await client.list_tools()).tools
