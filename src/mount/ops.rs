@@ -89,6 +89,14 @@ impl Mount {
         }
     }
 
+    /// The path of `name` in the directory `parent`; EINVAL (or the
+    /// inode table's errno) when it names no path of the mount.
+    fn child_path(&self, parent: u64, name: &std::ffi::OsStr) -> Result<String, Failure> {
+        self.inodes
+            .child(parent, name)
+            .map_err(|e| Failure::local(e, "bad name"))
+    }
+
     fn writable(&self) -> Result<(), Failure> {
         match self.settings.read_only {
             true => Err(Failure::local(Errno::EROFS, "mounted --read-only")),
@@ -197,10 +205,7 @@ impl Mount {
 
     /// `lookup`: the attributes of `name` in `parent`.
     pub async fn lookup(&self, parent: u64, name: &std::ffi::OsStr) -> Result<FileAttr, Failure> {
-        let path = self
-            .inodes
-            .child(parent, name)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let path = self.child_path(parent, name)?;
         // A name the server does not know yet is looked up without a number.
         let ino = match self.inodes.known(&path) {
             Some(ino) => ino,
@@ -410,10 +415,7 @@ impl Mount {
         truncate: bool,
     ) -> Result<(FileAttr, u64), Failure> {
         self.writable()?;
-        let path = self
-            .inodes
-            .child(parent, name)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let path = self.child_path(parent, name)?;
         self.granted("write", &path)?;
         let existing = match self.remote.stat(&path).await {
             Ok(info) => Some(info),
@@ -496,10 +498,7 @@ impl Mount {
     /// `unlink`: Delete; open handles keep reading what they had.
     pub async fn unlink(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(), Failure> {
         self.writable()?;
-        let path = self
-            .inodes
-            .child(parent, name)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let path = self.child_path(parent, name)?;
         self.granted("delete", &path)?;
         let pending_new = self
             .inodes
@@ -528,10 +527,7 @@ impl Mount {
     /// and object tiers have no empty directories; docs/mount.md).
     pub async fn mkdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<FileAttr, Failure> {
         self.writable()?;
-        let path = self
-            .inodes
-            .child(parent, name)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let path = self.child_path(parent, name)?;
         self.granted("write", &path)?;
         match self.remote.stat(&path).await {
             Ok(_) => return Err(Failure::local(Errno::EEXIST, "")),
@@ -548,10 +544,7 @@ impl Mount {
     /// `rmdir`: only an empty directory.
     pub async fn rmdir(&self, parent: u64, name: &std::ffi::OsStr) -> Result<(), Failure> {
         self.writable()?;
-        let path = self
-            .inodes
-            .child(parent, name)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let path = self.child_path(parent, name)?;
         if !self.inodes.local_children(&path).is_empty() {
             return Err(Failure::local(Errno::ENOTEMPTY, ""));
         }
@@ -577,14 +570,8 @@ impl Mount {
         no_replace: bool,
     ) -> Result<(), Failure> {
         self.writable()?;
-        let source = self
-            .inodes
-            .child(from.0, from.1)
-            .map_err(|e| Failure::local(e, "bad name"))?;
-        let destination = self
-            .inodes
-            .child(to.0, to.1)
-            .map_err(|e| Failure::local(e, "bad name"))?;
+        let source = self.child_path(from.0, from.1)?;
+        let destination = self.child_path(to.0, to.1)?;
         if source == destination {
             return Ok(());
         }
