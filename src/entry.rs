@@ -34,6 +34,10 @@ pub struct Entry {
     pub created: SystemTime,
     /// Generation: grows on every change of this path; 0 for directories.
     pub version: u64,
+    /// The executable bit of a file (docs/contract.md § The executable bit):
+    /// stored on every tier, so build scripts and git hooks written through
+    /// any surface run from a mount. False for directories and links.
+    pub executable: bool,
 }
 
 impl Entry {
@@ -51,6 +55,7 @@ impl Entry {
             modified: time,
             created: time,
             version: 0,
+            executable: false,
         }
     }
 }

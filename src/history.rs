@@ -36,6 +36,8 @@ impl FileVersion {
             modified: self.time,
             created: self.time,
             version: self.version,
+            // A past version's bit is applied by Restore, not reported here.
+            executable: false,
         }
     }
 }

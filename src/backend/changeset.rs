@@ -33,6 +33,9 @@ pub enum FileAction {
         operation: Operation,
         /// For a moved file: where it came from.
         moved_from: Option<VfsPath>,
+        /// The executable bit it gets; `None` keeps the replaced file's
+        /// (a new file's is off).
+        executable: Option<bool>,
     },
     /// The file is deleted.
     Delete {

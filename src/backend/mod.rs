@@ -98,7 +98,9 @@ pub fn restore_of_deletion(path: &VfsPath, version: u64) -> Error {
     ))
 }
 
-/// The condition a write must meet, from `create_only` and `if_version`.
+/// The condition a write must meet, from `create_only` and `if_version`,
+/// and the one attribute a write may set besides content: the executable
+/// bit (docs/contract.md § The executable bit).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Precondition {
     /// Fail with [`Error::AlreadyExists`] when the file exists.
@@ -106,9 +108,27 @@ pub struct Precondition {
     /// When set, the current version must equal it (0: must not exist), else
     /// [`Error::VersionMismatch`].
     pub if_version: Option<u64>,
+    /// The executable bit the written file gets; `None` keeps the replaced
+    /// file's (a new file's is off), as rewriting a file in POSIX keeps its
+    /// mode.
+    pub executable: Option<bool>,
 }
 
 impl Precondition {
+    /// The condition of a change of an existing file: only `if_version`.
+    pub fn if_version(if_version: Option<u64>) -> Precondition {
+        Precondition {
+            if_version,
+            ..Precondition::default()
+        }
+    }
+
+    /// The executable bit of the written file, given the replaced file's
+    /// (`None`: no file was there).
+    pub fn executable_after(&self, replaced: Option<bool>) -> bool {
+        self.executable.or(replaced).unwrap_or(false)
+    }
+
     /// Checks the condition against the current version (`None`: no file).
     pub fn check(&self, path: &VfsPath, current: Option<u64>) -> Result<()> {
         if self.create_only && current.is_some() {
@@ -501,7 +521,8 @@ pub trait Backend: Send + Sync {
     /// destination (docs/contract.md § Copy): `pre` applies to the
     /// destination as Write's does, missing parents are created, and the
     /// change is recorded as a write. Callers have checked that the paths
-    /// differ and the source's size. The default reads the source whole and
+    /// differ and the source's size. The copy gets the source's executable
+    /// bit, as `cp` gives it. The default reads the source whole and
     /// writes it (a byte copy, as the object tier does); the Filesystem
     /// tier reflinks, State shares the bytes, Store copies them under the
     /// locks of both keys.
@@ -512,7 +533,11 @@ pub trait Backend: Send + Sync {
         destination: &VfsPath,
         pre: Precondition,
     ) -> Result<WriteOutcome> {
-        let (data, _) = self.read(scope, source)?;
+        let (data, entry) = self.read(scope, source)?;
+        let pre = Precondition {
+            executable: Some(entry.executable),
+            ..pre
+        };
         self.write(scope, destination, data, pre)
     }
 

@@ -9,7 +9,8 @@
 //! origin: `operation (1) | principal length (1) | principal | handle length
 //! (1) | handle`, then, when the `INLINE` flag is set, the whole content. A
 //! past version (the `versions` column family) is the same value it had as
-//! the current one; a tombstone has the `TOMBSTONE` flag and no content.
+//! the current one; a tombstone has the `TOMBSTONE` flag and no content; the
+//! `EXECUTABLE` flag is the file's executable bit.
 //! Format 1 values (written before history existed) decode with an unknown
 //! origin. Files up to [`INLINE_MAX_BYTES`] live inline so a small-file
 //! read is one point lookup and Grep reads them straight from the iterator it
@@ -33,6 +34,9 @@ const FORMAT_NO_ORIGIN: u8 = 1;
 const INLINE: u8 = 1;
 /// Flag: a tombstone (a deletion kept in history).
 const TOMBSTONE: u8 = 2;
+/// Flag: the file's executable bit is set. Values written before the bit
+/// existed lack the flag, so their files read as not executable.
+const EXECUTABLE: u8 = 4;
 /// Header bytes before inline content.
 const HEADER_BYTES: usize = 2 + 5 * 8;
 
@@ -61,6 +65,8 @@ pub struct Meta {
     /// Usually the version that stored them; a streamed upload draws its id
     /// when it starts, before the version it commits with.
     pub blob: u64,
+    /// The file's executable bit.
+    pub executable: bool,
 }
 
 /// What the key-ordered engine needs of a record (the Store's files, the
@@ -72,6 +78,7 @@ impl Stored for Meta {
             size: self.size,
             created: self.created_time(),
             modified: self.modified_time(),
+            executable: self.executable,
         }
     }
 
@@ -91,6 +98,7 @@ impl Meta {
             modified: now,
             inline: true,
             blob: 0,
+            executable: false,
         }
     }
 
@@ -141,7 +149,9 @@ pub fn encode_tombstone(meta: &Meta, origin: &Origin) -> Vec<u8> {
 fn encode_flagged(meta: &Meta, origin: &Origin, content: Option<&[u8]>, flags: u8) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER_BYTES + 64 + content.map_or(0, <[u8]>::len));
     out.push(FORMAT);
-    out.push(flags | if content.is_some() { INLINE } else { 0 });
+    let inline = if content.is_some() { INLINE } else { 0 };
+    let executable = if meta.executable { EXECUTABLE } else { 0 };
+    out.push(flags | inline | executable);
     for n in [
         meta.version,
         meta.size,
@@ -243,6 +253,7 @@ pub fn decode<'v>(path: &dyn std::fmt::Display, value: &'v [u8]) -> Result<(Meta
         modified: word(3),
         inline,
         blob: word(4),
+        executable: value[1] & EXECUTABLE != 0,
     };
     let content = &value[content_at..];
     if inline && content.len() as u64 != meta.size {
@@ -264,6 +275,7 @@ mod tests {
             modified: 2,
             inline: true,
             blob: 0,
+            executable: true,
         };
         let origin = Origin {
             principal: "agent".into(),
@@ -315,6 +327,7 @@ mod tests {
                 modified: 0,
                 inline: true,
                 blob: 0,
+                executable: false,
             },
             &Origin::external(Operation::Write),
             Some(b"abc"),

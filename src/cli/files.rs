@@ -136,6 +136,7 @@ pub(super) async fn put(
         path,
         create_only,
         if_version: None,
+        executable: None,
     };
     let mut msgs = vec![pb::WriteBytesRequest {
         kind: Some(Kind::Header(header)),

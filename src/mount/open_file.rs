@@ -39,6 +39,12 @@ struct State {
     unlinked: bool,
     /// When the content last changed.
     modified: SystemTime,
+    /// The executable bit the handle shows while it holds changes: the
+    /// file's as read, or as a chmod through the mount set it.
+    executable: bool,
+    /// A bit the next commit sets (a new file's, or a chmod made while the
+    /// handle held changes); `None` keeps the server's.
+    set_executable: Option<bool>,
 }
 
 /// What a commit did.
@@ -62,7 +68,13 @@ pub struct OpenFile {
 }
 
 impl OpenFile {
-    fn with(ino: u64, staging: Staging, base: Option<u64>, dirty: bool, fill: Fill) -> Arc<Self> {
+    fn with(
+        ino: u64,
+        staging: Staging,
+        (base, dirty): (Option<u64>, bool),
+        (executable, set_executable): (bool, Option<bool>),
+        fill: Fill,
+    ) -> Arc<Self> {
         Arc::new(OpenFile {
             ino,
             state: Mutex::new(State {
@@ -71,6 +83,8 @@ impl OpenFile {
                 dirty,
                 unlinked: false,
                 modified: SystemTime::now(),
+                executable,
+                set_executable,
             }),
             fill: watch::Sender::new(fill),
             op: tokio::sync::Mutex::new(()),
@@ -79,38 +93,64 @@ impl OpenFile {
 
     /// An existing file, read lazily.
     pub fn existing(ino: u64, budget: Arc<Budget>) -> Arc<Self> {
-        OpenFile::with(ino, Staging::new(budget), None, false, Fill::Idle)
+        let staging = Staging::new(budget);
+        OpenFile::with(ino, staging, (None, false), (false, None), Fill::Idle)
     }
 
-    /// An existing file at `version` opened with O_TRUNC: empty and
+    /// An existing file at `info`'s version opened with O_TRUNC: empty and
     /// changed, committed over that version.
-    pub fn truncated(ino: u64, version: u64, budget: Arc<Budget>) -> Arc<Self> {
-        OpenFile::with(ino, Staging::new(budget), Some(version), true, Fill::Done)
+    pub fn truncated(ino: u64, info: &pb::FileInfo, budget: Arc<Budget>) -> Arc<Self> {
+        let (staging, base) = (Staging::new(budget), Some(info.version));
+        OpenFile::with(
+            ino,
+            staging,
+            (base, true),
+            (info.executable, None),
+            Fill::Done,
+        )
     }
 
-    /// A file created through the mount: empty, committed as new.
-    pub fn created(ino: u64, budget: Arc<Budget>) -> Arc<Self> {
-        OpenFile::with(ino, Staging::new(budget), Some(0), true, Fill::Done)
+    /// A file created through the mount with the executable bit
+    /// `executable`: empty, committed as new.
+    pub fn created(ino: u64, executable: bool, budget: Arc<Budget>) -> Arc<Self> {
+        let staging = Staging::new(budget);
+        let bit = (executable, Some(executable));
+        OpenFile::with(ino, staging, (Some(0), true), bit, Fill::Done)
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The size and time to report while the handle holds changes the
-    /// server has not seen yet (`None` when the server's are current).
-    pub fn pending_attr(&self) -> Option<(u64, SystemTime)> {
+    /// The size, time and executable bit to report while the handle holds
+    /// changes the server has not seen yet (`None` when the server's are
+    /// current).
+    pub fn pending_attr(&self) -> Option<(u64, SystemTime, bool)> {
         let state = self.state();
-        (state.dirty && !state.unlinked).then(|| (state.staging.len(), state.modified))
+        (state.dirty && !state.unlinked)
+            .then(|| (state.staging.len(), state.modified, state.executable))
     }
 
-    /// The size and time of the content the handle holds whole (its
-    /// snapshot read to the end, or its changes): what an unlinked file's
-    /// handle reports.
-    pub fn held_attr(&self) -> Option<(u64, SystemTime)> {
+    /// The size, time and executable bit of the content the handle holds
+    /// whole (its snapshot read to the end, or its changes): what an
+    /// unlinked file's handle reports.
+    pub fn held_attr(&self) -> Option<(u64, SystemTime, bool)> {
         let done = matches!(*self.fill.borrow(), Fill::Done);
         let state = self.state();
-        (done || state.dirty).then(|| (state.staging.len(), state.modified))
+        (done || state.dirty).then(|| (state.staging.len(), state.modified, state.executable))
+    }
+
+    /// A chmod through the mount: a handle holding changes takes the bit
+    /// into its next commit and answers true; otherwise false, and the
+    /// mount sets the bit on the server.
+    pub fn chmod(&self, executable: bool) -> bool {
+        let mut state = self.state();
+        if !state.dirty || state.unlinked {
+            return false;
+        }
+        state.executable = executable;
+        state.set_executable = Some(executable);
+        true
     }
 
     /// True for a file created through the mount and not yet committed.
@@ -124,9 +164,10 @@ impl OpenFile {
         self.state().base
     }
 
-    /// The file moved from version `from` to version `to` (Move gives it a
-    /// new one): a handle based on `from` is now based on `to`.
-    pub fn moved(&self, from: u64, to: u64) {
+    /// The file's content went from version `from` to version `to` (a Move,
+    /// or a change of its executable bit, gives it a new one): a handle
+    /// based on `from` is now based on `to`.
+    pub fn renumbered(&self, from: u64, to: u64) {
         let mut state = self.state();
         if state.base == Some(from) {
             state.base = Some(to);
@@ -191,6 +232,7 @@ impl OpenFile {
             let mut state = self.state();
             if let Some(info) = &message.info {
                 state.base = Some(info.version);
+                state.executable = state.set_executable.unwrap_or(info.executable);
             }
             if let Err(err) = state.staging.append(&message.data) {
                 tracing::warn!("mount: cannot stage a read: {err}");
@@ -258,7 +300,7 @@ impl OpenFile {
         if !matches!(*self.fill.borrow(), Fill::Idle) {
             return Ok(false);
         }
-        let version = remote.stat(path).await?.version;
+        let info = remote.stat(path).await?;
         let started = !self.fill.send_if_modified(|fill| match fill {
             Fill::Idle => {
                 *fill = Fill::Done;
@@ -267,7 +309,9 @@ impl OpenFile {
             _ => false,
         });
         if !started {
-            self.state().base = Some(version);
+            let mut state = self.state();
+            state.base = Some(info.version);
+            state.executable = state.set_executable.unwrap_or(info.executable);
         }
         Ok(!started)
     }
@@ -289,12 +333,12 @@ impl OpenFile {
         overwrite: bool,
     ) -> Result<Committed, Failure> {
         let _op = self.op.lock().await;
-        let (base, size) = {
+        let (base, size, executable) = {
             let state = self.state();
             if !state.dirty || state.unlinked {
                 return Ok(Committed::Clean);
             }
-            (state.base, state.staging.len())
+            (state.base, state.staging.len(), state.set_executable)
         };
         let if_version = if overwrite { None } else { base };
         let this = Arc::clone(self);
@@ -317,11 +361,15 @@ impl OpenFile {
                 }
             }
         });
-        match remote.write(path, if_version, size, chunks).await {
+        match remote
+            .write(path, (if_version, executable), size, chunks)
+            .await
+        {
             Ok(written) => {
                 let mut state = self.state();
                 state.base = Some(written.version);
                 state.dirty = false;
+                state.set_executable = None;
                 Ok(Committed::Version(written.version))
             }
             Err(failure) => {

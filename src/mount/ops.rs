@@ -44,7 +44,8 @@ pub struct Mount {
     files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     dirs: Mutex<HashMap<u64, Arc<Vec<Listed>>>>,
     next_handle: AtomicU64,
-    /// Permission bits set with chmod, by inode.
+    /// Permission bits set with chmod, by inode: a directory's, and a
+    /// file's bits the server does not keep (it keeps the executable bit).
     modes: Mutex<HashMap<u64, u16>>,
     grants: Grants,
     uid: u32,
@@ -115,19 +116,27 @@ impl Mount {
         }
     }
 
+    /// The attributes of `ino`; `executable` is a file's bit as the server
+    /// (or a handle holding changes) has it.
     fn attr(
         &self,
         ino: u64,
         kind: FileType,
-        size: u64,
+        (size, executable): (u64, bool),
         modified: SystemTime,
         created: SystemTime,
     ) -> FileAttr {
-        let default = match kind {
-            FileType::Directory => 0o755,
-            _ => 0o644,
+        let kept = lock(&self.modes).get(&ino).copied();
+        let perm = match kind {
+            FileType::Directory => kept.unwrap_or(0o755),
+            // The bits chmod set, while they agree with the server's bit
+            // (another writer may have changed it since).
+            _ => match kept {
+                Some(bits) if (bits & 0o100 != 0) == executable => bits,
+                _ if executable => 0o755,
+                _ => 0o644,
+            },
         };
-        let perm = lock(&self.modes).get(&ino).copied().unwrap_or(default);
         FileAttr {
             ino: INodeNo(ino),
             size,
@@ -154,22 +163,23 @@ impl Mount {
         };
         let modified = time(info.modified_time.as_ref());
         let created = time(info.created_time.as_ref());
-        self.attr(ino, kind, info.size, modified, created)
+        self.attr(ino, kind, (info.size, info.executable), modified, created)
     }
 
     fn dir_attr(&self, ino: u64) -> FileAttr {
         let now = SystemTime::now();
-        self.attr(ino, FileType::Directory, 0, now, now)
+        self.attr(ino, FileType::Directory, (0, false), now, now)
     }
 
     /// The attributes of an unlinked file open in `handles`: what they hold.
     fn held_attr(&self, ino: u64, handles: &[Arc<OpenFile>]) -> FileAttr {
         let now = SystemTime::now();
-        let (size, modified) = handles
+        let (size, modified, executable) = handles
             .iter()
             .find_map(|f| f.held_attr())
-            .unwrap_or((0, now));
-        self.attr(ino, FileType::RegularFile, size, modified, modified)
+            .unwrap_or((0, now, false));
+        let held = (size, executable);
+        self.attr(ino, FileType::RegularFile, held, modified, modified)
     }
 
     /// The open files of `ino`.
@@ -185,8 +195,9 @@ impl Mount {
     /// uncommitted changes, else from the server, else a kept directory.
     async fn attr_at(&self, ino: u64, path: &str) -> Result<FileAttr, Failure> {
         let handles = self.handles_of(ino);
-        if let Some((size, modified)) = handles.iter().find_map(|f| f.pending_attr()) {
-            return Ok(self.attr(ino, FileType::RegularFile, size, modified, modified));
+        if let Some((size, modified, executable)) = handles.iter().find_map(|f| f.pending_attr()) {
+            let pending = (size, executable);
+            return Ok(self.attr(ino, FileType::RegularFile, pending, modified, modified));
         }
         match self.remote.stat(path).await {
             Ok(info) => Ok(self.attr_of(ino, &info)),
@@ -242,8 +253,9 @@ impl Mount {
         }
     }
 
-    /// `setattr`: mode (kept by the mount), owner (only the mount's),
-    /// size (through a handle, or a commit of its own), times (ignored).
+    /// `setattr`: mode (a file's executable bit stored on the server, the
+    /// other bits kept by the mount), owner (only the mount's), size
+    /// (through a handle, or a commit of its own), times (ignored).
     pub async fn setattr(
         &self,
         ino: u64,
@@ -263,7 +275,7 @@ impl Mount {
             ));
         }
         if let Some(mode) = mode {
-            lock(&self.modes).insert(ino, (mode & 0o7777) as u16);
+            self.chmod(ino, path.as_deref().ok(), mode).await?;
         }
         if let Some(len) = size {
             self.granted("write", path.as_deref().unwrap_or_default())?;
@@ -282,6 +294,36 @@ impl Mount {
             }
         }
         self.getattr(ino).await
+    }
+
+    /// A chmod of `ino` (at `path`, `None` when unlinked): its bits kept,
+    /// and a file's executable bit carried by the commit of a handle
+    /// holding changes, or set on the server (a directory's stays here).
+    async fn chmod(&self, ino: u64, path: Option<&str>, mode: u32) -> Result<(), Failure> {
+        let executable = mode & 0o100 != 0;
+        let handles = self.handles_of(ino);
+        // Every handle holding changes takes the bit (not only the first).
+        let mut carried = false;
+        for file in &handles {
+            carried |= file.chmod(executable);
+        }
+        let on_server = path.filter(|p| ino != ROOT && !carried && !self.inodes.is_local_dir(p));
+        if let Some(path) = on_server {
+            self.granted("write", path)?;
+            match self.remote.set_executable(path, executable).await {
+                Ok(set) => {
+                    // Same content, new version: handles based on the old
+                    // one commit over the new one.
+                    for file in &handles {
+                        file.renumbered(set.previous_version, set.version);
+                    }
+                }
+                Err(f) if f.errno == Errno::EISDIR => {}
+                Err(f) => return Err(f),
+            }
+        }
+        lock(&self.modes).insert(ino, (mode & 0o7777) as u16);
+        Ok(())
     }
 
     /// `opendir`: a handle on a listing taken now (server and kept
@@ -396,8 +438,8 @@ impl Mount {
         }
         let file = match write && truncate {
             true => {
-                let version = self.remote.stat(&path).await?.version;
-                OpenFile::truncated(ino, version, Arc::clone(&self.budget))
+                let info = self.remote.stat(&path).await?;
+                OpenFile::truncated(ino, &info, Arc::clone(&self.budget))
             }
             false => OpenFile::existing(ino, Arc::clone(&self.budget)),
         };
@@ -426,13 +468,12 @@ impl Mount {
         let file = match existing {
             Some(_) if exclusive => return Err(Failure::local(Errno::EEXIST, "")),
             Some(info) if info.is_directory => return Err(Failure::local(Errno::EISDIR, "")),
-            Some(info) if truncate => {
-                OpenFile::truncated(ino, info.version, Arc::clone(&self.budget))
-            }
+            Some(info) if truncate => OpenFile::truncated(ino, &info, Arc::clone(&self.budget)),
             Some(_) => OpenFile::existing(ino, Arc::clone(&self.budget)),
             None => {
                 lock(&self.modes).insert(ino, (mode & 0o7777) as u16);
-                OpenFile::created(ino, Arc::clone(&self.budget))
+                let executable = mode & 0o100 != 0;
+                OpenFile::created(ino, executable, Arc::clone(&self.budget))
             }
         };
         let fh = self.register(file);
@@ -616,7 +657,7 @@ impl Mount {
                 for (file, path, base) in inside {
                     let new_path = format!("{destination}{}", &path[source.len()..]);
                     if let Ok(info) = self.remote.stat(&new_path).await {
-                        file.moved(base, info.version);
+                        file.renumbered(base, info.version);
                     }
                 }
                 // A moved file has a new version: its open handles commit
@@ -625,7 +666,7 @@ impl Mount {
                     && moved != 0
                 {
                     for file in self.handles_of(ino) {
-                        file.moved(info.version, moved);
+                        file.renumbered(info.version, moved);
                     }
                 }
             }

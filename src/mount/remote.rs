@@ -140,12 +140,13 @@ impl Remote {
     }
 
     /// Uploads `chunks` as the content of `path`, if it is at `if_version`
-    /// (0: it must not exist; `None`: whatever it is). The whole upload is
+    /// (0: it must not exist; `None`: whatever it is), setting the
+    /// executable bit when `executable` names one. The whole upload is
     /// bounded by `CALL_TIMEOUT` plus a second per 16 MiB.
     pub async fn write(
         &self,
         path: &str,
-        if_version: Option<u64>,
+        (if_version, executable): (Option<u64>, Option<bool>),
         size: u64,
         chunks: impl Stream<Item = pb::WriteBytesRequest> + Send + 'static,
     ) -> Result<pb::WriteBytesResponse, Failure> {
@@ -156,6 +157,7 @@ impl Remote {
                     path: path.to_owned(),
                     create_only: false,
                     if_version,
+                    executable,
                 },
             )),
         };
@@ -168,6 +170,21 @@ impl Remote {
                 format!("WriteBytes: the server did not answer within {limit:?}"),
             )),
         }
+    }
+
+    /// Sets or clears the executable bit of the file `path`.
+    pub async fn set_executable(
+        &self,
+        path: &str,
+        executable: bool,
+    ) -> Result<pb::SetExecutableResponse, Failure> {
+        let req = pb::SetExecutableRequest {
+            path: path.to_owned(),
+            executable,
+            if_version: None,
+        };
+        let set = bounded("SetExecutable", self.fs.clone().set_executable(req)).await?;
+        Ok(set.into_inner())
     }
 
     /// Deletes `path` (a directory: with what is under it).

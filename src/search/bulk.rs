@@ -544,6 +544,7 @@ mod tests {
             modified: SystemTime::UNIX_EPOCH,
             created: SystemTime::UNIX_EPOCH,
             version,
+            executable: false,
         })
     }
 

@@ -42,6 +42,7 @@ fn operation(op: pb::ChangesetOperation) -> Result<ChangeOp> {
             pre: Precondition {
                 create_only: w.create_only,
                 if_version: w.if_version,
+                executable: w.executable,
             },
         },
         PbOperation::Edit(e) => ChangeOp::Edit {
@@ -83,6 +84,7 @@ fn operation(op: pb::ChangesetOperation) -> Result<ChangeOp> {
             pre: Precondition {
                 create_only: m.create_only,
                 if_version: m.if_version,
+                ..Precondition::default()
             },
         },
     })

@@ -15,11 +15,17 @@ use crate::service::{
 use crate::text::Window;
 use tonic::Status;
 
-/// A write's condition from its request's `create_only` and `if_version`.
-pub fn precondition(create_only: bool, if_version: Option<u64>) -> Precondition {
+/// A write's condition from its request's `create_only` and `if_version`,
+/// with the executable bit it sets (`None`: keep the file's).
+pub fn precondition(
+    create_only: bool,
+    if_version: Option<u64>,
+    executable: Option<bool>,
+) -> Precondition {
     Precondition {
         create_only,
         if_version,
+        executable,
     }
 }
 
@@ -57,7 +63,8 @@ pub fn upload_message(m: pb::WriteBytesRequest) -> UploadMessage {
     use pb::write_bytes_request::Kind;
     match m.kind {
         Some(Kind::Header(h)) => {
-            UploadMessage::Start(h.path, precondition(h.create_only, h.if_version))
+            let pre = precondition(h.create_only, h.if_version, h.executable);
+            UploadMessage::Start(h.path, pre)
         }
         Some(Kind::Data(data)) => UploadMessage::Piece(data),
         None => UploadMessage::Neither,
@@ -230,6 +237,7 @@ pub fn file_info(e: &Entry) -> pb::FileInfo {
         created_time: Some(e.created.into()),
         version: e.version,
         is_symlink: matches!(e.kind, EntryKind::Symlink { .. }),
+        executable: e.executable,
     }
 }
 

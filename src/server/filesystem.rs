@@ -96,7 +96,7 @@ impl Filesystem for FilesystemService {
         let caller = caller(&req)?;
         let req = req.into_inner();
         let path = VfsPath::parse(&req.path)?;
-        let pre = convert::precondition(req.create_only, req.if_version);
+        let pre = convert::precondition(req.create_only, req.if_version, req.executable);
         let content = req.content.into_bytes();
         let out = self.service.write(&caller, path, content, pre).await?;
         Ok(Response::new(convert::write_response(out)))
@@ -158,7 +158,7 @@ impl Filesystem for FilesystemService {
         let source = VfsPath::parse(&req.source)?;
         let destination = VfsPath::parse(&req.destination)?;
         let shown = (source.to_string(), destination.to_string());
-        let pre = convert::precondition(req.create_only, req.if_version);
+        let pre = convert::precondition(req.create_only, req.if_version, None);
         let out = (self.service)
             .rename(&caller, source, destination, pre)
             .await?;
@@ -340,11 +340,30 @@ impl Filesystem for FilesystemService {
         let req = req.into_inner();
         let source = VfsPath::parse(&req.source)?;
         let destination = VfsPath::parse(&req.destination)?;
-        let pre = convert::precondition(req.create_only, req.if_version);
+        let pre = convert::precondition(req.create_only, req.if_version, None);
         let shown = source.to_string();
         let out = (self.service)
             .run(&caller, move |files| files.copy(&source, &destination, pre))
             .await?;
         Ok(Response::new(convert::copy_response(shown, out)))
+    }
+
+    async fn set_executable(
+        &self,
+        req: Request<pb::SetExecutableRequest>,
+    ) -> Reply<pb::SetExecutableResponse> {
+        let caller = caller(&req)?;
+        let req = req.into_inner();
+        let path = VfsPath::parse(&req.path)?;
+        let shown = path.to_string();
+        let (previous_version, version) = (self.service)
+            .set_executable(&caller, path, req.executable, req.if_version)
+            .await?;
+        Ok(Response::new(pb::SetExecutableResponse {
+            path: shown,
+            version,
+            changed: version != previous_version,
+            previous_version,
+        }))
     }
 }

@@ -618,10 +618,7 @@ impl Files<'_> {
                 Step::Take(Some(data)) => ops.push(ChangeOp::Write {
                     path: path.clone(),
                     data: Bytes::from(data),
-                    pre: Precondition {
-                        create_only: false,
-                        if_version: Some(guard),
-                    },
+                    pre: Precondition::if_version(Some(guard)),
                 }),
                 Step::Take(None) if now.is_none() => {}
                 Step::Take(None) => ops.push(ChangeOp::Delete {

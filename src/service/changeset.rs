@@ -198,6 +198,9 @@ struct Staged {
     moved_from: Option<VfsPath>,
     /// Where it went, when a move took it away last.
     moved_to: Option<VfsPath>,
+    /// Its executable bit now (off when absent): read with its version,
+    /// set by a write that names it, carried by a move.
+    executable: bool,
 }
 
 /// One staging of a changeset over the files.
@@ -226,12 +229,12 @@ impl Stage<'_, '_> {
     fn look(&mut self, path: &VfsPath) -> Result<&mut Staged> {
         if !self.staged.contains_key(path) {
             let scope = self.files.scope();
-            let read = match self.files.backend().stat(scope, path) {
+            let (read, executable) = match self.files.backend().stat(scope, path) {
                 Ok(entry) if entry.is_directory() => {
                     return Err(Error::IsDirectory(path.to_string()));
                 }
-                Ok(entry) => Some(entry.version),
-                Err(Error::NotFound(_)) => None,
+                Ok(entry) => (Some(entry.version), entry.executable),
+                Err(Error::NotFound(_)) => (None, false),
                 Err(e) => return Err(e),
             };
             let staged = Staged {
@@ -241,6 +244,7 @@ impl Stage<'_, '_> {
                 operation: Operation::Write,
                 moved_from: None,
                 moved_to: None,
+                executable,
             };
             self.staged.insert(path.clone(), staged);
         }
@@ -299,6 +303,8 @@ impl Stage<'_, '_> {
     /// Makes `data` the staged content of `path` (`None`: deleted).
     fn set(&mut self, path: &VfsPath, data: Option<Bytes>, operation: Operation) {
         let staged = self.staged.get_mut(path).expect("looked at first");
+        // A deleted file's bit goes with it; a file written there is new.
+        staged.executable &= data.is_some();
         staged.content = data.map(Some);
         staged.changed = true;
         staged.operation = operation;
@@ -319,13 +325,15 @@ impl Stage<'_, '_> {
             ChangeOp::Write { path, data, pre } => {
                 self.check(path, *pre)?;
                 self.set(path, Some(data.clone()), Operation::Write);
+                let staged = self.staged.get_mut(path).expect("set");
+                staged.executable = pre.executable.unwrap_or(staged.executable);
             }
             ChangeOp::Edit {
                 path,
                 edits,
                 if_version,
             } => {
-                self.check(path, version_only(*if_version))?;
+                self.check(path, Precondition::if_version(*if_version))?;
                 let old = self.text(path)?;
                 let specs: Vec<EditSpec<'_>> = edits.iter().map(TextEdit::spec).collect();
                 let (new, _) = text::apply_edits(&old, &specs, max)?;
@@ -348,7 +356,7 @@ impl Stage<'_, '_> {
                 self.set(path, Some(new.into_bytes().into()), Operation::Edit);
             }
             ChangeOp::Delete { path, if_version } => {
-                self.check(path, version_only(*if_version))?;
+                self.check(path, Precondition::if_version(*if_version))?;
                 if self.look(path)?.content.is_none() {
                     return Err(Error::NotFound(path.to_string()));
                 }
@@ -360,17 +368,20 @@ impl Stage<'_, '_> {
                 pre,
             } => {
                 crate::backend::check_move_paths(source, destination)?;
-                self.check(source, version_only(pre.if_version))?;
+                self.check(source, Precondition::if_version(pre.if_version))?;
                 let data = self.content(source)?;
                 self.check(
                     destination,
                     Precondition {
                         create_only: pre.create_only,
                         if_version: None,
+                        ..Precondition::default()
                     },
                 )?;
+                let executable = self.staged[source].executable;
                 self.set(source, None, Operation::Move);
                 self.set(destination, Some(data), Operation::Move);
+                self.staged.get_mut(destination).expect("set").executable = executable;
                 self.staged.get_mut(source).expect("set").moved_to = Some(destination.clone());
                 self.staged.get_mut(destination).expect("set").moved_from = Some(source.clone());
             }
@@ -408,6 +419,7 @@ impl Stage<'_, '_> {
                         data: data.expect("a changed file's content is staged"),
                         operation: staged.operation,
                         moved_from: staged.moved_from,
+                        executable: Some(staged.executable),
                     },
                 };
                 FileChange {
@@ -417,14 +429,6 @@ impl Stage<'_, '_> {
                 }
             })
             .collect()
-    }
-}
-
-/// The precondition `if_version` alone.
-fn version_only(if_version: Option<u64>) -> Precondition {
-    Precondition {
-        create_only: false,
-        if_version,
     }
 }
 

@@ -141,11 +141,7 @@ impl Files<'_> {
             };
             if dry_run {
                 self.read(path, Op::ReadFile).and_then(|(data, entry)| {
-                    Precondition {
-                        create_only: false,
-                        if_version,
-                    }
-                    .check(path, Some(entry.version))?;
+                    Precondition::if_version(if_version).check(path, Some(entry.version))?;
                     apply(&data).map(|_| entry.version)
                 })
             } else {

@@ -6,7 +6,7 @@ use crate::access::Op;
 use crate::backend::{
     Backend, ChunkReader, MoveOutcome, Precondition, UpdateFn, WriteOutcome, check_move_paths,
 };
-use crate::entry::Entry;
+use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 
@@ -253,4 +253,72 @@ impl<'a> Files<'a> {
         self.backend
             .copy(&self.caller.scope, source, destination, pre)
     }
+
+    /// Sets or clears a file's executable bit (`write` grant) as a new
+    /// version with the same content (docs/contract.md § The executable
+    /// bit); answers the version whose content was carried and the version
+    /// after (the same when the bit already was so). The content goes from
+    /// the current version to the new one in pieces, charged to the caller
+    /// as a read of it.
+    pub fn set_executable(
+        &self,
+        path: &VfsPath,
+        executable: bool,
+        if_version: Option<u64>,
+    ) -> Result<(u64, u64)> {
+        self.check(path, Op::Write)?;
+        let scope = &self.caller.scope;
+        for _ in 0..SET_EXECUTABLE_ATTEMPTS {
+            let entry = self.backend.stat(scope, path)?;
+            match entry.kind {
+                EntryKind::File => {}
+                EntryKind::Directory => return Err(Error::IsDirectory(path.to_string())),
+                EntryKind::Symlink { .. } => {
+                    return Err(Error::PermissionDenied(format!(
+                        "{path} is a symbolic link; it has no executable bit of its own"
+                    )));
+                }
+            }
+            Precondition::if_version(if_version).check(path, Some(entry.version))?;
+            if entry.executable == executable {
+                return Ok((entry.version, entry.version));
+            }
+            self.charge(entry.size, "carrying the file to its new version")?;
+            let (found, mut pieces) =
+                self.backend
+                    .read_chunks(scope, path, SET_EXECUTABLE_PIECE)?;
+            let pre = Precondition {
+                create_only: false,
+                if_version: Some(found.version),
+                executable: Some(executable),
+            };
+            let written = if found.version == entry.version {
+                self.backend.write_chunks(scope, path, pre, &mut pieces)
+            } else {
+                Err(Error::VersionMismatch {
+                    path: path.to_string(),
+                    expected: entry.version,
+                    actual: found.version,
+                })
+            };
+            self.release(entry.size);
+            match written {
+                Ok(outcome) => return Ok((entry.version, outcome.version)),
+                // Changed between the look and the write: the caller named
+                // no version, so look again.
+                Err(Error::VersionMismatch { .. }) if if_version.is_none() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unavailable(format!(
+            "{path}: setting its executable bit lost {SET_EXECUTABLE_ATTEMPTS} races with other \
+             writers; try again"
+        )))
+    }
 }
+
+/// Tries of [`Files::set_executable`] against concurrent writers.
+const SET_EXECUTABLE_ATTEMPTS: usize = 8;
+/// Pieces [`Files::set_executable`] carries content in: one ReadBytes
+/// message's worth.
+const SET_EXECUTABLE_PIECE: usize = 1 << 20;

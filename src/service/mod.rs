@@ -294,6 +294,21 @@ impl Service {
             .await
     }
 
+    /// Sets or clears a file's executable bit (`write` grant;
+    /// [`files::Files::set_executable`]).
+    pub async fn set_executable(
+        &self,
+        caller: &Caller,
+        path: VfsPath,
+        executable: bool,
+        if_version: Option<u64>,
+    ) -> Result<(u64, u64)> {
+        self.run(caller, move |files| {
+            files.set_executable(&path, executable, if_version)
+        })
+        .await
+    }
+
     /// Deletes a file or a directory tree (`delete` grant).
     pub async fn delete(
         &self,

@@ -234,10 +234,7 @@ impl Files<'_> {
                     Some(data) => ChangeOp::Write {
                         path,
                         data: data.into(),
-                        pre: Precondition {
-                            create_only: false,
-                            if_version,
-                        },
+                        pre: Precondition::if_version(if_version),
                     },
                     None => ChangeOp::Delete { path, if_version },
                 }

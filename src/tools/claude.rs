@@ -181,6 +181,7 @@ pub async fn create(call: &Call, path: VfsPath, content: &str) -> crate::Result<
     let pre = Precondition {
         create_only: true,
         if_version: None,
+        ..Precondition::default()
     };
     call.service
         .write(&call.caller, path, content.as_bytes().to_vec(), pre)

@@ -57,6 +57,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let pre = Precondition {
         create_only: !overwrite,
         if_version: None,
+        ..Precondition::default()
     };
     let out = call
         .service

@@ -378,6 +378,7 @@ async fn rename(call: &Call, from: Located, to: Located) -> Result<String, ToolE
     let pre = Precondition {
         create_only: true,
         if_version: None,
+        ..Precondition::default()
     };
     let (old, new) = (from.raw, to.raw);
     match call

@@ -66,6 +66,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
     let pre = Precondition {
         create_only: !overwrite,
         if_version: expected,
+        ..Precondition::default()
     };
     let out = call
         .service

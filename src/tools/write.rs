@@ -167,6 +167,7 @@ pub async fn run(call: &mut Call, raw: &Object) -> Result<Outcome, ToolError> {
             let pre = Precondition {
                 create_only: current.is_none(),
                 if_version: current.as_ref().map(|(_, v)| *v),
+                ..Precondition::default()
             };
             match (&current, expected) {
                 (Some(_), None) => return Err(Error::AlreadyExists(path.to_string())),

@@ -18,6 +18,7 @@ fn put(t: &Tier, rel: &str, expected: Option<u64>, data: &str) -> FileChange {
             data: data.as_bytes().to_vec().into(),
             operation: Operation::Write,
             moved_from: None,
+            executable: None,
         },
     }
 }
@@ -284,4 +285,35 @@ pub fn concurrent_changesets_serialize(t: &Tier) {
     let total: i64 = (0..FILES).map(|i| read(&format!("acct{i}")).1).sum();
     assert_eq!(total, 100 * FILES as i64);
     assert_eq!(committed.into_inner(), THREADS * ROUNDS);
+}
+
+/// A changeset's put keeps the replaced file's executable bit unless it
+/// names one, and a put that names one sets it (docs/contract.md § The
+/// executable bit).
+pub fn a_changeset_keeps_or_sets_the_executable_bit(t: &Tier) {
+    if without_changesets(t) {
+        return;
+    }
+    let on = agentvfs::backend::Precondition {
+        executable: Some(true),
+        ..Default::default()
+    };
+    let run = t.write_pre("run.sh", "#!/bin/sh\n", on).unwrap().version;
+    let named = FileChange {
+        action: FileAction::Put {
+            data: b"new tool".to_vec().into(),
+            operation: Operation::Write,
+            moved_from: None,
+            executable: Some(true),
+        },
+        ..put(t, "tool", None, "")
+    };
+    commit(
+        t,
+        &[put(t, "run.sh", Some(run), "#!/bin/sh\necho\n"), named],
+    )
+    .unwrap();
+    assert!(t.stat("run.sh").unwrap().executable, "{:?}: kept", t.kind);
+    assert!(t.stat("tool").unwrap().executable, "{:?}: set", t.kind);
+    assert_eq!(t.content("tool"), b"new tool", "{:?}", t.kind);
 }

@@ -647,16 +647,13 @@ pub fn any() -> Precondition {
 pub fn create_only() -> Precondition {
     Precondition {
         create_only: true,
-        if_version: None,
+        ..Precondition::default()
     }
 }
 
 /// `if_version`.
 pub fn if_version(version: u64) -> Precondition {
-    Precondition {
-        create_only: false,
-        if_version: Some(version),
-    }
+    Precondition::if_version(Some(version))
 }
 
 /// `size` bytes of a pattern that never repeats at a power-of-two period,

@@ -125,6 +125,7 @@ macro_rules! contract_suite {
                 writing_below_a_file_is_not_directory,
                 writing_deep_below_a_file_names_the_file,
                 a_write_creates_missing_parents,
+                the_executable_bit_is_kept_until_a_write_names_it,
             );
             section!($setup, edits:
                 update_replaces_the_content_with_the_closure_result,
@@ -200,6 +201,7 @@ macro_rules! contract_suite {
                 a_changeset_is_logged_together,
                 a_changeset_keeps_history,
                 concurrent_changesets_serialize,
+                a_changeset_keeps_or_sets_the_executable_bit,
             );
             section!($setup, history:
                 versions_are_listed_newest_first_with_their_origin,

@@ -2,6 +2,7 @@
 //! that only grow, and writes where a directory or a file is in the way.
 
 use crate::harness::{Tier, any, create_only, expect_err, if_version};
+use agentvfs::backend::Precondition;
 use agentvfs::entry::EntryKind;
 use tonic::Code;
 
@@ -202,4 +203,58 @@ pub fn a_write_creates_missing_parents(t: &Tier) {
         assert!(t.stat(&dir).unwrap().is_directory(), "{dir}");
     }
     assert_eq!(t.content("a/b/c/d/e/f"), b"x");
+}
+
+/// The executable bit (docs/contract.md § The executable bit): off for a
+/// new file, set by a write that names it, kept by every change that does
+/// not (a rewrite, an update, a move), carried by a copy, shown by stat,
+/// list and read alike, and cleared by a write that names it off.
+pub fn the_executable_bit_is_kept_until_a_write_names_it(t: &Tier) {
+    let bit = |rel: &str| t.stat(rel).unwrap().executable;
+    let set = |on: bool| Precondition {
+        executable: Some(on),
+        ..any()
+    };
+    t.write("plain.txt", "text");
+    assert!(
+        !bit("plain.txt"),
+        "{:?}: a new file is not executable",
+        t.kind
+    );
+    t.write_pre("run.sh", "#!/bin/sh\n", set(true)).unwrap();
+    assert!(bit("run.sh"), "{:?}", t.kind);
+    let listed = t.list("").unwrap();
+    let shown = |rel: &str| {
+        listed
+            .iter()
+            .find(|e| e.path == t.path(rel))
+            .unwrap()
+            .executable
+    };
+    assert!(
+        shown("run.sh") && !shown("plain.txt"),
+        "{:?}: listed",
+        t.kind
+    );
+    assert!(
+        t.try_read("run.sh").unwrap().1.executable,
+        "{:?}: read",
+        t.kind
+    );
+    t.write("run.sh", "#!/bin/sh\necho 1\n");
+    assert!(bit("run.sh"), "{:?}: a rewrite keeps the bit", t.kind);
+    t.update("run.sh", None, &mut |d| Ok([d, b"echo 2\n"].concat()))
+        .unwrap();
+    assert!(bit("run.sh"), "{:?}: an update keeps the bit", t.kind);
+    t.rename("run.sh", "bin/run.sh", any()).unwrap();
+    assert!(bit("bin/run.sh"), "{:?}: a move keeps the bit", t.kind);
+    t.backend
+        .copy(&t.scope, &t.path("bin/run.sh"), &t.path("copy.sh"), any())
+        .unwrap();
+    assert!(bit("copy.sh"), "{:?}: a copy carries the bit", t.kind);
+    t.write_pre("copy.sh", "#!/bin/sh\n", set(false)).unwrap();
+    assert!(!bit("copy.sh"), "{:?}: a write clears the bit", t.kind);
+    t.write_pre("plain.txt", "text", set(true)).unwrap();
+    assert!(bit("plain.txt"), "{:?}: a write sets the bit", t.kind);
+    assert_eq!(t.content("plain.txt"), b"text", "{:?}", t.kind);
 }

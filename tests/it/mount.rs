@@ -1183,3 +1183,110 @@ async fn posix_semantics_of_the_table() {
     let own = Command::new("chown").arg("0:0").arg(&h).status().unwrap();
     assert!(own.success());
 }
+
+/// The executable bit of a file, as the server answers it over gRPC.
+async fn executable(server: &Server, path: &str) -> bool {
+    let req = as_owner(pb::StatRequest { path: path.into() });
+    let stat = server.fs().await.stat(req).await;
+    let stat = stat.unwrap_or_else(|s| panic!("stat {path}: {s:?}"));
+    stat.into_inner().info.unwrap().executable
+}
+
+/// The mode bits of a file on the mount.
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// The executable bit is stored on the server, on the Store and on the
+/// Filesystem tier (docs/mount.md § POSIX): `chmod +x` on the mount shows
+/// over gRPC and after a remount; a gRPC write that sets it makes a script
+/// the mount runs; a chmod between a handle's writes and its close goes
+/// with that one commit (no conflict, one version); `chmod -x` clears it;
+/// and a chmod needs a write grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_executable_bit_is_stored_on_the_server() {
+    if !fuse_available() {
+        return;
+    }
+    let server = Server::start_with(Some(CONFIG), &[]);
+    for logical in ["/memories/x", "/workspace/x"] {
+        put(&server, &format!("{logical}/.keep"), "").await;
+        let m = mount(&server, OWNER, &[], logical);
+        let root = m.path();
+        std::fs::write(root.join("build.sh"), "#!/bin/sh\necho built\n").unwrap();
+        assert_eq!(mode(&root.join("build.sh")), 0o644, "{logical}");
+        assert!(!executable(&server, &format!("{logical}/build.sh")).await);
+        let chmod = Command::new("chmod")
+            .arg("+x")
+            .arg(root.join("build.sh"))
+            .status();
+        assert!(chmod.unwrap().success());
+        assert!(
+            executable(&server, &format!("{logical}/build.sh")).await,
+            "{logical}: chmod +x reached the server"
+        );
+        let ran = Command::new(root.join("build.sh")).output().unwrap();
+        assert_eq!(ran.stdout, b"built\n", "{logical}");
+
+        // Set over gRPC: the mount shows it and runs the script.
+        let req = as_owner(pb::WriteRequest {
+            path: format!("{logical}/tool.sh"),
+            content: "#!/bin/sh\necho tool\n".into(),
+            executable: Some(true),
+            ..Default::default()
+        });
+        server.fs().await.write(req).await.unwrap();
+        let tool = root.join("tool.sh");
+        let shown = tokio::task::block_in_place(|| {
+            visible_within(&tool, b"#!/bin/sh\necho tool\n", Duration::from_secs(1))
+        });
+        assert!(shown.is_some(), "{logical}: the gRPC write shows");
+        assert_eq!(mode(&tool), 0o755, "{logical}");
+        assert_eq!(Command::new(&tool).output().unwrap().stdout, b"tool\n");
+
+        // Written, chmod'ed through the handle, closed: one commit.
+        let script = "import os,sys\nf=open(sys.argv[1],'w')\nf.write('#!/bin/sh\\necho late\\n')\n\
+             f.flush()\nos.fchmod(f.fileno(), 0o755)\nf.close()\n";
+        let late = root.join("late.sh");
+        let py = Command::new("python3")
+            .args(["-c", script])
+            .arg(&late)
+            .status();
+        assert!(py.unwrap().success(), "{logical}; log: {}", m.logs());
+        assert!(executable(&server, &format!("{logical}/late.sh")).await);
+        if logical.starts_with("/memories") {
+            // (The Filesystem tier keeps no history to count.)
+            assert_eq!(versions(&server, &format!("{logical}/late.sh")).await, 1);
+        }
+        assert_eq!(Command::new(&late).output().unwrap().stdout, b"late\n");
+
+        let chmod = Command::new("chmod").arg("-x").arg(&tool).status();
+        assert!(chmod.unwrap().success());
+        assert!(!executable(&server, &format!("{logical}/tool.sh")).await);
+        assert_eq!(
+            get(&server, &format!("{logical}/tool.sh")).await,
+            b"#!/bin/sh\necho tool\n"
+        );
+        drop(m);
+
+        // A new mount has no memory of the old one's chmods.
+        let again = mount(&server, OWNER, &[], logical);
+        assert_eq!(mode(&again.path().join("build.sh")), 0o755, "{logical}");
+        assert_eq!(mode(&again.path().join("tool.sh")), 0o644, "{logical}");
+    }
+    // A read-only grant refuses a chmod, and nothing changes.
+    put(&server, "/memories/shared/ro.sh", "#!/bin/sh\n").await;
+    let m = mount(&server, AGENT, &[], "/memories/shared");
+    let out = Command::new("chmod")
+        .arg("+x")
+        .arg(m.path().join("ro.sh"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Permission denied") || err.contains("Read-only"),
+        "{err}"
+    );
+    assert!(!executable(&server, "/memories/shared/ro.sh").await);
+}

@@ -157,10 +157,7 @@ fn a_file_moves_with_its_content_times_and_a_new_version() {
         assert!(t.missing("src/a.txt") && t.missing("src"), "{}", t.name);
         assert_eq!(t.names("dst/deep"), ["b.txt"], "{}", t.name);
         // A version taken before the move never matches the moved file.
-        let stale = Precondition {
-            create_only: false,
-            if_version: Some(old),
-        };
+        let stale = Precondition::if_version(Some(old));
         assert!(
             matches!(
                 t.rename("dst/deep/b.txt", "back.txt", stale),
@@ -226,7 +223,7 @@ fn create_only_and_replacing_a_file() {
         t.write("b", b"old");
         let create_only = Precondition {
             create_only: true,
-            if_version: None,
+            ..Precondition::default()
         };
         let err = t.rename("a", "b", create_only).unwrap_err();
         assert_eq!(
@@ -250,19 +247,13 @@ fn if_version_guards_the_source_file_only() {
     for t in tiers() {
         let v = t.write("f", b"1");
         t.write("dir/g", b"2");
-        let wrong = Precondition {
-            create_only: false,
-            if_version: Some(v + 100),
-        };
+        let wrong = Precondition::if_version(Some(v + 100));
         assert!(
             matches!(t.rename("f", "h", wrong), Err(Error::VersionMismatch { expected, actual, .. }) if expected == v + 100 && actual == v),
             "{}",
             t.name
         );
-        let right = Precondition {
-            create_only: false,
-            if_version: Some(v),
-        };
+        let right = Precondition::if_version(Some(v));
         assert_eq!(t.rename("f", "h", right).unwrap().files_moved, 1);
         assert_eq!(
             t.rename("dir", "dir2", right).unwrap_err(),

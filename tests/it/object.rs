@@ -131,6 +131,7 @@ async fn create_only_races_across_servers_have_one_winner() {
                         content: format!("writer {w}"),
                         create_only: true,
                         if_version: None,
+                        executable: None,
                     };
                     (w, fs.write(req).await)
                 })
@@ -175,6 +176,7 @@ async fn a_stale_if_version_is_conflict_on_every_server() {
                 content: "lost\n".into(),
                 create_only: false,
                 if_version: Some(v1),
+                executable: None,
             })
             .await
             .unwrap_err();
@@ -215,6 +217,7 @@ async fn a_stale_if_version_is_conflict_on_every_server() {
             content: "lost\n".into(),
             create_only: false,
             if_version: Some(v1),
+            executable: None,
         })
         .await
         .unwrap_err();

@@ -246,6 +246,7 @@ impl<'a> Registry<'a> {
         let pre = Precondition {
             create_only: true,
             if_version: None,
+            ..Precondition::default()
         };
         let path = Registry::record_path(&record.mount, &record.name)?;
         match self.backend.write(

@@ -48,7 +48,7 @@
 use super::FsBackend;
 use super::sandbox::{self, Links, errno, file_type};
 use super::tree::identity;
-use super::write::keep_owner_and_mode;
+use super::write::{keep_owner_and_mode, set_executable_bit};
 use crate::backend::changeset::stale;
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};
@@ -431,13 +431,13 @@ impl FsBackend {
 
     /// Writes `data` to the new staged file `staged` in `staging` for
     /// `path`, stamped with the version after `old`'s and given its owner
-    /// and mode.
+    /// and mode, with the executable bit `executable` where it names one.
     fn prepare_staged(
         &self,
         path: &VfsPath,
         staging: &OwnedFd,
         staged: &str,
-        data: &[u8],
+        (data, executable): (&[u8], Option<bool>),
         old: Option<&Stat>,
     ) -> Result<OwnedFd> {
         let os = |e| errno(path, e);
@@ -454,6 +454,7 @@ impl FsBackend {
         if let Some(old) = old {
             keep_owner_and_mode(path, &fd, old)?;
         }
+        set_executable_bit(path, &fd, executable)?;
         let floor = old.map_or(0, sandbox::version) + 1;
         let ts = sandbox::timespec(sandbox::nanos(SystemTime::now()).max(floor));
         let times = Timestamps {
@@ -563,13 +564,17 @@ impl FsBackend {
             for (index, (change, (dir, old))) in changes.iter().zip(olds).enumerate() {
                 let path = &change.path;
                 match &change.action {
-                    FileAction::Put { data, .. } => {
+                    FileAction::Put {
+                        data, executable, ..
+                    } => {
                         let dir = match dir {
                             Some(dir) => dir,
                             None => self.sandbox.parent_creating(path)?.0,
                         };
                         let staged = Journal::staged_name(&id, index);
-                        let fd = self.prepare_staged(path, staging, &staged, data, old.as_ref())?;
+                        let content = (&data[..], *executable);
+                        let fd =
+                            self.prepare_staged(path, staging, &staged, content, old.as_ref())?;
                         prepared.push(Prepared {
                             index,
                             dir,

@@ -9,7 +9,7 @@
 //! caller's grants hold at its target), so its content is one state of the
 //! file; the size limit is checked on the opened file.
 
-use super::sandbox::errno;
+use super::sandbox::{self, errno};
 use super::write::Temp;
 use super::{FsBackend, READ_OPS, link_rule};
 use crate::backend::{Precondition, WriteOutcome};
@@ -33,6 +33,11 @@ impl FsBackend {
         let (src, st) = self.open_named(source, &rule)?;
         let size = st.st_size as u64;
         Error::check_file_size(source, size, self.max_file_bytes)?;
+        // The copy gets the source's executable bit, as `cp` gives it.
+        let pre = Precondition {
+            executable: Some(sandbox::executable(&st)),
+            ..pre
+        };
         self.write_with(scope, destination, pre, &mut |temp| {
             clone_into(destination, &src, size, self.max_file_bytes, temp)
         })

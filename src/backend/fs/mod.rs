@@ -406,6 +406,7 @@ impl FsBackend {
             modified,
             created: modified,
             version: if is_dir { 0 } else { sandbox::version(st) },
+            executable: kind == EntryKind::File && sandbox::executable(st),
         }
     }
 }
@@ -445,11 +446,7 @@ fn check_leaf_version(path: &VfsPath, st: &Stat, if_version: Option<u64>) -> Res
             "{path} is a symbolic link; it has no version of its own"
         )));
     }
-    Precondition {
-        create_only: false,
-        if_version,
-    }
-    .check(path, Some(sandbox::version(st)))
+    Precondition::if_version(if_version).check(path, Some(sandbox::version(st)))
 }
 
 impl Backend for FsBackend {
@@ -601,19 +598,12 @@ impl Backend for FsBackend {
         let st = self.regular(path, &fd)?;
         let data = self.read_whole(path, fd, &st)?;
         let seen = sandbox::version(&st);
-        Precondition {
-            create_only: false,
-            if_version,
-        }
-        .check(path, Some(seen))?;
+        Precondition::if_version(if_version).check(path, Some(seen))?;
         let new = f(&data)?;
         drop(data);
         let mut temp = self.create_temp(path, &dir)?;
         self.append(path, &mut temp, &new)?;
-        let pre = Precondition {
-            create_only: false,
-            if_version: Some(seen),
-        };
+        let pre = Precondition::if_version(Some(seen));
         self.expect(path);
         let out = self.commit(path, name, temp, pre)?;
         self.record_write(scope, &out, Operation::Edit);

@@ -505,6 +505,13 @@ pub fn version(st: &Stat) -> u64 {
     m.max(c).max(1)
 }
 
+/// The executable bit of a file whose `lstat` is `st`: its owner's execute
+/// permission, the bit `chmod +x` sets and the mount shows
+/// (docs/contract.md § The executable bit).
+pub fn executable(st: &Stat) -> bool {
+    st.st_mode & 0o100 != 0
+}
+
 /// What a Glob lists for the file or link (`link`) at `path` whose `lstat`
 /// is `st`: the tree's walk (`super::search`) and the table's
 /// (`super::table_walk`) alike.
@@ -524,6 +531,7 @@ pub fn glob_entry(path: VfsPath, st: &Stat, link: bool) -> Entry {
         modified,
         created: modified,
         version: version(st),
+        executable: !link && executable(st),
     }
 }
 

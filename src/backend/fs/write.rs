@@ -177,6 +177,7 @@ impl FsBackend {
         if let Some(st) = &old {
             keep_owner_and_mode(path, &temp.fd, st)?;
         }
+        set_executable_bit(path, &temp.fd, pre.executable)?;
         let stamp = sandbox::nanos(SystemTime::now()).max(old_version.unwrap_or(0) + 1);
         let ts = sandbox::timespec(stamp);
         let times = Timestamps {
@@ -253,6 +254,30 @@ impl FsBackend {
         self.record_write(scope, &out, Operation::Write);
         Ok(out)
     }
+}
+
+/// Sets (`Some(true)`) or clears (`Some(false)`) the executable bit of the
+/// file open as `fd`, as `chmod +x` and `chmod -x` do: execute permission
+/// wherever read permission is, or none (docs/contract.md § The executable
+/// bit). `None` leaves the mode as it is.
+pub(super) fn set_executable_bit(
+    path: &VfsPath,
+    fd: &OwnedFd,
+    executable: Option<bool>,
+) -> Result<()> {
+    let Some(executable) = executable else {
+        return Ok(());
+    };
+    let st = rustix::fs::fstat(fd).map_err(|e| errno(path, e))?;
+    let mode = st.st_mode & KEPT_MODE_BITS & !0o111;
+    let mode = match executable {
+        true => mode | ((mode & 0o444) >> 2),
+        false => mode,
+    };
+    if mode == st.st_mode & KEPT_MODE_BITS {
+        return Ok(());
+    }
+    rustix::fs::fchmod(fd, Mode::from_raw_mode(mode as _)).map_err(|e| errno(path, e))
 }
 
 /// Gives the new content of a replaced file the old file's owner (where the

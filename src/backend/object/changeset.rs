@@ -232,6 +232,7 @@ impl ObjectBackend {
                 FileAction::Put {
                     operation,
                     moved_from,
+                    executable,
                     ..
                 },
                 Some(content),
@@ -244,7 +245,9 @@ impl ObjectBackend {
                     Some(_) => ChangeKind::Modified,
                     None => ChangeKind::Created,
                 };
-                let new = content.head(version, created, &origin, pos);
+                let replaced = now.file().map(|f| f.meta.executable);
+                let executable = executable.or(replaced).unwrap_or(false);
+                let new = content.head(version, created, executable, &origin, pos);
                 (new, Some((kind, pos)), moved_from.as_ref(), *operation)
             }
             (FileAction::Delete { moved_to }, _) => {

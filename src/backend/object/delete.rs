@@ -32,11 +32,7 @@ impl ObjectBackend {
             let Some(file) = now.file() else {
                 return Ok(false);
             };
-            Precondition {
-                create_only: false,
-                if_version,
-            }
-            .check(path, Some(file.meta.version))?;
+            Precondition::if_version(if_version).check(path, Some(file.meta.version))?;
             let version = next_version(now.floor());
             let change = Change {
                 ns,

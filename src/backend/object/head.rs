@@ -461,6 +461,7 @@ mod tests {
             modified: 2,
             inline: true,
             blob: 0,
+            executable: true,
         };
         let file = live(&meta, &origin(), Some(b"hello"), pos);
         let head = Head::decode("k", file.clone(), "e".into()).unwrap();

@@ -57,11 +57,8 @@ impl ObjectBackend {
             let src = self.settled(ns, &src_key, 1)?;
             let source_is_dir = match src.file() {
                 Some(file) => {
-                    Precondition {
-                        create_only: false,
-                        if_version: pre.if_version,
-                    }
-                    .check(source, Some(file.meta.version))?;
+                    Precondition::if_version(pre.if_version)
+                        .check(source, Some(file.meta.version))?;
                     false
                 }
                 None => {

@@ -352,6 +352,7 @@ impl WholeFiles for Walk<'_> {
                     modified: UNIX_EPOCH,
                     created: UNIX_EPOCH,
                     version: 0,
+                    executable: false,
                 }));
             };
             let head = match fetch.blocking_recv() {

@@ -64,11 +64,13 @@ impl NewContent {
     }
 
     /// The live head of `version` holding it, made by `origin`, created at
-    /// `created` (`None`: now), at log position `pos`.
+    /// `created` (`None`: now), with the executable bit `executable`, at
+    /// log position `pos`.
     pub fn head(
         &self,
         version: u64,
         created: Option<u64>,
+        executable: bool,
         origin: &Origin,
         pos: super::keys::Position,
     ) -> Bytes {
@@ -81,6 +83,7 @@ impl NewContent {
             modified: now,
             inline: inline.is_some(),
             blob: self.blob(),
+            executable,
         };
         head::live(&meta, origin, inline, pos)
     }
@@ -172,6 +175,7 @@ impl ObjectBackend {
             }
             let version = next_version(now.floor());
             let created = file.map(|f| f.meta.created);
+            let executable = pre.executable_after(file.map(|f| f.meta.executable));
             let change = Change {
                 ns,
                 path,
@@ -187,7 +191,8 @@ impl ObjectBackend {
                 origin,
                 moved: None,
             };
-            if self.commit(&change, |pos| content.head(version, created, origin, pos))? {
+            let head = |pos| content.head(version, created, executable, origin, pos);
+            if self.commit(&change, head)? {
                 if let Some(file) = file {
                     self.forget_replaced(ns, path, file);
                 }
@@ -227,11 +232,7 @@ impl ObjectBackend {
             let Some(file) = now.file() else {
                 return Err(self.not_a_file(ns, path));
             };
-            Precondition {
-                create_only: false,
-                if_version,
-            }
-            .check(path, Some(file.meta.version))?;
+            Precondition::if_version(if_version).check(path, Some(file.meta.version))?;
             let old = self.content(ns, path, file)?;
             let new = f(&old)?;
             Error::check_file_size(path, new.len() as u64, self.max_file_bytes)?;
@@ -250,8 +251,10 @@ impl ObjectBackend {
                 origin: &origin,
                 moved: None,
             };
-            let committed =
-                self.commit(&change, |pos| content.head(version, created, &origin, pos));
+            let executable = file.meta.executable;
+            let committed = self.commit(&change, |pos| {
+                content.head(version, created, executable, &origin, pos)
+            });
             match committed {
                 Ok(true) => {
                     self.forget_replaced(ns, path, file);
@@ -462,10 +465,7 @@ impl ObjectBackend {
                 size: old.meta.size,
             },
         };
-        let pre = Precondition {
-            create_only: false,
-            if_version,
-        };
+        let pre = Precondition::if_version(if_version);
         let origin = Origin::of(scope, Operation::Restore);
         let (learning, inline) = (self.index.write_learning(ns), content.inline().cloned());
         let outcome = self.put_content(scope, path, pre, content, &origin)?;

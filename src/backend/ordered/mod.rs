@@ -74,6 +74,7 @@ pub(crate) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
         size,
         created,
         modified,
+        executable,
     } = file.meta();
     Entry {
         path,
@@ -82,6 +83,7 @@ pub(crate) fn file_entry(path: VfsPath, file: &impl Stored) -> Entry {
         modified,
         created,
         version,
+        executable,
     }
 }
 
@@ -104,6 +106,19 @@ pub struct FileMeta {
     pub created: SystemTime,
     /// Last change of the content (kept across moves).
     pub modified: SystemTime,
+    /// The executable bit (kept across rewrites, moves and copies unless a
+    /// write sets it).
+    pub executable: bool,
+}
+
+/// What a change stamps on the file it puts: its new version and its
+/// executable bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The new version, from [`Counters::next_version`].
+    pub version: u64,
+    /// The executable bit the file gets.
+    pub executable: bool,
 }
 
 /// A file record as an engine keeps it (State: the record itself; Store:
@@ -293,10 +308,10 @@ pub trait Space: Files {
             .map(|(file, data)| (file, split_chunks(data, max_chunk))))
     }
 
-    /// Stages `content` as the file at `rel` (`path`) with `version`, made
-    /// by `origin`, replacing `old` (whose content the caller released or
-    /// retired; its creation time is kept) or created now; returns the new
-    /// size.
+    /// Stages `content` as the file at `rel` (`path`) with `stamp`'s
+    /// version and executable bit, made by `origin`, replacing `old` (whose
+    /// content the caller released or retired; its creation time is kept)
+    /// or created now; returns the new size.
     #[allow(clippy::too_many_arguments)]
     fn put(
         &self,
@@ -305,12 +320,13 @@ pub trait Space: Files {
         rel: &[u8],
         old: Option<&Self::File>,
         content: Content<'_, Self::Upload>,
-        version: u64,
+        stamp: Stamp,
         origin: &Origin,
     ) -> Result<u64>;
 
     /// Stages the content of `file` (the current file at `from`, `from_path`)
-    /// as a new version of `rel` (`path`), replacing `old`: a Copy's put.
+    /// as a new version of `rel` (`path`), replacing `old`: a Copy's put,
+    /// which gives the copy the source's executable bit, as `cp` does.
     /// Answers the bytes stored. The default reads the bytes and puts them
     /// (one batch with the rest of the change); an engine whose records can
     /// share content overrides it.
@@ -325,24 +341,19 @@ pub trait Space: Files {
         version: u64,
         origin: &Origin,
     ) -> Result<u64> {
-        let _ = file;
         let (_, data) = self
             .read(from_path, from)?
             .ok_or_else(|| crate::error::Error::NotFound(from_path.to_string()))?;
-        self.put(
-            batch,
-            path,
-            rel,
-            old,
-            Content::Bytes(&data),
+        let stamp = Stamp {
             version,
-            origin,
-        )
+            executable: file.meta().executable,
+        };
+        self.put(batch, path, rel, old, Content::Bytes(&data), stamp, origin)
     }
 
     /// Stages a copy of `file` (now at `from`) at `to_rel` (`to`) with a new
     /// `version` made by `origin`, its content, creation and modification
-    /// times kept. The key `from` stays until dropped.
+    /// times and executable bit kept. The key `from` stays until dropped.
     #[allow(clippy::too_many_arguments)]
     fn relocate(
         &self,

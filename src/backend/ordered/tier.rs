@@ -3,8 +3,8 @@
 
 use super::keys::{self, MountKeys};
 use super::{
-    Content, Cursor, Engine, FileMeta, Files, History, HistoryChange, Logged, Past, Space, Stored,
-    Streamed, file_entry, path_of,
+    Content, Cursor, Engine, FileMeta, Files, History, HistoryChange, Logged, Past, Space, Stamp,
+    Stored, Streamed, file_entry, path_of,
 };
 use crate::backend::{
     Backend, ChunkReader, ChunkSource, FileChange, FileCommitted, MoveOutcome, Precondition,
@@ -77,14 +77,6 @@ fn learn_moved<S: Space>(
     };
     if let Ok(Some((_, data))) = space.read(path, rel) {
         learning.add(to.order_key(), version, data);
-    }
-}
-
-/// The precondition of a change of an existing file: only `if_version`.
-fn version_check(if_version: Option<u64>) -> Precondition {
-    Precondition {
-        create_only: false,
-        if_version,
     }
 }
 
@@ -324,12 +316,14 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             match (space, found) {
                 (Some(space), Some((old, data))) => {
-                    version_check(if_version).check(path, Some(old.meta().version))?;
+                    Precondition::if_version(if_version).check(path, Some(old.meta().version))?;
                     let data = f(&data)?;
                     self.check_size(path, data.len())?;
                     let origin = Origin::of(scope, Operation::Edit);
                     let content = Content::Bytes(&data);
-                    let outcome = self.commit(space, path, &rel, Some(&old), content, origin)?;
+                    let executable = old.meta().executable;
+                    let outcome =
+                        self.commit(space, path, &rel, Some(&old), content, executable, origin)?;
                     written = data;
                     Ok(outcome)
                 }
@@ -360,7 +354,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
             if !rel.is_empty()
                 && let Some(file) = space.get(&rel)?
             {
-                version_check(if_version).check(path, Some(file.meta().version))?;
+                Precondition::if_version(if_version).check(path, Some(file.meta().version))?;
                 let path = path_of(&self.keys, &rel, &file)?;
                 self.delete_file(&*space, &mut batch, &path, &rel, &file, &origin, None)?;
                 space.apply(batch)?;
@@ -411,9 +405,8 @@ impl<E: Engine> Backend for OrderedTier<E> {
             };
             let file = space.get(&from)?;
             match &file {
-                Some(file) => {
-                    version_check(pre.if_version).check(source, Some(file.meta().version))?
-                }
+                Some(file) => Precondition::if_version(pre.if_version)
+                    .check(source, Some(file.meta().version))?,
                 None if first_below(&*space, &from)?.is_none() => {
                     return Err(Error::NotFound(source.to_string()));
                 }
@@ -610,7 +603,7 @@ impl<E: Engine> Backend for OrderedTier<E> {
         if found.deleted {
             return Err(crate::backend::restore_of_deletion(path, version));
         }
-        let pre = version_check(if_version);
+        let pre = Precondition::if_version(if_version);
         self.write_streamed(scope, path, &rel, pre, &mut pieces, Operation::Restore)
     }
 

@@ -64,6 +64,7 @@ impl History for StateSpace<'_> {
                 version,
                 origin: origin.clone(),
                 deleted: true,
+                executable: false,
             };
             batch.added += record.cost();
             batch.steps.push(Step::Retire(Arc::new(record)));

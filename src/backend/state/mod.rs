@@ -107,6 +107,8 @@ pub struct FileRecord {
     origin: Origin,
     /// A tombstone (only ever among past versions).
     deleted: bool,
+    /// The executable bit.
+    executable: bool,
 }
 
 impl FileRecord {
@@ -136,6 +138,7 @@ impl Stored for Arc<FileRecord> {
             size: self.data.len() as u64,
             created: self.created,
             modified: self.modified,
+            executable: self.executable,
         }
     }
 

@@ -15,7 +15,7 @@
 use super::space::Bounds;
 use super::{FileRecord, StateSpace, log_cost};
 use crate::backend::ChunkReader;
-use crate::backend::ordered::{Content, Logged, Space};
+use crate::backend::ordered::{Content, Logged, Space, Stamp};
 use crate::change::Origin;
 use crate::error::Result;
 use crate::path::VfsPath;
@@ -90,22 +90,14 @@ impl Space for StateSpace<'_> {
         rel: &[u8],
         old: Option<&Arc<FileRecord>>,
         content: Content<'_, Infallible>,
-        version: u64,
+        stamp: Stamp,
         origin: &Origin,
     ) -> Result<u64> {
         let data = match content {
             Content::Bytes(data) => data,
             Content::Uploaded(upload) => match *upload {},
         };
-        Ok(stage_new(
-            batch,
-            path,
-            rel,
-            old,
-            data.into(),
-            version,
-            origin,
-        ))
+        Ok(stage_new(batch, path, rel, old, data.into(), stamp, origin))
     }
 
     /// Shares the source's content: the copy's record holds the same
@@ -123,13 +115,17 @@ impl Space for StateSpace<'_> {
         version: u64,
         origin: &Origin,
     ) -> Result<u64> {
+        let stamp = Stamp {
+            version,
+            executable: file.executable,
+        };
         Ok(stage_new(
             batch,
             path,
             rel,
             old,
             file.data.clone(),
-            version,
+            stamp,
             origin,
         ))
     }
@@ -154,6 +150,7 @@ impl Space for StateSpace<'_> {
             version,
             origin: origin.clone(),
             deleted: false,
+            executable: file.executable,
         };
         // The content is shared, but the path's copies change length.
         batch.added += record.cost();
@@ -250,7 +247,7 @@ fn stage_new(
     rel: &[u8],
     old: Option<&Arc<FileRecord>>,
     data: Arc<[u8]>,
-    version: u64,
+    stamp: Stamp,
     origin: &Origin,
 ) -> u64 {
     let now = SystemTime::now();
@@ -261,9 +258,10 @@ fn stage_new(
         data,
         created: old.map_or(now, |old| old.created),
         modified: now,
-        version,
+        version: stamp.version,
         origin: origin.clone(),
         deleted: false,
+        executable: stamp.executable,
     };
     batch.added += record.cost();
     batch.steps.push(Step::Put(Arc::new(record)));

@@ -22,7 +22,7 @@ use super::keys;
 use super::upload::upload_marker;
 use super::{GENERATION_KEY, KeyName, StoreBatch, StoreSpace, Uploaded, db_error};
 use crate::backend::ChunkReader;
-use crate::backend::ordered::{Content, Logged, Space};
+use crate::backend::ordered::{Content, Logged, Space, Stamp};
 use crate::backend::record::{self, CHUNK_BYTES, INLINE_MAX_BYTES, Meta};
 use crate::change::Origin;
 use crate::error::{Error, Result};
@@ -75,9 +75,10 @@ impl Space for StoreSpace<'_> {
         rel: &[u8],
         old: Option<&Meta>,
         content: Content<'_, Uploaded>,
-        version: u64,
+        stamp: Stamp,
         origin: &Origin,
     ) -> Result<u64> {
+        let version = stamp.version;
         let now = record::nanos(SystemTime::now());
         let (size, inline, blob) = match content {
             Content::Bytes(data) if data.len() <= INLINE_MAX_BYTES => (data.len(), true, 0),
@@ -91,6 +92,7 @@ impl Space for StoreSpace<'_> {
             modified: now,
             inline,
             blob,
+            executable: stamp.executable,
         };
         let key = keys::meta(self.ns, rel);
         match content {

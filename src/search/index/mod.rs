@@ -775,6 +775,7 @@ mod tests {
                 modified: std::time::SystemTime::UNIX_EPOCH,
                 created: std::time::SystemTime::UNIX_EPOCH,
                 version,
+                executable: false,
             })
         };
         let index = Arc::new(NamespaceIndex::default());

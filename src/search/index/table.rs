@@ -255,6 +255,8 @@ impl PathTable {
                 modified,
                 created,
                 version: r.u64()?,
+                // The table keeps no executable bit: searches never show it.
+                executable: false,
             });
             let ordered = rows.last().is_none_or(|last| last.key < row.key);
             if !ordered || *row.key < *lo || *row.key >= *hi {
@@ -310,6 +312,7 @@ mod tests {
             modified: SystemTime::UNIX_EPOCH,
             created: SystemTime::UNIX_EPOCH,
             version,
+            executable: false,
         })
     }
 

@@ -65,7 +65,7 @@ impl Overlay {
                         changes.push(FileChange {
                             path: path.clone(),
                             expected: upper_version,
-                            action: intent.action.clone(),
+                            action: found.settled(&intent.action),
                         });
                         let whiteout = sidecar::whiteout(path)?;
                         changes.push(match found.whiteout {

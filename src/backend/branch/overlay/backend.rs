@@ -183,6 +183,7 @@ impl Backend for Overlay {
                 data: Bytes::from(data),
                 operation: Operation::Write,
                 moved_from: None,
+                executable: pre.executable,
             },
         };
         let (done, previous) = self.apply(scope, &[intent])?.remove(0);
@@ -226,6 +227,7 @@ impl Backend for Overlay {
                     data: Bytes::from(new),
                     operation: Operation::Edit,
                     moved_from: None,
+                    executable: None,
                 },
             };
             let Some(mut done) = raced(self.apply(scope, &[intent]))? else {
@@ -259,10 +261,7 @@ impl Backend for Overlay {
         if !entry.is_directory() {
             let intent = Intent {
                 path: path.clone(),
-                expect: Expect::Pre(Precondition {
-                    create_only: false,
-                    if_version,
-                }),
+                expect: Expect::Pre(Precondition::if_version(if_version)),
                 action: FileAction::Delete { moved_to: None },
             };
             self.apply(scope, &[intent])?;
@@ -367,6 +366,7 @@ impl Backend for Overlay {
                             data: Bytes::from(data),
                             operation: Operation::Move,
                             moved_from: Some(source.clone()),
+                            executable: Some(read.executable),
                         },
                     },
                 ];
@@ -405,6 +405,7 @@ impl Backend for Overlay {
                         data: Bytes::from(data),
                         operation: Operation::Move,
                         moved_from: Some(file.path),
+                        executable: Some(read.executable),
                     },
                 });
             }
@@ -569,14 +570,12 @@ impl Backend for Overlay {
         let bytes = data.len() as u64;
         let intent = Intent {
             path: path.clone(),
-            expect: Expect::Pre(Precondition {
-                create_only: false,
-                if_version,
-            }),
+            expect: Expect::Pre(Precondition::if_version(if_version)),
             action: FileAction::Put {
                 data: Bytes::from(data),
                 operation: Operation::Restore,
                 moved_from: None,
+                executable: None,
             },
         };
         let (done, previous) = self.apply(scope, &[intent])?.remove(0);

@@ -147,6 +147,34 @@ impl Found {
             None => self.base_file().map(|e| e.version),
         }
     }
+
+    /// The executable bit of the file the branch shows (off: no file).
+    fn executable(&self) -> bool {
+        self.upper
+            .as_ref()
+            .or(self.base_file())
+            .is_some_and(|e| e.executable)
+    }
+
+    /// `action` as the branch's layer commits it: a Put that keeps the
+    /// replaced file's executable bit names the bit the branch shows, since
+    /// the layer itself may not hold the file it replaces.
+    fn settled(&self, action: &FileAction) -> FileAction {
+        match action {
+            FileAction::Put {
+                data,
+                operation,
+                moved_from,
+                executable: None,
+            } => FileAction::Put {
+                data: data.clone(),
+                operation: *operation,
+                moved_from: moved_from.clone(),
+                executable: Some(self.executable()),
+            },
+            other => other.clone(),
+        }
+    }
 }
 
 /// The file a Read in the branch shows at a path.
@@ -639,5 +667,6 @@ fn put(data: Bytes) -> FileAction {
         data,
         operation: Operation::Write,
         moved_from: None,
+        executable: None,
     }
 }

@@ -11,7 +11,7 @@
 use super::super::fingerprint::fingerprint;
 use super::super::ignore_files::load_rules;
 use super::super::prefetch::valid_name;
-use super::super::sandbox::{file_type, for_each_entry, modified};
+use super::super::sandbox::{self, file_type, for_each_entry, modified};
 use super::Levels;
 use crate::entry::{Entry, EntryKind};
 use crate::path::VfsPath;
@@ -50,6 +50,7 @@ pub(super) struct FileMeta {
     pub(super) size: u64,
     pub(super) modified: std::time::SystemTime,
     pub(super) fingerprint: u64,
+    pub(super) executable: bool,
 }
 
 /// A directory as just listed.
@@ -83,6 +84,7 @@ pub(super) fn list(fd: &OwnedFd, path: &VfsPath) -> Listed {
                         size: st.st_size as u64,
                         modified: modified(&st),
                         fingerprint: fingerprint(&st),
+                        executable: sandbox::executable(&st),
                     });
                 }
                 // Removed since the listing: its event follows.
@@ -130,6 +132,7 @@ pub(super) fn rows_of(mount: &VfsPath, dir: &Dir) -> Vec<Row> {
             modified: std::time::UNIX_EPOCH,
             created: std::time::UNIX_EPOCH,
             version: 0,
+            executable: false,
         };
         return vec![Row::of(entry)];
     }
@@ -156,6 +159,7 @@ pub(super) fn rows_of(mount: &VfsPath, dir: &Dir) -> Vec<Row> {
             modified,
             created: modified,
             version: meta.map_or(0, |m| m.fingerprint),
+            executable: meta.is_some_and(|m| m.executable),
         }));
     }
     rows

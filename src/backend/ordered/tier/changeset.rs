@@ -11,7 +11,7 @@
 
 use super::OrderedTier;
 use crate::backend::changeset::{learn_committed, stale};
-use crate::backend::ordered::{Content, Engine, Files, Space, Stored};
+use crate::backend::ordered::{Content, Engine, Files, Space, Stamp, Stored};
 use crate::backend::{FileAction, FileChange, FileCommitted};
 use crate::change::{ChangeKind, Operation, Origin};
 use crate::error::Result;
@@ -76,18 +76,24 @@ impl<E: Engine> OrderedTier<E> {
                         data,
                         operation,
                         moved_from,
+                        executable,
                     } => {
                         let origin = Origin::of(scope, *operation);
                         let version = self.engine.counters().next_version();
                         self.supersede(&*space, &mut batch, path, rel, old.as_ref(), None, true)?;
                         let content = Content::Bytes(data);
+                        let replaced = old.as_ref().map(|f| f.meta().executable);
+                        let stamp = Stamp {
+                            version,
+                            executable: executable.or(replaced).unwrap_or(false),
+                        };
                         let size = space.put(
                             &mut batch,
                             path,
                             rel,
                             old.as_ref(),
                             content,
-                            version,
+                            stamp,
                             &origin,
                         )?;
                         let kind = if old.is_some() {

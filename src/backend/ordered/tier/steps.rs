@@ -13,8 +13,8 @@ use super::*;
 
 impl<E: Engine> OrderedTier<E> {
     /// Stages `content` at `rel` (replacing `old`) with a new version made
-    /// by `origin`, and applies it: the write step of every Write, Edit and
-    /// Restore.
+    /// by `origin` and the executable bit `executable`, and applies it: the
+    /// write step of every Write, Edit and Restore.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn commit<S: History<Upload = E::Upload>>(
         &self,
@@ -23,6 +23,7 @@ impl<E: Engine> OrderedTier<E> {
         rel: &[u8],
         old: Option<&S::File>,
         content: Content<'_, E::Upload>,
+        executable: bool,
         origin: Origin,
     ) -> Result<WriteOutcome> {
         self.commit_with(
@@ -32,7 +33,11 @@ impl<E: Engine> OrderedTier<E> {
             old,
             origin,
             |space, batch, version, origin| {
-                space.put(batch, path, rel, old, content, version, origin)
+                let stamp = Stamp {
+                    version,
+                    executable,
+                };
+                space.put(batch, path, rel, old, content, stamp, origin)
             },
         )
     }
@@ -86,7 +91,8 @@ impl<E: Engine> OrderedTier<E> {
                 self.check_writable(&*space, path, rel)?;
             }
             let origin = Origin::of(scope, operation);
-            self.commit(space, path, rel, old.as_ref(), content, origin)
+            let executable = pre.executable_after(old.as_ref().map(|f| f.meta().executable));
+            self.commit(space, path, rel, old.as_ref(), content, executable, origin)
         })
     }
 

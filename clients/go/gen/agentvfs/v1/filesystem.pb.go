@@ -154,7 +154,10 @@ type FileInfo struct {
 	Version uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	// True when the entry is a symbolic link (Filesystem tier; never followed
 	// outside its root).
-	IsSymlink     bool `protobuf:"varint,7,opt,name=is_symlink,json=isSymlink,proto3" json:"is_symlink,omitempty"`
+	IsSymlink bool `protobuf:"varint,7,opt,name=is_symlink,json=isSymlink,proto3" json:"is_symlink,omitempty"`
+	// The file's executable bit, stored on every tier (docs/contract.md § The
+	// executable bit). False for directories and links.
+	Executable    bool `protobuf:"varint,8,opt,name=executable,proto3" json:"executable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -234,6 +237,13 @@ func (x *FileInfo) GetVersion() uint64 {
 func (x *FileInfo) GetIsSymlink() bool {
 	if x != nil {
 		return x.IsSymlink
+	}
+	return false
+}
+
+func (x *FileInfo) GetExecutable() bool {
+	if x != nil {
+		return x.Executable
 	}
 	return false
 }
@@ -718,7 +728,10 @@ type WriteRequest struct {
 	CreateOnly bool `protobuf:"varint,3,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
 	// When set, the file's current version must equal it (0: must not exist),
 	// else ABORTED (CONFLICT).
-	IfVersion     *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	IfVersion *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	// The executable bit the file gets; unset keeps the replaced file's (a new
+	// file's is off).
+	Executable    *bool `protobuf:"varint,5,opt,name=executable,proto3,oneof" json:"executable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +792,13 @@ func (x *WriteRequest) GetIfVersion() uint64 {
 		return *x.IfVersion
 	}
 	return 0
+}
+
+func (x *WriteRequest) GetExecutable() bool {
+	if x != nil && x.Executable != nil {
+		return *x.Executable
+	}
+	return false
 }
 
 type WriteResponse struct {
@@ -935,10 +955,12 @@ func (*WriteBytesRequest_Header) isWriteBytesRequest_Kind() {}
 func (*WriteBytesRequest_Data) isWriteBytesRequest_Kind() {}
 
 type WriteBytesHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	CreateOnly    bool                   `protobuf:"varint,2,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
-	IfVersion     *uint64                `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Path       string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	CreateOnly bool                   `protobuf:"varint,2,opt,name=create_only,json=createOnly,proto3" json:"create_only,omitempty"`
+	IfVersion  *uint64                `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	// As WriteRequest's: unset keeps the replaced file's bit.
+	Executable    *bool `protobuf:"varint,4,opt,name=executable,proto3,oneof" json:"executable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -992,6 +1014,13 @@ func (x *WriteBytesHeader) GetIfVersion() uint64 {
 		return *x.IfVersion
 	}
 	return 0
+}
+
+func (x *WriteBytesHeader) GetExecutable() bool {
+	if x != nil && x.Executable != nil {
+		return *x.Executable
+	}
+	return false
 }
 
 type WriteBytesResponse struct {
@@ -4977,11 +5006,146 @@ func (x *CopyResponse) GetCreated() bool {
 	return false
 }
 
+type SetExecutableRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The bit to set (true) or clear (false).
+	Executable bool `protobuf:"varint,2,opt,name=executable,proto3" json:"executable,omitempty"`
+	// When set, the file's current version must equal it, else ABORTED
+	// (CONFLICT).
+	IfVersion     *uint64 `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetExecutableRequest) Reset() {
+	*x = SetExecutableRequest{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExecutableRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExecutableRequest) ProtoMessage() {}
+
+func (x *SetExecutableRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExecutableRequest.ProtoReflect.Descriptor instead.
+func (*SetExecutableRequest) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *SetExecutableRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SetExecutableRequest) GetExecutable() bool {
+	if x != nil {
+		return x.Executable
+	}
+	return false
+}
+
+func (x *SetExecutableRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+type SetExecutableResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// The file's version after the call: a new one when the bit changed.
+	Version uint64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// True when the bit changed (a new version was written).
+	Changed bool `protobuf:"varint,3,opt,name=changed,proto3" json:"changed,omitempty"`
+	// The version whose content the new one carries (equal to version when
+	// nothing changed): a holder of that version's content holds this one's.
+	PreviousVersion uint64 `protobuf:"varint,4,opt,name=previous_version,json=previousVersion,proto3" json:"previous_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetExecutableResponse) Reset() {
+	*x = SetExecutableResponse{}
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetExecutableResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetExecutableResponse) ProtoMessage() {}
+
+func (x *SetExecutableResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_agentvfs_v1_filesystem_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetExecutableResponse.ProtoReflect.Descriptor instead.
+func (*SetExecutableResponse) Descriptor() ([]byte, []int) {
+	return file_agentvfs_v1_filesystem_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *SetExecutableResponse) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *SetExecutableResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *SetExecutableResponse) GetChanged() bool {
+	if x != nil {
+		return x.Changed
+	}
+	return false
+}
+
+func (x *SetExecutableResponse) GetPreviousVersion() uint64 {
+	if x != nil {
+		return x.PreviousVersion
+	}
+	return 0
+}
+
 var File_agentvfs_v1_filesystem_proto protoreflect.FileDescriptor
 
 const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\n" +
-	"\x1cagentvfs/v1/filesystem.proto\x12\vagentvfs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x02\n" +
+	"\x1cagentvfs/v1/filesystem.proto\x12\vagentvfs.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x02\n" +
 	"\bFileInfo\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
 	"\fis_directory\x18\x02 \x01(\bR\visDirectory\x12\x12\n" +
@@ -4990,7 +5154,10 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\fcreated_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vcreatedTime\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\x12\x1d\n" +
 	"\n" +
-	"is_symlink\x18\a \x01(\bR\tisSymlink\"%\n" +
+	"is_symlink\x18\a \x01(\bR\tisSymlink\x12\x1e\n" +
+	"\n" +
+	"executable\x18\b \x01(\bR\n" +
+	"executable\"%\n" +
 	"\x0fListInfoRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\"C\n" +
 	"\x10ListInfoResponse\x12/\n" +
@@ -5024,15 +5191,19 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\b_version\"R\n" +
 	"\x11ReadBytesResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12)\n" +
-	"\x04info\x18\x02 \x01(\v2\x15.agentvfs.v1.FileInfoR\x04info\"\x90\x01\n" +
+	"\x04info\x18\x02 \x01(\v2\x15.agentvfs.v1.FileInfoR\x04info\"\xc4\x01\n" +
 	"\fWriteRequest\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x1f\n" +
 	"\vcreate_only\x18\x03 \x01(\bR\n" +
 	"createOnly\x12\"\n" +
 	"\n" +
-	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
-	"\v_if_version\"|\n" +
+	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12#\n" +
+	"\n" +
+	"executable\x18\x05 \x01(\bH\x01R\n" +
+	"executable\x88\x01\x01B\r\n" +
+	"\v_if_versionB\r\n" +
+	"\v_executable\"|\n" +
 	"\rWriteResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12#\n" +
 	"\rbytes_written\x18\x02 \x01(\x04R\fbytesWritten\x12\x18\n" +
@@ -5041,14 +5212,18 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x11WriteBytesRequest\x127\n" +
 	"\x06header\x18\x01 \x01(\v2\x1d.agentvfs.v1.WriteBytesHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
-	"\x04kind\"z\n" +
+	"\x04kind\"\xae\x01\n" +
 	"\x10WriteBytesHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1f\n" +
 	"\vcreate_only\x18\x02 \x01(\bR\n" +
 	"createOnly\x12\"\n" +
 	"\n" +
-	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
-	"\v_if_version\"\x81\x01\n" +
+	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12#\n" +
+	"\n" +
+	"executable\x18\x04 \x01(\bH\x01R\n" +
+	"executable\x88\x01\x01B\r\n" +
+	"\v_if_versionB\r\n" +
+	"\v_executable\"\x81\x01\n" +
 	"\x12WriteBytesResponse\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12#\n" +
 	"\rbytes_written\x18\x02 \x01(\x04R\fbytesWritten\x12\x18\n" +
@@ -5365,7 +5540,20 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\vdestination\x18\x02 \x01(\tR\vdestination\x12#\n" +
 	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x18\n" +
-	"\acreated\x18\x05 \x01(\bR\acreated*\xa6\x01\n" +
+	"\acreated\x18\x05 \x01(\bR\acreated\"}\n" +
+	"\x14SetExecutableRequest\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1e\n" +
+	"\n" +
+	"executable\x18\x02 \x01(\bR\n" +
+	"executable\x12\"\n" +
+	"\n" +
+	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01B\r\n" +
+	"\v_if_version\"\x8a\x01\n" +
+	"\x15SetExecutableResponse\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x18\n" +
+	"\achanged\x18\x03 \x01(\bR\achanged\x12)\n" +
+	"\x10previous_version\x18\x04 \x01(\x04R\x0fpreviousVersion*\xa6\x01\n" +
 	"\rAbortedReason\x12\x1e\n" +
 	"\x1aABORTED_REASON_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ABORTED_REASON_LIMIT\x10\x01\x12\x1e\n" +
@@ -5377,7 +5565,7 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\x17CHANGE_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CHANGE_KIND_CREATED\x10\x01\x12\x18\n" +
 	"\x14CHANGE_KIND_MODIFIED\x10\x02\x12\x17\n" +
-	"\x13CHANGE_KIND_DELETED\x10\x032\xf8\r\n" +
+	"\x13CHANGE_KIND_DELETED\x10\x032\xd0\x0e\n" +
 	"\n" +
 	"Filesystem\x12G\n" +
 	"\bListInfo\x12\x1c.agentvfs.v1.ListInfoRequest\x1a\x1d.agentvfs.v1.ListInfoResponse\x12;\n" +
@@ -5406,7 +5594,8 @@ const file_agentvfs_v1_filesystem_proto_rawDesc = "" +
 	"\fListVersions\x12 .agentvfs.v1.ListVersionsRequest\x1a!.agentvfs.v1.ListVersionsResponse\x12D\n" +
 	"\aRestore\x12\x1b.agentvfs.v1.RestoreRequest\x1a\x1c.agentvfs.v1.RestoreResponse\x12;\n" +
 	"\x04Diff\x12\x18.agentvfs.v1.DiffRequest\x1a\x19.agentvfs.v1.DiffResponse\x12;\n" +
-	"\x04Copy\x12\x18.agentvfs.v1.CopyRequest\x1a\x19.agentvfs.v1.CopyResponseB\xb3\x01\n" +
+	"\x04Copy\x12\x18.agentvfs.v1.CopyRequest\x1a\x19.agentvfs.v1.CopyResponse\x12V\n" +
+	"\rSetExecutable\x12!.agentvfs.v1.SetExecutableRequest\x1a\".agentvfs.v1.SetExecutableResponseB\xb3\x01\n" +
 	"\x0fcom.agentvfs.v1B\x0fFilesystemProtoP\x01ZBgithub.com/agentvfs/agentvfs/clients/go/gen/agentvfs/v1;agentvfsv1\xa2\x02\x03AXX\xaa\x02\vAgentvfs.V1\xca\x02\vAgentvfs\\V1\xe2\x02\x17Agentvfs\\V1\\GPBMetadata\xea\x02\fAgentvfs::V1b\x06proto3"
 
 var (
@@ -5422,7 +5611,7 @@ func file_agentvfs_v1_filesystem_proto_rawDescGZIP() []byte {
 }
 
 var file_agentvfs_v1_filesystem_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_agentvfs_v1_filesystem_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(AbortedReason)(0),            // 0: agentvfs.v1.AbortedReason
 	(ChangeKind)(0),               // 1: agentvfs.v1.ChangeKind
@@ -5493,14 +5682,16 @@ var file_agentvfs_v1_filesystem_proto_goTypes = []any{
 	(*DiffResponse)(nil),          // 66: agentvfs.v1.DiffResponse
 	(*CopyRequest)(nil),           // 67: agentvfs.v1.CopyRequest
 	(*CopyResponse)(nil),          // 68: agentvfs.v1.CopyResponse
-	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
+	(*SetExecutableRequest)(nil),  // 69: agentvfs.v1.SetExecutableRequest
+	(*SetExecutableResponse)(nil), // 70: agentvfs.v1.SetExecutableResponse
+	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
 }
 var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
-	69, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
-	69, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
+	71, // 0: agentvfs.v1.FileInfo.modified_time:type_name -> google.protobuf.Timestamp
+	71, // 1: agentvfs.v1.FileInfo.created_time:type_name -> google.protobuf.Timestamp
 	2,  // 2: agentvfs.v1.ListInfoResponse.entries:type_name -> agentvfs.v1.FileInfo
 	2,  // 3: agentvfs.v1.StatResponse.info:type_name -> agentvfs.v1.FileInfo
-	69, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
+	71, // 4: agentvfs.v1.ReadResponse.modified_time:type_name -> google.protobuf.Timestamp
 	2,  // 5: agentvfs.v1.ReadBytesResponse.info:type_name -> agentvfs.v1.FileInfo
 	14, // 6: agentvfs.v1.WriteBytesRequest.header:type_name -> agentvfs.v1.WriteBytesHeader
 	18, // 7: agentvfs.v1.MultiEditRequest.edits:type_name -> agentvfs.v1.EditOperation
@@ -5512,7 +5703,7 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	23, // 13: agentvfs.v1.ChangesetOperation.move:type_name -> agentvfs.v1.MoveRequest
 	45, // 14: agentvfs.v1.CommitResponse.files:type_name -> agentvfs.v1.CommittedFile
 	29, // 15: agentvfs.v1.RewindResponse.files:type_name -> agentvfs.v1.RewoundFile
-	69, // 16: agentvfs.v1.Branch.created_time:type_name -> google.protobuf.Timestamp
+	71, // 16: agentvfs.v1.Branch.created_time:type_name -> google.protobuf.Timestamp
 	32, // 17: agentvfs.v1.CreateBranchResponse.branch:type_name -> agentvfs.v1.Branch
 	32, // 18: agentvfs.v1.ListBranchesResponse.branches:type_name -> agentvfs.v1.Branch
 	37, // 19: agentvfs.v1.DiffBranchResponse.files:type_name -> agentvfs.v1.BranchFileDiff
@@ -5528,9 +5719,9 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	0,  // 29: agentvfs.v1.SearchSummary.aborted_reason:type_name -> agentvfs.v1.AbortedReason
 	55, // 30: agentvfs.v1.SearchSummary.problems:type_name -> agentvfs.v1.SearchProblem
 	1,  // 31: agentvfs.v1.ChangeEvent.kind:type_name -> agentvfs.v1.ChangeKind
-	69, // 32: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
+	71, // 32: agentvfs.v1.ChangeEvent.time:type_name -> google.protobuf.Timestamp
 	58, // 33: agentvfs.v1.WatchResponse.events:type_name -> agentvfs.v1.ChangeEvent
-	69, // 34: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
+	71, // 34: agentvfs.v1.FileVersion.time:type_name -> google.protobuf.Timestamp
 	61, // 35: agentvfs.v1.ListVersionsResponse.versions:type_name -> agentvfs.v1.FileVersion
 	3,  // 36: agentvfs.v1.Filesystem.ListInfo:input_type -> agentvfs.v1.ListInfoRequest
 	5,  // 37: agentvfs.v1.Filesystem.Stat:input_type -> agentvfs.v1.StatRequest
@@ -5557,33 +5748,35 @@ var file_agentvfs_v1_filesystem_proto_depIdxs = []int32{
 	63, // 58: agentvfs.v1.Filesystem.Restore:input_type -> agentvfs.v1.RestoreRequest
 	65, // 59: agentvfs.v1.Filesystem.Diff:input_type -> agentvfs.v1.DiffRequest
 	67, // 60: agentvfs.v1.Filesystem.Copy:input_type -> agentvfs.v1.CopyRequest
-	4,  // 61: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
-	6,  // 62: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
-	8,  // 63: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
-	10, // 64: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
-	12, // 65: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
-	15, // 66: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
-	17, // 67: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
-	20, // 68: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
-	22, // 69: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
-	24, // 70: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
-	27, // 71: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
-	30, // 72: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
-	33, // 73: agentvfs.v1.Filesystem.CreateBranch:output_type -> agentvfs.v1.CreateBranchResponse
-	35, // 74: agentvfs.v1.Filesystem.ListBranches:output_type -> agentvfs.v1.ListBranchesResponse
-	38, // 75: agentvfs.v1.Filesystem.DiffBranch:output_type -> agentvfs.v1.DiffBranchResponse
-	42, // 76: agentvfs.v1.Filesystem.MergeBranch:output_type -> agentvfs.v1.MergeBranchResponse
-	44, // 77: agentvfs.v1.Filesystem.DiscardBranch:output_type -> agentvfs.v1.DiscardBranchResponse
-	47, // 78: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
-	51, // 79: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
-	54, // 80: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
-	59, // 81: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
-	62, // 82: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
-	64, // 83: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
-	66, // 84: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
-	68, // 85: agentvfs.v1.Filesystem.Copy:output_type -> agentvfs.v1.CopyResponse
-	61, // [61:86] is the sub-list for method output_type
-	36, // [36:61] is the sub-list for method input_type
+	69, // 61: agentvfs.v1.Filesystem.SetExecutable:input_type -> agentvfs.v1.SetExecutableRequest
+	4,  // 62: agentvfs.v1.Filesystem.ListInfo:output_type -> agentvfs.v1.ListInfoResponse
+	6,  // 63: agentvfs.v1.Filesystem.Stat:output_type -> agentvfs.v1.StatResponse
+	8,  // 64: agentvfs.v1.Filesystem.Read:output_type -> agentvfs.v1.ReadResponse
+	10, // 65: agentvfs.v1.Filesystem.ReadBytes:output_type -> agentvfs.v1.ReadBytesResponse
+	12, // 66: agentvfs.v1.Filesystem.Write:output_type -> agentvfs.v1.WriteResponse
+	15, // 67: agentvfs.v1.Filesystem.WriteBytes:output_type -> agentvfs.v1.WriteBytesResponse
+	17, // 68: agentvfs.v1.Filesystem.Edit:output_type -> agentvfs.v1.EditResponse
+	20, // 69: agentvfs.v1.Filesystem.MultiEdit:output_type -> agentvfs.v1.MultiEditResponse
+	22, // 70: agentvfs.v1.Filesystem.Delete:output_type -> agentvfs.v1.DeleteResponse
+	24, // 71: agentvfs.v1.Filesystem.Move:output_type -> agentvfs.v1.MoveResponse
+	27, // 72: agentvfs.v1.Filesystem.Commit:output_type -> agentvfs.v1.CommitResponse
+	30, // 73: agentvfs.v1.Filesystem.Rewind:output_type -> agentvfs.v1.RewindResponse
+	33, // 74: agentvfs.v1.Filesystem.CreateBranch:output_type -> agentvfs.v1.CreateBranchResponse
+	35, // 75: agentvfs.v1.Filesystem.ListBranches:output_type -> agentvfs.v1.ListBranchesResponse
+	38, // 76: agentvfs.v1.Filesystem.DiffBranch:output_type -> agentvfs.v1.DiffBranchResponse
+	42, // 77: agentvfs.v1.Filesystem.MergeBranch:output_type -> agentvfs.v1.MergeBranchResponse
+	44, // 78: agentvfs.v1.Filesystem.DiscardBranch:output_type -> agentvfs.v1.DiscardBranchResponse
+	47, // 79: agentvfs.v1.Filesystem.ReadRe:output_type -> agentvfs.v1.ReadReResponse
+	51, // 80: agentvfs.v1.Filesystem.Grep:output_type -> agentvfs.v1.GrepResponse
+	54, // 81: agentvfs.v1.Filesystem.Glob:output_type -> agentvfs.v1.GlobResponse
+	59, // 82: agentvfs.v1.Filesystem.Watch:output_type -> agentvfs.v1.WatchResponse
+	62, // 83: agentvfs.v1.Filesystem.ListVersions:output_type -> agentvfs.v1.ListVersionsResponse
+	64, // 84: agentvfs.v1.Filesystem.Restore:output_type -> agentvfs.v1.RestoreResponse
+	66, // 85: agentvfs.v1.Filesystem.Diff:output_type -> agentvfs.v1.DiffResponse
+	68, // 86: agentvfs.v1.Filesystem.Copy:output_type -> agentvfs.v1.CopyResponse
+	70, // 87: agentvfs.v1.Filesystem.SetExecutable:output_type -> agentvfs.v1.SetExecutableResponse
+	62, // [62:88] is the sub-list for method output_type
+	36, // [36:62] is the sub-list for method input_type
 	36, // [36:36] is the sub-list for extension type_name
 	36, // [36:36] is the sub-list for extension extendee
 	0,  // [0:36] is the sub-list for field type_name
@@ -5637,13 +5830,14 @@ func file_agentvfs_v1_filesystem_proto_init() {
 	file_agentvfs_v1_filesystem_proto_msgTypes[61].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[63].OneofWrappers = []any{}
 	file_agentvfs_v1_filesystem_proto_msgTypes[65].OneofWrappers = []any{}
+	file_agentvfs_v1_filesystem_proto_msgTypes[67].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_agentvfs_v1_filesystem_proto_rawDesc), len(file_agentvfs_v1_filesystem_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

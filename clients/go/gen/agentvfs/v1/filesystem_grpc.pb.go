@@ -44,6 +44,7 @@ const (
 	Filesystem_Restore_FullMethodName       = "/agentvfs.v1.Filesystem/Restore"
 	Filesystem_Diff_FullMethodName          = "/agentvfs.v1.Filesystem/Diff"
 	Filesystem_Copy_FullMethodName          = "/agentvfs.v1.Filesystem/Copy"
+	Filesystem_SetExecutable_FullMethodName = "/agentvfs.v1.Filesystem/SetExecutable"
 )
 
 // FilesystemClient is the client API for Filesystem service.
@@ -132,6 +133,10 @@ type FilesystemClient interface {
 	// the destination (docs/contract.md § Copy): reflinked where the
 	// Filesystem tier's file system shares extents, a byte copy otherwise.
 	Copy(ctx context.Context, in *CopyRequest, opts ...grpc.CallOption) (*CopyResponse, error)
+	// SetExecutable sets or clears a file's executable bit (docs/contract.md
+	// § The executable bit): a new version with the same content, or no
+	// change when the bit is already so.
+	SetExecutable(ctx context.Context, in *SetExecutableRequest, opts ...grpc.CallOption) (*SetExecutableResponse, error)
 }
 
 type filesystemClient struct {
@@ -431,6 +436,16 @@ func (c *filesystemClient) Copy(ctx context.Context, in *CopyRequest, opts ...gr
 	return out, nil
 }
 
+func (c *filesystemClient) SetExecutable(ctx context.Context, in *SetExecutableRequest, opts ...grpc.CallOption) (*SetExecutableResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetExecutableResponse)
+	err := c.cc.Invoke(ctx, Filesystem_SetExecutable_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FilesystemServer is the server API for Filesystem service.
 // All implementations must embed UnimplementedFilesystemServer
 // for forward compatibility.
@@ -517,6 +532,10 @@ type FilesystemServer interface {
 	// the destination (docs/contract.md § Copy): reflinked where the
 	// Filesystem tier's file system shares extents, a byte copy otherwise.
 	Copy(context.Context, *CopyRequest) (*CopyResponse, error)
+	// SetExecutable sets or clears a file's executable bit (docs/contract.md
+	// § The executable bit): a new version with the same content, or no
+	// change when the bit is already so.
+	SetExecutable(context.Context, *SetExecutableRequest) (*SetExecutableResponse, error)
 	mustEmbedUnimplementedFilesystemServer()
 }
 
@@ -601,6 +620,9 @@ func (UnimplementedFilesystemServer) Diff(context.Context, *DiffRequest) (*DiffR
 }
 func (UnimplementedFilesystemServer) Copy(context.Context, *CopyRequest) (*CopyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Copy not implemented")
+}
+func (UnimplementedFilesystemServer) SetExecutable(context.Context, *SetExecutableRequest) (*SetExecutableResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetExecutable not implemented")
 }
 func (UnimplementedFilesystemServer) mustEmbedUnimplementedFilesystemServer() {}
 func (UnimplementedFilesystemServer) testEmbeddedByValue()                    {}
@@ -1034,6 +1056,24 @@ func _Filesystem_Copy_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Filesystem_SetExecutable_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetExecutableRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FilesystemServer).SetExecutable(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Filesystem_SetExecutable_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FilesystemServer).SetExecutable(ctx, req.(*SetExecutableRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Filesystem_ServiceDesc is the grpc.ServiceDesc for Filesystem service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1120,6 +1160,10 @@ var Filesystem_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Copy",
 			Handler:    _Filesystem_Copy_Handler,
+		},
+		{
+			MethodName: "SetExecutable",
+			Handler:    _Filesystem_SetExecutable_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

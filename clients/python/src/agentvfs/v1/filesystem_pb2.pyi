@@ -91,6 +91,7 @@ class FileInfo(_message.Message):
     CREATED_TIME_FIELD_NUMBER: _builtins.int
     VERSION_FIELD_NUMBER: _builtins.int
     IS_SYMLINK_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     """Absolute logical path; directories have no trailing slash."""
     is_directory: _builtins.bool
@@ -103,6 +104,10 @@ class FileInfo(_message.Message):
     is_symlink: _builtins.bool
     """True when the entry is a symbolic link (Filesystem tier; never followed
     outside its root).
+    """
+    executable: _builtins.bool
+    """The file's executable bit, stored on every tier (docs/contract.md § The
+    executable bit). False for directories and links.
     """
     @_builtins.property
     def modified_time(self) -> _timestamp_pb2.Timestamp: ...
@@ -118,10 +123,11 @@ class FileInfo(_message.Message):
         created_time: _timestamp_pb2.Timestamp | None = ...,
         version: _builtins.int = ...,
         is_symlink: _builtins.bool = ...,
+        executable: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_time", b"created_time", "modified_time", b"modified_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_time", b"created_time", "is_directory", b"is_directory", "is_symlink", b"is_symlink", "modified_time", b"modified_time", "path", b"path", "size", b"size", "version", b"version"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_time", b"created_time", "executable", b"executable", "is_directory", b"is_directory", "is_symlink", b"is_symlink", "modified_time", b"modified_time", "path", b"path", "size", b"size", "version", b"version"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -354,6 +360,7 @@ class WriteRequest(_message.Message):
     CONTENT_FIELD_NUMBER: _builtins.int
     CREATE_ONLY_FIELD_NUMBER: _builtins.int
     IF_VERSION_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     content: _builtins.str
     create_only: _builtins.bool
@@ -362,6 +369,10 @@ class WriteRequest(_message.Message):
     """When set, the file's current version must equal it (0: must not exist),
     else ABORTED (CONFLICT).
     """
+    executable: _builtins.bool
+    """The executable bit the file gets; unset keeps the replaced file's (a new
+    file's is off).
+    """
     def __init__(
         self,
         *,
@@ -369,13 +380,19 @@ class WriteRequest(_message.Message):
         content: _builtins.str = ...,
         create_only: _builtins.bool = ...,
         if_version: _builtins.int | None = ...,
+        executable: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_executable", b"_executable", "_if_version", b"_if_version", "executable", b"executable", "if_version", b"if_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "content", b"content", "create_only", b"create_only", "if_version", b"if_version", "path", b"path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_executable", b"_executable", "_if_version", b"_if_version", "content", b"content", "create_only", b"create_only", "executable", b"executable", "if_version", b"if_version", "path", b"path"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__executable: _TypeAlias = _typing.Literal["executable"]  # noqa: Y015
+    _WhichOneofArgType__executable: _TypeAlias = _typing.Literal["_executable", b"_executable"]  # noqa: Y015
     _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
     _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__executable) -> _WhichOneofReturnType__executable | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
 
 Global___WriteRequest: _TypeAlias = WriteRequest  # noqa: Y015
@@ -444,22 +461,31 @@ class WriteBytesHeader(_message.Message):
     PATH_FIELD_NUMBER: _builtins.int
     CREATE_ONLY_FIELD_NUMBER: _builtins.int
     IF_VERSION_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_FIELD_NUMBER: _builtins.int
     path: _builtins.str
     create_only: _builtins.bool
     if_version: _builtins.int
+    executable: _builtins.bool
+    """As WriteRequest's: unset keeps the replaced file's bit."""
     def __init__(
         self,
         *,
         path: _builtins.str = ...,
         create_only: _builtins.bool = ...,
         if_version: _builtins.int | None = ...,
+        executable: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_executable", b"_executable", "_if_version", b"_if_version", "executable", b"executable", "if_version", b"if_version"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "create_only", b"create_only", "if_version", b"if_version", "path", b"path"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_executable", b"_executable", "_if_version", b"_if_version", "create_only", b"create_only", "executable", b"executable", "if_version", b"if_version", "path", b"path"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__executable: _TypeAlias = _typing.Literal["executable"]  # noqa: Y015
+    _WhichOneofArgType__executable: _TypeAlias = _typing.Literal["_executable", b"_executable"]  # noqa: Y015
     _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
     _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__executable) -> _WhichOneofReturnType__executable | None: ...
+    @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
 
 Global___WriteBytesHeader: _TypeAlias = WriteBytesHeader  # noqa: Y015
@@ -2240,3 +2266,67 @@ class CopyResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CopyResponse: _TypeAlias = CopyResponse  # noqa: Y015
+
+@_typing.final
+class SetExecutableRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    EXECUTABLE_FIELD_NUMBER: _builtins.int
+    IF_VERSION_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    executable: _builtins.bool
+    """The bit to set (true) or clear (false)."""
+    if_version: _builtins.int
+    """When set, the file's current version must equal it, else ABORTED
+    (CONFLICT).
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        executable: _builtins.bool = ...,
+        if_version: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "if_version", b"if_version"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_if_version", b"_if_version", "executable", b"executable", "if_version", b"if_version", "path", b"path"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__if_version: _TypeAlias = _typing.Literal["if_version"]  # noqa: Y015
+    _WhichOneofArgType__if_version: _TypeAlias = _typing.Literal["_if_version", b"_if_version"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__if_version) -> _WhichOneofReturnType__if_version | None: ...
+
+Global___SetExecutableRequest: _TypeAlias = SetExecutableRequest  # noqa: Y015
+
+@_typing.final
+class SetExecutableResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATH_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    PREVIOUS_VERSION_FIELD_NUMBER: _builtins.int
+    path: _builtins.str
+    version: _builtins.int
+    """The file's version after the call: a new one when the bit changed."""
+    changed: _builtins.bool
+    """True when the bit changed (a new version was written)."""
+    previous_version: _builtins.int
+    """The version whose content the new one carries (equal to version when
+    nothing changed): a holder of that version's content holds this one's.
+    """
+    def __init__(
+        self,
+        *,
+        path: _builtins.str = ...,
+        version: _builtins.int = ...,
+        changed: _builtins.bool = ...,
+        previous_version: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed", b"changed", "path", b"path", "previous_version", b"previous_version", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetExecutableResponse: _TypeAlias = SetExecutableResponse  # noqa: Y015

@@ -175,6 +175,11 @@ class FilesystemStub:
                 request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.SerializeToString,
                 response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.FromString,
                 _registered_method=True)
+        self.SetExecutable = channel.unary_unary(
+                '/agentvfs.v1.Filesystem/SetExecutable',
+                request_serializer=agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableRequest.SerializeToString,
+                response_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableResponse.FromString,
+                _registered_method=True)
 
 
 class FilesystemServicer:
@@ -386,6 +391,15 @@ class FilesystemServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetExecutable(self, request, context):
+        """SetExecutable sets or clears a file's executable bit (docs/contract.md
+        § The executable bit): a new version with the same content, or no
+        change when the bit is already so.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_FilesystemServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -513,6 +527,11 @@ def add_FilesystemServicer_to_server(servicer, server):
                     servicer.Copy,
                     request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.FromString,
                     response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.SerializeToString,
+            ),
+            'SetExecutable': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetExecutable,
+                    request_deserializer=agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableRequest.FromString,
+                    response_serializer=agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1206,6 +1225,33 @@ class Filesystem:
             '/agentvfs.v1.Filesystem/Copy',
             agentvfs_dot_v1_dot_filesystem__pb2.CopyRequest.SerializeToString,
             agentvfs_dot_v1_dot_filesystem__pb2.CopyResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetExecutable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/agentvfs.v1.Filesystem/SetExecutable',
+            agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableRequest.SerializeToString,
+            agentvfs_dot_v1_dot_filesystem__pb2.SetExecutableResponse.FromString,
             options,
             channel_credentials,
             insecure,

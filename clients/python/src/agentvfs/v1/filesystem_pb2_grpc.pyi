@@ -121,6 +121,11 @@ class FilesystemStub:
     the destination (docs/contract.md § Copy): reflinked where the
     Filesystem tier's file system shares extents, a byte copy otherwise.
     """
+    SetExecutable: _grpc.UnaryUnaryMultiCallable[_filesystem_pb2.SetExecutableRequest, _filesystem_pb2.SetExecutableResponse]
+    """SetExecutable sets or clears a file's executable bit (docs/contract.md
+    § The executable bit): a new version with the same content, or no
+    change when the bit is already so.
+    """
 
 @_typing.type_check_only
 class FilesystemAsyncStub(FilesystemStub):
@@ -214,6 +219,11 @@ class FilesystemAsyncStub(FilesystemStub):
     """Copy copies one file to another path of the same mount, as one write of
     the destination (docs/contract.md § Copy): reflinked where the
     Filesystem tier's file system shares extents, a byte copy otherwise.
+    """
+    SetExecutable: _aio.UnaryUnaryMultiCallable[_filesystem_pb2.SetExecutableRequest, _filesystem_pb2.SetExecutableResponse]  # type: ignore[assignment]
+    """SetExecutable sets or clears a file's executable bit (docs/contract.md
+    § The executable bit): a new version with the same content, or no
+    change when the bit is already so.
     """
 
 class FilesystemServicer(metaclass=_abc_1.ABCMeta):
@@ -455,6 +465,17 @@ class FilesystemServicer(metaclass=_abc_1.ABCMeta):
         """Copy copies one file to another path of the same mount, as one write of
         the destination (docs/contract.md § Copy): reflinked where the
         Filesystem tier's file system shares extents, a byte copy otherwise.
+        """
+
+    @_abc_1.abstractmethod
+    def SetExecutable(
+        self,
+        request: _filesystem_pb2.SetExecutableRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_filesystem_pb2.SetExecutableResponse, _abc.Awaitable[_filesystem_pb2.SetExecutableResponse]]:
+        """SetExecutable sets or clears a file's executable bit (docs/contract.md
+        § The executable bit): a new version with the same content, or no
+        change when the bit is already so.
         """
 
 def add_FilesystemServicer_to_server(servicer: FilesystemServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
