@@ -285,7 +285,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 fn main() -> ExitCode {
     // Arguments first: `--help`, `--version` and a usage error need no
     // runtime, and client verbs must not pay for what only the server
-    // needs (docs/performance.md § Grep and Glob on real directories).
+    // needs (docs/performance.md § The CLI).
     let matches = command().get_matches();
     if let Some(err) = misplaced_flag(&matches) {
         command()

@@ -299,7 +299,7 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<Outcome, String> {
     // Buffered, and flushed after each streamed message: Rust's stdout
     // alone writes every line with its own system call, which made
     // `agentvfs glob` of 10,000 paths 1.75× fd's time, process start
-    // included (docs/performance.md § Search).
+    // included (docs/performance.md § The CLI).
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let out = &mut out;
     match verb {

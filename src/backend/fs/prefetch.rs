@@ -262,7 +262,7 @@ struct State {
     /// Workers asleep on `work`, and walks asleep on `ready`: a condition
     /// variable's notify is a system call even when nobody waits, and one
     /// per submit and per listing was two per directory (docs/performance.md
-    /// § Grep and Glob on real directories), so only a sleeper is woken.
+    /// § Walks of a real directory), so only a sleeper is woken.
     idle_workers: usize,
     waiting_walks: usize,
 }

@@ -102,7 +102,7 @@ impl OrderedTier<StoreEngine> {
         // The log replayed at open stays in the memtables (and the log),
         // flushed later in the background, instead of being written to new
         // tables before the server can serve (docs/performance.md § Cold
-        // start after pieces). The crate has no setter for this option.
+        // start). The crate has no setter for this option.
         let mut db_options = Options::default()
             .get_options_from_string("avoid_flush_during_recovery=true")
             .map_err(|e| Error::Internal(format!("cannot set the store's options: {e}")))?;
@@ -114,8 +114,7 @@ impl OrderedTier<StoreEngine> {
         // are read whole at a cold start, where decompressing them was a
         // tenth of the time to the first Grep, and rewritten by every save
         // and compaction, for a quarter less disk (the kernel's copy: 167
-        // MB, 120 MB with LZ4; docs/performance.md § Cold start after
-        // pieces).
+        // MB, 120 MB with LZ4; docs/performance.md § Cold start).
         let mut index_table = table(keys::NS_BYTES);
         index_table.set_compression_type(DBCompressionType::None);
         // Large files' chunks are not compressed either: a Grep reads its

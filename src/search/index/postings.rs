@@ -94,7 +94,7 @@ pub fn decode(bytes: &[u8], mut each: impl FnMut(u32)) {
 /// Performance: a persisted copy is checked list by list when a namespace's
 /// index is loaded, 150 million postings for the Linux kernel; one varint at
 /// a time, this was two thirds of the cold start (docs/performance.md §
-/// Cold start after pieces). Nearly every delta fits one byte, so eight
+/// Cold start). Nearly every delta fits one byte, so eight
 /// bytes without a continuation bit are checked and summed at once: no zero
 /// (a repeated id) among them, their sum added to the last id. The skip
 /// points are found in the same pass, so loading costs no second one.
