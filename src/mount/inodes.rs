@@ -71,8 +71,13 @@ impl Inodes {
         self.table().by_ino.get(&ino).cloned().ok_or(Errno::ENOENT)
     }
 
-    /// The path of `name` in directory `parent`.
+    /// The path of `name` in directory `parent`; ENAMETOOLONG for a name
+    /// longer than a path segment may be (what `statfs` reports as the
+    /// longest name), EINVAL for one that is not UTF-8.
     pub fn child(&self, parent: u64, name: &OsStr) -> Result<String, Errno> {
+        if name.len() > crate::path::MAX_SEGMENT_BYTES {
+            return Err(Errno::ENAMETOOLONG);
+        }
         let name = name.to_str().ok_or(Errno::EINVAL)?;
         Ok(join(&self.path(parent)?, name))
     }

@@ -171,7 +171,8 @@ impl Mount {
         self.attr(ino, FileType::Directory, (0, false), now, now)
     }
 
-    /// The attributes of an unlinked file open in `handles`: what they hold.
+    /// The attributes of an unlinked file open in `handles`: what they
+    /// hold, and no link left (`fstat` of an unlinked file says 0).
     fn held_attr(&self, ino: u64, handles: &[Arc<OpenFile>]) -> FileAttr {
         let now = SystemTime::now();
         let (size, modified, executable) = handles
@@ -179,7 +180,9 @@ impl Mount {
             .find_map(|f| f.held_attr())
             .unwrap_or((0, now, false));
         let held = (size, executable);
-        self.attr(ino, FileType::RegularFile, held, modified, modified)
+        let mut attr = self.attr(ino, FileType::RegularFile, held, modified, modified);
+        attr.nlink = 0;
+        attr
     }
 
     /// The open files of `ino`.
@@ -195,7 +198,12 @@ impl Mount {
     /// uncommitted changes, else from the server, else a kept directory.
     async fn attr_at(&self, ino: u64, path: &str) -> Result<FileAttr, Failure> {
         let handles = self.handles_of(ino);
-        if let Some((size, modified, executable)) = handles.iter().find_map(|f| f.pending_attr()) {
+        // Of several handles with changes, the one changed last.
+        let pending = handles
+            .iter()
+            .filter_map(|f| f.pending_attr())
+            .max_by_key(|&(_, modified, _)| modified);
+        if let Some((size, modified, executable)) = pending {
             let pending = (size, executable);
             return Ok(self.attr(ino, FileType::RegularFile, pending, modified, modified));
         }
@@ -287,6 +295,7 @@ impl Mount {
                 }
                 None => {
                     let path = path.clone().map_err(|e| Failure::local(e, ""))?;
+                    self.settle_created(ino, &path).await?;
                     let file = OpenFile::existing(ino, Arc::clone(&self.budget));
                     file.truncate(&self.remote, &path, len).await?;
                     self.commit(&file, &path).await?;
@@ -436,6 +445,7 @@ impl Mount {
         if write {
             self.granted("write", &path)?;
         }
+        self.settle_created(ino, &path).await?;
         let file = match write && truncate {
             true => {
                 let info = self.remote.stat(&path).await?;
@@ -478,6 +488,18 @@ impl Mount {
         };
         let fh = self.register(file);
         Ok((self.attr_at(ino, &path).await?, fh))
+    }
+
+    /// Commits the handles that created `ino` at `path` and have not
+    /// committed yet, so the file is on the server before another handle
+    /// reads, replaces or truncates it (else that one finds nothing there).
+    async fn settle_created(&self, ino: u64, path: &str) -> Result<(), Failure> {
+        for file in self.handles_of(ino) {
+            if file.is_new() {
+                self.commit(&file, path).await?;
+            }
+        }
+        Ok(())
     }
 
     /// `read`.
@@ -635,9 +657,8 @@ impl Mount {
         }
         match source_info {
             None if self.inodes.is_local_dir(&source) => {
-                if no_replace && (local_dir || self.remote.stat(&destination).await.is_ok()) {
-                    return Err(Failure::local(Errno::EEXIST, ""));
-                }
+                self.may_replace_with_dir(&destination, local_dir, no_replace)
+                    .await?;
             }
             None => return Err(Failure::local(Errno::ENOENT, "")),
             Some(info) => {
@@ -674,6 +695,34 @@ impl Mount {
         self.inodes.rename(&source, &destination);
         self.keep_parent(&source);
         Ok(())
+    }
+
+    /// Whether a directory the mount keeps may move to `destination`
+    /// (`kept`: a directory the mount keeps too): EEXIST under
+    /// `RENAME_NOREPLACE` when something is there, ENOTDIR over a file,
+    /// ENOTEMPTY over a directory with entries; POSIX lets it replace only
+    /// an empty directory.
+    async fn may_replace_with_dir(
+        &self,
+        destination: &str,
+        kept: bool,
+        no_replace: bool,
+    ) -> Result<(), Failure> {
+        let there = match self.remote.stat(destination).await {
+            Ok(info) => Some(info),
+            Err(f) if f.errno == Errno::ENOENT => None,
+            Err(f) => return Err(f),
+        };
+        if no_replace && (kept || there.is_some()) {
+            return Err(Failure::local(Errno::EEXIST, ""));
+        }
+        match there {
+            Some(info) if !info.is_directory => Err(Failure::local(Errno::ENOTDIR, "")),
+            Some(_) if !self.remote.list(destination).await?.is_empty() => {
+                Err(Failure::local(Errno::ENOTEMPTY, ""))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Commits the open files under directory `dir`, about to move; each

@@ -1290,3 +1290,75 @@ async fn the_executable_bit_is_stored_on_the_server() {
     );
     assert!(!executable(&server, "/memories/shared/ro.sh").await);
 }
+
+/// What pjdfstest found (docs/mount.md § pjdfstest), on a Store and a
+/// Filesystem mount: a name longer than 255 bytes is ENAMETOOLONG; an
+/// unlinked open file has no link left; a file created and still open is
+/// there for a second open, which may read, replace or truncate it, and
+/// `stat` reports the size of the handle changed last; a directory the
+/// mount keeps does not replace a file or a directory with entries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_pjdfstest_found() {
+    use std::os::unix::fs::MetadataExt;
+    if !fuse_available() {
+        return;
+    }
+    let server = Server::start_with(Some(CONFIG), &[]);
+    for tier in ["/memories", "/workspace"] {
+        put(&server, &format!("{tier}/pjd/seed.txt"), "seed").await;
+        let m = mount(&server, OWNER, &[], &format!("{tier}/pjd"));
+        let root = m.path();
+
+        let long = root.join("n".repeat(256));
+        let err = std::fs::write(&long, "x").unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::ENAMETOOLONG),
+            "{tier}: {err}"
+        );
+        let err = std::fs::create_dir(&long).unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(libc::ENAMETOOLONG),
+            "{tier}: {err}"
+        );
+        std::fs::write(root.join("n".repeat(255)), "x").unwrap();
+
+        let open = std::fs::File::open(root.join("seed.txt")).unwrap();
+        std::fs::remove_file(root.join("seed.txt")).unwrap();
+        assert_eq!(open.metadata().unwrap().nlink(), 0, "{tier}: unlinked");
+
+        // Created, still open and never written: a second open finds it.
+        let created = std::fs::File::create_new(root.join("new")).unwrap();
+        assert_eq!(std::fs::read(root.join("new")).unwrap(), b"", "{tier}");
+        std::fs::write(root.join("new"), "replaced").unwrap();
+        assert_eq!(get(&server, &format!("{tier}/pjd/new")).await, b"replaced");
+        created.set_len(23456).unwrap();
+        assert_eq!(std::fs::metadata(root.join("new")).unwrap().len(), 23456);
+        let later = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join("new"))
+            .unwrap();
+        later.set_len(1).unwrap();
+        assert_eq!(
+            std::fs::metadata(root.join("new")).unwrap().len(),
+            1,
+            "{tier}: the handle changed last"
+        );
+        drop(later);
+        drop(created);
+
+        std::fs::create_dir(root.join("kept")).unwrap();
+        std::fs::create_dir(root.join("full")).unwrap();
+        std::fs::write(root.join("full/f"), "f").unwrap();
+        let err = std::fs::rename(root.join("kept"), root.join("full")).unwrap_err();
+        assert!(
+            matches!(err.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)),
+            "{tier}: {err}"
+        );
+        let err = std::fs::rename(root.join("kept"), root.join("new")).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTDIR), "{tier}: {err}");
+        assert_eq!(std::fs::read(root.join("full/f")).unwrap(), b"f", "{tier}");
+        assert!(root.join("kept").is_dir(), "{tier}");
+    }
+}
