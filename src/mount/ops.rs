@@ -50,7 +50,21 @@ pub struct Mount {
     grants: Grants,
     uid: u32,
     gid: u32,
+    /// Directories the server last described, by inode, with their time:
+    /// a directory's attributes (which the kernel asks for after every
+    /// create and unlink in it) are answered without a round trip; a name
+    /// that changes kind is dropped here by the Watch (docs/mount.md §
+    /// Freshness).
+    known_dirs: Mutex<HashMap<u64, SystemTime>>,
+    /// This mount's own changes not yet seen on the Watch, by path: the
+    /// version a commit made, 0 for a delete. Their events would only make
+    /// the kernel forget what it already knows.
+    own: Mutex<HashMap<String, u64>>,
 }
+
+/// Own changes remembered at most: past it (a Watch that broke, events
+/// never seen) they are forgotten, and their events invalidate as others'.
+const MAX_OWN_CHANGES: usize = 4096;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -87,7 +101,51 @@ impl Mount {
             grants,
             uid: rustix::process::getuid().as_raw(),
             gid: rustix::process::getgid().as_raw(),
+            known_dirs: Mutex::new(HashMap::new()),
+            own: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Remembers a change this mount made to `path`: the `version` a
+    /// commit made, 0 for a delete.
+    fn made(&self, path: &str, version: u64) {
+        self.touched(path);
+        let mut own = lock(&self.own);
+        if own.len() >= MAX_OWN_CHANGES {
+            own.clear();
+        }
+        own.insert(path.to_owned(), version);
+    }
+
+    /// An entry of `path`'s directory was added, removed or renamed through
+    /// the mount: the directory's time as the mount answers it moves to
+    /// now, as the server's would.
+    fn touched(&self, path: &str) {
+        let parent = inodes::split(path).and_then(|(parent, _)| self.inodes.known(parent));
+        if let Some(ino) = parent
+            && let Some(time) = lock(&self.known_dirs).get_mut(&ino)
+        {
+            *time = SystemTime::now();
+        }
+    }
+
+    /// True when a Watch event (of `path`, at `version`, a deletion or
+    /// not) is this mount's own change, which needs no invalidation; each
+    /// is recognized once. Any other event of a path drops what the mount
+    /// knows of its kind.
+    pub fn own_change(&self, path: &str, version: u64, deleted: bool) -> bool {
+        let mut own = lock(&self.own);
+        let ours = match own.get(path) {
+            Some(&0) => deleted,
+            Some(&made) => !deleted && made == version,
+            None => false,
+        };
+        if ours {
+            own.remove(path);
+        } else if let Some(ino) = self.inodes.known(path) {
+            lock(&self.known_dirs).remove(&ino);
+        }
+        ours
     }
 
     /// The path of `name` in the directory `parent`; EINVAL (or the
@@ -163,6 +221,10 @@ impl Mount {
         };
         let modified = time(info.modified_time.as_ref());
         let created = time(info.created_time.as_ref());
+        match info.is_directory {
+            true => lock(&self.known_dirs).insert(ino, modified),
+            false => lock(&self.known_dirs).remove(&ino),
+        };
         self.attr(ino, kind, (info.size, info.executable), modified, created)
     }
 
@@ -248,6 +310,11 @@ impl Mount {
 
     /// `getattr`.
     pub async fn getattr(&self, ino: u64) -> Result<FileAttr, Failure> {
+        let known_dir = lock(&self.known_dirs).get(&ino).copied();
+        if let Some(modified) = known_dir {
+            let attr = (0, false);
+            return Ok(self.attr(ino, FileType::Directory, attr, modified, modified));
+        }
         match self.inodes.path(ino) {
             Ok(path) => self.attr_at(ino, &path).await,
             // Unlinked but open: the handle answers.
@@ -522,9 +589,10 @@ impl Mount {
         let committed = file
             .commit(&self.remote, path, self.settings.overwrite)
             .await?;
-        if committed != Committed::Clean {
+        if let Committed::Version(version) = committed {
             // Its parents exist on the server now, or stay kept.
-            tracing::debug!("mount: committed {path}: {committed:?}");
+            tracing::debug!("mount: committed {path}: version {version}");
+            self.made(path, version);
         }
         Ok(committed)
     }
@@ -569,7 +637,7 @@ impl Mount {
             .is_some_and(|ino| self.handles_of(ino).iter().any(|f| f.is_new()));
         self.detach(&path).await?;
         match self.remote.delete(&path, false).await {
-            Ok(()) => {}
+            Ok(()) => self.made(&path, 0),
             // Created and never committed: nothing on the server.
             Err(f) if f.errno == Errno::ENOENT && pending_new => {}
             Err(f) => return Err(f),
@@ -601,6 +669,7 @@ impl Mount {
             return Err(Failure::local(Errno::EEXIST, ""));
         }
         self.inodes.keep_dir(&path);
+        self.touched(&path);
         Ok(self.dir_attr(self.inodes.ino(&path)))
     }
 
@@ -618,6 +687,10 @@ impl Mount {
             Err(f) if f.errno == Errno::ENOENT && self.inodes.is_local_dir(&path) => {}
             Err(f) => return Err(f),
         }
+        if let Some(ino) = self.inodes.known(&path) {
+            lock(&self.known_dirs).remove(&ino);
+        }
+        self.touched(&path);
         self.inodes.drop_dir(&path);
         self.inodes.remove(&path);
         self.keep_parent(&path);
@@ -693,6 +766,8 @@ impl Mount {
             }
         }
         self.inodes.rename(&source, &destination);
+        self.touched(&source);
+        self.touched(&destination);
         self.keep_parent(&source);
         Ok(())
     }

@@ -1,10 +1,13 @@
 //! Freshness: a Watch stream on the mounted path turns every change made
 //! elsewhere (gRPC, MCP, another mount) into kernel invalidations of the
 //! file's cached pages and attributes and of its name, so it shows on the
-//! mount typically well under 100 ms (docs/mount.md § Freshness).
+//! mount typically well under 100 ms (docs/mount.md § Freshness). The
+//! mount's own commits and deletes are not invalidated: the kernel already
+//! holds what they made.
 
 use super::inodes::{self, Inodes};
 use super::remote::Remote;
+use crate::pb;
 use fuser::{INodeNo, Notifier};
 use std::ffi::OsStr;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ const RETRY: Duration = Duration::from_millis(500);
 /// wait on the kernel.
 pub fn start(remote: Remote, root: String, mount: Arc<super::ops::Mount>, notifier: Notifier) {
     let (paths, changed) = mpsc::channel::<String>();
+    let own = Arc::clone(&mount);
     std::thread::Builder::new()
         .name("mount-invalidate".into())
         .spawn(move || {
@@ -36,6 +40,12 @@ pub fn start(remote: Remote, root: String, mount: Arc<super::ops::Mount>, notifi
                     match stream.message().await {
                         Ok(Some(message)) => {
                             for event in message.events {
+                                let deleted = event.kind == pb::ChangeKind::Deleted as i32;
+                                if event.moved_path.is_empty()
+                                    && own.own_change(&event.path, event.version, deleted)
+                                {
+                                    continue;
+                                }
                                 let _ = paths.send(event.path);
                                 if !event.moved_path.is_empty() {
                                     let _ = paths.send(event.moved_path);

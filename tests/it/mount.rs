@@ -494,6 +494,27 @@ async fn every_surface_agrees() {
     assert_eq!(events[0].path, "/memories/s/copied.bin");
     assert_eq!(events[0].principal, "owner");
     assert_eq!(events[0].label, "turn-1");
+
+    // A directory replaced by a file elsewhere shows as the file, though
+    // the mount answers a directory's attributes itself.
+    put(&server, "/memories/s/kind/inner.txt", "in").await;
+    let kind = m.path().join("kind");
+    assert!(std::fs::metadata(&kind).unwrap().is_dir());
+    let delete = as_owner(pb::DeleteRequest {
+        path: "/memories/s/kind".into(),
+        recursive: true,
+        ..Default::default()
+    });
+    server.fs().await.delete(delete).await.unwrap();
+    put(&server, "/memories/s/kind", "now a file").await;
+    let took = tokio::task::block_in_place(|| {
+        visible_within(&kind, b"now a file", Duration::from_secs(1))
+    });
+    assert!(
+        took.is_some(),
+        "the directory turned file did not show within 1 s"
+    );
+    assert!(std::fs::metadata(&kind).unwrap().is_file());
 }
 
 /// A Watch of `path` from now, as the owner.
