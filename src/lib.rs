@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod access;
+pub mod audit;
 pub mod auth;
 pub mod backend;
 pub mod change;

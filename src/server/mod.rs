@@ -11,6 +11,7 @@
 //! ([`TooLargeStatus`]).
 
 mod access;
+mod audited;
 mod branch;
 mod caller;
 mod changeset;
@@ -22,6 +23,7 @@ mod tools;
 pub mod transport;
 
 pub use access::AccessService;
+use audited::Audited;
 pub use caller::identify;
 pub use filesystem::FilesystemService;
 pub use message_limit::{TooLargeStatus, too_large};
@@ -64,6 +66,8 @@ pub struct App {
     pub limits: crate::service::LimitsConfig,
     /// The MCP endpoint at `/mcp`.
     pub mcp: crate::mcp::McpConfig,
+    /// The audit log every call is recorded in (docs/audit.md).
+    pub audit: crate::audit::Audit,
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -91,7 +95,8 @@ pub async fn serve(
     // A message may carry a whole file (Write) or an answer (Read).
     let max_message = max_answer_bytes(app.max_file_bytes).saturating_add(MESSAGE_OVERHEAD_BYTES);
     let limits = Limits::new(app.limits);
-    let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone());
+    let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone())
+        .with_audit(app.audit.clone());
     let stop_watches = tokio_util::sync::CancellationToken::new();
     let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
         service.clone(),
@@ -124,14 +129,16 @@ pub async fn serve(
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(TooLargeStatus(InterceptedService::new(
-            filesystem,
-            intercept.clone(),
-        )))
-        .add_service(TooLargeStatus(InterceptedService::new(
-            access,
-            intercept.clone(),
-        )))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(filesystem, intercept.clone())),
+            app.audit.clone(),
+            None,
+        ))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(access, intercept.clone())),
+            app.audit.clone(),
+            Some(crate::audit::Class::Admin),
+        ))
         .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)));
     let mut router = routes.routes().into_axum_router();
     let mut mcp_shutdown = None;

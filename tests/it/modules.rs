@@ -241,6 +241,7 @@ const BELOW: &[&str] = &[
     "service",
     "auth",
     "access",
+    "audit",
     "backend",
     "search",
     "text",
