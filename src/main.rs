@@ -67,12 +67,6 @@ enum Command {
         /// The shell.
         shell: clap_complete::Shell,
     },
-    /// The audit log (docs/audit.md).
-    Audit {
-        /// What to do.
-        #[command(subcommand)]
-        action: AuditVerb,
-    },
     /// Mount a server directory here with FUSE (docs/mount.md): every shell
     /// tool sees its files; a close commits a changed file as one version.
     Mount(agentvfs::mount::MountArgs),
@@ -91,21 +85,6 @@ enum ConfigVerb {
     },
 }
 
-#[derive(Subcommand)]
-enum AuditVerb {
-    /// Check the audit log's chain and signed checkpoints, reading its
-    /// directory (the `[audit] dir` of --config, or --dir); names the first
-    /// record that is wrong and exits 1, or prints the range verified.
-    Verify {
-        /// TOML configuration file whose `[audit] dir` to check.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// The audit directory itself.
-        #[arg(long, conflicts_with = "config")]
-        dir: Option<PathBuf>,
-    },
-}
-
 /// The connection flags, global so a client verb takes them before or
 /// after its name: the ids of the ones each other command does not take.
 /// Given to such a command (before or after its name) they are an error,
@@ -116,7 +95,6 @@ const NOT_TAKEN: &[(&str, &[&str])] = &[
     ("mcp", &["addr"]),
     ("config", CLIENT_FLAGS),
     ("completions", CLIENT_FLAGS),
-    ("audit", CLIENT_FLAGS),
 ];
 
 /// The parser: [`Cli`]'s, with each command of [`NOT_TAKEN`] holding a
@@ -277,34 +255,6 @@ fn check_config(file: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// `agentvfs audit verify`: the first wrong record of the audit log, or
-/// the range of records that verified.
-fn verify_audit(config: Option<&Path>, dir: Option<PathBuf>) -> Result<(), String> {
-    let dir = match (config, dir) {
-        (_, Some(dir)) => dir,
-        (Some(file), None) => read_config(file)?.audit.dir,
-        (None, None) => config::embedded_default().audit.dir,
-    };
-    if dir.as_os_str().is_empty() {
-        return Err(
-            "no audit directory: pass --dir, or a --config whose [audit] is enabled".into(),
-        );
-    }
-    match agentvfs::audit::verify(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-        Ok(verified) => {
-            println!(
-                "{}: records {} to {} verified, {} signed checkpoints",
-                dir.display(),
-                verified.first,
-                verified.last,
-                verified.checkpoints
-            );
-            Ok(())
-        }
-        Err(broken) => Err(format!("{}: {broken}", dir.display())),
-    }
-}
-
 async fn serve(args: ServeArgs) -> Result<(), String> {
     let config = load(&args)?;
     startup::check_listener(&config, args.allow_unauthenticated)?;
@@ -355,9 +305,6 @@ fn main() -> ExitCode {
         Command::Config {
             action: ConfigVerb::Check { file },
         } => check_config(&file),
-        Command::Audit {
-            action: AuditVerb::Verify { config, dir },
-        } => verify_audit(config.as_deref(), dir),
         Command::Completions { shell } => {
             clap_complete::generate(shell, &mut command(), "agentvfs", &mut std::io::stdout());
             Ok(())

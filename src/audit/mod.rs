@@ -12,12 +12,14 @@
 
 mod chain;
 mod policy;
+mod query;
 mod record;
 mod store;
 mod verify;
 
 pub use chain::Checkpoint;
 pub use policy::{Level, Policy, Rule};
+pub use query::{Filter, Page, normalized_time, page};
 pub use record::{Class, Outcome, Record};
 pub use verify::{Broken, Verified, verify};
 
@@ -248,6 +250,7 @@ impl Trail {
 pub struct Audit(Option<Arc<Inner>>);
 
 struct Inner {
+    dir: PathBuf,
     policy: Policy,
     failure: Failure,
     jobs: crossbeam_channel::Sender<store::Job>,
@@ -276,6 +279,7 @@ impl Audit {
             .spawn(move || store.run(queue))
             .map_err(|e| Error::Internal(format!("cannot start the audit writer: {e}")))?;
         Ok(Audit(Some(Arc::new(Inner {
+            dir: config.dir.clone(),
             policy: config.policy.clone(),
             failure: config.failure,
             jobs,
@@ -283,6 +287,11 @@ impl Audit {
             written: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
         }))))
+    }
+
+    /// The audit directory, when on.
+    pub fn dir(&self) -> Option<&std::path::Path> {
+        self.0.as_ref().map(|i| i.dir.as_path())
     }
 
     /// True when operations are recorded.

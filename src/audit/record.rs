@@ -67,6 +67,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// The result named `name` (`ok`, `denied`, ...), or `None`.
+    pub fn parse(name: &str) -> Option<Outcome> {
+        serde_json::from_value(serde_json::Value::String(name.to_owned())).ok()
+    }
+
     /// The result of a call that ended with gRPC code `code`.
     pub fn of_grpc_code(code: i32) -> Outcome {
         match code {

@@ -11,6 +11,7 @@
 //! ([`TooLargeStatus`]).
 
 mod access;
+mod audit_log;
 mod audited;
 mod branch;
 mod caller;
@@ -23,6 +24,7 @@ mod tools;
 pub mod transport;
 
 pub use access::AccessService;
+pub use audit_log::AuditLogService;
 use audited::Audited;
 pub use caller::identify;
 pub use filesystem::FilesystemService;
@@ -123,6 +125,12 @@ pub async fn serve(
         .set_serving::<pb::access_server::AccessServer<AccessService>>()
         .await;
 
+    let audit_log =
+        pb::audit_log_server::AuditLogServer::new(AuditLogService::new(app.audit.clone()));
+    health
+        .set_serving::<pb::audit_log_server::AuditLogServer<AuditLogService>>()
+        .await;
+
     let intercept = caller::interceptor(app.auth.clone());
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
@@ -136,6 +144,11 @@ pub async fn serve(
         ))
         .add_service(Audited::new(
             TooLargeStatus(InterceptedService::new(access, intercept.clone())),
+            app.audit.clone(),
+            Some(crate::audit::Class::Admin),
+        ))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(audit_log, intercept.clone())),
             app.audit.clone(),
             Some(crate::audit::Class::Admin),
         ))

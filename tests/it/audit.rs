@@ -453,3 +453,142 @@ async fn every_acknowledged_write_has_its_record_after_kill_9() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// QueryAudit and VerifyAudit need the audit right: an agent is refused
+/// (and its attempt recorded); an auditor's every filter returns what a
+/// tally of the calls made expects, pages resume without repeats or
+/// gaps, and `agentvfs audit --json` exports the same records.
+#[tokio::test]
+async fn queries_need_the_audit_right_and_match_a_tally() {
+    const AUDITOR: &str = "auditor-token-0001";
+    const OTHER: &str = "other-token-0001";
+    let extra = format!(
+        "[[principal]]\nname = \"auditor\"\ntoken = \"{AUDITOR}\"\naudit = true\n\
+         grants = [{{ prefix = \"/\", ops = [\"list\", \"file\", \"read_file\", \"write\"] }}]\n\
+         [[principal]]\nname = \"other\"\ntoken = \"{OTHER}\"\n\
+         grants = [{{ prefix = \"/work/b\", ops = [\"read_file\", \"write\"] }}]\n"
+    );
+    // The principals follow [audit] in the file: they are tables of their own.
+    let server = Server::start_with(Some(&(config("") + &extra)), &[]);
+    let mut fs = server.fs().await;
+    let mut tally = std::collections::BTreeMap::<(&str, &str, &str), u64>::new();
+    for i in 0..30u64 {
+        let (token, who, path) = match i % 3 {
+            0 => (TOKEN, "agent", format!("/work/a{i}.txt")),
+            1 => (AUDITOR, "auditor", format!("/work/b/x{i}.txt")),
+            _ => (OTHER, "other", format!("/work/b/y{i}.txt")),
+        };
+        let write = pb::WriteRequest {
+            path: path.clone(),
+            content: "x".into(),
+            ..Default::default()
+        };
+        fs.write(as_token(write, token)).await.unwrap();
+        *tally.entry((who, "Filesystem/Write", "ok")).or_default() += 1;
+        let read = pb::ReadRequest {
+            path: if i % 5 == 0 { "/secret".into() } else { path },
+            ..Default::default()
+        };
+        let denied = i % 5 == 0 && who != "auditor";
+        let outcome = fs.read(as_token(read, token)).await;
+        let result = match (denied, outcome) {
+            (true, Err(s)) if s.code() == tonic::Code::PermissionDenied => "denied",
+            (false, Ok(_)) => "ok",
+            (true, Err(s)) if s.code() == tonic::Code::NotFound => "not_found",
+            (false, Err(s)) if s.code() == tonic::Code::NotFound => "not_found",
+            other => panic!("unexpected {other:?}"),
+        };
+        *tally.entry((who, "Filesystem/Read", result)).or_default() += 1;
+    }
+    let channel = server.channel().await;
+    let mut log = pb::audit_log_client::AuditLogClient::new(channel);
+    let refused = log
+        .query_audit(as_token(pb::QueryAuditRequest::default(), TOKEN))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    assert!(refused.message().contains("audit right"), "{refused:?}");
+    let query = |req: pb::QueryAuditRequest| {
+        let mut log = log.clone();
+        async move {
+            let mut pages = log
+                .query_audit(as_token(req, AUDITOR))
+                .await
+                .unwrap()
+                .into_inner();
+            let mut records = Vec::new();
+            while let Some(page) = pages.message().await.unwrap() {
+                records.extend(
+                    page.records
+                        .iter()
+                        .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+                );
+            }
+            records
+        }
+    };
+    for ((who, operation, result), count) in &tally {
+        let found = query(pb::QueryAuditRequest {
+            principal: who.to_string(),
+            operation: operation.to_string(),
+            result: result.to_string(),
+            ..Default::default()
+        })
+        .await;
+        assert_eq!(found.len() as u64, *count, "{who} {operation} {result}");
+    }
+    let attempt = query(pb::QueryAuditRequest {
+        principal: "agent".into(),
+        operation: "AuditLog/QueryAudit".into(),
+        result: "denied".into(),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(attempt.len(), 1, "the agent's refused query is recorded");
+    assert_eq!(field(&attempt[0], "class"), "admin");
+    let writes = query(pb::QueryAuditRequest {
+        class: "data_write".into(),
+        path_prefix: "/work/b".into(),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(writes.len(), 20);
+    let mut after = 0;
+    let mut paged = Vec::new();
+    loop {
+        let page = query(pb::QueryAuditRequest {
+            after_seq: after,
+            page_size: 7,
+            ..Default::default()
+        })
+        .await;
+        let Some(last) = page.last() else { break };
+        after = last["seq"].as_u64().unwrap();
+        paged.extend(page.into_iter().map(|r| r["seq"].as_u64().unwrap()));
+    }
+    let seqs: Vec<u64> = (1..=paged.len() as u64).collect();
+    assert_eq!(paged, seqs, "pages neither repeat nor skip");
+    let verified = log
+        .verify_audit(as_token(pb::VerifyAuditRequest {}, AUDITOR))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(verified.ok, "{verified:?}");
+    let out = Command::new(env!("CARGO_BIN_EXE_agentvfs"))
+        .args(["--addr", &server.url, "--token", AUDITOR, "audit", "--json"])
+        .args(["--principal", "other"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported = String::from_utf8(out.stdout).unwrap();
+    let expected: u64 = tally
+        .iter()
+        .filter(|((w, _, _), _)| *w == "other")
+        .map(|(_, c)| c)
+        .sum();
+    assert_eq!(exported.lines().count() as u64, expected);
+}
