@@ -54,6 +54,7 @@ pub mod entry;
 pub mod error;
 pub mod history;
 pub mod mcp;
+pub mod metrics;
 pub mod mount;
 pub mod path;
 pub mod pb;

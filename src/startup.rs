@@ -173,7 +173,9 @@ pub fn build_app(config: &Config) -> Result<App, String> {
         tools: config.tools.clone(),
         limits: config.limits,
         mcp: config.mcp.clone(),
-        audit: crate::audit::Audit::open(&config.audit).map_err(|e| e.to_string())?,
+        audit: crate::audit::Audit::open(&config.audit)
+            .map_err(|e| e.to_string())?
+            .with_metrics(Arc::new(crate::metrics::Metrics::new())),
     })
 }
 

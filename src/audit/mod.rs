@@ -25,6 +25,7 @@ pub use verify::{Broken, Verified, verify};
 
 use crate::access::Op;
 use crate::error::{Error, Result};
+use crate::metrics::Metrics;
 use crate::path::VfsPath;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -244,10 +245,14 @@ impl Trail {
     }
 }
 
-/// The audit of a server: a handle on its writer, cheap to clone; off
-/// when `[audit] enabled` is false.
+/// The audit of a server: a handle on its writer (off when `[audit]
+/// enabled` is false) and on its metrics, which count every call the
+/// trails note (docs/audit.md § Metrics); cheap to clone.
 #[derive(Clone, Default)]
-pub struct Audit(Option<Arc<Inner>>);
+pub struct Audit {
+    log: Option<Arc<Inner>>,
+    metrics: Option<Arc<Metrics>>,
+}
 
 struct Inner {
     dir: PathBuf,
@@ -265,7 +270,7 @@ impl Audit {
     /// created on first start) and its writer thread started.
     pub fn open(config: &AuditConfig) -> Result<Audit> {
         if !config.enabled {
-            return Ok(Audit(None));
+            return Ok(Audit::default());
         }
         let store = store::Store::open(config).map_err(|e| {
             Error::Internal(format!(
@@ -278,35 +283,55 @@ impl Audit {
             .name("agentvfs-audit".into())
             .spawn(move || store.run(queue))
             .map_err(|e| Error::Internal(format!("cannot start the audit writer: {e}")))?;
-        Ok(Audit(Some(Arc::new(Inner {
-            dir: config.dir.clone(),
-            policy: config.policy.clone(),
-            failure: config.failure,
-            jobs,
-            failed: AtomicBool::new(false),
-            written: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-        }))))
+        Ok(Audit {
+            metrics: None,
+            log: Some(Arc::new(Inner {
+                dir: config.dir.clone(),
+                policy: config.policy.clone(),
+                failure: config.failure,
+                jobs,
+                failed: AtomicBool::new(false),
+                written: AtomicU64::new(0),
+                dropped: AtomicU64::new(0),
+            })),
+        })
+    }
+
+    /// This audit, also counting every call in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Audit {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The metrics calls are counted in, if any.
+    pub fn metrics(&self) -> Option<&Metrics> {
+        self.metrics.as_deref()
+    }
+
+    /// True when calls are recorded or counted: a front end then opens a
+    /// trail for each ([`Audit::trail`]).
+    pub fn is_recording(&self) -> bool {
+        self.log.is_some() || self.metrics.is_some()
     }
 
     /// The audit directory, when on.
     pub fn dir(&self) -> Option<&std::path::Path> {
-        self.0.as_ref().map(|i| i.dir.as_path())
+        self.log.as_ref().map(|i| i.dir.as_path())
     }
 
     /// True when operations are recorded.
     pub fn is_on(&self) -> bool {
-        self.0.is_some()
+        self.log.is_some()
     }
 
     /// The failure mode, when on.
     pub fn failure(&self) -> Option<Failure> {
-        self.0.as_ref().map(|i| i.failure)
+        self.log.as_ref().map(|i| i.failure)
     }
 
     /// Records handed to the store, and records lost (`drop_and_count`).
     pub fn counts(&self) -> (u64, u64) {
-        self.0.as_ref().map_or((0, 0), |i| {
+        self.log.as_ref().map_or((0, 0), |i| {
             (
                 i.written.load(Ordering::Relaxed),
                 i.dropped.load(Ordering::Relaxed),
@@ -314,11 +339,12 @@ impl Audit {
         })
     }
 
-    /// A new trail for a call coming in on `surface`: empty when off.
+    /// A new trail for a call coming in on `surface`: empty when calls
+    /// are neither recorded nor counted.
     pub fn trail(&self, surface: Surface) -> Trail {
-        match self.0 {
-            None => Trail::default(),
-            Some(_) => {
+        match self.is_recording() {
+            false => Trail::default(),
+            true => {
                 let trail = Trail(Some(Arc::default()));
                 trail.surface(surface, None);
                 trail
@@ -329,7 +355,7 @@ impl Audit {
     /// Refuses a call when the audit has failed under `fail_closed`: no
     /// call runs that could not be recorded.
     pub fn admit(&self) -> Result<()> {
-        match &self.0 {
+        match &self.log {
             Some(inner) if inner.failed.load(Ordering::Relaxed) => Err(Error::Unavailable(
                 "the audit log cannot be written and [audit] failure is fail_closed: no call \
                  is served until it can"
@@ -352,7 +378,22 @@ impl Audit {
         message: &str,
         started: Instant,
     ) -> Result<()> {
-        let (Some(inner), Some(note)) = (&self.0, &trail.0) else {
+        let Some(note) = &trail.0 else {
+            return Ok(());
+        };
+        if let Some(metrics) = &self.metrics {
+            let note = note.lock().unwrap_or_else(|p| p.into_inner());
+            let result = serde_json::to_value(outcome).unwrap_or_default();
+            metrics.observe(
+                &note.record.surface,
+                &note.record.operation,
+                result.as_str().unwrap_or_default(),
+                started.elapsed().as_secs_f64(),
+                note.record.bytes,
+                note.class == Some(Class::DataWrite),
+            );
+        }
+        let Some(inner) = &self.log else {
             return Ok(());
         };
         let (record, durable) = {

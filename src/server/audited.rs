@@ -71,7 +71,7 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
-        if !self.audit.is_on() {
+        if !self.audit.is_recording() {
             let response = self.inner.call(req);
             return Box::pin(async move { Ok(response.await?.map(Body::new)) });
         }
@@ -100,6 +100,11 @@ where
                 Some(status) => (status.code(), status.message().to_owned()),
                 None => (Code::Ok, String::new()),
             };
+            if code == Code::Unimplemented {
+                // A method the service lacks: its name is the client's word,
+                // never a metric's label.
+                trail.operation("unknown", "");
+            }
             let outcome = Outcome::of_grpc_code(code as i32);
             match audit.finish(&trail, outcome, &message, started).await {
                 Ok(()) => Ok(response.map(Body::new)),

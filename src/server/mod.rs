@@ -19,6 +19,7 @@ mod changeset;
 mod convert;
 mod filesystem;
 mod message_limit;
+mod metrics;
 mod streams;
 mod tools;
 pub mod transport;
@@ -154,6 +155,15 @@ pub async fn serve(
         ))
         .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)));
     let mut router = routes.routes().into_axum_router();
+    let scrape = metrics::Scrape {
+        audit: app.audit.clone(),
+        limits: limits.clone(),
+        auth: app.auth.clone(),
+    };
+    router = router.route(
+        metrics::PATH,
+        axum::routing::get(move |headers: http::HeaderMap| scrape.clone().answer(headers)),
+    );
     let mut mcp_shutdown = None;
     if app.mcp.http {
         let (endpoint, stop) =

@@ -419,7 +419,10 @@ impl Tools {
             caller = caller.with_trail(audit.trail(crate::audit::Surface::Grpc));
         }
         let trail = caller.trail.clone();
-        trail.operation(&format!("tool/{}", echo(name)), tool_call_id);
+        let operation = ToolName::parse(name).map_or("tool/unknown".into(), |tool| {
+            format!("tool/{}", tool.as_str())
+        });
+        trail.operation(&operation, tool_call_id);
         let started = Instant::now();
         let envelope = match audit.admit() {
             Ok(()) => self.run_call(caller, name, args, tool_call_id).await,

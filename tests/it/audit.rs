@@ -592,3 +592,115 @@ async fn queries_need_the_audit_right_and_match_a_tally() {
         .sum();
     assert_eq!(exported.lines().count() as u64, expected);
 }
+
+/// `GET /metrics` over HTTP/1.1 (with `token` when given): the status
+/// line and the body.
+async fn scrape(server: &Server, token: Option<&str>) -> (String, String) {
+    let addr = server.url.trim_start_matches("http://");
+    let authorization = token.map_or(String::new(), |t| format!("authorization: Bearer {t}\r\n"));
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nhost: 127.0.0.1\r\n{authorization}connection: close\r\n\r\n"
+    );
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_string(&mut answer))
+        .await
+        .expect("the metrics within 10 s")
+        .unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").expect("an HTTP answer");
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// The value of the sample of `name` whose labels include `labels`
+/// (0 when there is none), from the text format parsed by a Prometheus
+/// parser.
+fn sample(body: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned())))
+        .expect("the text format parses");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(ref buckets) => {
+                buckets.last().map_or(0.0, |b| b.count)
+            }
+            prometheus_parse::Value::Summary(_) => 0.0,
+        })
+        .sum()
+}
+
+/// `/metrics` follows the listener's rules (a token, as every call needs
+/// here) and parses as the Prometheus text format; its counters move by
+/// the calls the test makes: reads, their bytes and latencies, a denial,
+/// and the audit records written.
+#[tokio::test]
+async fn metrics_parse_and_move_with_the_calls() {
+    let server = Server::start_with(Some(&config("")), &[]);
+    let (status, body) = scrape(&server, None).await;
+    assert!(status.contains(" 401 "), "{status}: {body}");
+    let (status, before) = scrape(&server, Some(TOKEN)).await;
+    assert!(status.contains(" 200 "), "{status}");
+    let mut fs = server.fs().await;
+    let content = "twelve bytes";
+    let write = pb::WriteRequest {
+        path: "/work/m.txt".into(),
+        content: content.into(),
+        ..Default::default()
+    };
+    fs.write(as_token(write, TOKEN)).await.unwrap();
+    for _ in 0..3 {
+        let read = pb::ReadRequest {
+            path: "/work/m.txt".into(),
+            ..Default::default()
+        };
+        fs.read(as_token(read, TOKEN)).await.unwrap();
+    }
+    let denied = pb::ReadRequest {
+        path: "/secret".into(),
+        ..Default::default()
+    };
+    fs.read(as_token(denied, TOKEN)).await.unwrap_err();
+    at_least(&audit_dir(&server), 5).await;
+    let (_, after) = scrape(&server, Some(TOKEN)).await;
+    let read_ok = [
+        ("surface", "grpc"),
+        ("operation", "Filesystem/Read"),
+        ("result", "ok"),
+    ];
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    assert_eq!(moved("agentvfs_calls_total", &read_ok), 3.0);
+    assert_eq!(
+        moved(
+            "agentvfs_calls_total",
+            &[("operation", "Filesystem/Read"), ("result", "denied")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        moved(
+            "agentvfs_call_duration_seconds",
+            &[("operation", "Filesystem/Read")]
+        ),
+        4.0
+    );
+    assert_eq!(
+        moved("agentvfs_bytes_read_total", &[]),
+        3.0 * content.len() as f64
+    );
+    assert_eq!(
+        moved("agentvfs_bytes_written_total", &[]),
+        content.len() as f64
+    );
+    assert!(moved("agentvfs_audit_records", &[]) >= 5.0, "{after}");
+}

@@ -249,6 +249,7 @@ const BELOW: &[&str] = &[
     "scope",
     "change",
     "history",
+    "metrics",
     "path",
     "private_file",
     "error",
