@@ -411,6 +411,7 @@ impl Service {
         let permit = streamed.then(|| self.admit_stream(caller)).transpose()?;
         let spec = blocking(spec).await?;
         caller.trail.touch(&spec.root, op);
+        caller.trail.request(&spec.pattern);
         search::start(
             &self.limits,
             permit,

@@ -124,7 +124,8 @@ fn field<'a>(record: &'a Value, name: &str) -> &'a str {
 /// and the chain verifies.
 #[tokio::test]
 async fn every_surface_records_its_calls_and_denials_name_their_rule() {
-    let server = Server::start_with(Some(&config("")), &[]);
+    let rule = "[[audit.rule]]\nprefix = \"/work/req\"\nlevel = \"request\"\n";
+    let server = Server::start_with(Some(&config(rule)), &[]);
     let mut fs = server.fs().await;
     let file = "/work/notes.txt";
     let write = pb::WriteRequest {
@@ -172,6 +173,20 @@ async fn every_surface_records_its_calls_and_denials_name_their_rule() {
     };
     let mut found = fs.glob(as_token(glob, TOKEN)).await.unwrap().into_inner();
     while found.message().await.unwrap().is_some() {}
+    // Below /work/req a rule keeps the request: the pattern is recorded.
+    let there = pb::WriteRequest {
+        path: "/work/req/x.txt".into(),
+        content: "x\n".into(),
+        ..Default::default()
+    };
+    fs.write(as_token(there, TOKEN)).await.unwrap();
+    let kept = pb::GrepRequest {
+        pattern: "kept-pattern".into(),
+        path: "/work/req".into(),
+        ..Default::default()
+    };
+    let mut hits = fs.grep(as_token(kept, TOKEN)).await.unwrap().into_inner();
+    while hits.message().await.unwrap_or(None).is_some() {}
     let denied_read = pb::ReadRequest {
         path: "/secret/plan.txt".into(),
         ..Default::default()
@@ -247,6 +262,12 @@ async fn every_surface_records_its_calls_and_denials_name_their_rule() {
         );
         assert_eq!(record["paths"], serde_json::json!(["/secret/plan.txt"]));
     }
+    let requests: Vec<&str> = all.iter().filter_map(|r| r["request"].as_str()).collect();
+    assert_eq!(
+        requests,
+        ["kept-pattern"],
+        "only the rule's path keeps its request"
+    );
     let mut seqs: Vec<u64> = all.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     let expected: Vec<u64> = (1..=seqs.len() as u64).collect();
     seqs.sort();
