@@ -158,6 +158,10 @@ pub struct Principal {
     /// that handle's changes and those of the handles it minted, never a
     /// sibling's (docs/changesets.md § Attribution).
     pub handle: String,
+    /// The `audit` right: it may read the audit log (docs/audit.md).
+    /// Configured principals hold it only when their `[[principal]]` says
+    /// `audit = true`; handles never do.
+    pub audit: bool,
 }
 
 impl Principal {
@@ -174,6 +178,20 @@ impl Principal {
             owner: "local".into(),
             branch: String::new(),
             handle: String::new(),
+            audit: true,
+        }
+    }
+
+    /// Fails with PERMISSION_DENIED unless the principal holds the `audit`
+    /// right.
+    pub fn check_audit(&self) -> Result<()> {
+        match self.audit {
+            true => Ok(()),
+            false => Err(Error::PermissionDenied(format!(
+                "{} lacks the audit right (audit = true on its [[principal]]); handles never \
+                 hold it",
+                self.name
+            ))),
         }
     }
 
@@ -245,6 +263,7 @@ mod tests {
             owner: "reader".into(),
             branch: String::new(),
             handle: String::new(),
+            audit: false,
             namespace: "team".into(),
             grants: vec![Grant {
                 prefix: p("/workspace"),

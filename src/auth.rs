@@ -329,6 +329,7 @@ impl Auth {
             owner: root.owner.clone(),
             branch: branch.clone(),
             handle,
+            audit: false,
         };
         let token = new_token();
         handles.0.insert(
@@ -501,6 +502,7 @@ mod tests {
             owner: name.into(),
             branch: String::new(),
             handle: String::new(),
+            audit: false,
         }
     }
 

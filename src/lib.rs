@@ -44,6 +44,7 @@
 #![deny(missing_docs)]
 
 pub mod access;
+pub mod audit;
 pub mod auth;
 pub mod backend;
 pub mod change;
@@ -53,6 +54,7 @@ pub mod entry;
 pub mod error;
 pub mod history;
 pub mod mcp;
+pub mod metrics;
 pub mod mount;
 pub mod path;
 pub mod pb;

@@ -233,7 +233,8 @@ async fn mcp(args: McpArgs, connection: agentvfs::cli::Connection) -> Result<(),
     let caller = agentvfs::service::Caller::identify(&app.auth, credentials)
         .map_err(|e| format!("{e} (pass the principal's token with --token or AGENTVFS_TOKEN)"))?;
     let limits = agentvfs::service::Limits::new(app.limits);
-    let service = agentvfs::service::Service::new(app.backend, app.max_file_bytes, limits);
+    let service = agentvfs::service::Service::new(app.backend, app.max_file_bytes, limits)
+        .with_audit(app.audit);
     let tools = agentvfs::tools::Tools::new(service.clone(), app.tools);
     agentvfs::mcp::stdio::serve(tools, service, caller, &app.mcp).await
 }

@@ -173,6 +173,9 @@ pub fn build_app(config: &Config) -> Result<App, String> {
         tools: config.tools.clone(),
         limits: config.limits,
         mcp: config.mcp.clone(),
+        audit: crate::audit::Audit::open(&config.audit)
+            .map_err(|e| e.to_string())?
+            .with_metrics(Arc::new(crate::metrics::Metrics::new())),
     })
 }
 
@@ -195,6 +198,7 @@ pub fn raise_open_file_limit() {
 /// client could then overwrite the database's files through the mount (and
 /// a corrupted `CURRENT` keeps the server from starting again).
 pub fn check_data_dirs(config: &Config) -> Result<(), String> {
+    check_audit_dir(config)?;
     for store in &config.mounts {
         let TierConfig::Store { path, .. } = &store.tier else {
             continue;
@@ -216,6 +220,33 @@ pub fn check_data_dirs(config: &Config) -> Result<(), String> {
                     served.prefix
                 ));
             }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an audit directory inside (or holding) a Filesystem mount's
+/// root: the audited could then read or rewrite their own records
+/// (docs/audit.md § Out of reach).
+fn check_audit_dir(config: &Config) -> Result<(), String> {
+    if !config.audit.enabled {
+        return Ok(());
+    }
+    let audit = real_path(&config.audit.dir)?;
+    for served in &config.mounts {
+        let TierConfig::Filesystem { root, .. } = &served.tier else {
+            continue;
+        };
+        let root_real = real_path(root)?;
+        if audit.starts_with(&root_real) || root_real.starts_with(&audit) {
+            return Err(format!(
+                "[audit] dir {} and {}, the directory served at {}, overlap; the audited \
+                 could reach their own records. Give [audit] a `dir` outside every served \
+                 directory",
+                config.audit.dir.display(),
+                root.display(),
+                served.prefix
+            ));
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 
 use super::Connection;
 use crate::pb::filesystem_client::FilesystemClient;
+use crate::service::SURFACE_HEADER;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -21,6 +22,8 @@ pub(crate) struct Headers {
     session: Option<MetadataValue<tonic::metadata::Ascii>>,
     label: Option<MetadataValue<tonic::metadata::Ascii>>,
     branch: Option<MetadataValue<tonic::metadata::Ascii>>,
+    /// `cli` or `mount`: the surface the audit records (docs/audit.md).
+    surface: &'static str,
 }
 
 impl Interceptor for Headers {
@@ -39,6 +42,8 @@ impl Interceptor for Headers {
             req.metadata_mut()
                 .insert("x-agentvfs-branch", branch.clone());
         }
+        req.metadata_mut()
+            .insert(SURFACE_HEADER, MetadataValue::from_static(self.surface));
         Ok(req)
     }
 }
@@ -83,7 +88,7 @@ pub(super) async fn connect(conn: &Connection) -> Result<(Channel, Headers), Str
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {url}: {}", connect_error(&e)))?;
-    Ok((channel, headers(conn)?))
+    Ok((channel, headers(conn, "cli")?))
 }
 
 /// The server's endpoint (and its URL, for messages), not yet connected:
@@ -95,8 +100,9 @@ pub(crate) fn endpoint(conn: &Connection) -> Result<(tonic::transport::Endpoint,
     Ok((endpoint, url))
 }
 
-/// The metadata every call of `conn` carries.
-pub(crate) fn headers(conn: &Connection) -> Result<Headers, String> {
+/// The metadata every call of `conn` carries, from the client program
+/// `surface` (`cli`, `mount`).
+pub(crate) fn headers(conn: &Connection, surface: &'static str) -> Result<Headers, String> {
     Ok(Headers {
         token: conn
             .token
@@ -106,6 +112,7 @@ pub(crate) fn headers(conn: &Connection) -> Result<Headers, String> {
         session: conn.session.clone().map(header).transpose()?,
         label: conn.label.clone().map(header).transpose()?,
         branch: conn.branch.clone().map(header).transpose()?,
+        surface,
     })
 }
 

@@ -13,6 +13,7 @@
 //! its own file: [`files`], [`search`], [`history`], [`branch`], with the
 //! connection in [`connect`] and the shared line formats in [`format`].
 
+mod audit;
 mod branch;
 pub(crate) mod connect;
 mod files;
@@ -231,6 +232,16 @@ pub enum Verb {
         #[command(subcommand)]
         action: BranchVerb,
     },
+    /// Print the audit log's records the filters match (needs the audit
+    /// right), or `audit verify` its chain (docs/audit.md).
+    Audit {
+        /// `verify`, or nothing to query.
+        #[command(subcommand)]
+        action: Option<AuditVerb>,
+        /// The query's filters.
+        #[command(flatten)]
+        query: audit::AuditQuery,
+    },
     /// Apply an OpenAI apply_patch patch read from stdin, all or nothing.
     ApplyPatch {
         /// Directory the patch's relative paths resolve against (default:
@@ -248,6 +259,19 @@ pub enum Verb {
         /// Hidden/ignored switches and budgets.
         #[command(flatten)]
         limits: SearchFlags,
+    },
+}
+
+/// What `agentvfs audit` does besides querying.
+#[derive(clap::Subcommand, Debug)]
+pub enum AuditVerb {
+    /// Check the chain and the signed checkpoints; names the first record
+    /// that is wrong (and exits 1). On the server (VerifyAudit), or with
+    /// --dir on a store read here.
+    Verify {
+        /// The audit directory, read here without a server.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
     },
 }
 
@@ -294,6 +318,14 @@ impl Verb {
 /// Runs one verb; the error is what to print before exiting with the
 /// verb's [`Verb::failure_status`].
 pub async fn run(conn: Connection, verb: Verb) -> Result<Outcome, String> {
+    if let Verb::Audit {
+        action: Some(AuditVerb::Verify { dir: Some(dir) }),
+        ..
+    } = &verb
+    {
+        let mut out = std::io::stdout().lock();
+        return audit::verify_dir(dir, &mut out).map(|()| Outcome::Done);
+    }
     let (channel, headers) = connect::connect(&conn).await?;
     let mut fs = connect::filesystem(channel.clone(), headers.clone());
     // Buffered, and flushed after each streamed message: Rust's stdout
@@ -338,6 +370,14 @@ pub async fn run(conn: Connection, verb: Verb) -> Result<Outcome, String> {
             files::cp(&mut fs, req, out).await?
         }
         Verb::ApplyPatch { root } => files::apply_patch(channel, headers, root, out).await?,
+        Verb::Audit {
+            action: Some(AuditVerb::Verify { .. }),
+            ..
+        } => audit::verify(channel, headers, out).await?,
+        Verb::Audit {
+            action: None,
+            query,
+        } => audit::query(channel, headers, query, out).await?,
         Verb::Grep {
             pattern,
             path,

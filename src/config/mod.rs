@@ -7,18 +7,20 @@
 //!
 //! Configuration sits at the top of the crate, beside `startup`: each
 //! section is read here, by one file per section (`mounts`, `principals`
-//! with `[access]`, `limits`, `tools`, `mcp`), into the settings type of the
+//! with `[access]`, `limits`, `tools`, `mcp`, `audit`), into the settings type of the
 //! module that owns it ([`LimitsConfig`] in `service::limits`,
 //! [`ToolsConfig`] in `tools`, [`McpConfig`] in `mcp`), so no module below
 //! depends on configuration. Every range check goes through
 //! [`Source::in_range`].
 
+mod audit;
 mod limits;
 mod mcp;
 mod mounts;
 mod principals;
 mod tools;
 
+pub use crate::audit::AuditConfig;
 pub use crate::mcp::McpConfig;
 pub use crate::service::LimitsConfig;
 pub use crate::tools::ToolsConfig;
@@ -196,6 +198,8 @@ pub struct Config {
     pub mcp: McpConfig,
     /// The search index of the State and Store tiers (`[search]`).
     pub search: IndexSettings,
+    /// The audit log (`[audit]`, docs/audit.md).
+    pub audit: AuditConfig,
 }
 
 #[derive(Deserialize)]
@@ -213,6 +217,7 @@ struct RawConfig {
     #[serde(default, rename = "principal")]
     principals: Vec<Spanned<principals::RawPrincipal>>,
     access: Option<principals::RawAccess>,
+    audit: Option<audit::RawAudit>,
 }
 
 #[derive(Deserialize)]
@@ -325,6 +330,7 @@ pub fn parse(file: &str, source: &str) -> Result<Config, ConfigError> {
         limits: limits::parse(&src, raw.limits.as_ref(), max_file_bytes)?,
         mcp: mcp::parse(&src, raw.mcp)?,
         search: parse_search(&src, raw.search.as_ref())?,
+        audit: audit::parse(&src, raw.audit.as_ref())?,
     })
 }
 

@@ -393,7 +393,7 @@ pub fn default_object_index_path(
 }
 
 /// The user's data directory: `$XDG_DATA_HOME`, else `~/.local/share`.
-fn data_home() -> Result<PathBuf, String> {
+pub(super) fn data_home() -> Result<PathBuf, String> {
     let env_dir = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)

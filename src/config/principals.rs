@@ -39,6 +39,8 @@ pub(super) struct RawPrincipal {
     namespace: Option<Spanned<String>>,
     #[serde(default)]
     grants: Vec<Spanned<RawGrant>>,
+    #[serde(default)]
+    audit: bool,
 }
 
 #[derive(Deserialize)]
@@ -107,6 +109,7 @@ pub(super) fn parse(
                 owner: p.name.get_ref().clone(),
                 branch: String::new(),
                 handle: String::new(),
+                audit: p.audit,
             },
         ));
     }

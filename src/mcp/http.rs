@@ -475,6 +475,14 @@ impl McpHttp {
 #[derive(Clone, Copy)]
 struct Unnamed;
 
+/// The MCP session id of the HTTP request `context` came in (`None` on
+/// stdio, or before `initialize` gave one), for its audit record.
+pub fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    let id = parts.headers.get(MCP_SESSION_HEADER)?.to_str().ok()?;
+    Some(id.to_owned())
+}
+
 /// The caller [`McpHttp`] attached to the HTTP request `context` came in.
 /// A request that named no State session gets the one of the client
 /// program it declares (docs/mcp.md § Who calls, and which session).

@@ -36,6 +36,7 @@ mod resources;
 pub mod stdio;
 mod subscriptions;
 
+use crate::audit::Surface;
 use crate::error::Error;
 use crate::path::VfsPath;
 use crate::service::{Caller, Service, WatchStart};
@@ -352,6 +353,23 @@ fn rpc_error(error: Error) -> ErrorData {
 /// A fresh id naming where an oversized result is saved
 /// (`/large_tool_results/{id}`): MCP carries no model tool-call id, and
 /// JSON-RPC ids repeat across sessions.
+/// The id the client gave its tool call, as `_meta.toolCallId` (for the
+/// audit record and the budget's spill files, docs/audit.md).
+fn given_tool_call_id(
+    request: &CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Option<String> {
+    let key = "toolCallId";
+    let given = request
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.0.get(key))
+        .or_else(|| context.meta.0.0.get(key))?;
+    let id = given.as_str()?;
+    crate::scope::Scope::check_label(id).ok()?;
+    Some(id.to_owned())
+}
+
 fn tool_call_id() -> String {
     format!("mcp-{:016x}", rand::random::<u64>())
 }
@@ -409,10 +427,14 @@ impl ServerHandler for McpServer {
                 Some(serde_json::json!({ "code": "INVALID_PARAM" })),
             ));
         }
+        let trail = self.service.audit().trail(Surface::Mcp);
+        trail.surface(Surface::Mcp, http::session_of(&context).as_deref());
+        let caller = caller.with_trail(trail);
+        let id = given_tool_call_id(&request, &context).unwrap_or_else(tool_call_id);
         let args = request.arguments.unwrap_or_default();
         let envelope = self
             .tools
-            .invoke_args(caller, &request.name, Ok(args), &tool_call_id())
+            .invoke_args(caller, &request.name, Ok(args), &id)
             .await;
         Ok(tool_result(&envelope).into())
     }

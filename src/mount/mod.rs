@@ -242,7 +242,7 @@ async fn connect_remote(
         .connect()
         .await
         .map_err(|e| format!("cannot connect to {url}: {}", connect::connect_error(&e)))?;
-    let headers = connect::headers(conn)?;
+    let headers = connect::headers(conn, "mount")?;
     let mut access =
         crate::pb::access_client::AccessClient::with_interceptor(channel.clone(), headers.clone());
     let remote = remote::Remote::new(connect::filesystem(channel, headers));

@@ -163,6 +163,9 @@ pub struct SearchSpec {
     pub max_visited: u64,
     /// Stop after this long.
     pub max_duration: Duration,
+    /// The pattern as the caller wrote it: only an audit record at level
+    /// `request` keeps it (docs/audit.md § Policy).
+    pub pattern: String,
 }
 
 /// The budgets and switches shared by Grep and Glob requests; 0 means default.
@@ -181,11 +184,12 @@ pub struct Budgets {
 }
 
 impl SearchSpec {
-    fn new(root: VfsPath, kind: SearchKind, b: Budgets) -> SearchSpec {
+    fn new(root: VfsPath, kind: SearchKind, pattern: &str, b: Budgets) -> SearchSpec {
         let or = |v: u64, d: u64| if v == 0 { d } else { v };
         SearchSpec {
             root,
             kind,
+            pattern: pattern.to_owned(),
             include_hidden: b.include_hidden,
             include_ignored: b.include_ignored,
             max_results: or(b.max_results, u64::MAX),
@@ -219,6 +223,7 @@ impl SearchSpec {
                 matcher,
                 paths_only,
             }),
+            pattern,
             budgets,
         ))
     }
@@ -255,7 +260,13 @@ impl SearchSpec {
             max_file_bytes: DEFAULT_MAX_GREP_FILE_BYTES,
             plan: hir.as_ref().map_or(Query::All, plan_hir),
         };
-        Ok(SearchSpec::new(root, SearchKind::Grep(options), budgets))
+        let pattern = request.pattern;
+        Ok(SearchSpec::new(
+            root,
+            SearchKind::Grep(options),
+            pattern,
+            budgets,
+        ))
     }
 }
 

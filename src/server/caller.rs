@@ -6,6 +6,7 @@
 //! [`Credentials`]; [`Caller::identify`] applies the rules
 //! (`service/caller.rs`).
 
+use crate::audit::Trail;
 use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::service::{
@@ -38,12 +39,16 @@ pub fn identify<T>(auth: &Auth, req: &Request<T>) -> Result<Caller> {
 }
 
 /// The tonic interceptor: attaches the [`Caller`], charging the memory
-/// account the transport opened for the call, or rejects the request.
+/// account the transport opened for the call and noting on the audit
+/// trail [`super::audited::Audited`] opened for it, or rejects the request.
 pub fn interceptor(
     auth: Arc<Auth>,
 ) -> impl FnMut(Request<()>) -> Result<Request<()>, Status> + Clone {
     move |mut req: Request<()>| {
-        let caller = identify(&auth, &req)?.with_account(req.extensions().get::<Account>());
+        let trail = req.extensions().get::<Trail>().cloned().unwrap_or_default();
+        let caller = identify(&auth, &req)?
+            .with_account(req.extensions().get::<Account>())
+            .with_trail(trail);
         req.extensions_mut().insert(caller);
         Ok(req)
     }

@@ -11,17 +11,22 @@
 //! ([`TooLargeStatus`]).
 
 mod access;
+mod audit_log;
+mod audited;
 mod branch;
 mod caller;
 mod changeset;
 mod convert;
 mod filesystem;
 mod message_limit;
+mod metrics;
 mod streams;
 mod tools;
 pub mod transport;
 
 pub use access::AccessService;
+pub use audit_log::AuditLogService;
+use audited::Audited;
 pub use caller::identify;
 pub use filesystem::FilesystemService;
 pub use message_limit::{TooLargeStatus, too_large};
@@ -64,6 +69,8 @@ pub struct App {
     pub limits: crate::service::LimitsConfig,
     /// The MCP endpoint at `/mcp`.
     pub mcp: crate::mcp::McpConfig,
+    /// The audit log every call is recorded in (docs/audit.md).
+    pub audit: crate::audit::Audit,
 }
 
 /// Serves every agentvfs service on `listener` until `shutdown` resolves.
@@ -91,7 +98,8 @@ pub async fn serve(
     // A message may carry a whole file (Write) or an answer (Read).
     let max_message = max_answer_bytes(app.max_file_bytes).saturating_add(MESSAGE_OVERHEAD_BYTES);
     let limits = Limits::new(app.limits);
-    let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone());
+    let service = Service::new(app.backend.clone(), app.max_file_bytes, limits.clone())
+        .with_audit(app.audit.clone());
     let stop_watches = tokio_util::sync::CancellationToken::new();
     let filesystem = pb::filesystem_server::FilesystemServer::new(FilesystemService::new(
         service.clone(),
@@ -118,22 +126,44 @@ pub async fn serve(
         .set_serving::<pb::access_server::AccessServer<AccessService>>()
         .await;
 
+    let audit_log =
+        pb::audit_log_server::AuditLogServer::new(AuditLogService::new(app.audit.clone()));
+    health
+        .set_serving::<pb::audit_log_server::AuditLogServer<AuditLogService>>()
+        .await;
+
     let intercept = caller::interceptor(app.auth.clone());
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(TooLargeStatus(InterceptedService::new(
-            filesystem,
-            intercept.clone(),
-        )))
-        .add_service(TooLargeStatus(InterceptedService::new(
-            access,
-            intercept.clone(),
-        )))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(filesystem, intercept.clone())),
+            app.audit.clone(),
+            None,
+        ))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(access, intercept.clone())),
+            app.audit.clone(),
+            Some(crate::audit::Class::Admin),
+        ))
+        .add_service(Audited::new(
+            TooLargeStatus(InterceptedService::new(audit_log, intercept.clone())),
+            app.audit.clone(),
+            Some(crate::audit::Class::Admin),
+        ))
         .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)));
     let mut router = routes.routes().into_axum_router();
+    let scrape = metrics::Scrape {
+        audit: app.audit.clone(),
+        limits: limits.clone(),
+        auth: app.auth.clone(),
+    };
+    router = router.route(
+        metrics::PATH,
+        axum::routing::get(move |headers: http::HeaderMap| scrape.clone().answer(headers)),
+    );
     let mut mcp_shutdown = None;
     if app.mcp.http {
         let (endpoint, stop) =

@@ -88,7 +88,7 @@ pub type ResponseStream<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send
 /// the queue is full, so a slow client holds at most `capacity` messages;
 /// a client gone, or reset by the transport's idle cut, drops the queue, and
 /// the task's next send fails (or `closed()` resolves) and it ends.
-fn bounded<T, F, Fut>(capacity: usize, produce: F) -> ResponseStream<T>
+pub(super) fn bounded<T, F, Fut>(capacity: usize, produce: F) -> ResponseStream<T>
 where
     T: Send + 'static,
     F: FnOnce(mpsc::Sender<Result<T, Status>>) -> Fut,

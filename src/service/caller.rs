@@ -21,6 +21,7 @@
 //! Tokens are never logged ([`Secret`]).
 
 use crate::access::Principal;
+use crate::audit::{Trail, Who};
 use crate::auth::Auth;
 use crate::error::{Error, Result};
 use crate::scope::Scope;
@@ -37,6 +38,9 @@ pub const LABEL_HEADER: &str = "x-agentvfs-label";
 /// Header (gRPC metadata key) naming the branch the request works in
 /// (docs/branches.md).
 pub const BRANCH_HEADER: &str = "x-agentvfs-branch";
+/// Header (gRPC metadata key) naming the client program, for the audit
+/// record's surface: `cli` or `mount` (docs/audit.md § The record).
+pub const SURFACE_HEADER: &str = "x-agentvfs-surface";
 
 /// The authenticated caller of one request.
 #[derive(Clone, Debug)]
@@ -50,6 +54,9 @@ pub struct Caller {
     /// What the call holds of its principal's memory share: the transport
     /// sets it ([`Caller::with_account`]); unbounded outside one (stdio).
     pub account: Account,
+    /// The notes of the call's audit record (docs/audit.md): the grant
+    /// checks of [`super::Files`] name their paths on it.
+    pub trail: Trail,
 }
 
 /// What a request presents about its caller, as its front end read it.
@@ -115,7 +122,40 @@ impl Caller {
             scope,
             token: token.map(|t| Secret(t.to_owned())),
             account: Account::unbounded(),
+            trail: Trail::default(),
         })
+    }
+
+    /// The caller recording its call on `trail` (the front end's, opened
+    /// for this call), which learns who is calling.
+    pub fn with_trail(mut self, trail: Trail) -> Caller {
+        trail.identify(Who {
+            principal: &self.principal.name,
+            handle: &self.principal.handle,
+            session: &self.scope.session,
+            label: &self.scope.label,
+            branch: &self.scope.branch,
+        });
+        self.trail = trail;
+        self
+    }
+
+    /// Checks `op` on `path` ([`Principal::check`]), noting the path, and
+    /// a refusal's rule, on the call's audit trail.
+    pub fn check(&self, path: &crate::path::VfsPath, op: crate::access::Op) -> Result<()> {
+        self.trail.touch(path, op);
+        self.principal
+            .check(path, op)
+            .inspect_err(|e| self.trail.deny(&e.to_string()))
+    }
+
+    /// Checks `op` on `dir` or below it ([`Principal::check_within`]),
+    /// noting it on the call's audit trail.
+    pub fn check_within(&self, dir: &crate::path::VfsPath, op: crate::access::Op) -> Result<()> {
+        self.trail.touch(dir, op);
+        self.principal
+            .check_within(dir, op)
+            .inspect_err(|e| self.trail.deny(&e.to_string()))
     }
 
     /// The caller charging `account` (the transport's account of its call)

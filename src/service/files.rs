@@ -93,25 +93,26 @@ impl<'a> Files<'a> {
 
     /// Checks one grant (PERMISSION_DENIED naming the path and the operation).
     pub fn check(&self, path: &VfsPath, op: Op) -> Result<()> {
-        self.caller.principal.check(path, op)
+        self.caller.check(path, op)
     }
 
     /// True when the caller holds `op` on `path` (for answers that show more
     /// to a caller who may see more, as Write's diff).
     pub fn may(&self, path: &VfsPath, op: Op) -> bool {
-        self.check(path, op).is_ok()
+        self.caller.principal.check(path, op).is_ok()
     }
 
     /// Checks `op` on `dir` or on some path below it
     /// ([`crate::access::Principal::check_within`]).
     pub fn check_within(&self, dir: &VfsPath, op: Op) -> Result<()> {
-        self.caller.principal.check_within(dir, op)
+        self.caller.check_within(dir, op)
     }
 
     /// One directory level (`list` grant). A caller granted only prefixes
     /// below `dir` sees the entries leading to or lying in them.
     pub fn list(&self, dir: &VfsPath) -> Result<Vec<Entry>> {
         let visible = self.caller.principal.granted_within(dir, Op::List);
+        self.caller.trail.touch(dir, Op::List);
         if visible.is_empty() {
             self.check(dir, Op::List)?;
         }
@@ -139,11 +140,15 @@ impl<'a> Files<'a> {
     /// is read ([`crate::backend::Backend::read_admitted`]).
     pub fn read(&self, path: &VfsPath, op: Op) -> Result<(Vec<u8>, Entry)> {
         self.check(path, op)?;
-        self.backend
+        let (data, entry) = self
+            .backend
             .read_admitted(&self.caller.scope, path, &mut |entry| {
                 Error::check_file_size(path, entry.size, self.max_file_bytes)?;
                 self.charge(entry.size, "reading the file")
-            })
+            })?;
+        self.caller.trail.versions(Some(entry.version), None);
+        self.caller.trail.bytes(data.len() as u64);
+        Ok((data, entry))
     }
 
     /// Charges `bytes` the call is about to hold (an answer before it is
@@ -171,7 +176,10 @@ impl<'a> Files<'a> {
     pub fn write(&self, path: &VfsPath, data: Vec<u8>, pre: Precondition) -> Result<WriteOutcome> {
         self.check(path, Op::Write)?;
         Error::check_file_size(path, data.len() as u64, self.max_file_bytes)?;
-        self.backend.write(&self.caller.scope, path, data, pre)
+        let written = self.backend.write(&self.caller.scope, path, data, pre)?;
+        self.caller.trail.versions(None, Some(written.version));
+        self.caller.trail.bytes(written.bytes_written);
+        Ok(written)
     }
 
     /// Atomically replaces a file's content with `f(current)` (`read_file`
@@ -184,7 +192,12 @@ impl<'a> Files<'a> {
     ) -> Result<WriteOutcome> {
         self.check(path, Op::ReadFile)?;
         self.check(path, Op::Write)?;
-        self.backend.update(&self.caller.scope, path, if_version, f)
+        let written = self
+            .backend
+            .update(&self.caller.scope, path, if_version, f)?;
+        self.caller.trail.versions(None, Some(written.version));
+        self.caller.trail.bytes(written.bytes_written);
+        Ok(written)
     }
 
     /// Deletes a file or, when `recursive`, a directory tree (`delete` grant).

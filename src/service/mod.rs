@@ -41,7 +41,8 @@ pub use branch::{
     BranchDiff, BranchFileDiff, BranchInfo, Conflict, DiffKind, MAX_DIFF_PAGE, Merged, Resolution,
 };
 pub use caller::{
-    BRANCH_HEADER, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER, Secret,
+    BRANCH_HEADER, Caller, Credentials, LABEL_HEADER, NAMESPACE_HEADER, SESSION_HEADER,
+    SURFACE_HEADER, Secret,
 };
 pub use changeset::{ChangeOp, ChangesetLimits, Committed};
 pub use disclose::{Asked, Disclose, Sight};
@@ -63,6 +64,7 @@ pub use crate::backend::{
 };
 
 use crate::access::Op;
+use crate::audit::Audit;
 use crate::backend::branch::RecordCache;
 use crate::entry::{Entry, EntryKind};
 use crate::error::{Error, Result};
@@ -81,6 +83,8 @@ pub struct Service {
     limits: Limits,
     /// The branch records this server read last (docs/branches.md).
     branches: Arc<RecordCache>,
+    /// Where every front end writes its calls' records (docs/audit.md).
+    audit: Audit,
 }
 
 impl Service {
@@ -92,7 +96,19 @@ impl Service {
             max_file_bytes,
             limits,
             branches: Arc::default(),
+            audit: Audit::default(),
         }
+    }
+
+    /// The layer recording its front ends' calls in `audit`.
+    pub fn with_audit(mut self, audit: Audit) -> Service {
+        self.audit = audit;
+        self
+    }
+
+    /// The audit log the front ends record their calls in.
+    pub fn audit(&self) -> &Audit {
+        &self.audit
     }
 
     /// Largest file a write may produce.
@@ -380,7 +396,7 @@ impl Service {
         version: Option<u64>,
         max_chunk: usize,
     ) -> Result<(Entry, ChunkReader, StreamPermit)> {
-        caller.principal.check(&path, Op::ReadBinary)?;
+        caller.check(&path, Op::ReadBinary)?;
         let permit = self.admit_stream(caller)?;
         let (entry, chunks) = self
             .run(caller, move |files| match version {
@@ -409,6 +425,8 @@ impl Service {
     ) -> Result<ReceiverStream<SearchEvent>> {
         let permit = streamed.then(|| self.admit_stream(caller)).transpose()?;
         let spec = blocking(spec).await?;
+        caller.trail.touch(&spec.root, op);
+        caller.trail.request(&spec.pattern);
         search::start(
             &self.limits,
             permit,

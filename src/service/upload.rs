@@ -55,7 +55,7 @@ impl Service {
                 ));
             }
         };
-        caller.principal.check(&path, Op::Write)?;
+        caller.check(&path, Op::Write)?;
         // The bounded channel keeps at most PIECES_IN_FLIGHT pieces in memory.
         let (tx, rx) = mpsc::channel::<Result<Vec<u8>>>(PIECES_IN_FLIGHT);
         let writer = self.write_pieces(caller, path, pre, rx);

@@ -251,7 +251,7 @@ impl super::Service {
         start: WatchStart,
         stop_at_head: bool,
     ) -> Result<Watcher> {
-        caller.principal.check_within(&root, Op::List)?;
+        caller.check_within(&root, Op::List)?;
         let permit = self.admit_stream(caller)?;
         let view = self.backend_for(caller).await?;
         let (backend, who, at) = (view.clone(), caller.clone(), root.clone());

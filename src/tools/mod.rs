@@ -341,7 +341,7 @@ impl Call {
     /// Checks one grant; a denial is ACCESS_DENIED "Permission denied
     /// accessing '{shown}'."
     pub fn check(&self, path: &VfsPath, op: Op) -> Result<(), ToolError> {
-        self.caller.principal.check(path, op).map_err(|e| {
+        self.caller.check(path, op).map_err(|e| {
             let message = format!("Permission denied accessing '{}'.", self.display(path));
             ToolError::new(e, message)
         })
@@ -402,8 +402,45 @@ impl Tools {
     }
 
     /// Runs one tool call given as an arguments object (or the error that
-    /// parsing it produced).
+    /// parsing it produced), and records it in the audit log: the one
+    /// place every tool call of every front end (gRPC Tools, MCP) passes
+    /// (docs/audit.md § Coverage). The caller's trail, when its front end
+    /// opened one (MCP, with its surface and session), is used; otherwise
+    /// a gRPC one is opened here.
     pub async fn invoke_args(
+        &self,
+        mut caller: Caller,
+        name: &str,
+        args: Result<Object, ToolError>,
+        tool_call_id: &str,
+    ) -> Envelope {
+        let audit = self.service.audit().clone();
+        if !caller.trail.is_on() {
+            caller = caller.with_trail(audit.trail(crate::audit::Surface::Grpc));
+        }
+        let trail = caller.trail.clone();
+        let operation = ToolName::parse(name).map_or("tool/unknown".into(), |tool| {
+            format!("tool/{}", tool.as_str())
+        });
+        trail.operation(&operation, tool_call_id);
+        let started = Instant::now();
+        let envelope = match audit.admit() {
+            Ok(()) => self.run_call(caller, name, args, tool_call_id).await,
+            Err(refused) => Envelope::from_error(refused.into(), Object::new(), Object::new()),
+        };
+        let error = envelope.error();
+        let outcome = crate::audit::Outcome::of_envelope_code(error.map(|e| e.code));
+        let message = error.map_or("", |e| e.message.as_str());
+        match audit.finish(&trail, outcome, message, started).await {
+            Ok(()) => envelope,
+            Err(unrecorded) => {
+                Envelope::from_error(unrecorded.into(), Object::new(), Object::new())
+            }
+        }
+    }
+
+    /// Runs one tool call: [`Tools::invoke_args`] without its audit.
+    async fn run_call(
         &self,
         mut caller: Caller,
         name: &str,

@@ -528,6 +528,7 @@ fn fork(backend: Arc<dyn Backend>, mount: &VfsPath) -> (Arc<dyn Backend>, Scope)
         scope: scope.clone(),
         token: None,
         account: Account::unbounded(),
+        trail: Default::default(),
     };
     let record = Files::new(backend.as_ref(), &caller, MAX_FILE_BYTES)
         .create_branch(BRANCH_NAME, mount, usize::MAX)

@@ -49,6 +49,11 @@ fn suites() -> Vec<(String, Value)> {
         .collect()
 }
 
+/// Services the client libraries do not wrap yet, so the shared suite
+/// cannot call them: the audit log's, an operator's (docs/audit.md § Query;
+/// `tests/it/audit.rs` calls each of its RPCs).
+const NOT_IN_CLIENTS: &[&str] = &["AuditLog"];
+
 /// Every RPC of every service has at least one step in the suite, so every
 /// client is proven to reach all of them (issue 7).
 #[test]
@@ -63,6 +68,7 @@ fn every_rpc_of_every_service_has_a_conformance_step() {
     let services: Vec<_> = pool
         .services()
         .filter(|s| s.package_name() == "agentvfs.v1")
+        .filter(|s| !NOT_IN_CLIENTS.contains(&s.name()))
         .collect();
     assert_eq!(services.len(), 3, "Filesystem, Tools and Access");
     let missing: Vec<String> = services

@@ -69,6 +69,7 @@ mod s3;
 
 mod access;
 mod apply_patch;
+mod audit;
 mod branch;
 mod branch_tools;
 mod changesets;
