@@ -9,8 +9,14 @@
 //!    files on disk (warm page cache, best of three runs each).
 //! 3. ListInfo of a 10-entry directory in a store of 100 files vs one of
 //!    1,000,000 files: the range-scan property, in time.
+//! 4. Stat of a directory after 0, 1,000 and 5,000 files were created and
+//!    deleted in it, and the create + stat + unlink loop that deletes them:
+//!    the cost must not grow with the deletes (docs/performance-notes.md
+//!    § Deleted files under a directory).
 //!
-//! `AGENTVFS_BENCH_SCALE=0.1` shrinks every file count for a quick run.
+//! `AGENTVFS_BENCH_SCALE=0.1` shrinks every file count for a quick run;
+//! `cargo bench --bench store -- deletes` runs only the sections named
+//! (`throughput`, `grep`, `list`, `deletes`).
 
 mod support;
 
@@ -422,8 +428,77 @@ fn list_scaling(rows: &mut Vec<Row>, rt: &tokio::runtime::Runtime, tmp: &Path) {
     }
 }
 
+/// One create + Stat of the directory + unlink of `/memories/d/f{i}`, as a
+/// mount's `create; stat; unlink` loop makes them.
+fn cycle(store: &StoreBackend, i: usize) {
+    let scope = Scope::default();
+    let file = VfsPath::parse(&format!("/memories/d/f{i}")).unwrap();
+    store
+        .write(&scope, &file, b"x".to_vec(), Precondition::default())
+        .expect("create");
+    store.stat(&scope, &file.parent()).expect("stat");
+    store.delete(&scope, &file, None, false).expect("unlink");
+}
+
+/// Stat of `/memories/d` after `deleted` files were created and deleted in
+/// it (its one live file, `zz`, sorts after them all, so the seek for the
+/// first key below the directory passes every deleted key): the time per
+/// Stat, the point tombstones one Stat skips (RocksDB's perf context), and
+/// the rate of the last 1,000 create + stat + unlink cycles.
+fn stat_after_deletes(rows: &mut Vec<Row>, tmp: &Path) {
+    const STATS: u32 = 1000;
+    let dir = VfsPath::parse("/memories/d").unwrap();
+    let live = VfsPath::parse("/memories/d/zz").unwrap();
+    for deleted in [0, scaled(1000, 100), scaled(5000, 500)] {
+        let store = open_store(&tmp.join(format!("deletes{deleted}")));
+        let scope = Scope::default();
+        store
+            .write(&scope, &live, b"x".to_vec(), Precondition::default())
+            .expect("write");
+        let tail = deleted.min(1000);
+        (0..deleted - tail).for_each(|i| cycle(&store, i));
+        let start = Instant::now();
+        (deleted - tail..deleted).for_each(|i| cycle(&store, i));
+        let cycles = start.elapsed();
+        rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::EnableCount);
+        let mut perf = rocksdb::perf::PerfContext::default();
+        perf.reset();
+        store.stat(&scope, &dir).expect("stat");
+        let skipped = perf.metric(rocksdb::perf::PerfMetric::InternalDeleteSkippedCount);
+        rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
+        let start = Instant::now();
+        for _ in 0..STATS {
+            store.stat(&scope, &dir).expect("stat");
+        }
+        let stat = start.elapsed() / STATS;
+        let loop_rate = if tail == 0 {
+            "no cycles".to_string()
+        } else {
+            format!(
+                "last {tail} create + stat + unlink at {:.0}/s",
+                rate(tail, cycles)
+            )
+        };
+        row(
+            rows,
+            format!("Stat of a directory after {deleted} files deleted in it"),
+            format!(
+                "{:.1} µs in-process, {skipped} tombstones skipped",
+                stat.as_secs_f64() * 1e6
+            ),
+            loop_rate,
+        );
+    }
+}
+
 fn main() {
-    // `cargo bench` passes `--bench`; nothing else is accepted.
+    // `cargo bench` passes `--bench`; other arguments name the sections to
+    // run (all when none is named).
+    let named: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let runs = |section: &str| named.is_empty() || named.iter().any(|n| n == section);
     let tmp = tempfile::tempdir().expect("temp dir");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -431,9 +506,18 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let mut rows = Vec::new();
-    throughput(&mut rows, &rt, tmp.path());
-    grep_vs_rg(&mut rows, &rt, tmp.path());
-    list_scaling(&mut rows, &rt, tmp.path());
+    if runs("throughput") {
+        throughput(&mut rows, &rt, tmp.path());
+    }
+    if runs("grep") {
+        grep_vs_rg(&mut rows, &rt, tmp.path());
+    }
+    if runs("list") {
+        list_scaling(&mut rows, &rt, tmp.path());
+    }
+    if runs("deletes") {
+        stat_after_deletes(&mut rows, tmp.path());
+    }
     println!("| measurement | result | note |");
     println!("| --- | --- | --- |");
     for r in rows {
