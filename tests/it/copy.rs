@@ -720,3 +720,81 @@ async fn state_copies_share_their_bytes() {
     let original = read(&mut fs, "/share/big").await;
     assert_eq!(original.content.len(), 16 << 20);
 }
+
+/// SetExecutable is a change of the file: it needs `write` on it, a
+/// refusal changes nothing, and it is recorded with the caller's label
+/// (docs/contract.md § The executable bit).
+#[tokio::test]
+async fn set_executable_needs_write_and_keeps_the_label() {
+    let reader = r#"
+[[principal]]
+name = "reader"
+token = "reader-token"
+grants = [{ prefix = "/", ops = ["list", "file", "read_file", "read_binary"] }]
+"#;
+    let config = format!("{MOUNTS}{ADMIN}{reader}");
+    let server = Server::start_with(Some(&config), &[]);
+    let mut fs = server.fs().await;
+    let admin = Some("admin-token");
+    let msg = pb::WriteRequest {
+        path: "/bin/run.sh".into(),
+        content: "#!/bin/sh\n".into(),
+        ..Default::default()
+    };
+    let written = fs.write(request(msg, admin, None)).await.unwrap();
+    let set = |executable| pb::SetExecutableRequest {
+        path: "/bin/run.sh".into(),
+        executable,
+        if_version: None,
+    };
+    let err = fs
+        .set_executable(request(set(true), Some("reader-token"), None))
+        .await
+        .unwrap_err();
+    assert_error(&err, Code::PermissionDenied, "ACCESS_DENIED");
+    let stat = |token| {
+        request(
+            pb::StatRequest {
+                path: "/bin/run.sh".into(),
+            },
+            token,
+            None,
+        )
+    };
+    let info = fs
+        .stat(stat(admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .info
+        .unwrap();
+    assert_eq!(
+        (info.executable, info.version),
+        (false, written.into_inner().version)
+    );
+    let out = fs
+        .set_executable(request(set(true), admin, Some("turn-9")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(out.changed && out.version > out.previous_version, "{out:?}");
+    let info = fs
+        .stat(stat(admin))
+        .await
+        .unwrap()
+        .into_inner()
+        .info
+        .unwrap();
+    assert!(info.executable);
+    let listed = pb::ListVersionsRequest {
+        path: "/bin/run.sh".into(),
+    };
+    let versions = fs
+        .list_versions(request(listed, admin, None))
+        .await
+        .unwrap()
+        .into_inner()
+        .versions;
+    assert_eq!(versions[0].version, out.version);
+    assert_eq!(versions[0].label, "turn-9");
+}
