@@ -1383,3 +1383,85 @@ async fn what_pjdfstest_found() {
         assert!(root.join("kept").is_dir(), "{tier}");
     }
 }
+
+/// A mount of the object tier (the test process's versitygw): a file
+/// written through the mount is read back over gRPC, a `chmod +x` is
+/// stored and the script runs, a large `cp` is one version, and a rename
+/// and an unlink reach the bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_tier_mount_reads_writes_and_keeps_the_executable_bit() {
+    if !fuse_available() {
+        return;
+    }
+    let bucket = crate::s3::s3().bucket("agentvfs-it");
+    let prefix = format!("mount-{:016x}", rand::random::<u64>());
+    let config = format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
+         tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"{prefix}\"\npath_style = true\n"
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let m = try_mount(&server, None, &[], "/shared")
+        .unwrap_or_else(|(code, err)| panic!("mount failed ({code:?}): {err}"));
+    let root = m.path();
+    std::fs::write(root.join("run.sh"), "#!/bin/sh\necho object\n").unwrap();
+    let chmod = Command::new("chmod")
+        .arg("+x")
+        .arg(root.join("run.sh"))
+        .status();
+    assert!(chmod.unwrap().success());
+    let stat = pb::StatRequest {
+        path: "/shared/run.sh".into(),
+    };
+    let info = server
+        .fs()
+        .await
+        .stat(stat)
+        .await
+        .unwrap()
+        .into_inner()
+        .info
+        .unwrap();
+    assert!(info.executable, "{info:?}");
+    let ran = Command::new(root.join("run.sh")).output().unwrap();
+    assert_eq!(ran.stdout, b"object\n", "log: {}", m.logs());
+
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+    let source = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(source.path(), &big).unwrap();
+    let cp = Command::new("cp")
+        .arg(source.path())
+        .arg(root.join("big.bin"))
+        .status();
+    assert!(cp.unwrap().success());
+    let read = pb::ReadBytesRequest {
+        path: "/shared/big.bin".into(),
+        version: None,
+    };
+    let mut stream = server
+        .fs()
+        .await
+        .read_bytes(read)
+        .await
+        .unwrap()
+        .into_inner();
+    let mut got = Vec::new();
+    while let Some(chunk) = stream.message().await.unwrap() {
+        got.extend(chunk.data);
+    }
+    assert!(got == big, "{} bytes back of {}", got.len(), big.len());
+
+    std::fs::rename(root.join("big.bin"), root.join("moved.bin")).unwrap();
+    std::fs::remove_file(root.join("run.sh")).unwrap();
+    let list = pb::ListInfoRequest {
+        path: "/shared".into(),
+    };
+    let listed = server
+        .fs()
+        .await
+        .list_info(list)
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<&str> = listed.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(names, ["/shared/moved.bin"]);
+}
