@@ -19,7 +19,7 @@ mod verify;
 
 pub use chain::Checkpoint;
 pub use policy::{Level, Policy, Rule};
-pub use query::{Filter, Page, normalized_time, page};
+pub use query::{Filter, MAX_PAGE_BYTES, Page, normalized_time, page};
 pub use record::{Class, Outcome, Record};
 pub use verify::{Broken, Verified, verify};
 

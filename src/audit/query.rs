@@ -82,15 +82,19 @@ pub struct Page {
     pub more: bool,
 }
 
-/// At most `limit` lines of the records after `after` that `filter`
-/// matches. `charge` is asked for each line's bytes before it is kept.
-pub fn page(
-    dir: &Path,
-    filter: &Filter,
-    after: u64,
-    limit: usize,
-    charge: &mut dyn FnMut(u64) -> Result<()>,
-) -> Result<Page> {
+/// Bytes of record lines one page carries at most (one record, which is
+/// far smaller: at most [`super::MAX_PATHS`] paths without control
+/// characters and a request cut short, always fits).
+pub const MAX_PAGE_BYTES: usize = 256 << 10;
+
+/// Records one page reads at most, matching or not: a filter that matches
+/// little answers pages with few or no lines and a cursor that moves on,
+/// so no page scans the whole store.
+pub const MAX_SCANNED: usize = 100_000;
+
+/// At most `limit` lines, and [`MAX_PAGE_BYTES`], of the records after
+/// `after` that `filter` matches, reading at most [`MAX_SCANNED`] records.
+pub fn page(dir: &Path, filter: &Filter, after: u64, limit: usize) -> Result<Page> {
     let unreadable = |e: std::io::Error| Error::Internal(format!("reading the audit log: {e}"));
     let files = segments(dir).map_err(unreadable)?;
     // The last segment starting at or before the first record wanted.
@@ -102,6 +106,7 @@ pub fn page(
         cursor: after,
         ..Page::default()
     };
+    let (mut bytes, mut scanned) = (0, 0);
     for (_, path) in &files[start..] {
         let mut reader = match std::fs::File::open(path) {
             Ok(file) => std::io::BufReader::new(file),
@@ -122,16 +127,105 @@ pub fn page(
             if record.seq <= page.cursor {
                 continue;
             }
-            if page.lines.len() == limit {
+            let matches = filter.matches(&record);
+            let full = page.lines.len() == limit
+                || (matches && !page.lines.is_empty() && bytes + text.len() > MAX_PAGE_BYTES);
+            if full || scanned == MAX_SCANNED {
                 page.more = true;
                 return Ok(page);
             }
+            scanned += 1;
             page.cursor = record.seq;
-            if filter.matches(&record) {
-                charge(text.len() as u64)?;
+            if matches {
+                bytes += text.len();
                 page.lines.push(text.to_owned());
             }
         }
     }
     Ok(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A segment of `count` records from seq 1, principal `p{seq % 1000}`
+    /// and a label of `pad` bytes.
+    fn store(count: u64, pad: usize) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let mut text = String::new();
+        for seq in 1..=count {
+            let record = Record {
+                seq,
+                principal: format!("p{}", seq % 1000),
+                label: "l".repeat(pad),
+                ..Record::default()
+            };
+            text.push_str(&serde_json::to_string(&record).unwrap());
+            text.push('\n');
+        }
+        let name = format!("segment-{:020}.jsonl", 1);
+        std::fs::write(dir.path().join(name), text).unwrap();
+        dir
+    }
+
+    /// A filter that matches nothing reads at most MAX_SCANNED records per
+    /// page and moves its cursor on; the pages together cover the store
+    /// exactly once.
+    #[test]
+    fn a_page_reads_a_bounded_number_of_records() {
+        let total = MAX_SCANNED as u64 + 10;
+        let dir = store(total, 0);
+        let none = Filter {
+            principal: Some("nobody".into()),
+            ..Filter::default()
+        };
+        let first = page(dir.path(), &none, 0, 1000).unwrap();
+        assert!(first.lines.is_empty() && first.more);
+        assert_eq!(first.cursor, MAX_SCANNED as u64);
+        let second = page(dir.path(), &none, first.cursor, 1000).unwrap();
+        assert!(second.lines.is_empty() && !second.more);
+        assert_eq!(second.cursor, total);
+        let one = Filter {
+            principal: Some("p7".into()),
+            ..Filter::default()
+        };
+        let (mut after, mut seen) = (0, Vec::new());
+        loop {
+            let p = page(dir.path(), &one, after, 1000).unwrap();
+            seen.extend(
+                p.lines
+                    .iter()
+                    .map(|l| serde_json::from_str::<Record>(l).unwrap().seq),
+            );
+            after = p.cursor;
+            if !p.more {
+                break;
+            }
+        }
+        let want: Vec<u64> = (1..=total).filter(|s| s % 1000 == 7).collect();
+        assert_eq!(seen, want);
+    }
+
+    /// A page's lines stop at MAX_PAGE_BYTES, but always hold one.
+    #[test]
+    fn a_page_carries_a_bounded_number_of_bytes() {
+        let dir = store(5000, 1000);
+        let p = page(dir.path(), &Filter::default(), 0, 1000).unwrap();
+        let bytes: usize = p.lines.iter().map(String::len).sum();
+        assert!(
+            bytes <= MAX_PAGE_BYTES && bytes > MAX_PAGE_BYTES - 2000,
+            "{bytes}"
+        );
+        assert!(p.more && p.lines.len() < 1000, "{}", p.lines.len());
+        let next = page(dir.path(), &Filter::default(), p.cursor, 1000).unwrap();
+        let first: Record = serde_json::from_str(&next.lines[0]).unwrap();
+        assert_eq!(
+            first.seq,
+            p.cursor + 1,
+            "the next page starts where it stopped"
+        );
+        let tiny = page(dir.path(), &Filter::default(), 0, 1).unwrap();
+        assert_eq!(tiny.lines.len(), 1);
+    }
 }

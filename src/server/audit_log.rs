@@ -4,7 +4,7 @@
 //! themselves audited (class admin).
 
 use super::caller::caller;
-use super::streams::{ResponseStream, bounded};
+use super::streams::{ResponseStream, bounded, stream_bytes};
 use crate::audit::{self, Audit, Class, Filter, Outcome};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
@@ -134,24 +134,16 @@ impl AuditLog for AuditLogService {
             }
         };
         let mut after = req.after_seq;
+        // What the stream holds at most, charged once for its life, as every
+        // stream is (src/server/streams.rs).
+        let held = stream_bytes(PAGES_IN_FLIGHT, audit::MAX_PAGE_BYTES as u64);
+        caller.account.charge(held, "a QueryAudit stream")?;
         Ok(Response::new(bounded(PAGES_IN_FLIGHT, |tx| async move {
             loop {
-                let (dir, filter, account) = (dir.clone(), filter.clone(), caller.account.clone());
-                let read = blocking(move || {
-                    let mut held = 0;
-                    let page = audit::page(&dir, &filter, after, limit, &mut |bytes| {
-                        account.charge(bytes, "a page of the audit log")?;
-                        held += bytes;
-                        Ok(())
-                    });
-                    if page.is_err() {
-                        account.release(held);
-                    }
-                    page.map(|page| (page, held))
-                })
-                .await;
-                let (page, held) = match read {
-                    Ok(read) => read,
+                let (dir, filter) = (dir.clone(), filter.clone());
+                let read = blocking(move || audit::page(&dir, &filter, after, limit)).await;
+                let page = match read {
+                    Ok(page) => page,
                     Err(e) => {
                         let _ = tx.send(Err(e.into())).await;
                         return;
@@ -163,7 +155,6 @@ impl AuditLog for AuditLogService {
                     cursor: page.cursor,
                 };
                 let sent = tx.send(Ok(message)).await;
-                caller.account.release(held);
                 if sent.is_err() || !page.more {
                     return;
                 }

@@ -61,7 +61,7 @@ const WATCH_STREAM_BYTES: u64 = (WATCH_PAGE * (2 * MAX_PATH_BYTES + 256)) as u64
 
 /// What a stream holds at most (`queued` messages of at most `message`
 /// bytes, and those in the transport), charged to the caller when it starts.
-const fn stream_bytes(queued: usize, message: u64) -> u64 {
+pub(super) const fn stream_bytes(queued: usize, message: u64) -> u64 {
     (queued as u64 + MESSAGES_IN_TRANSPORT) * message
 }
 
