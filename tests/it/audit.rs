@@ -6,12 +6,14 @@
 
 use crate::util::{Server, as_token};
 use agentvfs::pb;
+use agentvfs::pb::filesystem_client::FilesystemClient;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tonic::transport::Channel;
 
 const TOKEN: &str = "agent-token-0001";
 /// Content and Grep pattern that must never reach the store.
@@ -42,8 +44,8 @@ fn audit_dir(server: &Server) -> PathBuf {
     server.data_dir().join("agentvfs-audit")
 }
 
-/// Every record in the store, in order.
-fn records(dir: &Path) -> Vec<Value> {
+/// The segment files of the store at `dir`, oldest first.
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
     let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -51,6 +53,11 @@ fn records(dir: &Path) -> Vec<Value> {
         .collect();
     names.sort();
     names
+}
+
+/// Every record in the store, in order.
+fn records(dir: &Path) -> Vec<Value> {
+    segment_files(dir)
         .iter()
         .flat_map(|p| {
             std::fs::read_to_string(p)
@@ -81,6 +88,23 @@ fn agentvfs(args: &[&str]) -> Output {
         .env_remove("AGENTVFS_TOKEN")
         .output()
         .expect("run agentvfs")
+}
+
+/// Writes `/work/f000.txt`, `/work/f001.txt`, ... (`count` files, each
+/// holding its number) as the agent, stopping at the first refused.
+async fn write_numbered(
+    fs: &mut FilesystemClient<Channel>,
+    count: u64,
+) -> Result<(), tonic::Status> {
+    for i in 0..count {
+        let write = pb::WriteRequest {
+            path: format!("/work/f{i:03}.txt"),
+            content: format!("{i}"),
+            ..Default::default()
+        };
+        fs.write(as_token(write, TOKEN)).await?;
+    }
+    Ok(())
 }
 
 /// One stateless MCP `tools/call` over HTTP, with a `_meta.toolCallId`.
@@ -296,15 +320,7 @@ async fn every_surface_records_its_calls_and_denials_name_their_rule() {
 #[tokio::test]
 async fn verify_names_the_first_tampered_record() {
     let mut server = Server::start_with(Some(&config("")), &[]);
-    let mut fs = server.fs().await;
-    for i in 0..12 {
-        let write = pb::WriteRequest {
-            path: format!("/work/f{i}.txt"),
-            content: format!("{i}"),
-            ..Default::default()
-        };
-        fs.write(as_token(write, TOKEN)).await.unwrap();
-    }
+    write_numbered(&mut server.fs().await, 12).await.unwrap();
     let dir = audit_dir(&server);
     at_least(&dir, 12).await;
     server.kill();
@@ -317,7 +333,7 @@ async fn verify_names_the_first_tampered_record() {
         .unwrap();
     let original = std::fs::read_to_string(&segment).unwrap();
     let lines: Vec<&str> = original.lines().collect();
-    let flip = |line: &str| line.replacen("f2.txt", "f2.tyt", 1);
+    let flip = |line: &str| line.replacen("f002.txt", "f002.tyt", 1);
     let cases: [(&str, Vec<String>); 4] = [
         (
             "flipped byte",
@@ -724,4 +740,69 @@ async fn metrics_parse_and_move_with_the_calls() {
         content.len() as f64
     );
     assert!(moved("agentvfs_audit_records", &[]) >= 5.0, "{after}");
+}
+
+/// Retention (docs/audit.md § Retention): 4 KiB segments and a 16 KiB
+/// store; a burst of 200 writes closes dozens of segments and the oldest
+/// are dropped while it runs, so the store keeps a few segments whose
+/// first record is far past 1. Verification passes from the signed anchor,
+/// and a byte flipped in a kept segment still fails it, naming the record.
+#[tokio::test]
+async fn verification_passes_after_old_segments_expire() {
+    let retention = "segment_bytes = 4096\nretention_bytes = 16384";
+    let mut server = Server::start_with(Some(&config(retention)), &[]);
+    let writes = 200;
+    write_numbered(&mut server.fs().await, writes)
+        .await
+        .unwrap();
+    server.kill();
+    let dir = audit_dir(&server);
+    let kept = records(&dir);
+    let segments = segment_files(&dir);
+    let first_seq = kept[0]["seq"].as_u64().unwrap();
+    let last_seq = kept.last().unwrap()["seq"].as_u64().unwrap();
+    assert!(last_seq >= writes, "every write was recorded: {last_seq}");
+    assert!(first_seq > 1, "the oldest segments were dropped");
+    assert!(
+        (kept.len() as u64) < writes / 2,
+        "{} records kept of {last_seq}",
+        kept.len()
+    );
+    let held: u64 = segments
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
+    assert!(held <= 16384 + 4096 + 1024, "{held} bytes in {segments:?}");
+    assert!(dir.join("anchor.json").exists());
+    // The first kept segment starts right after the anchor's record.
+    let first_name = segments[0].file_name().unwrap().to_string_lossy();
+    assert!(
+        first_name.contains(&format!("{first_seq:020}")),
+        "{first_name}"
+    );
+    let verify = |dir: &Path| agentvfs(&["audit", "verify", "--dir", &dir.display().to_string()]);
+    let out = verify(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A flipped byte in the third record of the first kept segment.
+    let segment = &segments[0];
+    let original = std::fs::read_to_string(segment).unwrap();
+    let tampered: Vec<String> = original
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i {
+            2 => l.replacen("/work/f", "/work/g", 1),
+            _ => l.to_owned(),
+        })
+        .collect();
+    assert_ne!(tampered.join("\n") + "\n", original, "a byte flipped");
+    std::fs::write(segment, tampered.join("\n") + "\n").unwrap();
+    let out = verify(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "verify passed a flipped byte");
+    let third = kept[2]["seq"].as_u64().unwrap();
+    assert!(stderr.contains(&format!(": record {third} (")), "{stderr}");
 }
