@@ -141,6 +141,19 @@ impl Owners {
     }
 }
 
+/// The endpoint's live MCP sessions, as the SDK's session manager holds
+/// them; cloning shares them, so the server's metrics read what `/mcp`
+/// holds.
+#[derive(Clone)]
+pub struct Sessions(Arc<LocalSessionManager>);
+
+impl Sessions {
+    /// Sessions live now (opened and neither closed nor expired).
+    pub async fn live(&self) -> usize {
+        self.0.sessions.read().await.len()
+    }
+}
+
 /// What stops the endpoint: cancelling it ends every session and stream.
 pub type Shutdown = tokio_util::sync::CancellationToken;
 
@@ -183,6 +196,11 @@ impl McpHttp {
             limits,
         };
         (endpoint, shutdown)
+    }
+
+    /// The endpoint's live sessions, for the server's metrics.
+    pub fn sessions(&self) -> Sessions {
+        Sessions(self.sessions.clone())
     }
 
     /// Authenticates `req` and applies the session bounds; the caller and

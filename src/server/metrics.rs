@@ -4,9 +4,12 @@
 //! (`Caller::identify`), so it needs a principal's token unless the
 //! server runs in anonymous mode, which listens on loopback only.
 
+use super::transport::OpenConnections;
 use crate::audit::Audit;
 use crate::auth::Auth;
-use crate::metrics::Gauges;
+use crate::mcp::http::Sessions;
+use crate::metrics::{Gauges, TOP_PRINCIPALS};
+use crate::search::index;
 use crate::service::{Caller, Credentials, Limits};
 use http::header::{AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderMap, StatusCode};
@@ -27,6 +30,10 @@ pub struct Scrape {
     pub limits: Limits,
     /// Who may scrape.
     pub auth: Arc<Auth>,
+    /// The listener's open connections.
+    pub connections: OpenConnections,
+    /// The MCP endpoint's sessions, when `/mcp` is served.
+    pub mcp: Option<Sessions>,
 }
 
 impl Scrape {
@@ -54,8 +61,20 @@ impl Scrape {
             );
         };
         let (audit_records, audit_dropped) = self.audit.counts();
+        let mcp_sessions = match &self.mcp {
+            Some(sessions) => sessions.live().await,
+            None => 0,
+        };
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        let memory = self.limits.memory();
         let gauges = Gauges {
-            memory_bytes: self.limits.memory().in_use("").0,
+            memory_bytes: memory.in_use("").0,
+            memory_by_principal: memory.top(TOP_PRINCIPALS),
+            open_streams: count(self.limits.open_streams()),
+            open_connections: count(self.connections.count()),
+            mcp_sessions: count(mcp_sessions),
+            index_bytes: index::held_bytes(),
+            index_narrowed: index::narrowed_greps(),
             audit_records,
             audit_dropped,
         };

@@ -155,22 +155,27 @@ pub async fn serve(
         ))
         .add_service(TooLargeStatus(InterceptedService::new(tools, intercept)));
     let mut router = routes.routes().into_axum_router();
+    let mut mcp_shutdown = None;
+    let mut mcp_sessions = None;
+    if app.mcp.http {
+        let (endpoint, stop) =
+            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
+        mcp_sessions = Some(endpoint.sessions());
+        router = router.route_service(crate::mcp::http::PATH, endpoint);
+        mcp_shutdown = Some(stop);
+    }
+    let connections = transport::OpenConnections::new(limits.config().max_connections);
     let scrape = metrics::Scrape {
         audit: app.audit.clone(),
         limits: limits.clone(),
         auth: app.auth.clone(),
+        connections: connections.clone(),
+        mcp: mcp_sessions,
     };
     router = router.route(
         metrics::PATH,
         axum::routing::get(move |headers: http::HeaderMap| scrape.clone().answer(headers)),
     );
-    let mut mcp_shutdown = None;
-    if app.mcp.http {
-        let (endpoint, stop) =
-            McpHttp::new(llm_tools, service, app.auth.clone(), &app.mcp, max_message);
-        router = router.route_service(crate::mcp::http::PATH, endpoint);
-        mcp_shutdown = Some(stop);
-    }
     // Ending Watch streams, MCP sessions and event streams first lets the
     // graceful shutdown finish instead of waiting on a client's open stream.
     let shutdown = async move {
@@ -180,7 +185,10 @@ pub async fn serve(
             stop.cancel();
         }
     };
-    tracing::info!(addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "serving");
+    tracing::info!(
+        addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "serving"
+    );
     let settings = transport::Settings {
         limits,
         auth: app.auth.clone(),
@@ -188,6 +196,7 @@ pub async fn serve(
         // A client that stopped reading holds its connection open (its
         // stream cannot flush): graceful shutdown gets SHUTDOWN_GRACE.
         grace: SHUTDOWN_GRACE,
+        connections,
     };
     transport::serve(listener, router, settings, shutdown).await;
     Ok(())

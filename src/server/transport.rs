@@ -499,6 +499,29 @@ fn refusal(error: Error, mcp: bool) -> Response<Body> {
     }
 }
 
+/// The connections open now: the accept loop's `max_connections` slots
+/// taken. Cloning shares them, so the metrics read what the loop holds.
+#[derive(Clone)]
+pub struct OpenConnections {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl OpenConnections {
+    /// Room for `max` connections (`max_connections`), none open.
+    pub fn new(max: usize) -> OpenConnections {
+        OpenConnections {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+
+    /// Connections open now (while shutting down, those still finishing).
+    pub fn count(&self) -> usize {
+        self.max.saturating_sub(self.slots.available_permits())
+    }
+}
+
 /// How the accept loop serves.
 pub struct Settings {
     /// The bounds (`[limits]`), with the memory budget.
@@ -509,6 +532,8 @@ pub struct Settings {
     pub http1: bool,
     /// How long open connections may take to finish once shutdown begins.
     pub grace: Duration,
+    /// The connection slots, of `limits`' `max_connections`.
+    pub connections: OpenConnections,
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open
@@ -544,7 +569,7 @@ pub async fn serve(
         max_per_principal: config.max_connections_per_principal,
         by_owner: Mutex::default(),
     });
-    let slots = Arc::new(Semaphore::new(config.max_connections));
+    let (slots, max_connections) = (settings.connections.slots, settings.connections.max);
     let (stop, stopped) = watch::channel(false);
     let mut shutdown = pin!(shutdown);
     loop {
@@ -563,7 +588,7 @@ pub async fn serve(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::info!(
-                max_connections = config.max_connections,
+                max_connections,
                 "connection closed on arrival: the server has max_connections open"
             );
             continue;
@@ -619,7 +644,7 @@ pub async fn serve(
     // Stop accepting (the listener closes) and let connections finish.
     drop(listener);
     let _ = stop.send(true);
-    let all = u32::try_from(config.max_connections).unwrap_or(u32::MAX);
+    let all = u32::try_from(max_connections).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(settings.grace, slots.acquire_many(all)).await;
     if drained.is_err() {
         tracing::warn!(

@@ -165,6 +165,12 @@ pub struct Limits {
 struct PerPrincipal(Arc<Mutex<HashMap<String, usize>>>);
 
 impl PerPrincipal {
+    /// How many are held now, by every principal together.
+    fn total(&self) -> usize {
+        let counts = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        counts.values().sum()
+    }
+
     /// One more for `principal`'s owner, or RESOURCE_EXHAUSTED naming
     /// `limit` when it holds `max` of `what` already.
     fn take(
@@ -280,6 +286,13 @@ impl Limits {
             .map_err(|_| ClientIdle {
                 seconds: idle.as_secs(),
             })
+    }
+
+    /// Streams running now (ReadBytes, WriteBytes, Grep, Glob, Watch), of
+    /// every principal: the permits [`Limits::stream`] has handed out and
+    /// not yet taken back, read by the server's metrics.
+    pub fn open_streams(&self) -> usize {
+        self.streams.total()
     }
 
     /// Admits one more stream of `principal`, or refuses it

@@ -71,6 +71,22 @@ impl MemoryBudget {
         (used.total, used.by_owner.get(owner).copied().unwrap_or(0))
     }
 
+    /// The `n` principals charged the most now, largest first (ties by
+    /// name), with their bytes: the top of the per-principal ledger, so a
+    /// metric shows who holds the budget with a bounded label set.
+    pub fn top(&self, n: usize) -> Vec<(String, u64)> {
+        let used = self.0.used.lock().unwrap_or_else(|p| p.into_inner());
+        let mut owners: Vec<(String, u64)> = used
+            .by_owner
+            .iter()
+            .map(|(owner, bytes)| (owner.clone(), *bytes))
+            .collect();
+        drop(used);
+        owners.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        owners.truncate(n);
+        owners
+    }
+
     /// Refuses `bytes` more for `owner` when they would cross its share or
     /// the total; `charge` applies them.
     fn take(&self, owner: &str, bytes: u64, what: &str, charge: bool) -> Result<()> {
@@ -217,6 +233,26 @@ impl std::error::Error for BodyRefused {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_principals_are_the_largest_first_and_at_most_n() {
+        let budget = MemoryBudget::new(1000, 1000);
+        let (a, b, c) = (
+            budget.account("a"),
+            budget.account("b"),
+            budget.account("c"),
+        );
+        a.charge(10, "x").unwrap();
+        b.charge(30, "x").unwrap();
+        c.charge(30, "x").unwrap();
+        assert_eq!(
+            budget.top(2),
+            [("b".to_owned(), 30), ("c".to_owned(), 30)],
+            "ties by name"
+        );
+        drop((b, c));
+        assert_eq!(budget.top(10), [("a".to_owned(), 10)]);
+    }
 
     #[test]
     fn a_share_and_the_total_are_enforced_and_given_back_on_drop() {

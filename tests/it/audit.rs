@@ -742,6 +742,90 @@ async fn metrics_parse_and_move_with_the_calls() {
     assert!(moved("agentvfs_audit_records", &[]) >= 5.0, "{after}");
 }
 
+/// Scrapes `server` until `holds` is true of the metrics (a Grep's end
+/// is counted a moment after its client has the answer), at most 10 s;
+/// the last scrape.
+async fn scrape_until(server: &Server, holds: impl Fn(&str) -> bool) -> String {
+    for _ in 0..200 {
+        let (status, body) = scrape(server, Some(TOKEN)).await;
+        assert!(status.contains(" 200 "), "{status}");
+        if holds(&body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "the metrics never showed it: {}",
+        scrape(server, Some(TOKEN)).await.1
+    );
+}
+
+/// The gauges read at scrape time show what is open now: a Watch stream
+/// held open counts as a stream and holds memory charged to its
+/// principal (one labelled series per principal, at most 10), the gRPC
+/// channel as a connection, an MCP session as a session; a narrowed Grep
+/// moves the index's hits, and the index it learned has a size.
+#[tokio::test]
+async fn metrics_show_what_is_open_now_and_the_index() {
+    let search = "[search]\nindex = true\nindex_min_files = 0\nindex_self_check = 0";
+    let server = Server::start_with(Some(&config(search)), &[]);
+    let (_, before) = scrape(&server, Some(TOKEN)).await;
+    assert_eq!(
+        sample(&before, "agentvfs_open_streams", &[]),
+        0.0,
+        "{before}"
+    );
+    assert_eq!(
+        sample(&before, "agentvfs_mcp_sessions", &[]),
+        0.0,
+        "{before}"
+    );
+    let mut fs = server.fs().await;
+    write_numbered(&mut fs, 20).await.unwrap();
+    let watch = pb::WatchRequest {
+        path: "/work".into(),
+        from_now: true,
+        ..Default::default()
+    };
+    let _watching = fs.watch(as_token(watch, TOKEN)).await.unwrap().into_inner();
+    crate::mcp_http::open_session(&server, TOKEN).await.unwrap();
+    let narrowed = "agentvfs_search_index_narrowed_greps_total";
+    let hits_before = sample(&before, narrowed, &[]);
+    for _ in 0..2 {
+        let grep = pb::GrepRequest {
+            pattern: "needle".into(),
+            path: "/work".into(),
+            ..Default::default()
+        };
+        let (matches, _) = crate::util::grep_all(&mut fs, as_token(grep, TOKEN))
+            .await
+            .unwrap();
+        assert!(matches.is_empty());
+    }
+    let now = scrape_until(&server, |m| sample(m, narrowed, &[]) > hits_before).await;
+    assert!(sample(&now, "agentvfs_open_streams", &[]) >= 1.0, "{now}");
+    // The gRPC channel, and the scrape's own.
+    assert!(
+        sample(&now, "agentvfs_open_connections", &[]) >= 2.0,
+        "{now}"
+    );
+    assert!(sample(&now, "agentvfs_mcp_sessions", &[]) >= 1.0, "{now}");
+    assert!(
+        sample(&now, "agentvfs_search_index_bytes", &[]) > 0.0,
+        "{now}"
+    );
+    let by_principal = "agentvfs_memory_in_use_bytes_by_principal";
+    assert!(
+        sample(&now, by_principal, &[("principal", "agent")]) > 0.0,
+        "the Watch stream's charge: {now}"
+    );
+    let series = now
+        .lines()
+        .filter(|l| l.starts_with(&format!("{by_principal}{{")))
+        .count();
+    assert!((1..=10).contains(&series), "{now}");
+}
+
 /// Retention (docs/audit.md § Retention): 4 KiB segments and a 16 KiB
 /// store; a burst of 200 writes closes dozens of segments and the oldest
 /// are dropped while it runs, so the store keeps a few segments whose

@@ -239,7 +239,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 const LIST_TOOLS: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
 
 /// Opens a session as `token`: its id, or the refusal.
-async fn open_session(server: &Server, token: &str) -> Result<String, String> {
+pub(crate) async fn open_session(server: &Server, token: &str) -> Result<String, String> {
     let answer = session_request(server, token, None, "", INITIALIZE).await;
     if !answer.starts_with("HTTP/1.1 200") {
         return Err(answer);

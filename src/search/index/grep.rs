@@ -12,6 +12,16 @@
 
 use super::*;
 
+/// Greps the indexes of this process have narrowed (skipped files by their
+/// trigrams) since it started: the index's hits, for the server's metrics.
+static NARROWED: AtomicU64 = AtomicU64::new(0);
+
+/// Greps narrowed by an index since the process started ([`NARROWED`]),
+/// for the server's metrics.
+pub fn narrowed_greps() -> u64 {
+    NARROWED.load(Relaxed)
+}
+
 /// What a Grep does with one walked file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -353,6 +363,7 @@ impl IndexedGrep {
         // line (a test, an operator) and then changes a file knows this
         // Grep's older entry cannot land after that change's own.
         if narrowed {
+            NARROWED.fetch_add(1, Relaxed);
             tracing::info!(
                 walked = self.walked,
                 skipped = self.skipped,

@@ -40,7 +40,7 @@ pub mod table;
 pub mod trigram;
 pub mod written;
 
-pub use grep::{IndexedGrep, Verdict};
+pub use grep::{IndexedGrep, Verdict, narrowed_greps};
 use passes::{Candidate, Known, PassKey, Passes, RowDocs};
 use persist::{Keeper, Kept};
 use plan::Query;
@@ -82,6 +82,12 @@ pub const DEFAULT_BYTES: u64 = 1 << 30;
 /// index_bytes` bounds. One per process, as the server is (like the search
 /// room, `crate::search::room`).
 static HELD: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes the search indexes of every tier hold now ([`HELD`]), for the
+/// server's metrics.
+pub fn held_bytes() -> u64 {
+    HELD.load(Relaxed)
+}
 /// What one learned file costs beyond its key and trigrams (its overlay
 /// entry).
 const LEARNED_OVERHEAD_BYTES: u64 = 32;
