@@ -1,9 +1,12 @@
 //! The server's Prometheus metrics (docs/audit.md § Metrics): calls,
 //! errors and latency per surface and operation, bytes read and written,
 //! open streams, connections and MCP sessions, memory in use (server-wide
-//! and its top principals), the search index's size and hits and the audit
-//! log's records, in the Prometheus text format at `/metrics`, by the
-//! `prometheus` crate's encoder.
+//! and its top principals), the search index's size and hits, the object
+//! tier's requests (`object_tier`) and the audit log's records, in the
+//! Prometheus text format at `/metrics`, by the `prometheus` crate's
+//! encoder.
+
+pub mod object_tier;
 
 use prometheus::core::Collector;
 use prometheus::{
@@ -85,6 +88,11 @@ impl Metrics {
     pub fn new() -> Metrics {
         let registry = Registry::new();
         let r = &registry;
+        for metric in object_tier::collectors() {
+            registry
+                .register(metric)
+                .expect("each metric registered once");
+        }
         let gauge = |name: &str, help: &str| registered(r, IntGauge::new(name, help));
         let labelled = |name: &str, help: &str, label: &str| {
             registered(r, IntGaugeVec::new(Opts::new(name, help), &[label]))

@@ -890,3 +890,51 @@ async fn verification_passes_after_old_segments_expire() {
     let third = kept[2]["seq"].as_u64().unwrap();
     assert!(stderr.contains(&format!(": record {third} (")), "{stderr}");
 }
+
+/// The object tier's requests (the test process's versitygw): a write,
+/// a read and a read of a missing file on an object mount move
+/// `agentvfs_object_requests_total` by method and outcome (PUTs and GETs
+/// `ok`, the missing key's 404 `answered`, never retried) and its latency
+/// histogram.
+#[tokio::test]
+async fn metrics_count_the_object_tier_s_requests() {
+    let bucket = crate::s3::s3().bucket("agentvfs-it");
+    let prefix = format!("metrics-{:016x}", rand::random::<u64>());
+    let config = format!(
+        "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/shared\"\n\
+         tier = \"object\"\nbucket = \"{bucket}\"\nkey_prefix = \"{prefix}\"\npath_style = true\n"
+    );
+    let server = Server::start_with(Some(&config), &[]);
+    let (status, before) = scrape(&server, None).await;
+    assert!(status.contains(" 200 "), "{status}");
+    let mut fs = server.fs().await;
+    crate::util::write(&mut fs, "/shared/m.txt", "object").await;
+    crate::util::read_text(&mut fs, "/shared/m.txt").await;
+    let missing = pb::ReadRequest {
+        path: "/shared/missing.txt".into(),
+        ..Default::default()
+    };
+    let refused = fs.read(missing).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::NotFound);
+    let (_, after) = scrape(&server, None).await;
+    let requests = "agentvfs_object_requests_total";
+    let moved = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    assert!(
+        moved(requests, &[("method", "PUT"), ("outcome", "ok")]) >= 1.0,
+        "{after}"
+    );
+    assert!(
+        moved(requests, &[("method", "GET"), ("outcome", "ok")]) >= 1.0,
+        "{after}"
+    );
+    assert!(
+        moved(requests, &[("outcome", "answered")]) >= 1.0,
+        "{after}"
+    );
+    assert!(
+        moved("agentvfs_object_request_duration_seconds", &[]) >= 3.0,
+        "{after}"
+    );
+}

@@ -150,6 +150,7 @@ impl Bucket {
         let s3 = builder
             .with_client_options(client)
             .with_retry(retry)
+            .with_http_connector(super::metered::MeteredConnector)
             .build()
             .map_err(|e| Error::InvalidArgument(format!("object store: {e}")))?;
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -39,7 +39,7 @@
 //! listings), `walk` (search), `history`, `log` (the change feed),
 //! `state` (what a path holds, a move in flight resolved), `sweep`
 //! (orphans), `deployment` (bucket sharing), `head` and `keys` (formats),
-//! `bucket` (S3), `cache`.
+//! `bucket` (S3), `metered` (its requests counted), `cache`.
 //!
 //! Errors: as the other tiers' for file semantics (docs/contract.md);
 //! UNAVAILABLE or DEADLINE_EXCEEDED naming the store when it cannot be
@@ -58,6 +58,7 @@ mod head;
 mod history;
 mod keys;
 mod log;
+mod metered;
 mod moves;
 mod read;
 mod state;
