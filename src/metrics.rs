@@ -35,6 +35,8 @@ pub struct Metrics {
     index_narrowed: IntCounter,
     audit_records: IntGauge,
     audit_dropped: IntGauge,
+    audit_failure_mode: IntGaugeVec,
+    audit_failed: IntGauge,
     /// Held while a scrape sets the gauges and encodes them, so two
     /// scrapes never interleave their updates.
     rendering: Mutex<()>,
@@ -62,6 +64,11 @@ pub struct Gauges {
     pub audit_records: u64,
     /// Audit records lost (`drop_and_count`).
     pub audit_dropped: u64,
+    /// The audit log's failure mode (`fail_closed`, `drop_and_count`), when
+    /// it is on.
+    pub audit_failure_mode: Option<&'static str>,
+    /// True once a record could not be written under `fail_closed`.
+    pub audit_failed: bool,
 }
 
 /// `metric` (valid: its name and help are the code's), registered in
@@ -164,6 +171,16 @@ impl Metrics {
                 "agentvfs_audit_dropped_records",
                 "Audit records lost under failure = drop_and_count.",
             ),
+            audit_failure_mode: labelled(
+                "agentvfs_audit_failure_mode",
+                "1 for the audit log's failure mode ([audit] failure); absent when it is off.",
+                "mode",
+            ),
+            audit_failed: gauge(
+                "agentvfs_audit_failed",
+                "1 once an audit record could not be written under fail_closed: every call is \
+                 refused.",
+            ),
             rendering: Mutex::new(()),
             registry,
         }
@@ -219,6 +236,11 @@ impl Metrics {
             .inc_by(narrowed.saturating_sub(self.index_narrowed.get()));
         set(&self.audit_records, gauges.audit_records);
         set(&self.audit_dropped, gauges.audit_dropped);
+        self.audit_failure_mode.reset();
+        if let Some(mode) = gauges.audit_failure_mode {
+            self.audit_failure_mode.with_label_values(&[mode]).set(1);
+        }
+        set(&self.audit_failed, u64::from(gauges.audit_failed));
         let mut out = Vec::new();
         TextEncoder::new()
             .encode(&self.registry.gather(), &mut out)

@@ -261,6 +261,9 @@ struct Inner {
     jobs: crossbeam_channel::Sender<store::Job>,
     /// Set when a write failed under `fail_closed`.
     failed: AtomicBool,
+    /// Becomes true with `failed`, for those who wait on it
+    /// ([`Audit::closed`]: the server's health).
+    closed: tokio::sync::watch::Sender<bool>,
     written: AtomicU64,
     dropped: AtomicU64,
 }
@@ -291,6 +294,7 @@ impl Audit {
                 failure: config.failure,
                 jobs,
                 failed: AtomicBool::new(false),
+                closed: tokio::sync::watch::Sender::new(false),
                 written: AtomicU64::new(0),
                 dropped: AtomicU64::new(0),
             })),
@@ -327,6 +331,27 @@ impl Audit {
     /// The failure mode, when on.
     pub fn failure(&self) -> Option<Failure> {
         self.log.as_ref().map(|i| i.failure)
+    }
+
+    /// True once a record could not be written under `fail_closed`: every
+    /// call is refused from then on ([`Audit::admit`]).
+    pub fn has_failed(&self) -> bool {
+        self.log
+            .as_ref()
+            .is_some_and(|i| i.failed.load(Ordering::Relaxed))
+    }
+
+    /// Resolves once a record could not be written under `fail_closed`
+    /// (never when the audit is off, or under `drop_and_count`): the
+    /// server's health turns NOT_SERVING then.
+    pub async fn closed(&self) {
+        match &self.log {
+            Some(inner) => {
+                // The sender lives in `inner`, which `self` holds.
+                let _ = inner.closed.subscribe().wait_for(|closed| *closed).await;
+            }
+            None => std::future::pending().await,
+        }
     }
 
     /// Records handed to the store, and records lost (`drop_and_count`).
@@ -455,6 +480,7 @@ impl Audit {
             }
             Err(e) => {
                 inner.failed.store(true, Ordering::Relaxed);
+                inner.closed.send_replace(true);
                 Err(Error::Unavailable(format!(
                     "the call's audit record could not be written ({e}); [audit] failure is \
                      fail_closed"

@@ -5,7 +5,7 @@
 //! server runs in anonymous mode, which listens on loopback only.
 
 use super::transport::OpenConnections;
-use crate::audit::Audit;
+use crate::audit::{Audit, Failure};
 use crate::auth::Auth;
 use crate::mcp::http::Sessions;
 use crate::metrics::{Gauges, TOP_PRINCIPALS};
@@ -77,6 +77,8 @@ impl Scrape {
             index_narrowed: index::narrowed_greps(),
             audit_records,
             audit_dropped,
+            audit_failure_mode: self.audit.failure().map(Failure::as_str),
+            audit_failed: self.audit.has_failed(),
         };
         (
             StatusCode::OK,

@@ -1,4 +1,5 @@
-//! The gRPC server: services, interceptor, health, reflection, shutdown,
+//! The gRPC server: services, interceptor, health ([`health`], which also
+//! reports a failed `fail_closed` audit log), reflection, shutdown,
 //! and MCP over streamable HTTP at `/mcp` on the same listener
 //! ([`crate::mcp::http`]; HTTP/1.1 is accepted for it, gRPC stays HTTP/2).
 //!
@@ -18,6 +19,7 @@ mod caller;
 mod changeset;
 mod convert;
 mod filesystem;
+mod health;
 mod message_limit;
 mod metrics;
 mod streams;
@@ -132,6 +134,8 @@ pub async fn serve(
         .set_serving::<pb::audit_log_server::AuditLogServer<AuditLogService>>()
         .await;
 
+    health::follow_the_audit(app.audit.clone(), health);
+
     let intercept = caller::interceptor(app.auth.clone());
     let mut routes = tonic::service::RoutesBuilder::default();
     routes
@@ -187,6 +191,7 @@ pub async fn serve(
     };
     tracing::info!(
         addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        audit_failure = app.audit.failure().map_or("off", crate::audit::Failure::as_str),
         "serving"
     );
     let settings = transport::Settings {

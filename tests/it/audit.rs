@@ -14,6 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tonic::transport::Channel;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
 const TOKEN: &str = "agent-token-0001";
 /// Content and Grep pattern that must never reach the store.
@@ -889,6 +891,80 @@ async fn verification_passes_after_old_segments_expire() {
     assert!(!out.status.success(), "verify passed a flipped byte");
     let third = kept[2]["seq"].as_u64().unwrap();
     assert!(stderr.contains(&format!(": record {third} (")), "{stderr}");
+}
+
+/// A server whose audit log, under failure mode `mode`, has 4 KiB
+/// segments, the next ones on a disk that is always full (each a link to
+/// `/dev/full`, so a record written after the first roll-over fails with
+/// ENOSPC); then up to 100 writes, stopping at the first refused: the
+/// server, and that refusal.
+async fn audit_on_a_full_disk(mode: &str) -> (Server, Option<tonic::Status>) {
+    let extra = format!("segment_bytes = 4096\nfailure = \"{mode}\"");
+    let server = Server::start_with(Some(&config(&extra)), &[]);
+    let dir = audit_dir(&server);
+    for seq in 2..=200u64 {
+        let next = dir.join(format!("segment-{seq:020}.jsonl"));
+        std::os::unix::fs::symlink("/dev/full", next).unwrap();
+    }
+    let refused = write_numbered(&mut server.fs().await, 100).await.err();
+    (server, refused)
+}
+
+/// The status gRPC health gives `service` on `server`.
+async fn health_of(server: &Server, service: &str) -> ServingStatus {
+    let mut health = HealthClient::new(server.channel().await);
+    let request = HealthCheckRequest {
+        service: service.into(),
+    };
+    health.check(request).await.unwrap().into_inner().status()
+}
+
+/// The failure mode is reported where an operator looks (docs/audit.md §
+/// Failure mode): the `serving` line names it, `/metrics` has it as
+/// `agentvfs_audit_failure_mode{mode}`. Under `fail_closed`, a record that
+/// cannot be written (a full disk) refuses its write UNAVAILABLE and every
+/// call after it, `agentvfs_audit_failed` turns 1 and gRPC health turns
+/// NOT_SERVING for the server and each service; under `drop_and_count`
+/// every write is served, the lost records counted, health SERVING.
+#[tokio::test]
+async fn health_and_metrics_report_the_audit_failure_mode() {
+    let (closed, refused) = audit_on_a_full_disk("fail_closed").await;
+    let refused = refused.expect("a write refused once its record cannot be written");
+    assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("fail_closed"), "{refused:?}");
+    let logs = closed.logs.lock().unwrap().clone();
+    let banner = logs
+        .lines()
+        .find(|l| l.contains("serving") && l.contains("audit_failure"))
+        .expect("the serving line names the failure mode");
+    assert!(banner.contains("fail_closed"), "{banner}");
+    let mut fs = closed.fs().await;
+    let read = pb::ReadRequest {
+        path: "/work/f000.txt".into(),
+        ..Default::default()
+    };
+    let after = fs.read(as_token(read, TOKEN)).await.unwrap_err();
+    assert_eq!(after.code(), tonic::Code::Unavailable, "{after:?}");
+    for service in ["", "agentvfs.v1.Filesystem", "agentvfs.v1.AuditLog"] {
+        assert_eq!(
+            health_of(&closed, service).await,
+            ServingStatus::NotServing,
+            "{service:?}"
+        );
+    }
+    let (_, metrics) = scrape(&closed, Some(TOKEN)).await;
+    let mode = |m: &str, name: &str| sample(m, "agentvfs_audit_failure_mode", &[("mode", name)]);
+    assert_eq!(mode(&metrics, "fail_closed"), 1.0, "{metrics}");
+    assert_eq!(mode(&metrics, "drop_and_count"), 0.0, "{metrics}");
+    assert_eq!(sample(&metrics, "agentvfs_audit_failed", &[]), 1.0);
+
+    let (dropping, refused) = audit_on_a_full_disk("drop_and_count").await;
+    assert!(refused.is_none(), "{refused:?}");
+    assert_eq!(health_of(&dropping, "").await, ServingStatus::Serving);
+    let (_, metrics) = scrape(&dropping, Some(TOKEN)).await;
+    assert_eq!(mode(&metrics, "drop_and_count"), 1.0, "{metrics}");
+    assert_eq!(sample(&metrics, "agentvfs_audit_failed", &[]), 0.0);
+    assert!(sample(&metrics, "agentvfs_audit_dropped_records", &[]) >= 1.0);
 }
 
 /// The object tier's requests (the test process's versitygw): a write,
