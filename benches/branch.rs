@@ -16,6 +16,11 @@
 //!    against the same search on the base, interleaved; the branch's
 //!    results must count alike (the same visits, skips and hits).
 //!
+//! 5. with `AGENTVFS_BENCH_ONLY=list` only: ListBranches with
+//!    [`LIST_BRANCHES`] branches that each changed [`LIST_CHANGED`] files,
+//!    and the last DiffBranch page of one of them (issue 56: what a
+//!    listing of the branches and a late diff page cost as branches grow).
+//!
 //! Printed as markdown tables. `AGENTVFS_BENCH_ONLY=search` measures only
 //! the searches; the object tier's searches run only when
 //! `AGENTVFS_BENCH_TIERS` names it. Needs versitygw (`scripts/versitygw
@@ -59,6 +64,10 @@ const IGNORE_EVERY: usize = 10;
 const SEARCH_MAX_MS: u64 = 120_000;
 /// Files of the searched tree the branch changes (every how many'th).
 const SEARCH_CHANGE_EVERY: usize = 50;
+
+/// The branches ListBranches lists, and the files each changed.
+const LIST_BRANCHES: usize = 100;
+const LIST_CHANGED: usize = 1_000;
 
 /// One tier under test: its name, a short tag for branch names, the
 /// directory holding its forked directories, and its mount (TOML of one
@@ -478,6 +487,78 @@ async fn measure(fs: &mut FilesystemClient<Channel>, tier: &Tier) -> Row {
     }
 }
 
+/// ListBranches over [`LIST_BRANCHES`] branches of [`LIST_CHANGED`]
+/// changed files each, and the last DiffBranch page of one, on every tier
+/// chosen (`AGENTVFS_BENCH_TIERS`), as medians.
+async fn listings(dir: &Path) {
+    let only = std::env::var("AGENTVFS_BENCH_TIERS").unwrap_or_default();
+    println!(
+        "\n| {LIST_BRANCHES} branches of {LIST_CHANGED} changed files, medians | ListBranches | \
+         DiffBranch, last page of 100 |"
+    );
+    println!("| --- | ---: | ---: |");
+    for tier in TIERS
+        .iter()
+        .filter(|t| only.is_empty() || only.split(',').any(|o| o == t.tag))
+    {
+        let served = serve(&dir.join(format!("list-{}", tier.tag)), tier);
+        let mut fs = client(&served).await;
+        let top = format!("{}/listed", tier.prefix);
+        fs.commit(commit(&top, 0..LIST_CHANGED, 64, "base"))
+            .await
+            .expect("fill the base");
+        for b in 0..LIST_BRANCHES {
+            let name = format!("{}-list-{b}", tier.tag);
+            fork(&mut fs, &name, &top).await;
+            fs.commit(in_branch(commit(&top, 0..LIST_CHANGED, 64, &name), &name))
+                .await
+                .unwrap_or_else(|s| panic!("change {name}: {s:?}"));
+        }
+        let rounds = scaled(9, 3);
+        let list = median_of(rounds, async |_| {
+            let start = Instant::now();
+            let listed = fs
+                .list_branches(pb::ListBranchesRequest {})
+                .await
+                .expect("ListBranches")
+                .into_inner();
+            let elapsed = start.elapsed();
+            assert_eq!(listed.branches.len(), LIST_BRANCHES);
+            assert!(
+                listed
+                    .branches
+                    .iter()
+                    .all(|b| b.files_changed == LIST_CHANGED as u64)
+            );
+            elapsed
+        })
+        .await;
+        let last = file(&top, LIST_CHANGED - 101);
+        let diff = median_of(rounds, async |_| {
+            let start = Instant::now();
+            let page = fs
+                .diff_branch(pb::DiffBranchRequest {
+                    name: format!("{}-list-0", tier.tag),
+                    after: last.clone(),
+                    limit: 100,
+                })
+                .await
+                .expect("DiffBranch")
+                .into_inner();
+            let elapsed = start.elapsed();
+            assert_eq!(page.files.len(), 100);
+            elapsed
+        })
+        .await;
+        println!(
+            "| {} | {:.1} ms | {:.1} ms |",
+            tier.name,
+            ms(list),
+            ms(diff)
+        );
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -517,6 +598,9 @@ async fn main() {
     let tmp = tempfile::tempdir().expect("temp dir");
     s3::s3().bucket("bench-branch");
     let search_only = std::env::var("AGENTVFS_BENCH_ONLY").is_ok_and(|o| o == "search");
+    if std::env::var("AGENTVFS_BENCH_ONLY").is_ok_and(|o| o == "list") {
+        return listings(tmp.path()).await;
+    }
     let only = std::env::var("AGENTVFS_BENCH_TIERS").unwrap_or_default();
     let chosen = |tier: &&Tier| only.is_empty() || only.split(',').any(|t| t == tier.tag);
     let mut missed = Vec::new();

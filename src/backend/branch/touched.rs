@@ -8,6 +8,7 @@ use super::{Overlay, UPPER_BIT};
 use crate::error::{Error, Result};
 use crate::path::VfsPath;
 use crate::scope::Scope;
+use std::collections::HashMap;
 
 /// One path a branch changed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,38 +31,91 @@ pub struct Sides {
     pub branch: u64,
 }
 
+/// What one directory's listing of a branch's upper scope holds that the
+/// walk of its changes visits, keyed in path order.
+enum Item {
+    /// A directory: its subtree comes at its own key, since `/` sorts as NUL.
+    Dir(VfsPath),
+    /// A file the branch changed (it keeps a base record of it), and the
+    /// size of the branch's side from the same listing (0: none).
+    Changed(VfsPath, u64),
+}
+
 impl Overlay {
-    /// The base records of the branch below its root, in path order.
-    fn records(&self, scope: &Scope) -> Result<Vec<VfsPath>> {
+    /// Calls `visit` with every file the branch changed whose order key
+    /// is past `after` (all with `None`), in path order, and the size of
+    /// the branch's side, until `visit` answers false. Everything comes
+    /// from listings of the upper scope, nothing is read or stat'ed, and a
+    /// subtree wholly at or before `after` is not listed: a page late in a
+    /// diff costs its own files and the listings on the way to them, not
+    /// the files before it. It holds one listing per level of the path.
+    fn each_changed(
+        &self,
+        scope: &Scope,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(VfsPath, u64) -> Result<bool>,
+    ) -> Result<()> {
         let up = self.record().upper_scope(scope);
-        let inner = self.inner();
-        let mut out = Vec::new();
-        let mut stack = vec![self.record().root.clone()];
-        while let Some(dir) = stack.pop() {
-            let entries = match inner.list(&up, &dir) {
-                Err(Error::NotFound(_)) => continue,
-                other => other?,
-            };
-            for entry in entries {
-                if entry.is_directory() {
-                    stack.push(entry.path);
-                } else if sidecar::based(&entry.path).is_some() {
-                    out.push(entry.path);
-                }
-            }
-        }
-        out.sort_by_key(|p| sidecar::based(p).map(|f| f.order_key()));
-        Ok(out)
+        self.walk_changed(&up, &self.record().root, after, visit)
+            .map(|_| ())
     }
 
-    /// Every path the branch changed, in path order (from a listing:
+    /// [`Overlay::each_changed`] below `dir`; false once `visit` stopped.
+    fn walk_changed(
+        &self,
+        up: &Scope,
+        dir: &VfsPath,
+        after: Option<&[u8]>,
+        visit: &mut dyn FnMut(VfsPath, u64) -> Result<bool>,
+    ) -> Result<bool> {
+        let entries = match self.inner().list(up, dir) {
+            Err(Error::NotFound(_)) => return Ok(true),
+            other => other?,
+        };
+        let sizes: HashMap<&str, u64> = entries
+            .iter()
+            .filter(|e| !e.is_directory())
+            .map(|e| (e.path.name(), e.size))
+            .collect();
+        let mut items: Vec<(Vec<u8>, Item)> = Vec::new();
+        for entry in &entries {
+            if entry.is_directory() {
+                if after.is_some_and(|a| entry.path.subtree_range().1.as_slice() <= a) {
+                    continue;
+                }
+                items.push((entry.path.order_key(), Item::Dir(entry.path.clone())));
+            } else if let Some(file) = sidecar::based(&entry.path) {
+                let key = file.order_key();
+                if after.is_some_and(|a| key.as_slice() <= a) {
+                    continue;
+                }
+                let size = sizes.get(file.name()).copied().unwrap_or(0);
+                items.push((key, Item::Changed(file, size)));
+            }
+        }
+        drop(sizes);
+        items.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, item) in items {
+            let go_on = match item {
+                Item::Dir(path) => self.walk_changed(up, &path, after, visit)?,
+                Item::Changed(path, size) => visit(path, size)?,
+            };
+            if !go_on {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Every path the branch changed, in path order (from listings:
     /// nothing is read).
     pub fn changed(&self, scope: &Scope) -> Result<Vec<VfsPath>> {
-        Ok(self
-            .records(scope)?
-            .iter()
-            .filter_map(sidecar::based)
-            .collect())
+        let mut out = Vec::new();
+        self.each_changed(scope, None, &mut |path, _| {
+            out.push(path);
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// The sizes of the sides of `path`, a file the branch changed, from
@@ -120,34 +174,38 @@ impl Overlay {
         let after = after.map(VfsPath::order_key);
         let mut out = Vec::new();
         let mut bytes = 0u64;
-        for path in self.changed(scope)? {
-            if after.as_ref().is_some_and(|a| path.order_key() <= *a) || !shown(&path) {
-                continue;
+        let mut more = false;
+        self.each_changed(scope, after.as_deref(), &mut |path, _| {
+            if !shown(&path) {
+                return Ok(true);
             }
             if out.len() == limit || (!out.is_empty() && bytes > max_bytes) {
-                return Ok((out, true));
+                more = true;
+                return Ok(false);
             }
-            let Some(touched) = self.read_touched(scope, &path)? else {
-                continue;
-            };
-            bytes += (touched.ancestor.content.len()
-                + touched.branch.as_ref().map_or(0, |(d, _)| d.len())) as u64;
-            out.push(touched);
-        }
-        Ok((out, false))
+            if let Some(touched) = self.read_touched(scope, &path)? {
+                bytes += (touched.ancestor.content.len()
+                    + touched.branch.as_ref().map_or(0, |(d, _)| d.len()))
+                    as u64;
+                out.push(touched);
+            }
+            Ok(true)
+        })?;
+        Ok((out, more))
     }
 
     /// How many of the files the branch changed `shown` keeps, and the
-    /// bytes of those it holds.
+    /// bytes of those it holds, from listings alone (nothing is read or
+    /// stat'ed: ListBranches sizes every branch this way).
     pub fn size(&self, scope: &Scope, shown: &dyn Fn(&VfsPath) -> bool) -> Result<(u64, u64)> {
-        let up = self.record().upper_scope(scope);
         let (mut files, mut bytes) = (0, 0);
-        for path in self.changed(scope)?.iter().filter(|p| shown(p)) {
-            files += 1;
-            if let Ok(entry) = self.inner().stat(&up, path) {
-                bytes += entry.size;
+        self.each_changed(scope, None, &mut |path, size| {
+            if shown(&path) {
+                files += 1;
+                bytes += size;
             }
-        }
+            Ok(true)
+        })?;
         Ok((files, bytes))
     }
 
