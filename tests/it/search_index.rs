@@ -1046,10 +1046,16 @@ async fn a_kept_index_over_the_readers_share_is_not_loaded() {
     let (matches, summary) = grep_all(&mut fs, grep.clone()).await.unwrap();
     assert_eq!(paths(matches), expected);
     assert_eq!(summary.files_searched, 300);
+    // The line reaches the captured log after the answer, on the server's
+    // own time.
+    let line = "not loaded: over the principal's share";
+    server
+        .wait_for_log(line, std::time::Duration::from_secs(10))
+        .await;
     let logs = server.logs.lock().unwrap().clone();
     let refused = logs
         .lines()
-        .find(|l| l.contains("not loaded: over the principal's share"))
+        .find(|l| l.contains(line))
         .unwrap_or_else(|| panic!("the kept index was not refused:\n{logs}"));
     assert!(refused.contains("room=4096"), "{refused}");
     assert!(!logs.contains("search index loaded"), "{logs}");
