@@ -78,6 +78,11 @@ pub struct AuditConfig {
     pub retention_bytes: Option<u64>,
     /// What a failed write does.
     pub failure: Failure,
+    /// A change's record is synced (`fdatasync`) before the change is
+    /// answered (true), or handed to the kernel before it, which survives
+    /// kill -9 as a Store's unsynced write does, and synced at the next
+    /// checkpoint (false, the default: docs/audit.md § Storage).
+    pub sync: bool,
 }
 
 /// The time now, RFC 3339 UTC with microseconds.

@@ -213,8 +213,8 @@ impl Store {
         }
     }
 
-    /// Seals and appends `batch`, syncs it when a record asks for it or a
-    /// checkpoint is due, and rolls the segment over when it is full.
+    /// Seals and appends `batch`, syncs it when a change's record asks for
+    /// it under `[audit] sync` or a checkpoint is due, and rolls the segment over when it is full.
     fn write_batch(&mut self, batch: &mut [Job]) -> Result<(), String> {
         let mut text = String::new();
         let (next, head) = (self.next, self.head.clone());
@@ -227,11 +227,11 @@ impl Store {
             self.head = hash;
             self.next += 1;
         }
-        let durable = batch.iter().any(|j| j.durable.is_some());
+        let sync = self.config.sync && batch.iter().any(|j| j.durable.is_some());
         let written = self
             .segment
             .write_all(text.as_bytes())
-            .and_then(|()| match durable {
+            .and_then(|()| match sync {
                 true => self.segment.sync_data(),
                 false => Ok(()),
             });

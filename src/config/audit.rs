@@ -27,6 +27,7 @@ pub(super) struct RawAudit {
     retention_days: Option<Spanned<u64>>,
     retention_bytes: Option<Spanned<u64>>,
     failure: Option<Spanned<String>>,
+    sync: Option<bool>,
     #[serde(default, rename = "rule")]
     rules: Vec<RawRule>,
 }
@@ -113,6 +114,7 @@ pub(super) fn parse(src: &Source<'_>, raw: Option<&RawAudit>) -> Result<AuditCon
             .map(|d| Duration::from_secs(d * 86_400)),
         retention_bytes: bytes.filter(|b| *b > 0),
         failure,
+        sync: raw.and_then(|a| a.sync).unwrap_or(false),
     })
 }
 
