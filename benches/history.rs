@@ -1,5 +1,6 @@
-//! `cargo bench --bench history`: what version history and the change feed
-//! cost, measured side by side in one run and printed as a markdown table.
+//! `cargo bench --bench history`: what version history, the change feed
+//! and the audit log cost, measured side by side in one run and printed as
+//! markdown tables.
 //!
 //! 1. Store write throughput with history and the change log on (the
 //!    default: 10 versions per file, 100,000 changes) and off
@@ -13,7 +14,12 @@
 //!    while a watcher follows the Store through the server; the latency is
 //!    from sending the Write to receiving its event. p50 and p99 over 2,000
 //!    writes. Target: p99 under 10 ms.
+//! 3. The audit log (docs/audit.md) at its default `metadata` level, on
+//!    against off, through the real server with 8 gRPC clients: 1 KiB
+//!    Writes (each record of a change on disk before the answer) and 1 KiB
+//!    Reads of the same Store. Target (issue 54): on ≥ 0.9× off for both.
 //!
+//! `AGENTVFS_BENCH_ONLY=audit` measures only the audit log's rows,
 //! `AGENTVFS_BENCH_RUNS` sets the runs per row (default 5),
 //! `AGENTVFS_BENCH_SCALE` shrinks the write counts.
 
@@ -70,13 +76,20 @@ fn in_process(dir: &Path, keep: Keep, n: usize) -> f64 {
     n as f64 / start.elapsed().as_secs_f64()
 }
 
-/// The server with a Store at `/memories` keeping `keep`, run in `dir`.
-fn serve(dir: &Path, keep: Keep) -> Served {
-    let config = format!(
+/// The server with a Store at `/memories` keeping `keep`, run in `dir`,
+/// its audit log on (in `dir`) when `audit`.
+fn serve(dir: &Path, keep: Keep, audit: bool) -> Served {
+    let mut config = format!(
         "[[mount]]\nprefix = \"/\"\ntier = \"state\"\n\n[[mount]]\nprefix = \"/memories\"\n\
          tier = \"store\"\npath = \"store\"\nhistory_versions = {}\nchange_log = {}\n",
         keep.history.versions, keep.changes
     );
+    if audit {
+        config.push_str(&format!(
+            "\n[audit]\nenabled = true\ndir = \"{}\"\n",
+            dir.join("audit").display()
+        ));
+    }
     std::fs::write(dir.join("agentvfs.toml"), config).expect("write config");
     Served::start(["--config", "agentvfs.toml"], dir)
 }
@@ -89,7 +102,7 @@ async fn client(served: &Served) -> FilesystemClient<Channel> {
 
 /// Writes per second of `n` rewrites by [`CALLERS`] gRPC clients.
 async fn through_server(dir: &Path, keep: Keep, n: usize) -> f64 {
-    let served = serve(dir, keep);
+    let served = serve(dir, keep, false);
     let mut clients = Vec::new();
     for _ in 0..CALLERS {
         clients.push(client(&served).await);
@@ -108,7 +121,7 @@ async fn through_server(dir: &Path, keep: Keep, n: usize) -> f64 {
 
 /// Milliseconds from sending each of `n` writes to receiving its event.
 async fn latencies(dir: &Path, n: usize) -> Vec<f64> {
-    let served = serve(dir, Keep::DEFAULT);
+    let served = serve(dir, Keep::DEFAULT, false);
     let mut watcher = client(&served).await;
     let mut stream = watcher
         .watch(pb::WatchRequest {
@@ -141,6 +154,37 @@ async fn latencies(dir: &Path, n: usize) -> Vec<f64> {
     out
 }
 
+/// Writes and Reads per second of `n` calls each by [`CALLERS`] gRPC
+/// clients, with the audit log on or off.
+async fn audited(dir: &Path, audit: bool, n: usize) -> (f64, f64) {
+    let served = serve(dir, Keep::DEFAULT, audit);
+    let mut clients = Vec::new();
+    for _ in 0..CALLERS {
+        clients.push(client(&served).await);
+    }
+    let write = |mut fs: FilesystemClient<Channel>, i: usize| async move {
+        let req = pb::WriteRequest {
+            path: format!("/memories/f{}", i % FILES),
+            content: String::from_utf8(content(i)).expect("ASCII"),
+            ..Default::default()
+        };
+        fs.write(req).await.expect("write");
+    };
+    let wrote = spread_calls(clients.clone(), n, write).await;
+    let read = |mut fs: FilesystemClient<Channel>, i: usize| async move {
+        let req = pb::ReadRequest {
+            path: format!("/memories/f{}", i % FILES),
+            ..Default::default()
+        };
+        fs.read(req).await.expect("read");
+    };
+    let read = spread_calls(clients, n, read).await;
+    (
+        n as f64 / wrote.as_secs_f64(),
+        n as f64 / read.as_secs_f64(),
+    )
+}
+
 fn percentile(xs: &[f64], p: f64) -> f64 {
     let mut xs = xs.to_vec();
     xs.sort_by(|a, b| a.total_cmp(b));
@@ -158,6 +202,16 @@ async fn main() {
         std::fs::create_dir_all(&d).expect("dir");
         d
     };
+    let audit_calls = scaled(10_000, CALLERS);
+    let (mut audit_off, mut audit_on) = (vec![], vec![]);
+    for run in 0..runs {
+        audit_off.push(audited(&dir(format!("aoff{run}")), false, audit_calls).await);
+        audit_on.push(audited(&dir(format!("aon{run}")), true, audit_calls).await);
+    }
+    print_audited(audit_calls, &audit_off, &audit_on);
+    if std::env::var("AGENTVFS_BENCH_ONLY").is_ok_and(|o| o == "audit") {
+        return;
+    }
     let (mut on, mut off, mut on_grpc, mut off_grpc) = (vec![], vec![], vec![], vec![]);
     for run in 0..runs {
         // Alternate so drift (other load, a warming cache) hits both.
@@ -186,4 +240,27 @@ async fn main() {
     );
     println!("|---|---:|---:|");
     println!("| Write acknowledged → its event received by a Watch | {p50:.2} ms | {p99:.2} ms |");
+}
+
+/// The audit log's table: Writes and Reads per second, off and on.
+fn print_audited(calls: usize, off: &[(f64, f64)], on: &[(f64, f64)]) {
+    println!(
+        "| server over gRPC, {CALLERS} clients, {calls} calls, medians | audit off | audit on (metadata) | on / off |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (name, pick) in [
+        (
+            "Write 1 KiB",
+            (|r: &(f64, f64)| r.0) as fn(&(f64, f64)) -> f64,
+        ),
+        ("Read 1 KiB", |r: &(f64, f64)| r.1),
+    ] {
+        let off = median(off.iter().map(pick).collect());
+        let on = median(on.iter().map(pick).collect());
+        println!(
+            "| {name} | {off:.0} ops/s | {on:.0} ops/s | {:.2} |",
+            on / off
+        );
+    }
+    println!();
 }
