@@ -263,7 +263,10 @@ struct Inner {
     dir: PathBuf,
     policy: Policy,
     failure: Failure,
-    jobs: crossbeam_channel::Sender<store::Job>,
+    /// A change's records: the writer wakes for each.
+    waited: crossbeam_channel::Sender<store::Job>,
+    /// Every other record: the writer takes them with its next batch.
+    queued: crossbeam_channel::Sender<store::Job>,
     /// Set when a write failed under `fail_closed`.
     failed: AtomicBool,
     /// Becomes true with `failed`, for those who wait on it
@@ -286,10 +289,15 @@ impl Audit {
                 config.dir.display()
             ))
         })?;
-        let (jobs, queue) = crossbeam_channel::unbounded();
+        let (waited, waited_inlet) = crossbeam_channel::unbounded();
+        let (queued, queued_inlet) = crossbeam_channel::unbounded();
+        let inlets = store::Inlets {
+            waited: waited_inlet,
+            queued: queued_inlet,
+        };
         std::thread::Builder::new()
             .name("agentvfs-audit".into())
-            .spawn(move || store.run(queue))
+            .spawn(move || store.run(inlets))
             .map_err(|e| Error::Internal(format!("cannot start the audit writer: {e}")))?;
         Ok(Audit {
             metrics: None,
@@ -297,7 +305,8 @@ impl Audit {
                 dir: config.dir.clone(),
                 policy: config.policy.clone(),
                 failure: config.failure,
-                jobs,
+                waited,
+                queued,
                 failed: AtomicBool::new(false),
                 closed: tokio::sync::watch::Sender::new(false),
                 written: AtomicU64::new(0),
@@ -462,7 +471,11 @@ impl Audit {
             }
             false => (None, None),
         };
-        let sent = inner.jobs.send(store::Job {
+        let inlet = match tell {
+            Some(_) => &inner.waited,
+            None => &inner.queued,
+        };
+        let sent = inlet.send(store::Job {
             record,
             durable: tell,
         });
