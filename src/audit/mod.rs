@@ -263,7 +263,13 @@ struct Inner {
     dir: PathBuf,
     policy: Policy,
     failure: Failure,
-    /// A change's records: the writer wakes for each.
+    /// The store, where a change's record is appended by its caller.
+    store: store::Shared,
+    /// Whether a change's record is synced before its answer.
+    sync: bool,
+    /// Tells the writer an append made a checkpoint or segment due.
+    nudge: crossbeam_channel::Sender<()>,
+    /// A change's records under `[audit] sync`: the writer wakes for each.
     waited: crossbeam_channel::Sender<store::Job>,
     /// Every other record: the writer takes them with its next batch.
     queued: crossbeam_channel::Sender<store::Job>,
@@ -291,13 +297,17 @@ impl Audit {
         })?;
         let (waited, waited_inlet) = crossbeam_channel::unbounded();
         let (queued, queued_inlet) = crossbeam_channel::unbounded();
+        let (nudge, nudge_inlet) = crossbeam_channel::bounded(1);
         let inlets = store::Inlets {
             waited: waited_inlet,
             queued: queued_inlet,
+            nudge: nudge_inlet,
         };
+        let store: store::Shared = Arc::new(std::sync::Mutex::new(store));
+        let writer = Arc::clone(&store);
         std::thread::Builder::new()
             .name("agentvfs-audit".into())
-            .spawn(move || store.run(inlets))
+            .spawn(move || store::Store::run(writer, inlets))
             .map_err(|e| Error::Internal(format!("cannot start the audit writer: {e}")))?;
         Ok(Audit {
             metrics: None,
@@ -305,6 +315,9 @@ impl Audit {
                 dir: config.dir.clone(),
                 policy: config.policy.clone(),
                 failure: config.failure,
+                store,
+                sync: config.sync,
+                nudge,
                 waited,
                 queued,
                 failed: AtomicBool::new(false),
@@ -464,27 +477,36 @@ impl Audit {
             record.duration_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
             (record, class == Class::DataWrite)
         };
-        let (tell, told) = match durable {
-            true => {
-                let (tell, told) = tokio::sync::oneshot::channel();
-                (Some(tell), Some(told))
+        let written = match (durable, inner.sync) {
+            // A change's record, handed to the kernel by its caller.
+            (true, false) => {
+                let (written, due) = store::Store::append(&inner.store, record);
+                if due {
+                    let _ = inner.nudge.try_send(());
+                }
+                written
             }
-            false => (None, None),
-        };
-        let inlet = match tell {
-            Some(_) => &inner.waited,
-            None => &inner.queued,
-        };
-        let sent = inlet.send(store::Job {
-            record,
-            durable: tell,
-        });
-        let written = match (sent, told) {
-            (Err(_), _) => Err("the audit writer has stopped".to_owned()),
-            (Ok(()), None) => Ok(()),
-            (Ok(()), Some(told)) => told
-                .await
-                .unwrap_or_else(|_| Err("the audit writer has stopped".into())),
+            // A change's record synced by the writer before the answer.
+            (true, true) => {
+                let (tell, told) = tokio::sync::oneshot::channel();
+                let job = store::Job {
+                    record,
+                    durable: Some(tell),
+                };
+                match inner.waited.send(job) {
+                    Err(_) => Err("the audit writer has stopped".to_owned()),
+                    Ok(()) => told
+                        .await
+                        .unwrap_or_else(|_| Err("the audit writer has stopped".into())),
+                }
+            }
+            (false, _) => inner
+                .queued
+                .send(store::Job {
+                    record,
+                    durable: None,
+                })
+                .map_err(|_| "the audit writer has stopped".to_owned()),
         };
         match written {
             Ok(()) => {

@@ -227,7 +227,19 @@ async fn every_surface_records_its_calls_and_denials_name_their_rule() {
     fs.write(as_token(denied_write, TOKEN)).await.unwrap_err();
 
     let dir = audit_dir(&server);
-    let all = at_least(&dir, 10).await;
+    // A read's record reaches the store up to a moment after a later
+    // change's (docs/audit.md § Storage): wait for the last read's too.
+    let mut all = at_least(&dir, 12).await;
+    for _ in 0..200 {
+        let denied_read = |r: &Value| {
+            field(r, "operation") == "Filesystem/Read" && field(r, "result") == "denied"
+        };
+        if all.iter().any(denied_read) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        all = records(&dir);
+    }
     let on_file: Vec<&Value> = all
         .iter()
         .filter(|r| r["paths"] == serde_json::json!([file]))
