@@ -282,6 +282,18 @@ struct Inner {
     dropped: AtomicU64,
 }
 
+impl Inner {
+    /// Appends `record` on the caller's thread ([`store::Store::append`]),
+    /// nudging the writer when that made a checkpoint or segment due.
+    fn append_here(&self, record: Record) -> std::result::Result<(), String> {
+        let (written, due) = store::Store::append(&self.store, record);
+        if due {
+            let _ = self.nudge.try_send(());
+        }
+        written
+    }
+}
+
 impl Audit {
     /// The audit `config` asks for: off, or its store opened (the key
     /// created on first start) and its writer thread started.
@@ -296,7 +308,7 @@ impl Audit {
             ))
         })?;
         let (waited, waited_inlet) = crossbeam_channel::unbounded();
-        let (queued, queued_inlet) = crossbeam_channel::unbounded();
+        let (queued, queued_inlet) = crossbeam_channel::bounded(store::MAX_QUEUED);
         let (nudge, nudge_inlet) = crossbeam_channel::bounded(1);
         let inlets = store::Inlets {
             waited: waited_inlet,
@@ -479,13 +491,7 @@ impl Audit {
         };
         let written = match (durable, inner.sync) {
             // A change's record, handed to the kernel by its caller.
-            (true, false) => {
-                let (written, due) = store::Store::append(&inner.store, record);
-                if due {
-                    let _ = inner.nudge.try_send(());
-                }
-                written
-            }
+            (true, false) => inner.append_here(record),
             // A change's record synced by the writer before the answer.
             (true, true) => {
                 let (tell, told) = tokio::sync::oneshot::channel();
@@ -500,13 +506,24 @@ impl Audit {
                         .unwrap_or_else(|_| Err("the audit writer has stopped".into())),
                 }
             }
-            (false, _) => inner
-                .queued
-                .send(store::Job {
+            (false, _) => {
+                let job = store::Job {
                     record,
                     durable: None,
-                })
-                .map_err(|_| "the audit writer has stopped".to_owned()),
+                };
+                match inner.queued.try_send(job) {
+                    Ok(()) => Ok(()),
+                    // The writer is behind: the caller appends its record
+                    // itself, so the queue, and the memory it holds, stays
+                    // bounded whatever the callers send.
+                    Err(crossbeam_channel::TrySendError::Full(job)) => {
+                        inner.append_here(job.record)
+                    }
+                    Err(crossbeam_channel::TrySendError::Disconnected(_)) => {
+                        Err("the audit writer has stopped".to_owned())
+                    }
+                }
+            }
         };
         match written {
             Ok(()) => {
@@ -527,5 +544,71 @@ impl Audit {
                 )))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A writer held up (here: its store locked by another thread) fills
+    /// the queue; the records past it are appended by their callers once
+    /// the store is free, and none is lost.
+    #[tokio::test]
+    async fn a_full_queue_makes_callers_append_their_own_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = AuditConfig {
+            enabled: true,
+            dir: dir.path().join("audit"),
+            policy: Policy::default(),
+            checkpoint_records: 1000,
+            checkpoint_interval: Duration::from_secs(10),
+            segment_bytes: 64 << 20,
+            retention_age: None,
+            retention_bytes: None,
+            failure: Failure::FailClosed,
+            sync: false,
+        };
+        let audit = Audit::open(&config).unwrap();
+        let inner = Arc::clone(audit.log.as_ref().unwrap());
+        let (locked, is_locked) = std::sync::mpsc::channel();
+        let held = std::thread::spawn(move || {
+            let _store = inner.store.lock().unwrap();
+            locked.send(()).unwrap();
+            // Held until the queue is full: the writer takes at most one
+            // batch before it waits for the store, and the test sends two
+            // batches' worth and more.
+            while inner.queued.len() < store::MAX_QUEUED {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            // The callers past it wait for the store instead of queueing.
+            assert_eq!(inner.queued.len(), store::MAX_QUEUED);
+        });
+        is_locked.recv().unwrap();
+        let calls = 2 * store::MAX_QUEUED + 10;
+        for _ in 0..calls {
+            let trail = audit.trail(Surface::Grpc);
+            audit
+                .finish(&trail, Outcome::Ok, "", Instant::now())
+                .await
+                .unwrap();
+        }
+        held.join().unwrap();
+        let lines = || {
+            std::fs::read_dir(&config.dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.to_string_lossy().contains("segment-"))
+                .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+                .sum::<usize>()
+        };
+        for _ in 0..500 {
+            if lines() >= calls {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(lines(), calls);
     }
 }

@@ -41,6 +41,10 @@ const SEGMENT_SUFFIX: &str = ".jsonl";
 const LOCK_FILE: &str = "lock";
 /// Most records written in one batch.
 const MAX_BATCH: usize = 4096;
+/// Most records queued to the writer (a few MiB: a record holds at most 16
+/// paths and a 1,024-character request); past it a caller appends its
+/// record itself.
+pub const MAX_QUEUED: usize = MAX_BATCH;
 /// How long a busy writer waits for more records, woken only by a
 /// change's record, before it writes those queued meanwhile.
 pub const PAUSE: Duration = Duration::from_millis(1);
@@ -259,8 +263,9 @@ impl Store {
     /// Seals and writes a change's `record` on the caller's thread: handed
     /// to the operating system when this returns, without waiting for the
     /// writer thread's turn (that wait held audited Writes at 0.79× of
-    /// unaudited ones; 0.88× without, docs/performance.md). True when a checkpoint or a new segment is due,
-    /// which the caller leaves to the writer (a nudge): no caller syncs.
+    /// unaudited ones; 0.88× without, docs/performance.md). True when a
+    /// checkpoint or a new segment is due, which the caller leaves to the
+    /// writer (a nudge): no caller syncs.
     pub fn append(store: &Mutex<Store>, record: Record) -> (Result<(), String>, bool) {
         let mut store = lock(store);
         let mut job = [Job {
